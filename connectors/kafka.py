@@ -1,0 +1,184 @@
+"""Kafka on both sides of Spark: topics, a stamped streaming reader, and plain clients.
+
+Reading uses Spark's own connector (``spark-sql-kafka-0-10``). Every row keeps its source
+coordinates (topic, partition, offset, timestamp), which labels, record ids and quarantine
+rows are derived from (DESIGN.md invariant 2).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+log = logging.getLogger(__name__)
+logging.getLogger("kafka").setLevel(logging.WARNING)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 3, **configs: str) -> None:
+    """Create ``name`` with ``partitions`` partitions (replication 1); no-op if it exists."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics(
+            [
+                NewTopic(
+                    name,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    topic_configs=dict(configs),
+                )
+            ]
+        )
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes, int | None]],
+    **producer_config: Any,
+) -> int:
+    """Produce ``(key, value, partition)`` records, wait for every ack; returns the count.
+
+    ``partition`` ``None`` lets the producer choose (by key). Idempotent producer, acks=all.
+    """
+    from kafka import KafkaProducer
+
+    config: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "acks": "all",
+        "linger_ms": 20,
+        "batch_size": 256 * 1024,
+        "enable_idempotence": True,
+    }
+    config.update(producer_config)
+    producer = KafkaProducer(**config)
+    count = 0
+    try:
+        for key, value, partition in records:
+            producer.send(topic, key=key, value=value, partition=partition)
+            count += 1
+        producer.flush()
+    finally:
+        producer.close()
+    return count
+
+
+def produce_json(
+    bootstrap: str,
+    topic: str,
+    rows: Iterable[Mapping[str, Any]],
+    key_field: str | None = None,
+    partitions: int | None = None,
+) -> int:
+    """Produce each mapping as a JSON value; with ``partitions``, round-robin by row index."""
+
+    def records() -> Iterable[tuple[bytes | None, bytes, int | None]]:
+        for i, row in enumerate(rows):
+            key = str(row[key_field]).encode() if key_field else None
+            part = i % partitions if partitions else None
+            yield key, json.dumps(row, default=str).encode(), part
+
+    return produce(bootstrap, topic, records())
+
+
+def read_stream(
+    spark: SparkSession,
+    bootstrap: str,
+    topics: str | list[str],
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    read_committed: bool = True,
+    extra_options: Mapping[str, str] | None = None,
+) -> DataFrame:
+    """A streaming DataFrame of the topic(s) with its source coordinates.
+
+    Columns: ``key`` and ``value`` (strings), ``topic``, ``partition``, ``offset``,
+    ``kafka_timestamp``. ``read_committed`` (default) hides aborted transactional records.
+    """
+    names = topics if isinstance(topics, str) else ",".join(topics)
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", names)
+        .option("startingOffsets", starting_offsets)
+        .option("failOnDataLoss", "true")
+        .option("kafka.isolation.level", "read_committed" if read_committed else "read_uncommitted")
+    )
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    for k, v in (extra_options or {}).items():
+        reader = reader.option(k, v)
+    return stamp(reader.load())
+
+
+def read_batch(
+    spark: SparkSession, bootstrap: str, topics: str | list[str], read_committed: bool = True
+) -> DataFrame:
+    """The whole topic(s) as a batch DataFrame, same columns as :func:`read_stream`."""
+    names = topics if isinstance(topics, str) else ",".join(topics)
+    df = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", names)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("kafka.isolation.level", "read_committed" if read_committed else "read_uncommitted")
+        .load()
+    )
+    return stamp(df)
+
+
+def stamp(raw: DataFrame) -> DataFrame:
+    """Project Spark's Kafka columns to the stamped shape used across spark_ext."""
+    return raw.select(
+        F.col("key").cast("string").alias("key"),
+        F.col("value").cast("string").alias("value"),
+        "topic",
+        "partition",
+        "offset",
+        F.col("timestamp").alias("kafka_timestamp"),
+    )
+
+
+def consume_all(
+    bootstrap: str, topic: str, read_committed: bool = True, timeout_s: float = 10.0
+) -> list[tuple[int, int, bytes | None, bytes]]:
+    """Every record of ``topic`` as ``(partition, offset, key, value)``, read with kafka-python."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        isolation_level="read_committed" if read_committed else "read_uncommitted",
+        consumer_timeout_ms=int(timeout_s * 1000),
+    )
+    try:
+        parts = [
+            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
+        ]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        end = consumer.end_offsets(parts)
+        out: list[tuple[int, int, bytes | None, bytes]] = []
+        while any(consumer.position(tp) < end[tp] for tp in parts):
+            batch = consumer.poll(timeout_ms=1000)
+            if not batch and all(consumer.position(tp) >= end[tp] for tp in parts):
+                break
+            for tp, msgs in batch.items():
+                out.extend((tp.partition, m.offset, m.key, m.value) for m in msgs)
+        return sorted(out)
+    finally:
+        consumer.close()

@@ -1,0 +1,287 @@
+"""A single-node Apache Kafka broker in KRaft mode on 127.0.0.1, run from the cached jars.
+
+The broker is the real Apache Kafka server (``kafka.Kafka``) from Maven Central, started as
+its own JVM. Transactions work on one node: the transaction state log has replication
+factor 1 and min ISR 1, and ``transaction.max.timeout.ms`` is stated (15 minutes, Kafka's
+default) so a producer asking for more fails at ``init_transactions`` instead of later.
+
+Command line::
+
+    python -m connectors.local_kafka start|stop|status [--data-dir DIR] [--port 9092]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_ext import jvm
+from spark_ext.errors import BrokerError
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parent.parent
+TRANSACTION_MAX_TIMEOUT_MS = 900_000
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Where and how the local broker runs."""
+
+    data_dir: Path = REPO / "var" / "kafka"
+    host: str = "127.0.0.1"
+    port: int = 9092
+    controller_port: int = 9093
+    heap: str = "1g"
+    transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.data_dir / "broker.pid"
+
+    @property
+    def properties_file(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def server_properties(self) -> str:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": (
+                f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "true",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4",
+            "transaction.max.timeout.ms": str(self.transaction_max_timeout_ms),
+            "group.initial.rebalance.delay.ms": "0",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "log.retention.hours": "-1",
+            "log.segment.bytes": str(256 * 1024 * 1024),
+        }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = file
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+def _classpath() -> str:
+    return os.pathsep.join(str(p) for p in jvm.kafka_broker_classpath())
+
+
+class LocalKafkaBroker:
+    """Start, wait for, and stop the local broker by its PID.
+
+    Example
+    -------
+    >>> broker = LocalKafkaBroker()            # doctest: +SKIP
+    >>> broker.ensure_running()                # doctest: +SKIP
+    '127.0.0.1:9092'
+    """
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+
+    # -- state -------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.config.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid
+
+    def is_running(self) -> bool:
+        return port_open(self.config.host, self.config.port)
+
+    # -- life cycle --------------------------------------------------------------------
+    def format_storage(self) -> None:
+        """Format the KRaft storage on first start (a no-op when already formatted)."""
+        c = self.config
+        c.data_dir.mkdir(parents=True, exist_ok=True)
+        c.properties_file.write_text(c.server_properties())
+        if (c.log_dir / "meta.properties").exists():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cmd = [
+            _java(),
+            "-cp",
+            _classpath(),
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(c.properties_file),
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True, env=self._env())
+        if result.returncode != 0:
+            raise BrokerError(f"formatting {c.log_dir} failed: {result.stderr or result.stdout}")
+
+    def _env(self) -> dict[str, str]:
+        c = self.config
+        log4j = c.data_dir / "log4j2.properties"
+        log4j.write_text(LOG4J2.format(log=c.data_dir / "server.log"))
+        env = dict(os.environ)
+        env["JAVA_TOOL_OPTIONS"] = ""
+        env["KAFKA_LOG4J_OPTS"] = f"-Dlog4j2.configurationFile={log4j}"
+        return env
+
+    def start(self, timeout: float = 60.0) -> str:
+        """Start the broker and wait until it serves metadata; returns bootstrap servers."""
+        c = self.config
+        if self.is_running():
+            return c.bootstrap_servers
+        self.format_storage()
+        env = self._env()
+        cmd = [
+            _java(),
+            f"-Xmx{c.heap}",
+            f"-Xms{c.heap}",
+            "-XX:+UseSerialGC",
+            env["KAFKA_LOG4J_OPTS"],
+            "-cp",
+            _classpath(),
+            "kafka.Kafka",
+            str(c.properties_file),
+        ]
+        out = open(c.data_dir / "stdout.log", "ab")
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        c.pid_file.write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise BrokerError(
+                    f"broker exited with {proc.returncode}; see {c.data_dir / 'server.log'}"
+                )
+            if self.is_running() and self._serves_metadata():
+                log.info("Kafka broker %s up (pid %d)", c.bootstrap_servers, proc.pid)
+                return c.bootstrap_servers
+            time.sleep(0.5)
+        raise BrokerError(f"broker did not answer on {c.bootstrap_servers} within {timeout}s")
+
+    def _serves_metadata(self) -> bool:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=self.config.bootstrap_servers, request_timeout_ms=3000
+            )
+        except KafkaError:
+            return False
+        try:
+            admin.list_topics()
+            return True
+        except KafkaError:
+            return False
+        finally:
+            admin.close()
+
+    def ensure_running(self) -> str:
+        """Start the broker unless one already answers on the port."""
+        return self.start() if not self.is_running() else self.config.bootstrap_servers
+
+    def stop(self, timeout: float = 30.0, hard: bool = False) -> None:
+        """Stop the broker by its PID (SIGTERM, or SIGKILL with ``hard``) and wait for it."""
+        pid = self.pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        while port_open(self.config.host, self.config.port):
+            time.sleep(0.2)
+        self.config.pid_file.unlink(missing_ok=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run the local Kafka broker.")
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--data-dir", type=Path, default=BrokerConfig.data_dir)
+    parser.add_argument("--port", type=int, default=BrokerConfig.port)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    broker = LocalKafkaBroker(
+        BrokerConfig(data_dir=args.data_dir, port=args.port, controller_port=args.port + 1)
+    )
+    if args.action == "start":
+        print(f"kafka broker: {broker.start()} (pid {broker.pid()}, data {args.data_dir})")
+    elif args.action == "stop":
+        broker.stop()
+        print("kafka broker: stopped")
+    else:
+        print(
+            "kafka broker:",
+            "running" if broker.is_running() else "not running",
+            f"(pid {broker.pid()})",
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Typed configuration profiles, validated once at start-up.
+
+A profile is a TOML file in ``conf/`` (``local``, ``test``, ``cluster``) or any path. Unknown
+keys, missing required keys and wrong types fail at load time with a :class:`ConfigError`
+that names the setting, never later inside a running query.
+
+Example
+-------
+>>> from spark_ext.config import load_profile
+>>> profile = load_profile("test")
+>>> profile.spark.shuffle_partitions
+2
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_ext.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+#: State store providers selectable by name (issue: state checkpoints as an LSM).
+STATE_STORES: dict[str, dict[str, str]] = {
+    "hdfs": {
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+        ),
+    },
+    "rocksdb": {
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+    },
+    "rocksdb_changelog": {
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    },
+}
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How the SparkSession is built."""
+
+    master: str = "local[2]"
+    app_name: str = "spark_ext"
+    shuffle_partitions: int = 2
+    ui_enabled: bool = False
+    driver_memory: str = "2g"
+    #: JVM options for driver and executors; the defaults make small local runs fast.
+    java_options: str = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    #: One of :data:`STATE_STORES`.
+    state_store: str = "rocksdb_changelog"
+    #: Further ``spark.*`` settings, passed as they are.
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Where the Kafka broker is."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """Where jobs keep their tables and checkpoints (relative paths are under the repo)."""
+
+    data_root: str = "var/data"
+
+    def resolved_data_root(self) -> Path:
+        root = Path(self.data_root)
+        return root if root.is_absolute() else CONF_DIR.parent / root
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A whole configuration profile."""
+
+    name: str
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    paths: PathSettings = field(default_factory=PathSettings)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def _build(cls: type, section: str, raw: Mapping[str, Any]) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(section, f"must be a table, got {type(raw).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{section}.{key}", f"unknown setting (known: {known})")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        default = getattr(cls(), key)
+        if isinstance(default, Mapping):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{section}.{key}", "must be a table of strings")
+            values[key] = {str(k): _scalar_str(f"{section}.{key}.{k}", v) for k, v in value.items()}
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{section}.{key}", f"must be true or false, got {value!r}")
+            values[key] = value
+        elif isinstance(default, int):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{section}.{key}", f"must be an integer, got {value!r}")
+            values[key] = value
+        else:
+            if not isinstance(value, str):
+                raise ConfigError(f"{section}.{key}", f"must be a string, got {value!r}")
+            values[key] = value
+    return cls(**values)
+
+
+def _scalar_str(setting: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    raise ConfigError(setting, f"must be a string, number or boolean, got {value!r}")
+
+
+def validate(profile: Profile) -> None:
+    """Check values that types alone do not: ranges, names, formats."""
+    s = profile.spark
+    if s.shuffle_partitions < 1:
+        raise ConfigError("spark.shuffle_partitions", f"must be >= 1, got {s.shuffle_partitions}")
+    if s.state_store not in STATE_STORES:
+        raise ConfigError(
+            "spark.state_store", f"{s.state_store!r} is not one of {sorted(STATE_STORES)}"
+        )
+    if not s.master:
+        raise ConfigError("spark.master", "must not be empty")
+    for key in s.conf:
+        if not key.startswith("spark."):
+            raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")
+    servers = profile.kafka.bootstrap_servers.split(",")
+    for server in servers:
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+
+
+def load_profile(name_or_path: str | Path, **overrides: Any) -> Profile:
+    """Load a profile by name (``conf/<name>.toml``) or by path, and validate it.
+
+    ``overrides`` replace whole sections or single settings, e.g.
+    ``load_profile("test", spark={"state_store": "hdfs"})``.
+    """
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = CONF_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in CONF_DIR.glob("*.toml")))
+        raise ConfigError("profile", f"no profile {str(name_or_path)!r} (known: {known})")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("profile", f"{path} is not valid TOML: {exc}") from exc
+    for section, values in overrides.items():
+        merged = dict(raw.get(section, {}))
+        merged.update(values)
+        raw[section] = merged
+    sections = {"spark": SparkSettings, "kafka": KafkaSettings, "paths": PathSettings}
+    for key in raw:
+        if key not in sections:
+            raise ConfigError(key, f"unknown section (known: {', '.join(sections)})")
+    built = {key: _build(cls, key, raw.get(key, {})) for key, cls in sections.items()}
+    return Profile(name=path.stem, **built)

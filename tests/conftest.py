@@ -1,0 +1,58 @@
+"""Shared fixtures: one SparkSession for the whole run, the local Kafka broker, unique topics.
+
+Integration tests use the real Spark, the real Apache Kafka broker (started here when it is
+not running) and real Delta tables. Unit tests of pure logic do not touch these fixtures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from connectors.kafka import create_topic
+from connectors.local_kafka import LocalKafkaBroker
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test run (profile ``test``)."""
+    from spark_ext.session import build_session
+
+    session = build_session("test")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap servers of the local broker, started if it does not answer yet."""
+    return LocalKafkaBroker().ensure_running()
+
+
+_topic_counter = itertools.count()
+
+
+@pytest.fixture
+def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
+    """Create a fresh, uniquely named topic: ``new_topic("orders", partitions=3)``."""
+
+    def make(prefix: str = "t", partitions: int = 3) -> str:
+        name = f"{prefix}-{os.getpid()}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
+        create_topic(kafka_bootstrap, name, partitions)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def job_env() -> Iterator[dict[str, str]]:
+    """Environment for job subprocesses: this interpreter, loopback, no crash point."""
+    from spark_ext.session import prepare_environment
+
+    prepare_environment()
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_EXT_CRASH_AT"}
+    yield env
