@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set everything up, start the local broker, run benchmarks by name (no name: list them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null
+.venv/bin/python -m connectors.local_kafka start >/dev/null
+exec .venv/bin/python scripts/bench.py "$@"
