@@ -32,6 +32,7 @@ def spark_conf(profile: Profile) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
         "spark.ui.enabled": "true" if s.ui_enabled else "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": s.driver_memory,
         "spark.driver.extraJavaOptions": s.java_options,
         "spark.executor.extraJavaOptions": s.java_options,

@@ -1,0 +1,82 @@
+"""Rows/s of the plain Kafka -> Delta pipeline (the baseline later benchmarks compare against)."""
+
+from __future__ import annotations
+
+import time
+
+from benchmarks.common import BenchContext, Figure
+from connectors.demo_events import produce_events
+from connectors.kafka import create_topic
+from jobs.ingest_events import IngestPaths, start_ingest
+
+EVENTS = 1_000_000
+
+
+def events_topic(ctx: BenchContext, n: int) -> str:
+    """A 3-partition topic holding exactly ``n`` demo events (1 in 1000 malformed), reused."""
+    topic = f"bench-events-{n}"
+    create_topic(ctx.bootstrap, topic, partitions=3)
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap)
+    parts = [TopicPartition(topic, p) for p in range(3)]
+    have = sum(consumer.end_offsets(parts).values())
+    consumer.close()
+    if have != n:
+        if have:
+            raise RuntimeError(f"{topic} holds {have} records, not {n}: delete it and rerun")
+        start = time.perf_counter()
+        produce_events(ctx.bootstrap, topic, n, malformed_every=1000)
+        print(f"  produced {n:,} events in {time.perf_counter() - start:.1f}s", flush=True)
+    return topic
+
+
+def run(ctx: BenchContext) -> list[Figure]:
+    n = ctx.n(EVENTS)
+    topic = events_topic(ctx, n)
+    spark = ctx.spark
+    figures = []
+
+    # Spark alone: Kafka source -> Delta sink, value kept as a string, no parsing.
+    from connectors import kafka
+
+    out = ctx.folder("ingest-raw")
+    start = time.perf_counter()
+    q = (
+        kafka.read_stream(spark, ctx.bootstrap, topic)
+        .writeStream.format("delta")
+        .option("checkpointLocation", str(out / "_checkpoint"))
+        .trigger(availableNow=True)
+        .start(str(out / "table"))
+    )
+    q.awaitTermination()
+    raw_s = time.perf_counter() - start
+    figures.append(
+        Figure(
+            "ingest",
+            "spark kafka->delta (raw value)",
+            "rows/s",
+            n / raw_s,
+            "rows/s",
+            baseline=True,
+            note=f"{n:,} rows in {raw_s:.1f}s",
+        )
+    )
+
+    # Ours: parse against the contract, valid rows and quarantine to two Delta tables.
+    paths = IngestPaths(ctx.folder("ingest-parsed"))
+    start = time.perf_counter()
+    for q in start_ingest(spark, ctx.bootstrap, topic, paths):
+        q.awaitTermination()
+    parsed_s = time.perf_counter() - start
+    figures.append(
+        Figure(
+            "ingest",
+            "ingest_events (parse+quarantine)",
+            "rows/s",
+            n / parsed_s,
+            "rows/s",
+            note=f"{n:,} rows in {parsed_s:.1f}s",
+        )
+    )
+    return figures

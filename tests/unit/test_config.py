@@ -1,0 +1,85 @@
+"""Configuration profiles: typed, validated at load time, errors name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_ext.config import STATE_STORES, load_profile
+from spark_ext.errors import ConfigError, JarsNotFetched
+
+
+@pytest.mark.parametrize("name", ["local", "test", "cluster"])
+def test_shipped_profiles_load(name: str) -> None:
+    profile = load_profile(name)
+    assert profile.name == name
+    assert profile.spark.state_store in STATE_STORES
+
+
+def test_local_profiles_use_two_shuffle_partitions() -> None:
+    assert load_profile("local").spark.shuffle_partitions == 2
+    assert load_profile("test").spark.shuffle_partitions == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setting"),
+    [
+        ({"spark": {"shuffle_partitions": 0}}, "spark.shuffle_partitions"),
+        ({"spark": {"shuffle_partitions": "2"}}, "spark.shuffle_partitions"),
+        ({"spark": {"ui_enabled": "no"}}, "spark.ui_enabled"),
+        ({"spark": {"state_store": "leveldb"}}, "spark.state_store"),
+        ({"spark": {"shufle_partitions": 2}}, "spark.shufle_partitions"),
+        ({"spark": {"conf": {"sql.shuffle.partitions": "2"}}}, "spark.conf.sql.shuffle.partitions"),
+        ({"kafka": {"bootstrap_servers": "localhost"}}, "kafka.bootstrap_servers"),
+        ({"paths": {"data_root": 3}}, "paths.data_root"),
+        ({"sparkk": {}}, "sparkk"),
+    ],
+)
+def test_bad_setting_fails_at_load_naming_the_setting(overrides: dict, setting: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_profile("test", **overrides)
+    assert info.value.setting == setting
+    assert str(info.value).startswith(setting)
+
+
+def test_unknown_profile_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match=r"known: .*local"):
+        load_profile("nope")
+
+
+def test_profile_from_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('[spark]\nmaster = "local[1]"\n[spark.conf]\n"spark.sql.ansi.enabled" = true\n')
+    profile = load_profile(path)
+    assert profile.spark.master == "local[1]"
+    assert profile.spark.conf == {"spark.sql.ansi.enabled": "true"}
+
+
+def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[spark\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_profile(path)
+
+
+def test_missing_jar_cache_is_a_typed_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from spark_ext import jvm
+
+    monkeypatch.setenv("SPARK_EXT_CACHE", str(tmp_path))
+    with pytest.raises(JarsNotFetched, match=r"scripts/setup\.sh"):
+        jvm.spark_jars()
+
+
+def test_session_conf_carries_delta_kafka_jars_and_fast_local_settings() -> None:
+    from spark_ext.session import spark_conf
+
+    conf = spark_conf(load_profile("test"))
+    jars = conf["spark.jars"].split(",")
+    assert any("delta-spark_4.2_2.13" in j for j in jars)
+    assert any("spark-sql-kafka-0-10_2.13-4.2.0" in j for j in jars)
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+    assert conf["spark.ui.enabled"] == "false"
+    assert "RocksDBStateStoreProvider" in conf["spark.sql.streaming.stateStore.providerClass"]
