@@ -54,6 +54,8 @@ def prepare_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # py4j logs every gateway call at INFO, which drowns a job's own log lines.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 def build_session(profile: Profile | str = "local", **overrides: object) -> SparkSession:
