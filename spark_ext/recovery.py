@@ -45,9 +45,10 @@ Example
 >>> classify([{"id": 1, "v": "a"}], [{"id": 1, "v": "a"}] * 2, spec).recovery_class
 <RecoveryClass.ROLLBACK_REPEATING: 'rollback-repeating'>
 >>> harness = RecoveryHarness(workdir, bootstrap)            # doctest: +SKIP
->>> result = harness.check(registry.get("at_most_once"))     # doctest: +SKIP
+>>> [result] = harness.check(registry.get("at_most_once"))   # doctest: +SKIP
 >>> result.recovery_class, result.as_expected                # doctest: +SKIP
 (<RecoveryClass.GAP: 'gap'>, True)
+>>> print(format_table([result]))                            # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -353,21 +354,30 @@ class RunSlot:
     out: Path
 
 
+@dataclass(frozen=True)
+class ExpectedOutput:
+    """One output of a job, how it is compared, and the class a crash should give it."""
+
+    name: str
+    spec: OutputSpec
+    expected: RecoveryClass
+
+
 class RecoveryCase(ABC):
-    """A guarantee job as the harness sees it: how to feed it, run it and read its output.
+    """A guarantee job as the harness sees it: how to feed it, run it and read its outputs.
 
     Subclasses set the class attributes and implement the three methods; ``jobs/registry.py``
-    holds the project's cases.
+    holds the project's cases. A job with several outputs (for example a copy of the events
+    and a running aggregate) is run once per check and every output is classified.
     """
 
     #: Short name used by the CLI and the report (``at_most_once``).
     name: str
     #: Module run as ``python -m module``.
     module: str
-    #: The class a crash at :attr:`crash` should produce.
-    expected: RecoveryClass
     crash: CrashPlan
-    output: OutputSpec
+    #: The outputs that are compared, each with its expected class.
+    outputs: tuple[ExpectedOutput, ...]
     #: One line: what the job shows.
     description: str = ""
 
@@ -380,20 +390,26 @@ class RecoveryCase(ABC):
         """Command-line arguments of a run writing to ``slot``."""
 
     @abstractmethod
-    def read_output(self, ctx: HarnessContext, slot: RunSlot) -> list[dict[str, Any]]:
-        """Every row the runs of ``slot`` left in the output (empty if nothing was written)."""
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        """Every row the runs of ``slot`` left in ``output`` (empty if nothing was written)."""
 
 
 @dataclass(frozen=True)
 class RecoveryResult:
-    """One job's check: its runs, its output before the restart, and the comparison."""
+    """One output's check: the output before the restart, and the comparison."""
 
     job: str
+    output: str
     expected: RecoveryClass
     crash: str
     comparison: Comparison
     rows_before_restart: int
     run_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """``job/output``: the name used in the table, the report and file names."""
+        return f"{self.job}/{self.output}"
 
     @property
     def recovery_class(self) -> RecoveryClass:
@@ -443,15 +459,13 @@ class RecoveryHarness:
         tag = re.sub(r"[^a-zA-Z0-9-]", "-", f"rec-{case.name}-{uuid.uuid4().hex[:8]}")
         return HarnessContext(self.workdir / case.name, self.bootstrap, self.profile, tag)
 
-    def check(self, case: RecoveryCase) -> RecoveryResult:
-        """Run ``case`` clean, then killed and restarted, and compare the two outputs."""
-        (self.workdir / case.name).mkdir(parents=True, exist_ok=True)
+    def check(self, case: RecoveryCase) -> list[RecoveryResult]:
+        """Run ``case`` clean, then killed and restarted; classify each of its outputs."""
         ctx = self.context(case)
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
         case.prepare(ctx)
-        clean, crashed = (
-            RunSlot("clean", ctx.workdir / "clean"),
-            RunSlot("crashed", ctx.workdir / "crashed"),
-        )
+        clean = RunSlot("clean", ctx.workdir / "clean")
+        crashed = RunSlot("crashed", ctx.workdir / "crashed")
         seconds: dict[str, float] = {}
 
         log.info("%s: clean run", case.name)
@@ -471,7 +485,7 @@ class RecoveryHarness:
         seconds["crashed"] = run.seconds
         if not run.killed:
             raise CrashPointNotReached(case.name, case.crash, run)
-        before = len(case.read_output(ctx, crashed))
+        before = {o.name: len(case.read_output(ctx, crashed, o.name)) for o in case.outputs}
 
         log.info("%s: restart from the checkpoint", case.name)
         run = self.runner(case.module, case.job_args(ctx, crashed), timeout_s=self.timeout_s)
@@ -479,14 +493,25 @@ class RecoveryHarness:
         if not run.ok:
             raise JobRunFailed(case.name, "restarted", run)
 
-        comparison = classify(
-            case.read_output(ctx, clean), case.read_output(ctx, crashed), case.output
-        )
-        result = RecoveryResult(
-            case.name, case.expected, case.crash.describe(), comparison, before, seconds
-        )
-        log.info("%s: %s (expected %s)", case.name, result.recovery_class, case.expected)
-        return result
+        results = []
+        for out in case.outputs:
+            comparison = classify(
+                case.read_output(ctx, clean, out.name),
+                case.read_output(ctx, crashed, out.name),
+                out.spec,
+            )
+            result = RecoveryResult(
+                case.name,
+                out.name,
+                out.expected,
+                case.crash.describe(),
+                comparison,
+                before[out.name],
+                seconds,
+            )
+            log.info("%s: %s (expected %s)", result.label, result.recovery_class, out.expected)
+            results.append(result)
+        return results
 
 
 # --------------------------------------------------------------------------------------------
@@ -522,7 +547,7 @@ def read_kafka_json_rows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 TABLE_COLUMNS = (
-    "job",
+    "job/output",
     "crash",
     "expected",
     "observed",
@@ -539,7 +564,7 @@ def table_rows(results: Iterable[RecoveryResult]) -> list[tuple[str, ...]]:
     """One row of :data:`TABLE_COLUMNS` per result."""
     return [
         (
-            r.job,
+            r.label,
             r.crash,
             str(r.expected),
             str(r.recovery_class),
@@ -593,7 +618,9 @@ def plot_result(result: RecoveryResult) -> bytes:
     ax.bar_label(bars)
     ax.set_ylabel("rows")
     verdict = "as expected" if result.as_expected else f"expected {result.expected}"
-    ax.set_title(f"{result.job}: {result.recovery_class} ({verdict}); crash {result.crash}")
+    ax.set_title(
+        f"{result.label}: {result.recovery_class} ({verdict}); crash {result.crash}", fontsize=10
+    )
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     buf = io.BytesIO()
@@ -633,25 +660,25 @@ def _html_state(diffs: Sequence[StateDiff], limit: int) -> str:
 
 
 def write_report(results: Sequence[RecoveryResult], folder: Path, limit: int = 50) -> Path:
-    """Write ``folder/index.html`` with the table, one PNG per job and the differing rows.
+    """Write ``folder/index.html`` with the table, one PNG per output and the differing rows.
 
-    The PNGs are written next to the page (``<job>.png``) and referenced from it. Returns the
-    page's path.
+    The PNGs are written next to the page (``<job>-<output>.png``) and referenced from it.
+    Returns the page's path.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     sections = []
     for r in results:
-        png = folder / f"{r.job}.png"
+        png = folder / f"{r.job}-{r.output}.png"
         png.write_bytes(plot_result(r))
         c = r.comparison
         sections.append(
-            f"<section id='{html.escape(r.job)}'><h2>{html.escape(r.job)}: "
+            f"<section id='{html.escape(r.label)}'><h2>{html.escape(r.label)}: "
             f"{html.escape(str(r.recovery_class))}</h2>"
             f"<p>expected {html.escape(str(r.expected))}, crash {html.escape(r.crash)}, "
             f"final state {'equal' if c.final_state_equal else 'differs'}; runs "
             + ", ".join(f"{k} {v:.0f}s" for k, v in r.run_seconds.items())
-            + f"</p><img src='{png.name}' alt='{html.escape(r.job)} rows'>"
+            + f"</p><img src='{png.name}' alt='{html.escape(r.label)} rows'>"
             + _html_rows("missing rows", c.missing, limit)
             + _html_rows("extra rows", c.extra, limit)
             + _html_state(c.state_diffs, limit)

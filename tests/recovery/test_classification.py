@@ -13,6 +13,7 @@ from spark_ext.jobrun import JobRun
 from spark_ext.recovery import (
     CrashPlan,
     CrashPointNotReached,
+    ExpectedOutput,
     FinalStateView,
     HarnessContext,
     JobRunFailed,
@@ -146,13 +147,12 @@ class FakeCase(RecoveryCase):
 
     name = "fake"
     module = "jobs.fake"
-    expected = RecoveryClass.GAP
     crash = CrashPlan(crash_at="fake.after_commit@1")
-    output = EVENTS
+    outputs = (ExpectedOutput("events", EVENTS, RecoveryClass.GAP),)
 
     def __init__(self, restart_ids: range) -> None:
         self.restart_ids = restart_ids
-        self.outputs: dict[str, list[dict[str, Any]]] = {}
+        self.written: dict[str, list[dict[str, Any]]] = {}
 
     def prepare(self, ctx: HarnessContext) -> None:
         self.prepared = ctx
@@ -160,8 +160,8 @@ class FakeCase(RecoveryCase):
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return ["--out", slot.name]
 
-    def read_output(self, ctx: HarnessContext, slot: RunSlot) -> list[dict[str, Any]]:
-        return list(self.outputs.get(slot.name, []))
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return list(self.written.get(slot.name, []))
 
 
 class FakeRunner:
@@ -170,7 +170,7 @@ class FakeRunner:
 
     def __call__(self, module, args, crash_at=None, kill_after_s=None, timeout_s=0.0):
         self.calls.append((args[-1], crash_at))
-        rows = self.case.outputs.setdefault(args[-1], [])
+        rows = self.case.written.setdefault(args[-1], [])
         if args[-1] == "clean":
             rows.extend(CLEAN)
         elif crash_at:
@@ -184,7 +184,7 @@ class FakeRunner:
 def test_harness_runs_clean_then_killed_then_restarted_and_classifies(tmp_path: Path):
     case = FakeCase(restart_ids=range(7, 10))
     runner = FakeRunner(case)
-    result = RecoveryHarness(tmp_path, "127.0.0.1:9092", runner=runner).check(case)
+    [result] = RecoveryHarness(tmp_path, "127.0.0.1:9092", runner=runner).check(case)
     assert runner.calls == [
         ("clean", None),
         ("crashed", "fake.after_commit@1"),
@@ -213,10 +213,10 @@ def test_harness_reports_a_failed_clean_run(tmp_path: Path):
 
 def test_table_and_report_show_each_job_with_its_plot(tmp_path: Path):
     case = FakeCase(restart_ids=range(4, 10))
-    result = RecoveryHarness(tmp_path, "b:1", runner=FakeRunner(case)).check(case)
+    [result] = RecoveryHarness(tmp_path, "b:1", runner=FakeRunner(case)).check(case)
     table = format_table([result])
     assert "rollback-repeating" in table and "gap" in table and "NO" in table
     index = write_report([result], tmp_path / "report")
     page = index.read_text()
-    assert "<img src='fake.png'" in page and "extra rows (1)" in page
-    assert (tmp_path / "report" / "fake.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<img src='fake-events.png'" in page and "extra rows (1)" in page
+    assert (tmp_path / "report" / "fake-events.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
