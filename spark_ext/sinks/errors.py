@@ -1,0 +1,71 @@
+"""Errors of the exactly-once sinks: one class per failure kind, all :class:`SinkError`.
+
+A caller catches the class, never matches a message. Every class says whether the batch may
+have been committed when it is raised, which is what decides whether a retry is safe.
+"""
+
+from __future__ import annotations
+
+from spark_ext.errors import ConfigError, SparkExtError
+
+
+class SinkError(SparkExtError):
+    """Base class of every error an exactly-once sink raises on purpose."""
+
+
+class SinkConfigError(SinkError, ConfigError):
+    """A sink option is missing or wrong; raised when the query is built, before any batch."""
+
+
+class SchemaMismatchError(SinkError):
+    """The rows to append do not fit the target table's schema.
+
+    Raised before anything of the batch is committed (the table is unchanged), so it is never
+    retried: the pipeline or the table has to change.
+    """
+
+    def __init__(self, target: str, expected: str, actual: str) -> None:
+        self.target = target
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"schema of the rows does not match {target}: table has {expected}, rows have {actual}"
+        )
+
+
+class ConcurrentWriterError(SinkError):
+    """Another writer changed the target between this sink's check and its commit.
+
+    For the Delta sinks: a second writer with the same sink id recorded the same or a later
+    batch (two queries share one sink id, or a zombie driver). The batch is *not* committed
+    by this writer; retrying it is safe only because the commit re-checks the recorded batch
+    first, which the sinks do a bounded number of times before raising this.
+    """
+
+
+class WriterFencedError(SinkError):
+    """A newer producer with the same transactional id took over; this one must stop.
+
+    Raised by the two-phase Kafka sink when its transaction was fenced (a restarted driver
+    took over). This writer's open transaction is aborted by the broker; never retried here.
+    """
+
+
+class CommitUncertainError(SinkError):
+    """The commit was sent but its outcome could not be learned (the answer was lost).
+
+    Raised only after the sink tried to resolve the outcome (by fencing the transaction and
+    reading the recorded batch back) and could not reach the broker. Restarting the query
+    is safe: the replayed batch is recognised if it did commit.
+    """
+
+
+class StagedDataMissingError(SinkError):
+    """A commit message points at staged output that is gone (removed by hand or by abort).
+
+    Nothing is committed; the batch fails and Spark re-runs it after a restart.
+    """
+
+
+class TransactionTimeoutError(SinkConfigError):
+    """The Kafka transaction timeout is above the broker's ``transaction.max.timeout.ms``."""
