@@ -26,23 +26,39 @@ from spark_ext.errors import ConfigError
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 #: State store providers selectable by name (issue: state checkpoints as an LSM).
+#: Every profile sets the same keys, so applying one to a session replaces the previous one:
+#: the provider, whether RocksDB writes a changelog per batch (the LSM shape: only changed
+#: entries per batch, a full snapshot every ``minDeltasForSnapshot`` batches), and how often
+#: the background maintenance thread snapshots and cleans up old versions.
+#: Figures: ``scripts/bench.py state_store`` (batch duration, checkpoint bytes, recovery time).
+_STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+_MIN_DELTAS_FOR_SNAPSHOT = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+_MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
 STATE_STORES: dict[str, dict[str, str]] = {
     "hdfs": {
-        "spark.sql.streaming.stateStore.providerClass": (
+        _STATE_STORE_PROVIDER: (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         ),
+        _CHANGELOG: "false",  # not read by this provider; set so switching resets it
+        _MIN_DELTAS_FOR_SNAPSHOT: "10",
+        _MAINTENANCE_INTERVAL: "60s",
     },
     "rocksdb": {
-        "spark.sql.streaming.stateStore.providerClass": (
+        _STATE_STORE_PROVIDER: (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "false",
+        _CHANGELOG: "false",
+        _MIN_DELTAS_FOR_SNAPSHOT: "10",
+        _MAINTENANCE_INTERVAL: "60s",
     },
     "rocksdb_changelog": {
-        "spark.sql.streaming.stateStore.providerClass": (
+        _STATE_STORE_PROVIDER: (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        _CHANGELOG: "true",
+        _MIN_DELTAS_FOR_SNAPSHOT: "10",
+        _MAINTENANCE_INTERVAL: "60s",
     },
 }
 

@@ -1,0 +1,496 @@
+"""State store sweep: batch duration, checkpoint bytes and SIGKILL recovery time per store and live keys.
+
+The stateful query is a Spark streaming aggregation, count and sum per key
+(``groupBy(key).agg(count, sum)``, update mode, ``noop`` sink), fed by the deterministic
+``rate-micro-batch`` source: batch ``b`` holds the values ``[start_b, start_b + rows)`` and
+the key of a value is ``value % keys``. The first batch holds ``keys`` rows (it fills the state
+with every key); later batches hold ``rows_per_batch`` rows and update that many keys, a
+rolling window over the key space, so the state stays at ``keys`` live keys.
+
+For each store profile (:data:`spark_ext.config.STATE_STORES`) and each number of live keys:
+
+1. run the job (a new JVM, via :func:`spark_ext.jobrun.run_job`): fill batch, then
+   ``STEADY_BATCHES`` batches measured for duration and bytes written to the checkpoint;
+   after the last one commits, the crash point ``state_store.batch_committed`` SIGKILLs it;
+2. read the checkpoint with :class:`spark_ext.state_inspect.StateInspector` (state rows must
+   equal the live keys; checkpoint folder size);
+3. restart the job on the same checkpoint with a fixed backlog of ``BACKLOG_BATCHES`` batches
+   and time, from the restart, the first new batch commit and the catch-up (backlog done).
+
+Run as a benchmark::
+
+    .venv/bin/python scripts/bench.py state_store --scale 0.1
+
+Run one job by hand (this is what the benchmark and ``tests/state`` start)::
+
+    python -m scripts.benchmarks.state_store --store hdfs --checkpoint-root /tmp/c --keys 1000 \\
+        --rows-per-batch 100 --until-batch 5
+
+Environment: ``SPARK_EXT_STATE_KEYS`` (comma list, e.g. ``10000,100000,1000000,10000000``)
+replaces the live-key sizes (then not scaled), ``SPARK_EXT_STATE_STORES`` the stores,
+``SPARK_EXT_STATE_DRIVER_MEMORY`` the job's driver memory (default 4g),
+``SPARK_EXT_BENCH_OUT`` where the PNG goes (default ``var/bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+JOB_MODULE = "scripts.benchmarks.state_store"
+#: Crash point reached when every query of the job has committed batch ``N`` (``...@N``).
+CRASH_POINT = "state_store.batch_committed"
+
+KEYS = (10_000, 100_000, 1_000_000)
+STEADY_BATCHES = 20
+BACKLOG_BATCHES = 5
+ROWS_PER_BATCH_FRACTION = 0.01  # steady batches update 1% of the keys ...
+MIN_ROWS_PER_BATCH = 1_000  # ... but at least this many
+
+
+# -- the stateful query ----------------------------------------------------------------------
+
+
+def apply_store(spark: SparkSession, store: str) -> None:
+    """Set the session's state store settings to the profile ``store`` (for queries started next)."""
+    from spark_ext.config import STATE_STORES
+
+    for key, value in STATE_STORES[store].items():
+        spark.conf.set(key, value)
+
+
+def count_per_key(spark: SparkSession, keys: int, rows_per_batch: int) -> DataFrame:
+    """Count and sum of values per key over the ``rate-micro-batch`` source.
+
+    The source's offsets pin each batch's values, so a batch replayed after a crash reads the
+    same rows; ``rows_per_batch`` only applies to batches not yet in the offset log.
+    """
+    source = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", 2)
+        .option("startTimestamp", 0)
+        .load()
+    )
+    return (
+        source.select((F.col("value") % keys).alias("key"), "value")
+        .groupBy("key")
+        .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
+    )
+
+
+def start_count_query(
+    spark: SparkSession,
+    store: str,
+    checkpoint: Path,
+    keys: int,
+    rows_per_batch: int,
+    once: bool = False,
+) -> StreamingQuery:
+    """Start :func:`count_per_key` with the state store ``store`` on ``checkpoint``.
+
+    A checkpoint keeps the provider it was created with (Spark restores it from the offset
+    log); the other settings of the profile apply to every run.
+    """
+    apply_store(spark, store)
+    writer = (
+        count_per_key(spark, keys, rows_per_batch)
+        .writeStream.format("noop")
+        .queryName(f"state_{store}")
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+    )
+    if once:
+        writer = writer.trigger(once=True)
+    return writer.start()
+
+
+# -- the job -----------------------------------------------------------------------------------
+
+
+class BatchRecorder(StreamingQueryListener):
+    """Writes one JSON line per committed batch and fires the crash point.
+
+    Each line holds the wall time of the progress event, the batch duration, the state rows
+    and the bytes that appeared in the query's checkpoint since the previous batch (new files
+    and growth of existing ones). :data:`CRASH_POINT` is asked for the lowest batch every
+    query has committed, so ``state_store.batch_committed@N`` kills the job once all its
+    queries have committed batch ``N``.
+    """
+
+    def __init__(self, events: Path | None, checkpoints: dict[str, Path]) -> None:
+        self._events = events.open("a") if events else None
+        self._checkpoints = checkpoints  # query name -> checkpoint folder
+        self._files = {name: checkpoint_files(path) for name, path in checkpoints.items()}
+        self._committed: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.changed = threading.Condition(self._lock)
+
+    def all_committed(self, batch: int) -> bool:
+        """Whether every query has committed ``batch`` (call holding :attr:`changed`)."""
+        return all(self._committed.get(n, -1) >= batch for n in self._checkpoints)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._events is not None:
+            self._events.write(json.dumps(record) + "\n")
+            self._events.flush()
+
+    def onQueryStarted(self, event: Any) -> None:
+        self.write({"event": "query_started", "query": event.name, "t": time.time()})
+
+    def onQueryProgress(self, event: Any) -> None:
+        from spark_ext.crash import crash_point
+
+        now = time.time()
+        progress = json.loads(event.progress.json)
+        name = progress.get("name") or ""
+        batch = int(progress["batchId"])
+        written = 0
+        if name in self._checkpoints:
+            files = checkpoint_files(self._checkpoints[name])
+            before = self._files.get(name, {})
+            written = sum(max(0, size - before.get(path, 0)) for path, size in files.items())
+            self._files[name] = files
+        ops = progress.get("stateOperators") or []
+        self.write(
+            {
+                "event": "batch",
+                "query": name,
+                "batch": batch,
+                "t": now,
+                "duration_ms": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+                "input_rows": int(progress.get("numInputRows") or 0),
+                "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in ops),
+                "bytes_written": written,
+            }
+        )
+        with self.changed:
+            self._committed[name] = max(batch, self._committed.get(name, -1))
+            lowest = min(self._committed.get(n, -1) for n in self._checkpoints)
+            self.changed.notify_all()
+        crash_point(CRASH_POINT, lowest)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if event.exception:
+            log.error("query %s failed: %s", event.id, event.exception)
+        with self.changed:
+            self.changed.notify_all()
+
+
+def checkpoint_files(folder: Path) -> dict[str, int]:
+    """Every file under ``folder`` with its size (files removed meanwhile are skipped)."""
+    files: dict[str, int] = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            try:
+                files[path] = os.stat(path).st_size
+            except FileNotFoundError:
+                continue
+    return files
+
+
+def run_queries(
+    spark: SparkSession,
+    stores: Sequence[str],
+    checkpoint_root: Path,
+    keys: int,
+    rows_per_batch: int,
+    until_batch: int,
+    events: Path | None = None,
+    timeout_s: float = 1800.0,
+) -> None:
+    """Run the count query once per store until every one has committed ``until_batch``.
+
+    A store whose checkpoint is new first runs one fill batch of ``keys`` rows (every key
+    once); then all run side by side with ``rows_per_batch`` rows per batch.
+    """
+    checkpoints = {f"state_{s}": checkpoint_root / s for s in stores}
+    recorder = BatchRecorder(events, checkpoints)
+    spark.streams.addListener(recorder)
+    recorder.write({"event": "job_started", "t": time.time(), "pid": os.getpid()})
+    try:
+        for store in stores:
+            checkpoint = checkpoints[f"state_{store}"]
+            if not (checkpoint / "commits" / "0").exists():
+                fill = start_count_query(spark, store, checkpoint, keys, keys, once=True)
+                if not fill.awaitTermination(int(timeout_s)):  # raises if the query failed
+                    raise TimeoutError(f"fill batch of {store} not done in {timeout_s}s")
+        queries = [
+            start_count_query(spark, s, checkpoints[f"state_{s}"], keys, rows_per_batch)
+            for s in stores
+        ]
+        deadline = time.monotonic() + timeout_s
+        with recorder.changed:
+            while not recorder.all_committed(until_batch):
+                failed = [q for q in queries if not q.isActive]
+                if failed:
+                    failed[0].awaitTermination()  # raises the query's error
+                    raise RuntimeError(f"query {failed[0].name} stopped before {until_batch}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"batch {until_batch} not committed in {timeout_s}s")
+                recorder.changed.wait(1.0)
+        for q in queries:
+            q.stop()
+        recorder.write({"event": "job_done", "t": time.time()})
+    finally:
+        spark.streams.removeListener(recorder)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The job: run the count query per store until a batch, recording every batch."""
+    parser = argparse.ArgumentParser(description="Count per key with a chosen state store.")
+    parser.add_argument("--store", action="append", required=True, help="repeatable")
+    parser.add_argument("--checkpoint-root", type=Path, required=True)
+    parser.add_argument("--keys", type=int, required=True)
+    parser.add_argument("--rows-per-batch", type=int, required=True)
+    parser.add_argument("--until-batch", type=int, required=True)
+    parser.add_argument("--events", type=Path, default=None, help="JSON lines, one per batch")
+    parser.add_argument("--profile", default="local")
+    parser.add_argument("--driver-memory", default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+
+    from spark_ext.session import build_session
+
+    spark_overrides: dict[str, Any] = {}
+    if args.driver_memory:
+        spark_overrides["driver_memory"] = args.driver_memory
+    spark = (
+        build_session(args.profile, spark=spark_overrides)
+        if spark_overrides
+        else (build_session(args.profile))
+    )
+    run_queries(
+        spark,
+        args.store,
+        args.checkpoint_root,
+        args.keys,
+        args.rows_per_batch,
+        args.until_batch,
+        args.events,
+    )
+    return 0
+
+
+# -- the benchmark ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one (store, live keys) run measured."""
+
+    store: str
+    keys: int
+    rows_per_batch: int
+    batch_ms: list[int]
+    bytes_per_batch: list[int]
+    checkpoint_bytes: int
+    state_bytes: int
+    state_rows: int
+    first_commit_s: float
+    first_batch_ms: int
+    catch_up_s: float
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # the last line of a job killed mid-write
+            continue
+    return records
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by linear interpolation."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
+    """Steady batches, then SIGKILL, then restart with a backlog, for one store and size."""
+    from spark_ext.jobrun import run_job
+
+    root = ctx.folder(f"state-{store}-{keys}")
+    rows = max(MIN_ROWS_PER_BATCH, int(keys * ROWS_PER_BATCH_FRACTION))
+    crash_batch = STEADY_BATCHES  # batch 0 fills, batches 1..STEADY_BATCHES are measured
+    common = [
+        "--store", store,
+        "--checkpoint-root", str(root),
+        "--keys", str(keys),
+        "--rows-per-batch", str(rows),
+        "--driver-memory", driver_memory,
+    ]  # fmt: skip
+    steady_events = root / "steady.jsonl"
+    run = run_job(
+        JOB_MODULE,
+        [*common, "--until-batch", str(crash_batch + 1000), "--events", str(steady_events)],
+        crash_at=f"{CRASH_POINT}@{crash_batch}",
+        timeout_s=3600,
+    )
+    if not run.killed:
+        raise RuntimeError(f"{store} {keys}: the job was not killed:\n{run.output_tail}")
+    batches = [e for e in read_events(steady_events) if e["event"] == "batch"]
+    steady = [e for e in batches if 1 <= e["batch"] <= crash_batch]
+
+    from spark_ext.state_inspect import StateInspector
+
+    checkpoint = root / store
+    inspector = StateInspector(ctx.spark, checkpoint)
+    last = inspector.last_committed_batch()
+    report = inspector.report(last)
+    if report.rows() != keys:
+        raise RuntimeError(f"{store}: state holds {report.rows()} rows, expected {keys}")
+    checkpoint_bytes = sum(checkpoint_files(checkpoint).values())
+
+    restart_events = root / "restart.jsonl"
+    until = last + BACKLOG_BATCHES
+    started = time.time()
+    run = run_job(
+        JOB_MODULE,
+        [*common, "--until-batch", str(until), "--events", str(restart_events)],
+        timeout_s=3600,
+    )
+    if not run.ok:
+        raise RuntimeError(f"{store} {keys}: restart failed:\n{run.output_tail}")
+    after = [e for e in read_events(restart_events) if e["event"] == "batch"]
+    first = min(after, key=lambda e: e["t"])
+    done = next(e for e in after if e["batch"] == until)
+    return SweepResult(
+        store=store,
+        keys=keys,
+        rows_per_batch=rows,
+        batch_ms=[e["duration_ms"] for e in steady],
+        bytes_per_batch=[e["bytes_written"] for e in steady],
+        checkpoint_bytes=checkpoint_bytes,
+        state_bytes=report.bytes_on_disk(),
+        state_rows=report.rows(),
+        first_commit_s=first["t"] - started,
+        first_batch_ms=first["duration_ms"],
+        catch_up_s=done["t"] - started,
+    )
+
+
+def figures_of(results: Sequence[SweepResult]) -> list[Any]:
+    """Figures per store and size; ratios are against the HDFS-backed store of the same size."""
+    from .common import Figure
+
+    figures = []
+    for r in results:
+        values = [
+            ("batch_ms_p50", statistics.median(r.batch_ms), "ms"),
+            ("batch_ms_p95", percentile(r.batch_ms, 0.95), "ms"),
+            ("ckpt_bytes/batch", statistics.mean(r.bytes_per_batch), "B"),
+            ("ckpt_folder", r.checkpoint_bytes, "B"),
+            ("recover_first_s", r.first_commit_s, "s"),
+            ("first_batch_ms", r.first_batch_ms, "ms"),
+            ("recover_catchup_s", r.catch_up_s, "s"),
+        ]
+        figures += [
+            Figure(
+                "state_store",
+                r.store,
+                f"{metric} @{_short(r.keys)}",
+                value,
+                unit,
+                baseline=r.store == "hdfs",
+                note=f"{r.rows_per_batch:,} rows/batch",
+            )
+            for metric, value, unit in values
+        ]
+    return figures
+
+
+def _short(keys: int) -> str:
+    for unit, div in (("M", 1_000_000), ("k", 1_000)):
+        if keys >= div and keys % div == 0:
+            return f"{keys // div}{unit}"
+    return str(keys)
+
+
+def plot(results: Sequence[SweepResult], path: Path) -> Path:
+    """Median and p95 batch duration against live keys, one line per store."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_d, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for store in dict.fromkeys(r.store for r in results):
+        mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
+        xs = [r.keys for r in mine]
+        line = ax_d.plot(
+            xs, [statistics.median(r.batch_ms) for r in mine], marker="o", label=f"{store} p50"
+        )
+        ax_d.plot(xs, [percentile(r.batch_ms, 0.95) for r in mine], linestyle="--",
+                  color=line[0].get_color(), label=f"{store} p95")  # fmt: skip
+        ax_r.plot(xs, [r.catch_up_s for r in mine], marker="o", label=f"{store} catch-up")
+        ax_r.plot(xs, [r.first_commit_s for r in mine], linestyle="--",
+                  color=line[0].get_color(), label=f"{store} first commit")  # fmt: skip
+    ax_d.set(xscale="log", yscale="log", xlabel="live keys", ylabel="batch duration (ms)",
+             title="steady-state batch duration")  # fmt: skip
+    ax_r.set(xscale="log", xlabel="live keys", ylabel="seconds after restart",
+             title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
+    for ax in (ax_d, ax_r):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def run(ctx: Any) -> list[Any]:
+    from spark_ext.config import STATE_STORES
+
+    env_keys = os.environ.get("SPARK_EXT_STATE_KEYS")
+    sizes = [int(k) for k in env_keys.split(",")] if env_keys else [ctx.n(k) for k in KEYS]
+    stores = os.environ.get("SPARK_EXT_STATE_STORES", ",".join(STATE_STORES)).split(",")
+    memory = os.environ.get("SPARK_EXT_STATE_DRIVER_MEMORY", "4g")
+    results: list[SweepResult] = []
+    for keys in sizes:
+        for store in stores:
+            began = time.perf_counter()
+            results.append(measure(ctx, store, keys, memory))
+            print(f"  {store:18} {keys:>10,} keys: done in {time.perf_counter() - began:.0f}s",
+                  flush=True)  # fmt: skip
+    out = Path(
+        os.environ.get("SPARK_EXT_BENCH_OUT", Path(__file__).resolve().parents[2] / "var" / "bench")
+    )
+    png = plot(results, out / "state_store.png")
+    (out / "state_store.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    print(f"  plot: {png}\n  raw:  {out / 'state_store.json'}", flush=True)
+    return figures_of(results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
