@@ -1,19 +1,37 @@
-"""Fixtures of the state store tests."""
+"""Fixtures of the state store tests: the count-per-key query's shape and a run that never crashed."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager as ContextManager
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from scripts.benchmarks.state_store import run_queries
 from spark_ext.config import STATE_STORES
 
 
+@dataclass(frozen=True)
+class CountQueryShape:
+    """How the tests run :mod:`scripts.benchmarks.state_store`'s count-per-key query."""
+
+    stores: tuple[str, ...] = tuple(sorted(STATE_STORES))
+    keys: int = 300  # the fill batch 0 holds every key once
+    rows_per_batch: int = 100  # later batches update a rolling window of 100 keys
+    final_batch: int = 6
+
+
+@pytest.fixture(scope="session")
+def shape() -> CountQueryShape:
+    return CountQueryShape()
+
+
 @contextlib.contextmanager
-def _restored(spark: SparkSession) -> Iterator[SparkSession]:
+def state_store_conf_restored(spark: SparkSession) -> Iterator[SparkSession]:
+    """Put the shared session's state store settings back as they were after the block."""
     keys = sorted({key for settings in STATE_STORES.values() for key in settings})
     saved = {key: spark.conf.get(key, None) for key in keys}
     try:
@@ -27,7 +45,20 @@ def _restored(spark: SparkSession) -> Iterator[SparkSession]:
 
 
 @pytest.fixture(scope="session")
-def state_store_conf_restored(spark: SparkSession) -> Callable[[], ContextManager[SparkSession]]:
-    """``with state_store_conf_restored(): ...`` puts the shared session's state store
-    settings back as they were, whatever store the block applied."""
-    return lambda: _restored(spark)
+def never_crashed(
+    tmp_path_factory: pytest.TempPathFactory, spark: SparkSession, shape: CountQueryShape
+) -> Path:
+    """Checkpoints (one per store, ``<root>/<store>``) of the query run in-process to
+    ``shape.final_batch`` without a crash."""
+    root = tmp_path_factory.mktemp("never_crashed")
+    with state_store_conf_restored(spark):
+        run_queries(
+            spark,
+            shape.stores,
+            root,
+            shape.keys,
+            shape.rows_per_batch,
+            shape.final_batch,
+            timeout_s=600,
+        )
+    return root
