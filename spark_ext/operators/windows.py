@@ -1,0 +1,74 @@
+"""Tumbling and sliding window aggregation, released when the tracker ends the window.
+
+The windowing (tumbling or sliding) is chosen where the stream is tracked
+(:class:`~spark_ext.tracker.substreams.Tumbling`, :class:`~spark_ext.tracker.substreams.Sliding`):
+each window is one substream, so this operator's state is one group per (window, shard)
+holding an accumulator per key, emitted once and dropped when the window ends.
+
+State bound: the open windows times the keys in them; a window's state is removed on its end.
+
+Example
+-------
+>>> op = WindowAggregate(Count(), Sum("amount"), Mean("amount"))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from spark_ext.operators.aggregations import Aggregation
+from spark_ext.operators.base import EndSignal, Group, OperatorState, SubstreamOperator
+
+
+class WindowAggregate(SubstreamOperator):
+    """One row per (window, key) with every aggregation, emitted when the window ends."""
+
+    per_substream = True
+
+    def __init__(self, *aggregations: Aggregation) -> None:
+        if not aggregations:
+            from spark_ext.tracker.errors import ConfigError
+
+            raise ConfigError("WindowAggregate.aggregations", "give at least one aggregation")
+        self.aggregations = aggregations
+        self.input_columns = tuple(sorted({a.column for a in aggregations if a.column}))
+        self.output_schema = StructType(
+            [
+                StructField("window_start_ms", LongType()),
+                StructField("window_end_ms", LongType()),
+                StructField("key", StringType()),
+                *[StructField(a.name, a.data_type) for a in aggregations],
+            ]
+        )
+
+    def process(
+        self, group: Group, state: OperatorState, rows: pd.DataFrame
+    ) -> pd.DataFrame | None:
+        accs: dict[str, list[Any]] = state.get({})
+        for key, part in rows.groupby("key", sort=True):
+            k = str(key)
+            acc = accs.get(k) or [a.init() for a in self.aggregations]
+            accs[k] = [
+                a.add(x, part[a.column].to_numpy() if a.column else part["label"].to_numpy())
+                for a, x in zip(self.aggregations, acc, strict=True)
+            ]
+        state.update(accs)
+        return None
+
+    def flush(self, group: Group, state: OperatorState, end: EndSignal) -> pd.DataFrame | None:
+        accs: dict[str, list[Any]] = state.get({})
+        state.remove()
+        if not accs:
+            return None
+        keys = sorted(accs)
+        out: dict[str, list[Any]] = {
+            "window_start_ms": [end.start_ms] * len(keys),
+            "window_end_ms": [end.end_ms] * len(keys),
+            "key": keys,
+        }
+        for i, a in enumerate(self.aggregations):
+            out[a.name] = [a.result(accs[k][i]) for k in keys]
+        return pd.DataFrame(out)

@@ -1,0 +1,28 @@
+"""The tracker: labels, XOR reports, the tracking agent and the end-event trigger.
+
+A substream ends when its source closed it and its running XOR is 0 (Trofimov et al.,
+DEBS 2022); operators flush on that end event instead of a watermark. See
+:mod:`spark_ext.tracker.pipeline` for how it maps onto a Spark query.
+"""
+
+from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, TrackerState, TrackingAgent
+from spark_ext.tracker.labels import label_of, labels_of, xor_fold
+from spark_ext.tracker.reports import Report, ReportKey, TaskReport, batch_reports
+from spark_ext.tracker.substreams import Sliding, Substream, Tumbling
+
+__all__ = [
+    "EndEvent",
+    "LocalTrackingAgent",
+    "Report",
+    "ReportKey",
+    "Sliding",
+    "Substream",
+    "TaskReport",
+    "TrackerState",
+    "TrackingAgent",
+    "Tumbling",
+    "batch_reports",
+    "label_of",
+    "labels_of",
+    "xor_fold",
+]

@@ -1,0 +1,369 @@
+"""The tracking agent: applies XOR reports once, declares substreams ended, numbers end events.
+
+A substream has ended when (1) its source has closed it -- every source partition of its
+namespace is closed past the substream's end (ordered progress or a producer's close
+marker), or an upstream query closed it explicitly -- and (2) its running XOR is 0 and its
+element count balances: every element sent was also finished. Each end event gets the next
+sequence number; those numbers are the offsets of :mod:`spark_ext.tracker.source`.
+
+Durability: :class:`LocalTrackingAgent` keeps one append-only JSON-lines log. Applying a
+batch of reports is ONE log record holding the accepted reports *and* the end events they
+caused, written and fsync-ed before the in-memory state is used, so:
+
+1. the agent reads the log (catching up with other writers under an exclusive file lock);
+2. drops reports whose key it has applied (per ``(query, stage, partition)`` it remembers the
+   highest batch applied: a replayed batch or a re-sent report is a duplicate);
+3. folds the rest into the state and computes the end events they cause;
+4. appends one record (reports + end events) and fsyncs it       -- crash point
+   ``tracker.agent.before_append`` / ``tracker.agent.after_append``;
+5. returns the end events.
+
+A kill before step 4 loses nothing (the sender re-sends: the micro-batch is replayed); a
+kill during step 4 leaves a torn last line that the next open discards (same); a kill after
+it means a re-sent report is a duplicate and yields no second end event.
+
+Example
+-------
+>>> agent = LocalTrackingAgent(tmp_path)                         # doctest: +SKIP
+>>> agent.declare("counts", sources=["events:0", "events:1"])    # doctest: +SKIP
+>>> agent.apply(reports)  # -> [EndEvent(seq=1, substream='counts/0/10000', ...)]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_ext.crash import crash_point
+from spark_ext.tracker.errors import TrackerLogCorrupt, TrackerUnavailable
+from spark_ext.tracker.reports import Report, ReportKey
+from spark_ext.tracker.substreams import Substream
+
+log = logging.getLogger(__name__)
+
+LOG_NAME = "tracker.log"
+
+
+@dataclass(frozen=True, order=True)
+class EndEvent:
+    """Substream ``substream`` has ended; ``seq`` numbers end events 1, 2, 3, ..."""
+
+    seq: int
+    substream: str
+    start_ms: int
+    end_ms: int
+
+    @property
+    def namespace(self) -> str:
+        return Substream.parse(self.substream).namespace
+
+    def to_list(self) -> list[Any]:
+        return [self.seq, self.substream, self.start_ms, self.end_ms]
+
+    @classmethod
+    def from_list(cls, v: Sequence[Any]) -> EndEvent:
+        return cls(int(v[0]), str(v[1]), int(v[2]), int(v[3]))
+
+
+@dataclass
+class TrackerState:
+    """The agent's state as a pure value: reports in, end events out (no I/O).
+
+    ``sources`` maps a namespace to the source partitions that must close a substream of it;
+    a namespace without sources ends substreams on explicit closes only (upstream queries).
+    """
+
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    high_water: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    xors: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    ends: dict[str, int] = field(default_factory=dict)
+    closed: set[str] = field(default_factory=set)
+    progress: dict[str, int] = field(default_factory=dict)
+    ended: dict[str, int] = field(default_factory=dict)
+    seq: int = 0
+    late_reports: int = 0
+
+    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
+        self.sources[namespace] = tuple(sorted(sources))
+
+    def is_duplicate(self, key: ReportKey) -> bool:
+        return key.batch <= self.high_water.get(key.stream, -1)
+
+    def accept(self, reports: Iterable[Report]) -> list[Report]:
+        """Fold every report not applied before into the state; returns the accepted ones."""
+        accepted = []
+        for r in sorted(reports, key=lambda r: r.key):
+            if self.is_duplicate(r.key):
+                log.info("report %s already applied: ignored", r.key)
+                continue
+            self.high_water[r.key.stream] = r.key.batch
+            self._fold(r)
+            accepted.append(r)
+        return accepted
+
+    def _fold(self, r: Report) -> None:
+        b = r.body
+        for s, x in b.xors.items():
+            if s in self.ended:
+                self.late_reports += 1
+                log.warning("report %s touches ended substream %s (late element)", r.key, s)
+                continue
+            self.xors[s] = self.xors.get(s, 0) ^ x
+        for s, c in b.counts.items():
+            if s not in self.ended:
+                self.counts[s] = self.counts.get(s, 0) + c
+        for s, e in b.ends.items():
+            if s not in self.ended:
+                self.ends.setdefault(s, e)
+        for p, t in b.progress.items():
+            self.progress[p] = max(self.progress.get(p, t), t)
+        self.closed |= {s for s in b.closes if s not in self.ended}
+
+    def source_closed(self, substream: str) -> bool:
+        if substream in self.closed:
+            return True
+        ns = Substream.parse(substream).namespace
+        srcs = self.sources.get(ns)
+        if not srcs:
+            return False
+        end = self.ends[substream]
+        return all(self.progress.get(p, -(2**63)) >= end for p in srcs)
+
+    def open_substreams(self) -> list[str]:
+        """Substreams seen and not ended, in (end time, id) order."""
+        return sorted(
+            (s for s in self.ends if s not in self.ended), key=lambda s: (self.ends[s], s)
+        )
+
+    def settle(self) -> list[EndEvent]:
+        """End every open substream that is closed and balanced; number the events.
+
+        Substreams of one namespace end in (end time, id) order: an end event at ``end_ms``
+        also says every substream of its namespace ending earlier has ended, which is what
+        per-shard operators (sessions, EWMA) rely on.
+        """
+        events = []
+        blocked: set[str] = set()
+        for s in self.open_substreams():
+            ns = Substream.parse(s).namespace
+            if ns in blocked:
+                continue
+            if self.xors.get(s, 0) != 0 or self.counts.get(s, 0) != 0 or not self.source_closed(s):
+                blocked.add(ns)  # substreams of a namespace end in end-time order
+            else:
+                self.seq += 1
+                sub = Substream.parse(s)
+                events.append(EndEvent(self.seq, s, sub.start_ms, sub.end_ms))
+                self._forget(s, self.seq)
+        return events
+
+    def replay_ends(self, events: Iterable[EndEvent]) -> None:
+        """Re-apply end events read from the log (recovery; they are not computed again)."""
+        for e in events:
+            self.seq = max(self.seq, e.seq)
+            self._forget(e.substream, e.seq)
+
+    def _forget(self, s: str, seq: int) -> None:
+        self.ended[s] = seq
+        self.xors.pop(s, None)
+        self.counts.pop(s, None)
+        self.ends.pop(s, None)
+        self.closed.discard(s)
+
+    def in_flight(self) -> dict[str, int]:
+        """Open substreams -> elements sent but not finished (state size metric)."""
+        return {s: self.counts.get(s, 0) for s in self.open_substreams()}
+
+
+class TrackingAgent(ABC):
+    """Where reports go and end events come from. Implementations must be durable."""
+
+    @abstractmethod
+    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
+        """Say which source partitions close substreams of ``namespace`` (idempotent)."""
+
+    @abstractmethod
+    def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
+        """Apply reports not applied before; return the end events they caused."""
+
+    @abstractmethod
+    def last_seq(self) -> int:
+        """The sequence number of the newest end event (0 for none)."""
+
+    @abstractmethod
+    def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
+        """End events with ``after_seq < seq <= up_to_seq``, in order."""
+
+    @abstractmethod
+    def source_options(self) -> dict[str, str]:
+        """Options of the ``spark_ext_tracker`` streaming source that read this agent."""
+
+    def state(self) -> TrackerState:
+        """A copy of the current state (for metrics and tests)."""
+        raise NotImplementedError
+
+
+class LocalTrackingAgent(TrackingAgent):
+    """The embedded agent: state rebuilt from an fsync-ed JSON-lines log on local disk.
+
+    Safe for several processes on one machine (an exclusive ``flock`` around each append,
+    after catching up with what others appended). The log grows with the number of batches;
+    it is not compacted.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TrackerUnavailable(f"cannot create tracker folder {self.folder}: {e}") from e
+        self.path = self.folder / LOG_NAME
+        self.path.touch(exist_ok=True)
+        self._state = TrackerState()
+        self._offset = 0
+        self._ends: list[EndEvent] = []
+        with self._locked():
+            self._catch_up(repair=True)
+
+    # -- log ------------------------------------------------------------------------------
+    def _locked(self) -> _FileLock:
+        return _FileLock(self.folder / "tracker.lock")
+
+    def _catch_up(self, repair: bool = False) -> None:
+        """Read records appended since our offset (by us or another process)."""
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        pos = 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            if nl < 0:  # torn tail: a writer died mid-append (we hold the lock)
+                if repair:
+                    log.warning("tracker log %s: dropping a torn last record", self.path)
+                    with open(self.path, "r+b") as f:
+                        f.truncate(self._offset + pos)
+                break
+            line = data[pos:nl]
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TrackerLogCorrupt(f"{self.path} at byte {self._offset + pos}: {e}") from e
+            self._replay(record)
+            pos = nl + 1
+        self._offset += pos
+
+    def _replay(self, record: dict[str, Any]) -> None:
+        if record["t"] == "declare":
+            self._state.declare(record["ns"], record["sources"])
+        elif record["t"] == "apply":
+            self._state.accept(Report.from_dict(r) for r in record["reports"])
+            ends = [EndEvent.from_list(e) for e in record["ends"]]
+            self._state.replay_ends(ends)
+            self._ends.extend(ends)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        with open(self.path, "ab") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        self._offset += len(line)
+
+    # -- TrackingAgent ---------------------------------------------------------------------
+    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
+        srcs = tuple(sorted(sources))
+        with self._locked():
+            self._catch_up(repair=True)
+            if self._state.sources.get(namespace) == srcs:
+                return
+            self._append({"t": "declare", "ns": namespace, "sources": list(srcs)})
+            self._state.declare(namespace, srcs)
+
+    def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
+        with self._locked():
+            self._catch_up(repair=True)
+            before = copy.deepcopy(self._state)
+            accepted = self._state.accept(reports)
+            if not accepted:
+                return []
+            ends = self._state.settle()
+            batch = accepted[0].key.batch
+            try:
+                crash_point("tracker.agent.before_append", batch)
+                self._append(
+                    {
+                        "t": "apply",
+                        "reports": [r.to_dict() for r in accepted],
+                        "ends": [e.to_list() for e in ends],
+                    }
+                )
+            except BaseException:
+                self._state = before
+                raise
+            crash_point("tracker.agent.after_append", batch)
+            self._ends.extend(ends)
+        for e in ends:
+            log.info("substream %s ended (seq %d)", e.substream, e.seq)
+        return ends
+
+    def last_seq(self) -> int:
+        with self._locked():
+            self._catch_up()
+            return self._state.seq
+
+    def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
+        if up_to_seq > (self._ends[-1].seq if self._ends else 0):
+            with self._locked():
+                self._catch_up()
+        return [e for e in self._ends if after_seq < e.seq <= up_to_seq]
+
+    def source_options(self) -> dict[str, str]:
+        return {"agent": "local", "path": str(self.folder)}
+
+    def state(self) -> TrackerState:
+        with self._locked():
+            self._catch_up()
+            return copy.deepcopy(self._state)
+
+
+def read_end_events(
+    folder: str | os.PathLike[str], after_seq: int, up_to_seq: int
+) -> Iterator[EndEvent]:
+    """End events of a local agent's log without building its state (used by the source)."""
+    with open(Path(folder) / LOG_NAME, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            record = json.loads(raw)
+            if record["t"] != "apply":
+                continue
+            for v in record["ends"]:
+                e = EndEvent.from_list(v)
+                if after_seq < e.seq <= up_to_seq:
+                    yield e
+                if e.seq >= up_to_seq:
+                    return
+
+
+class _FileLock:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def __enter__(self) -> _FileLock:
+        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)

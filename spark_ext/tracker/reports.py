@@ -1,0 +1,219 @@
+"""XOR reports: what one task of one stage saw in one micro-batch, pre-aggregated.
+
+Each task folds the labels of the elements it sent (or received and finished) into one XOR
+per substream, so the tracker gets one figure per (substream, partition, batch) instead of
+one message per element. A report is keyed by ``(query, batch, stage, partition)``
+(:class:`ReportKey`); the tracking agent applies a key once, so a retried task or a replayed
+batch that re-sends the same key cannot cancel its own earlier report.
+
+Besides XORs a report carries what closes substreams: a source partition's *progress*
+(nothing with an event time below this will come from it any more: its ordered event time
+or a producer's close marker) and explicit *closes* (an upstream query finished the
+substream).
+
+Example
+-------
+>>> b = ReportBuilder("assign", partition=0)
+>>> b.add_labels(["w/0/10", "w/0/10"], [7, 9], sent=True)
+>>> b.build().xors
+{'w/0/10': 14}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from spark_ext.tracker.errors import ReportConflict
+
+
+@dataclass(frozen=True, order=True)
+class ReportKey:
+    """Identity of a report; the agent applies each key at most once."""
+
+    query: str
+    batch: int
+    stage: str
+    partition: int
+
+    @property
+    def stream(self) -> tuple[str, str, int]:
+        """Who sends it, batch aside: one report stream per (query, stage, partition)."""
+        return (self.query, self.stage, self.partition)
+
+
+@dataclass
+class TaskReport:
+    """What one task of one stage reported in one batch (the batch id is added by the driver).
+
+    Attributes
+    ----------
+    xors
+        Substream id -> XOR of the labels the task sent or finished.
+    counts
+        Substream id -> elements sent minus elements finished (diagnostic; 0 when complete).
+    ends
+        Substream id -> its end time in ms (how the agent learns a substream's bounds).
+    progress
+        Source partition (``"topic:partition"``) -> closed through (ms): it will send no more
+        elements with a smaller event time.
+    closes
+        Substream ids closed explicitly by their producer (an upstream query's flush).
+    """
+
+    stage: str
+    partition: int
+    xors: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    ends: dict[str, int] = field(default_factory=dict)
+    progress: dict[str, int] = field(default_factory=dict)
+    closes: set[str] = field(default_factory=set)
+
+    def is_empty(self) -> bool:
+        return not (self.xors or self.counts or self.progress or self.closes)
+
+    def merge(self, other: TaskReport) -> TaskReport:
+        """The report of both (same stage and partition): XORs fold, progress takes the max."""
+        if (self.stage, self.partition) != (other.stage, other.partition):
+            raise ReportConflict(
+                f"cannot merge reports of {(self.stage, self.partition)} and "
+                f"{(other.stage, other.partition)}"
+            )
+        out = TaskReport(self.stage, self.partition)
+        for src in (self, other):
+            for s, x in src.xors.items():
+                out.xors[s] = out.xors.get(s, 0) ^ x
+            for s, c in src.counts.items():
+                out.counts[s] = out.counts.get(s, 0) + c
+            _merge_ends(out.ends, src.ends)
+            for p, t in src.progress.items():
+                out.progress[p] = max(out.progress.get(p, t), t)
+            out.closes |= src.closes
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "stage": self.stage,
+                "partition": self.partition,
+                "xors": self.xors,
+                "counts": self.counts,
+                "ends": self.ends,
+                "progress": self.progress,
+                "closes": sorted(self.closes),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TaskReport:
+        d = json.loads(text)
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TaskReport:
+        return cls(
+            stage=str(d["stage"]),
+            partition=int(d["partition"]),
+            xors={str(k): int(v) for k, v in d.get("xors", {}).items()},
+            counts={str(k): int(v) for k, v in d.get("counts", {}).items()},
+            ends={str(k): int(v) for k, v in d.get("ends", {}).items()},
+            progress={str(k): int(v) for k, v in d.get("progress", {}).items()},
+            closes={str(s) for s in d.get("closes", [])},
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """A task report with its full key, as the agent receives it."""
+
+    key: ReportKey
+    body: TaskReport
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": [self.key.query, self.key.batch, self.key.stage, self.key.partition],
+            "body": json.loads(self.body.to_json()),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Report:
+        q, b, s, p = d["key"]
+        return cls(ReportKey(str(q), int(b), str(s), int(p)), TaskReport.from_dict(d["body"]))
+
+
+def _merge_ends(into: dict[str, int], ends: Mapping[str, int]) -> None:
+    for s, e in ends.items():
+        if into.setdefault(s, e) != e:
+            raise ReportConflict(f"substream {s} reported with ends {into[s]} and {e}")
+
+
+def batch_reports(query: str, batch_id: int, reports: Iterable[TaskReport]) -> list[Report]:
+    """Merge the task reports of one batch by (stage, partition) and key them.
+
+    Several calls of one operator in one task (one per group) each send a piece; merged, they
+    are the task's single report. Sorted by key so the agent's log is deterministic.
+    """
+    merged: dict[tuple[str, int], TaskReport] = {}
+    for r in reports:
+        k = (r.stage, r.partition)
+        merged[k] = merged[k].merge(r) if k in merged else r
+    return [
+        Report(ReportKey(query, batch_id, stage, part), body)
+        for (stage, part), body in sorted(merged.items())
+        if not body.is_empty()
+    ]
+
+
+class ReportBuilder:
+    """Pre-aggregates one task's labels into a :class:`TaskReport` (runs on the executor)."""
+
+    def __init__(self, stage: str, partition: int) -> None:
+        self._report = TaskReport(stage, partition)
+
+    def add_labels(
+        self,
+        substreams: Iterable[str] | npt.ArrayLike,
+        labels: Iterable[int] | npt.ArrayLike,
+        sent: bool,
+        ends: Iterable[int] | npt.ArrayLike | None = None,
+    ) -> None:
+        """Fold ``labels`` into their substreams; ``sent`` counts +1 per element, else -1."""
+        frame = pd.DataFrame(
+            {
+                "s": pd.Series(list(substreams), dtype=object),  # type: ignore[arg-type]
+                "l": np.asarray(list(labels), dtype=np.int64),  # type: ignore[arg-type]
+            }
+        )
+        if frame.empty:
+            return
+        if ends is not None:
+            frame["e"] = np.asarray(list(ends), dtype=np.int64)  # type: ignore[arg-type]
+        sign = 1 if sent else -1
+        r = self._report
+        for s, group in frame.groupby("s", sort=True):
+            sid = str(s)
+            r.xors[sid] = r.xors.get(sid, 0) ^ int(np.bitwise_xor.reduce(group["l"].to_numpy()))
+            r.counts[sid] = r.counts.get(sid, 0) + sign * len(group)
+            if ends is not None:
+                _merge_ends(r.ends, {sid: int(group["e"].iloc[0])})
+
+    def add_progress(self, source_partition: str, closed_through_ms: int) -> None:
+        """Source partition ``source_partition`` will send nothing older than this any more."""
+        p = self._report.progress
+        p[source_partition] = max(p.get(source_partition, closed_through_ms), closed_through_ms)
+
+    def add_close(self, substream_id: str, end_ms: int) -> None:
+        """The producer of ``substream_id`` closed it (it will send no more of it)."""
+        self._report.closes.add(substream_id)
+        _merge_ends(self._report.ends, {substream_id: end_ms})
+
+    def build(self) -> TaskReport:
+        return self._report

@@ -1,0 +1,140 @@
+"""Substreams and the predicates that map elements to them (time windows).
+
+A substream here is a half-open event-time interval ``[start_ms, end_ms)`` inside a
+namespace (one operator of one query). Tumbling windows put every element in exactly one
+substream, sliding windows in ``size / slide`` of them; session windows and EWMA track
+fixed *buckets* (tumbling substreams) and act when a bucket ends.
+
+Example
+-------
+>>> w = Tumbling("10 seconds", namespace="counts")
+>>> [s.id for s in w.substreams_of(12_345)]
+['counts/10000/20000']
+>>> len(Sliding("10 seconds", "5 seconds").substreams_of(12_345))
+2
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from spark_ext.tracker.errors import ConfigError
+
+_UNITS_MS = {
+    "ms": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+}
+
+
+def duration_ms(value: int | str, setting: str = "duration") -> int:
+    """``"10 seconds"``, ``"500ms"``, ``"1 minute"`` or an int (milliseconds) -> milliseconds."""
+    if isinstance(value, int):
+        ms = value
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]+)\s*", value)
+        if not m or m.group(2).lower() not in _UNITS_MS:
+            raise ConfigError(setting, f"cannot read {value!r} as a duration (e.g. '10 seconds')")
+        ms = int(m.group(1)) * _UNITS_MS[m.group(2).lower()]
+    if ms <= 0:
+        raise ConfigError(setting, f"must be positive, got {value!r}")
+    return ms
+
+
+@dataclass(frozen=True, order=True)
+class Substream:
+    """One tracked substream: the events of ``namespace`` with time in ``[start_ms, end_ms)``."""
+
+    namespace: str
+    start_ms: int
+    end_ms: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.namespace}/{self.start_ms}/{self.end_ms}"
+
+    @classmethod
+    def parse(cls, substream_id: str) -> Substream:
+        namespace, start, end = substream_id.rsplit("/", 2)
+        return cls(namespace, int(start), int(end))
+
+
+class Windowing(ABC):
+    """A predicate family: which substreams an element with event time ``t`` belongs to."""
+
+    namespace: str
+
+    @abstractmethod
+    def assign(
+        self, times_ms: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Vectorised assignment: ``(row_index, start_ms, end_ms)``, one entry per membership."""
+
+    def substreams_of(self, time_ms: int) -> list[Substream]:
+        """The substreams of one element, earliest first."""
+        _, starts, ends = self.assign(np.asarray([time_ms], dtype=np.int64))
+        return sorted(
+            Substream(self.namespace, int(s), int(e)) for s, e in zip(starts, ends, strict=True)
+        )
+
+
+@dataclass(frozen=True)
+class Tumbling(Windowing):
+    """Fixed, non-overlapping windows of ``size``: each element in exactly one substream."""
+
+    size: int | str
+    namespace: str = "tumbling"
+
+    @property
+    def size_ms(self) -> int:
+        return duration_ms(self.size, "Tumbling.size")
+
+    def assign(
+        self, times_ms: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        size = self.size_ms
+        starts = np.floor_divide(times_ms, size) * size
+        return np.arange(len(times_ms), dtype=np.int64), starts, starts + size
+
+
+@dataclass(frozen=True)
+class Sliding(Windowing):
+    """Windows of ``size`` starting every ``slide``: each element in ``size / slide`` substreams."""
+
+    size: int | str
+    slide: int | str
+    namespace: str = "sliding"
+
+    def __post_init__(self) -> None:
+        size = duration_ms(self.size, "Sliding.size")
+        slide = duration_ms(self.slide, "Sliding.slide")
+        if size % slide:
+            raise ConfigError("Sliding.slide", f"must divide the size ({size} ms), got {slide} ms")
+
+    def assign(
+        self, times_ms: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        size = duration_ms(self.size)
+        slide = duration_ms(self.slide)
+        per = size // slide
+        last_start = np.floor_divide(times_ms, slide) * slide
+        idx = np.repeat(np.arange(len(times_ms), dtype=np.int64), per)
+        back = np.tile(np.arange(per, dtype=np.int64), len(times_ms)) * slide
+        starts = np.repeat(last_start, per) - back
+        return idx, starts, starts + size
