@@ -184,7 +184,9 @@ class FakeRunner:
 def test_harness_runs_clean_then_killed_then_restarted_and_classifies(tmp_path: Path):
     case = FakeCase(restart_ids=range(7, 10))
     runner = FakeRunner(case)
-    [result] = RecoveryHarness(tmp_path, "127.0.0.1:9092", runner=runner).check(case)
+    [result] = RecoveryHarness(tmp_path, "127.0.0.1:9092", runner=runner, parallel=False).check(
+        case
+    )
     assert runner.calls == [
         ("clean", None),
         ("crashed", "fake.after_commit@1"),

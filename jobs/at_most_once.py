@@ -1,0 +1,174 @@
+"""At-most-once delivery: Kafka -> Delta, the batch's offsets committed before its rows are written.
+
+Run::
+
+    python -m jobs.at_most_once --profile local --topic events --out var/data/at_most_once
+    spark-submit jobs/at_most_once.py --topic events        # via scripts/submit.sh
+
+Guarantees: no input record is written twice, whatever the crash; malformed records go to the
+``quarantine`` table with their coordinates (and are covered by the same guarantee).
+Does not guarantee: that every record is written. A crash after step 1 and before step 2
+loses the whole batch: the restarted query replays it, finds its offsets committed and skips
+it. The harness classifies that as ``gap``.
+
+Steps of one micro-batch (``foreachBatch``), with their crash points:
+
+1. Commit the batch's offsets: write ``_offsets/<batch_id>.json`` (per-partition offset ranges)
+   with an atomic rename. If the file already exists the batch is a replay of a batch whose
+   offsets were committed: skip it (this is what makes delivery at most once).
+   Crash point ``at_most_once.after_offset_commit``.
+2. Append the valid rows to ``events`` and the malformed ones to ``quarantine`` (plain Delta
+   appends, not idempotent). Crash point ``at_most_once.after_write``.
+3. Spark writes the batch to its commit log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from connectors import kafka
+from jobs.ingest_events import CONTRACT
+from spark_ext.crash import crash_point
+from spark_ext.quarantine import parse_json
+
+log = logging.getLogger(__name__)
+
+#: The columns of the ``events`` table.
+EVENT_COLUMNS = ("event_id", "user_id", "amount", "event_time", "partition", "offset")
+
+
+@dataclass(frozen=True)
+class AtMostOncePaths:
+    """The job's tables, its offset commits and Spark's checkpoint, under one folder."""
+
+    root: Path
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "quarantine"
+
+    @property
+    def offsets(self) -> Path:
+        return self.root / "_offsets"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "_checkpoint"
+
+
+class OffsetCommitLog:
+    """The job's own record of consumed offsets: one JSON file per batch, written atomically."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def path(self, batch_id: int) -> Path:
+        return self.folder / f"{batch_id}.json"
+
+    def committed(self, batch_id: int) -> bool:
+        return self.path(batch_id).exists()
+
+    def commit(self, batch_id: int, ranges: dict[str, list[int]]) -> None:
+        """Record ``ranges`` (partition -> [first, last] offset) for ``batch_id``."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{batch_id}.json.tmp"
+        with open(tmp, "w") as f:
+            json.dump(ranges, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path(batch_id))
+
+
+def offset_ranges(batch: DataFrame) -> dict[str, list[int]]:
+    """Per partition, the first and last offset of the batch."""
+    rows = batch.groupBy("partition").agg(F.min("offset"), F.max("offset")).collect()
+    return {str(r[0]): [int(r[1]), int(r[2])] for r in sorted(rows)}
+
+
+class AtMostOnceWriter:
+    """The ``foreachBatch`` function: steps 1 and 2 of the module docstring."""
+
+    def __init__(self, paths: AtMostOncePaths) -> None:
+        self.paths = paths
+        self.log = OffsetCommitLog(paths.offsets)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.log.committed(batch_id):
+            log.warning("batch %d: offsets already committed, skipping it", batch_id)
+            return
+        batch = batch.persist()
+        try:
+            self.log.commit(batch_id, offset_ranges(batch))  # step 1
+            crash_point("at_most_once.after_offset_commit", batch_id)
+            parsed = parse_json(batch, CONTRACT)  # step 2
+            parsed.valid.select(*EVENT_COLUMNS).write.format("delta").mode("append").save(
+                str(self.paths.events)
+            )
+            parsed.quarantine.write.format("delta").mode("append").save(str(self.paths.quarantine))
+            crash_point("at_most_once.after_write", batch_id)
+        finally:
+            batch.unpersist()
+
+
+def start(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    paths: AtMostOncePaths,
+    max_offsets_per_trigger: int | None = None,
+) -> StreamingQuery:
+    """Start the query (``availableNow``: it stops when the topic is read to its end)."""
+    source = kafka.read_stream(
+        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
+    )
+    return (
+        source.writeStream.queryName("at_most_once")
+        .foreachBatch(AtMostOnceWriter(paths))
+        .option("checkpointLocation", str(paths.checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
+    parser.add_argument("--topic", default="events")
+    parser.add_argument("--out", type=Path, default=None, help="folder of the tables")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    from spark_ext.config import load_profile
+    from spark_ext.metrics import ProgressListener
+    from spark_ext.session import build_session
+
+    profile = load_profile(args.profile)
+    spark = build_session(profile)
+    ProgressListener.attach(spark)
+    paths = AtMostOncePaths(args.out or profile.paths.resolved_data_root() / "at_most_once")
+    query = start(
+        spark, profile.kafka.bootstrap_servers, args.topic, paths, args.max_offsets_per_trigger
+    )
+    query.awaitTermination()
+    events = spark.read.format("delta").load(str(paths.events)).count()
+    print(f"at_most_once: events table {paths.events}: {events} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
