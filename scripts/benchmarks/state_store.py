@@ -429,6 +429,31 @@ def figures_of(results: Sequence[SweepResult]) -> list[Any]:
     return figures
 
 
+def summary_table(results: Sequence[SweepResult]) -> str:
+    """One line per (live keys, store); each cell is the value and its ratio to hdfs."""
+    columns = (
+        ("p50 ms", lambda r: statistics.median(r.batch_ms)),
+        ("p95 ms", lambda r: percentile(r.batch_ms, 0.95)),
+        ("B/batch", lambda r: statistics.mean(r.bytes_per_batch)),
+        ("ckpt KB", lambda r: r.checkpoint_bytes / 1e3),
+        ("1st commit s", lambda r: r.first_commit_s),
+        ("1st batch ms", lambda r: r.first_batch_ms),
+        ("catch-up s", lambda r: r.catch_up_s),
+    )
+    header = f"{'keys':>6} {'store':18}" + "".join(f" {name:>19}" for name, _ in columns)
+    lines = [header, "-" * len(header)]
+    base = {r.keys: r for r in results if r.store == "hdfs"}
+    for r in sorted(results, key=lambda r: (r.keys, r.store != "hdfs", r.store)):
+        cells = []
+        for _, value in columns:
+            v = float(value(r))
+            b = float(value(base[r.keys])) if r.keys in base else 0.0
+            ratio = f"({v / b:.2f}x)" if b else ""
+            cells.append(f" {v:>11,.1f} {ratio:>7}")
+        lines.append(f"{_short(r.keys):>6} {r.store:18}" + "".join(cells))
+    return "\n".join(lines)
+
+
 def _short(keys: int) -> str:
     for unit, div in (("M", 1_000_000), ("k", 1_000)):
         if keys >= div and keys % div == 0:
@@ -437,13 +462,13 @@ def _short(keys: int) -> str:
 
 
 def plot(results: Sequence[SweepResult], path: Path) -> Path:
-    """Median and p95 batch duration against live keys, one line per store."""
+    """Batch duration, checkpoint bytes per batch and recovery time against live keys."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_d, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_d, ax_b, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
     for store in dict.fromkeys(r.store for r in results):
         mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
         xs = [r.keys for r in mine]
@@ -452,14 +477,19 @@ def plot(results: Sequence[SweepResult], path: Path) -> Path:
         )
         ax_d.plot(xs, [percentile(r.batch_ms, 0.95) for r in mine], linestyle="--",
                   color=line[0].get_color(), label=f"{store} p95")  # fmt: skip
-        ax_r.plot(xs, [r.catch_up_s for r in mine], marker="o", label=f"{store} catch-up")
+        ax_b.plot(xs, [statistics.mean(r.bytes_per_batch) for r in mine], marker="o",
+                  color=line[0].get_color(), label=store)  # fmt: skip
+        ax_r.plot(xs, [r.catch_up_s for r in mine], marker="o",
+                  color=line[0].get_color(), label=f"{store} catch-up")  # fmt: skip
         ax_r.plot(xs, [r.first_commit_s for r in mine], linestyle="--",
                   color=line[0].get_color(), label=f"{store} first commit")  # fmt: skip
     ax_d.set(xscale="log", yscale="log", xlabel="live keys", ylabel="batch duration (ms)",
              title="steady-state batch duration")  # fmt: skip
+    ax_b.set(xscale="log", yscale="log", xlabel="live keys", ylabel="bytes per batch (mean)",
+             title="bytes written to the checkpoint per batch")  # fmt: skip
     ax_r.set(xscale="log", xlabel="live keys", ylabel="seconds after restart",
              title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
-    for ax in (ax_d, ax_r):
+    for ax in (ax_d, ax_b, ax_r):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -488,6 +518,7 @@ def run(ctx: Any) -> list[Any]:
     )
     png = plot(results, out / "state_store.png")
     (out / "state_store.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    print(summary_table(results), flush=True)
     print(f"  plot: {png}\n  raw:  {out / 'state_store.json'}", flush=True)
     return figures_of(results)
 
