@@ -32,13 +32,8 @@ from spark_ext.quarantine import EVENT_SCHEMA
 log = logging.getLogger(__name__)
 
 
-def events_stream(
-    spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None
-) -> DataFrame:
-    """The topic's events, parsed, with their source coordinates (deterministic per batch)."""
-    raw = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
+def parse_events(raw: DataFrame) -> DataFrame:
+    """Stamped Kafka rows -> event columns plus source coordinates (no clock, no randomness)."""
     parsed = F.from_json("value", EVENT_SCHEMA)
     return raw.select(
         parsed["event_id"].alias("event_id"),
@@ -49,6 +44,16 @@ def events_stream(
         "partition",
         "offset",
     )
+
+
+def events_stream(
+    spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None
+) -> DataFrame:
+    """The topic's events, parsed, with their source coordinates (deterministic per batch)."""
+    raw = kafka.read_stream(
+        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
+    )
+    return parse_events(raw)
 
 
 def main(argv: list[str] | None = None) -> int:

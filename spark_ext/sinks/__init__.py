@@ -4,7 +4,7 @@ See :mod:`spark_ext.sinks.protocol` for the numbered steps, :mod:`spark_ext.sink
 calls a pipeline author makes, :mod:`spark_ext.sinks.errors` for what can go wrong.
 """
 
-from spark_ext.sinks.api import Trigger, exactly_once_to_delta
+from spark_ext.sinks.api import Trigger, exactly_once_to_delta, exactly_once_to_kafka
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
@@ -27,4 +27,5 @@ __all__ = [
     "Trigger",
     "WriterFencedError",
     "exactly_once_to_delta",
+    "exactly_once_to_kafka",
 ]

@@ -143,3 +143,90 @@ def exactly_once_to_delta(
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
     log.info("exactly-once Delta sink %s (%s) -> %s started", sink_id, mode, table)
     return query
+
+
+def exactly_once_to_kafka(
+    df: DataFrame,
+    topic: str,
+    *,
+    bootstrap: str,
+    sink_id: str,
+    checkpoint: str | Path,
+    mode: KafkaMode = "two_phase",
+    trigger: Trigger = DEFAULT_TRIGGER,
+    staging_dir: str | Path | None = None,
+    transaction_timeout_ms: int = 300_000,
+    query_name: str | None = None,
+) -> StreamingQuery:
+    """Write a streaming DataFrame of ``value`` (+ optional ``key``, ``partition``) to ``topic``.
+
+    Parameters
+    ----------
+    df
+        A streaming DataFrame with a ``value`` column (string or binary) and optionally
+        ``key`` (string or binary) and ``partition`` (int), like Spark's Kafka sink takes.
+    topic
+        The output topic; it must exist.
+    bootstrap
+        Kafka bootstrap servers.
+    sink_id
+        Names this sink for good: the progress consumer group ``spark_ext.sink.<sink_id>``
+        records the last batch written; the transactional id is ``spark_ext.<sink_id>.commit``.
+    checkpoint
+        Spark's checkpoint location.
+    mode
+        ``"two_phase"``: tasks stage their records in files, the driver produces all of a
+        batch in ONE Kafka transaction that also records the batch id; ``read_committed``
+        consumers see a whole batch or nothing. ``"idempotent"``: tasks produce directly,
+        every record carries a ``spark_ext.record_id`` header; a replayed batch re-sends only
+        records not already in the topic.
+    staging_dir
+        (two-phase) Where tasks stage records; must be visible to executors and driver.
+        Default: ``<checkpoint>/_sink_staging``.
+    transaction_timeout_ms
+        (two-phase) Must not exceed the broker's ``transaction.max.timeout.ms``; checked here
+        by initialising the transactional producer (:class:`TransactionTimeoutError`).
+
+    Notes
+    -----
+    Guaranteed: each row of each batch is in the topic once -- for ``read_committed``
+    consumers in two-phase mode, for any consumer in idempotent mode. Not guaranteed:
+    ``read_uncommitted`` consumers of the two-phase sink see records of aborted transactions;
+    idempotent-mode consumers may see a batch while it is being written; the progress group's
+    offsets expire after the broker's ``offsets.retention.minutes`` without commits (7 days
+    by default), after which a replay of the last batch is no longer recognised.
+    """
+    from connectors.kafka_sink import (
+        FORMAT,
+        KafkaCommitter,
+        KafkaIdempotentWriter,
+        KafkaSinkSettings,
+        KafkaTwoPhaseDataSource,
+        check_columns,
+    )
+
+    chk = _checked(df, checkpoint, sink_id)
+    check_columns(df.schema)
+    writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
+    writer = trigger.apply(writer.outputMode("append"))
+    if mode == "two_phase":
+        settings = KafkaSinkSettings(
+            bootstrap=bootstrap,
+            topic=topic,
+            sink_id=sink_id,
+            staging_dir=str(staging_dir or Path(chk) / "_sink_staging"),
+            transaction_timeout_ms=transaction_timeout_ms,
+        )
+        committer = KafkaCommitter(settings)
+        try:
+            committer.recover()
+        finally:
+            committer.close()
+        df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
+        query = writer.format(FORMAT).options(**settings.as_options()).start()
+    elif mode == "idempotent":
+        query = writer.foreachBatch(KafkaIdempotentWriter(bootstrap, topic, sink_id)).start()
+    else:
+        raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
+    log.info("exactly-once Kafka sink %s (%s) -> %s started", sink_id, mode, topic)
+    return query

@@ -1,0 +1,94 @@
+"""Delta sinks killed (SIGKILL) at every numbered step of their protocol, and at random times.
+
+Each test chains the kills in one sequence of job runs: run 1 dies at step 1 of batch 0, the
+restart dies at the next point, ..., the last run finishes. The table must then equal the
+rows a run that never crashed writes (computed once, in-process): none lost, none twice.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from chispa import assert_df_equality
+from conftest import EVENTS, MAX_OFFSETS
+from deltalake import DeltaTable
+from sink_crash import RANDOM_KILLS, kill_at_each_point, kill_at_random_times
+
+from connectors import kafka
+from connectors.delta_sink import DeltaCommitter
+from jobs.exactly_once_delta import parse_events
+from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
+
+JOB = "jobs.exactly_once_delta"
+
+
+def job_args(topic, tmp_path, mode, max_offsets=MAX_OFFSETS):
+    return [
+        "--profile", "test", "--topic", topic, "--mode", mode, "--sink-id", "events",
+        "--table", str(tmp_path / "table"), "--checkpoint", str(tmp_path / "chk"),
+        "--max-offsets-per-trigger", str(max_offsets),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def expected(spark, kafka_bootstrap, events_topic):
+    """What a run that never crashed writes: every record of the topic, parsed, once."""
+    return parse_events(kafka.read_batch(spark, kafka_bootstrap, events_topic)).cache()
+
+
+def assert_table_is_exactly(spark, table, expected):
+    got = spark.read.format("delta").load(str(table))
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def assert_no_staged_leftovers(table):
+    """Every file the two-phase sink staged is referenced by the table (orphans removed)."""
+    on_disk = sorted(n for n, _ in DeltaCommitter(str(table), "events").staged_files())
+    referenced = sorted(os.path.basename(u) for u in DeltaTable(str(table)).file_uris())
+    assert on_disk == referenced
+
+
+def test_two_phase_delta_sink_killed_at_every_step_writes_each_row_once(
+    spark, events_topic, expected, tmp_path
+):
+    points = [
+        f"{DELTA_TWO_PHASE.point(1)}@0",  # staged, nothing committed
+        f"{DELTA_TWO_PHASE.point(2)}@0",  # all staged, before the commit
+        f"{DELTA_TWO_PHASE.point(3)}@1",  # Delta commit landed, Spark's commit log did not
+        f"{DELTA_TWO_PHASE.point(4)}@2",  # cleaned, Spark's commit log did not
+    ]
+    kill_at_each_point(JOB, job_args(events_topic, tmp_path, "two_phase"), points)
+
+    assert_table_is_exactly(spark, tmp_path / "table", expected)
+    table = DeltaTable(str(tmp_path / "table"))
+    assert table.transaction_version("events") == EVENTS // MAX_OFFSETS - 1
+    assert table.version() == EVENTS // MAX_OFFSETS  # create + one commit per batch
+    assert_no_staged_leftovers(tmp_path / "table")
+
+
+def test_idempotent_delta_sink_killed_at_every_step_writes_each_row_once(
+    spark, events_topic, expected, tmp_path
+):
+    points = [
+        f"{DELTA_IDEMPOTENT.point(1)}@0",  # batch known, nothing written
+        f"{DELTA_IDEMPOTENT.point(3)}@1",  # Delta commit with txn landed, Spark's did not
+    ]
+    kill_at_each_point(JOB, job_args(events_topic, tmp_path, "idempotent"), points)
+
+    assert_table_is_exactly(spark, tmp_path / "table", expected)
+    assert DeltaTable(str(tmp_path / "table")).transaction_version("events") == 2
+
+
+def test_two_phase_delta_sink_killed_at_random_times_writes_each_row_once(
+    spark, events_topic, expected, tmp_path
+):
+    # Small batches, so a kill at a random time lands in the middle of the stream.
+    args = job_args(events_topic, tmp_path, "two_phase", max_offsets=30)
+    runs = kill_at_random_times(JOB, args, kills=RANDOM_KILLS, seed=3)
+
+    assert any(r.killed for r in runs)
+    assert_table_is_exactly(spark, tmp_path / "table", expected)
+    assert_no_staged_leftovers(tmp_path / "table")
