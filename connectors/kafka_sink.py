@@ -330,6 +330,24 @@ class KafkaSinkSettings:
 
 
 # -- two-phase: steps 2-4 on the driver ---------------------------------------------------
+def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
+    """The smallest ``transaction.max.timeout.ms`` of the cluster's brokers."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    key = "transaction.max.timeout.ms"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        brokers = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
+        got = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.BROKER, b, configs={key: None}) for b in brokers],
+            config_filter="all",
+        )
+    finally:
+        admin.close()
+    return min(int(cfg[key]["value"]) for cfg in got["broker"].values())
+
+
 class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
     """Driver side of the two-phase Kafka sink: one transaction per batch."""
 
@@ -433,6 +451,14 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
     def recover(self) -> None:
         """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging."""
+        s = self.settings
+        limit = broker_max_transaction_timeout_ms(s.bootstrap)
+        if s.transaction_timeout_ms > limit:
+            raise TransactionTimeoutError(
+                "transaction_timeout_ms",
+                f"{s.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms "
+                f"({limit}); the broker would refuse every transaction",
+            )
         self.producer()
         folder = self.settings.sink_dir()
         if os.path.isdir(folder) and os.listdir(folder):

@@ -1,0 +1,76 @@
+"""Negative control: Kafka -> Kafka with Spark's own Kafka writer, which is at-least-once.
+
+Run::
+
+    python -m jobs.eo_spark_kafka_sink --profile test --topic events --out events-plain \\
+        --checkpoint var/data/eo/_chk/plain
+
+Same input and output rows as :mod:`jobs.exactly_once_kafka`, but each micro-batch is written
+by Spark's Kafka writer (``df.write.format("kafka")``, the writer Spark's streaming Kafka sink
+runs per batch) and nothing records which batch the topic already holds. The crash point
+``spark_kafka.1.written`` sits where Spark's streaming Kafka sink has its window: the batch is
+in the topic, Spark's commit log does not have it yet.
+
+Guarantees: no record lost. Does not guarantee: no duplicates -- a batch re-run after a crash
+is written again (the crash tests assert that the duplicates appear).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+from connectors import kafka
+from jobs.exactly_once_kafka import forward
+from spark_ext.crash import crash_point
+
+log = logging.getLogger(__name__)
+
+WRITTEN = "spark_kafka.1.written"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="local")
+    parser.add_argument("--topic", default="events")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    from spark_ext.config import load_profile
+    from spark_ext.session import build_session
+
+    profile = load_profile(args.profile)
+    bootstrap = profile.kafka.bootstrap_servers
+    kafka.create_topic(bootstrap, args.out, 3)
+    spark = build_session(profile)
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option(
+            "topic", args.out
+        ).save()
+        crash_point(WRITTEN, batch_id)  # driver: in the topic, not in Spark's commit log
+
+    source = kafka.read_stream(
+        spark, bootstrap, args.topic, max_offsets_per_trigger=args.max_offsets_per_trigger
+    )
+    query = (
+        forward(source)
+        .writeStream.foreachBatch(write)
+        .option("checkpointLocation", str(args.checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    print(f"topic {args.out}: done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Kafka sinks killed (SIGKILL) at every numbered step, at random times, and Spark's own sink
+killed the same way as the negative control.
+
+The output topic must then hold exactly the records a run that never crashed writes (for the
+two-phase sink: as read by a ``read_committed`` consumer), computed once in-process.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from conftest import EVENTS, MAX_OFFSETS
+from sink_crash import RANDOM_KILLS, kill_at_each_point, kill_at_random_times
+
+from connectors import kafka
+from connectors.kafka_sink import SinkProgress
+from jobs.eo_spark_kafka_sink import WRITTEN
+from jobs.exactly_once_kafka import forward
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, KAFKA_TWO_PHASE
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
+
+JOB = "jobs.exactly_once_kafka"
+
+
+def job_args(topic, out, tmp_path, mode, max_offsets=MAX_OFFSETS):
+    return [
+        "--profile", "test", "--topic", topic, "--out", out, "--mode", mode,
+        "--sink-id", f"eo_{mode}", "--checkpoint", str(tmp_path / "chk"),
+        "--max-offsets-per-trigger", str(max_offsets),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def expected(spark, kafka_bootstrap, events_topic):
+    """(key, value) of every record a run that never crashed writes, sorted."""
+    rows = forward(kafka.read_batch(spark, kafka_bootstrap, events_topic)).collect()
+    return sorted((r.key.encode() if r.key else None, r.value.encode()) for r in rows)
+
+
+def output(bootstrap, topic, read_committed=True):
+    got = kafka.consume_all(bootstrap, topic, read_committed=read_committed)
+    return sorted((key, value) for _, _, key, value in got)
+
+
+def test_two_phase_kafka_sink_killed_at_every_step_writes_each_record_once(
+    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+):
+    out = new_topic("eo2pc", partitions=3)
+    points = [
+        f"{KAFKA_TWO_PHASE.point(1)}@0",  # staged, no transaction yet
+        f"{KAFKA_TWO_PHASE.point(2)}@0",  # producer initialised, before the transaction
+        f"{KAFKA_TWO_PHASE.point(3)}@1",  # transaction committed, Spark's commit log not
+        f"{KAFKA_TWO_PHASE.point(4)}@2",  # staging cleaned, Spark's commit log not
+    ]
+    kill_at_each_point(JOB, job_args(events_topic, out, tmp_path, "two_phase"), points)
+
+    assert output(kafka_bootstrap, out) == expected
+    recorded = SinkProgress(kafka_bootstrap, out, "eo_two_phase").read()
+    assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
+
+
+def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
+    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+):
+    out = new_topic("eoidem", partitions=3)
+    points = [
+        f"{KAFKA_IDEMPOTENT.point(1)}@0",  # nothing written
+        f"{KAFKA_IDEMPOTENT.point(2)}@1",  # half of a partition written
+        f"{KAFKA_IDEMPOTENT.point(3)}@1",  # all written (after a partial replay), not recorded
+        f"{KAFKA_IDEMPOTENT.point(4)}@2",  # recorded, Spark's commit log not
+    ]
+    kill_at_each_point(JOB, job_args(events_topic, out, tmp_path, "idempotent"), points)
+
+    # Every consumer, not only read_committed ones: no transactions are involved.
+    assert output(kafka_bootstrap, out, read_committed=False) == expected
+
+
+def test_two_phase_kafka_sink_killed_at_random_times_writes_each_record_once(
+    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+):
+    out = new_topic("eo2pc-rand", partitions=3)
+    args = job_args(events_topic, out, tmp_path, "two_phase", max_offsets=30)
+    runs = kill_at_random_times(JOB, args, kills=RANDOM_KILLS, seed=11)
+
+    assert any(r.killed for r in runs)
+    assert output(kafka_bootstrap, out) == expected
+
+
+def test_spark_kafka_sink_killed_after_a_write_duplicates_the_batch(
+    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+):
+    """Negative control: the same kill against Spark's own Kafka writer leaves duplicates."""
+    out = new_topic("plain", partitions=3)
+    args = [
+        "--profile", "test", "--topic", events_topic, "--out", out,
+        "--checkpoint", str(tmp_path / "chk"), "--max-offsets-per-trigger", str(MAX_OFFSETS),
+    ]  # fmt: skip
+    kill_at_each_point("jobs.eo_spark_kafka_sink", args, [f"{WRITTEN}@1"])
+
+    got = output(kafka_bootstrap, out)
+    counts = Counter(got)
+    duplicated = [record for record, n in counts.items() if n > 1]
+    assert sorted(counts) == sorted(set(expected))  # nothing lost...
+    assert len(duplicated) == MAX_OFFSETS  # ...but all of batch 1 is in the topic twice
+    assert len(got) == EVENTS + MAX_OFFSETS

@@ -1,0 +1,104 @@
+"""The commit protocol as pure logic: step order, replay skip, crash-point names (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_ext.sinks import SinkConfigError
+from spark_ext.sinks.protocol import (
+    DELTA_TWO_PHASE,
+    KAFKA_IDEMPOTENT,
+    Outcome,
+    Protocol,
+    TwoPhaseCommitter,
+    abort_batch,
+    commit_batch,
+    validate_sink_id,
+)
+
+
+class RecordingCommitter(TwoPhaseCommitter[str]):
+    """An in-memory target: remembers its marker and what each call did."""
+
+    protocol = Protocol("fake", DELTA_TWO_PHASE.steps)
+    sink_id = "fake"
+
+    def __init__(self, recorded: int | None = None) -> None:
+        self.recorded = recorded
+        self.rows: list[str] = []
+        self.calls: list[str] = []
+
+    def last_committed_batch(self) -> int | None:
+        self.calls.append("read")
+        return self.recorded
+
+    def commit_staged(self, batch_id, messages):
+        self.calls.append(f"commit {batch_id}")
+        self.rows.extend(messages)
+        self.recorded = batch_id
+
+    def clean(self, batch_id, messages, committed):
+        self.calls.append(f"clean {batch_id} committed={committed}")
+
+    def recover(self) -> None:
+        self.calls.append("recover")
+
+
+def test_a_new_batch_is_committed_once_then_cleaned():
+    target = RecordingCommitter(recorded=3)
+    assert commit_batch(target, 4, ["a", "b"]) is Outcome.COMMITTED
+    assert target.calls == ["read", "commit 4", "clean 4 committed=True"]
+    assert target.rows == ["a", "b"] and target.recorded == 4
+
+
+@pytest.mark.parametrize("recorded", [4, 7])
+def test_replayed_batch_is_skipped_and_its_staging_removed(recorded):
+    target = RecordingCommitter(recorded=recorded)
+    assert commit_batch(target, 4, ["a"]) is Outcome.SKIPPED_REPLAY
+    assert target.calls == ["read", "clean 4 committed=False"]
+    assert target.rows == []
+
+
+def test_abort_removes_staging_without_committing():
+    target = RecordingCommitter()
+    abort_batch(target, 0, ["a"])
+    assert target.calls == ["clean 0 committed=False"]
+
+
+def test_crash_points_are_named_by_step_number_and_name():
+    assert DELTA_TWO_PHASE.points() == [
+        "delta2pc.1.staged",
+        "delta2pc.2.before_commit",
+        "delta2pc.3.committed",
+        "delta2pc.4.cleaned",
+    ]
+    assert KAFKA_IDEMPOTENT.point(2) == "kafka_idem.2.partial"
+
+
+def test_crash_point_kills_only_when_asked(monkeypatch):
+    killed = []
+    monkeypatch.setattr("spark_ext.sinks.protocol.kill_job", lambda n, b: killed.append((n, b)))
+    monkeypatch.setenv("SPARK_EXT_CRASH_AT", "delta2pc.3.committed@1")
+    DELTA_TWO_PHASE.reached(3, 0)
+    DELTA_TWO_PHASE.reached(2, 1)
+    DELTA_TWO_PHASE.reached(3, 1)
+    assert killed == [("delta2pc.3.committed", 1)]
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "a/b", "-lead", "x" * 101, "évent"])
+def test_bad_sink_id_is_a_config_error_naming_the_setting(bad):
+    with pytest.raises(SinkConfigError) as err:
+        validate_sink_id(bad)
+    assert err.value.setting == "sink_id"
+
+
+def test_schema_shape_ignores_nullability_but_not_types():
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from connectors.delta_sink import schema_shape
+
+    a = StructType([StructField("x", StringType(), True)])
+    b = StructType([StructField("x", StringType(), False)])
+    c = StructType([StructField("x", LongType(), True)])
+    assert schema_shape(a.json()) == schema_shape(b.json())
+    assert schema_shape(a.json()) != schema_shape(c.json())
