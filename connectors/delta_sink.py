@@ -137,7 +137,7 @@ def ensure_table(path: str | Path, schema: StructType) -> None:
 class StagedFile(WriterCommitMessage):
     """Commit message of one task: the Parquet file it staged in the table folder."""
 
-    path: str  # relative to the table root
+    path: str  # relative to the table root; "" when the partition had no rows
     size: int
     rows: int
     batch_id: int
@@ -188,10 +188,12 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
                 if batch.num_rows:
                     out.write_batch(batch.cast(target) if batch.schema != target else batch)
                     rows += batch.num_rows
+        size = os.path.getsize(full)
+        if rows == 0:  # an empty partition stages nothing (and adds no empty file)
+            os.remove(full)
+            name, size = "", 0
         DELTA_TWO_PHASE.reached(1, batch_id)
-        return StagedFile(
-            name, os.path.getsize(full), rows, batch_id, partition, schema_shape(self.schema.json())
-        )
+        return StagedFile(name, size, rows, batch_id, partition, schema_shape(self.schema.json()))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         commit_batch(self.committer(), batchId, _staged(messages))
@@ -246,6 +248,8 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         now_ms = int(time.time() * 1000)
         adds = []
         for m in messages:
+            if not m.path:
+                continue
             if not os.path.exists(os.path.join(self.path, m.path)):
                 raise StagedDataMissingError(f"{self.path}/{m.path} of batch {batch_id} is gone")
             adds.append(
@@ -305,7 +309,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         return out
 
     def clean(self, batch_id: int, messages: Sequence[StagedFile], committed: bool) -> None:
-        named = {m.path for m in messages}
+        named = {m.path for m in messages if m.path}
         if committed:
             # Losing task attempts of this batch: staged, never referenced.
             doomed = [n for n, b in self.staged_files() if b == batch_id and n not in named]

@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Sequence
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
 
-from spark_ext.jobrun import JobRun, run_job
+from spark_ext.jobrun import REPO, JobRun, job_environment, run_job
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +44,20 @@ def kill_at_random_times(
     args: Sequence[str],
     kills: int,
     seed: int,
-    window_s: tuple[float, float] = (8.0, 22.0),
+    progress: Callable[[], int],
+    max_delay_s: float = 2.5,
 ) -> list[JobRun]:
-    """Kill the job after a random delay (seeded), restart, repeat ``kills`` times, then finish.
+    """Kill the job ``kills`` times at random moments while it streams, then let it finish.
 
-    A run that finishes before its kill time ends the loop early (the output is complete);
-    the caller checks how many kills landed.
+    Each run is killed a random delay (seeded, up to ``max_delay_s``) after ``progress()``
+    -- the sink's recorded batch id -- moved past its value at the start of that run, so
+    the kill lands among the steps of the batches that follow, not during JVM start-up.
+    A run that finishes before its kill ends the loop (the caller checks the kill count).
     """
     rng = random.Random(seed)
     runs = []
     for _ in range(kills):
-        delay = rng.uniform(*window_s)
-        run = run_job(module, args, kill_after_s=delay, timeout_s=JOB_TIMEOUT_S)
-        log.info("random kill after %.1fs: killed=%s", delay, run.killed)
+        run = _run_killed_after_progress(module, args, progress, rng.uniform(0.0, max_delay_s))
         runs.append(run)
         if run.ok:
             return runs
@@ -60,3 +66,42 @@ def kill_at_random_times(
     assert final.ok, final.output_tail
     runs.append(final)
     return runs
+
+
+def _run_killed_after_progress(
+    module: str, args: Sequence[str], progress: Callable[[], int], delay_s: float
+) -> JobRun:
+    start_progress = progress()
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=REPO,
+            env=job_environment(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            while proc.poll() is None and time.monotonic() - start < JOB_TIMEOUT_S:
+                if progress() > start_progress:
+                    time.sleep(delay_s)
+                    break
+                time.sleep(0.2)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        out.seek(0)
+        tail = out.read()[-8000:].decode(errors="replace")
+    run = JobRun(proc.returncode, time.monotonic() - start, tail)
+    log.info("killed %.1fs after progress: rc %s", delay_s, run.returncode)
+    return run
+
+
+def batches_for(kills: int, events: int) -> int:
+    """``maxOffsetsPerTrigger`` giving enough micro-batches for ``kills`` kills mid-stream."""
+    batches = 3 * kills + 3  # a run may get through a few batches before its kill lands
+    return max(3, -(-events // batches // 3) * 3)

@@ -13,7 +13,8 @@ import pytest
 from chispa import assert_df_equality
 from conftest import EVENTS, MAX_OFFSETS
 from deltalake import DeltaTable
-from sink_crash import RANDOM_KILLS, kill_at_each_point, kill_at_random_times
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from sink_crash import RANDOM_KILLS, batches_for, kill_at_each_point, kill_at_random_times
 
 from connectors import kafka
 from connectors.delta_sink import DeltaCommitter
@@ -85,10 +86,18 @@ def test_idempotent_delta_sink_killed_at_every_step_writes_each_row_once(
 def test_two_phase_delta_sink_killed_at_random_times_writes_each_row_once(
     spark, events_topic, expected, tmp_path
 ):
-    # Small batches, so a kill at a random time lands in the middle of the stream.
-    args = job_args(events_topic, tmp_path, "two_phase", max_offsets=30)
-    runs = kill_at_random_times(JOB, args, kills=RANDOM_KILLS, seed=3)
+    table = str(tmp_path / "table")
 
-    assert any(r.killed for r in runs)
+    def recorded() -> int:
+        try:
+            version = DeltaTable(table).transaction_version("events")
+        except (TableNotFoundError, DeltaError):  # not created yet
+            return -1
+        return -1 if version is None else version
+
+    args = job_args(events_topic, tmp_path, "two_phase", batches_for(RANDOM_KILLS, EVENTS))
+    runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=3, progress=recorded)
+
+    assert sum(r.killed for r in runs) == RANDOM_KILLS
     assert_table_is_exactly(spark, tmp_path / "table", expected)
     assert_no_staged_leftovers(tmp_path / "table")

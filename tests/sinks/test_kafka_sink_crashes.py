@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 from conftest import EVENTS, MAX_OFFSETS
-from sink_crash import RANDOM_KILLS, kill_at_each_point, kill_at_random_times
+from sink_crash import RANDOM_KILLS, batches_for, kill_at_each_point, kill_at_random_times
 
 from connectors import kafka
 from connectors.kafka_sink import SinkProgress
@@ -81,10 +81,15 @@ def test_two_phase_kafka_sink_killed_at_random_times_writes_each_record_once(
     kafka_bootstrap, events_topic, new_topic, expected, tmp_path
 ):
     out = new_topic("eo2pc-rand", partitions=3)
-    args = job_args(events_topic, out, tmp_path, "two_phase", max_offsets=30)
-    runs = kill_at_random_times(JOB, args, kills=RANDOM_KILLS, seed=11)
 
-    assert any(r.killed for r in runs)
+    def recorded() -> int:
+        got = SinkProgress(kafka_bootstrap, out, "eo_two_phase").read()
+        return got.batch_id if got else -1
+
+    args = job_args(events_topic, out, tmp_path, "two_phase", batches_for(RANDOM_KILLS, EVENTS))
+    runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=11, progress=recorded)
+
+    assert sum(r.killed for r in runs) == RANDOM_KILLS
     assert output(kafka_bootstrap, out) == expected
 
 

@@ -170,3 +170,12 @@ def test_empty_batch_records_its_id_and_writes_nothing(kafka_bootstrap, new_topi
     committer.close()
     assert values(kafka_bootstrap, topic, read_committed=False) == []
     assert SinkProgress(kafka_bootstrap, topic, "k").read().batch_id == 0
+
+
+def test_empty_delta_batch_records_its_txn_without_adding_files(delta_table):
+    committer = DeltaCommitter(delta_table, "s")
+    empty = StagedFile("", 0, 0, 0, 0, schema_shape(SCHEMA.json()))
+    assert commit_batch(committer, 0, [empty]) is Outcome.COMMITTED
+    table = DeltaTable(delta_table)
+    assert table.transaction_version("s") == 0
+    assert table.file_uris() == []

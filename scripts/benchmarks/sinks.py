@@ -1,0 +1,97 @@
+"""Rows/s of the exactly-once Delta and Kafka sinks against Spark's own Delta and Kafka sinks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from benchmarks.common import BenchContext, Figure
+from benchmarks.ingest import events_topic
+from connectors import kafka
+from jobs.exactly_once_delta import parse_events
+from jobs.exactly_once_kafka import forward
+from spark_ext.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
+
+EVENTS = 1_000_000
+#: Same micro-batches for every variant: 5 batches at full scale.
+BATCH_FRACTION = 5
+
+
+def run(ctx: BenchContext) -> list[Figure]:
+    n = ctx.n(EVENTS)
+    topic = events_topic(ctx, n)
+    spark = ctx.spark
+    per_trigger = max(1000, n // BATCH_FRACTION)
+    run_id = int(time.time())
+    figures: list[Figure] = []
+
+    def source():
+        return kafka.read_stream(spark, ctx.bootstrap, topic, max_offsets_per_trigger=per_trigger)
+
+    def timed(bench_metric: str, variant: str, start: Callable[[], object], baseline=False):
+        began = time.perf_counter()
+        query = start()
+        query.awaitTermination()  # type: ignore[attr-defined]
+        seconds = time.perf_counter() - began
+        figures.append(
+            Figure("sinks", variant, bench_metric, n / seconds, "rows/s", baseline=baseline,
+                   note=f"{n:,} rows in {seconds:.1f}s")
+        )  # fmt: skip
+        print(f"  {variant}: {seconds:.1f}s", flush=True)
+
+    # -- Delta: parsed events -> a new table each time ----------------------------------
+    def spark_delta():
+        out = ctx.folder("spark-delta")
+        return (
+            parse_events(source())
+            .writeStream.format("delta")
+            .option("checkpointLocation", str(out / "chk"))
+            .trigger(availableNow=True)
+            .start(str(out / "table"))
+        )
+
+    def ours_delta(mode):
+        def start():
+            out = ctx.folder(f"eo-delta-{mode}")
+            return exactly_once_to_delta(
+                parse_events(source()), str(out / "table"), sink_id="bench",
+                checkpoint=str(out / "chk"), mode=mode, trigger=Trigger(available_now=True),
+            )  # fmt: skip
+
+        return start
+
+    timed("delta rows/s", "spark delta sink", spark_delta, baseline=True)
+    timed("delta rows/s", "two-phase delta (delta-rs commit)", ours_delta("two_phase"))
+    timed("delta rows/s", "idempotent delta (txnAppId)", ours_delta("idempotent"))
+
+    # -- Kafka: forwarded records -> a new topic each time ------------------------------
+    def spark_kafka():
+        out = ctx.folder("spark-kafka")
+        target = f"bench-sink-spark-{run_id}"
+        kafka.create_topic(ctx.bootstrap, target, 3)
+        return (
+            forward(source())
+            .writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", ctx.bootstrap)
+            .option("topic", target)
+            .option("checkpointLocation", str(out / "chk"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    def ours_kafka(mode):
+        def start():
+            out = ctx.folder(f"eo-kafka-{mode}")
+            target = f"bench-sink-{mode}-{run_id}"
+            kafka.create_topic(ctx.bootstrap, target, 3)
+            return exactly_once_to_kafka(
+                forward(source()), target, bootstrap=ctx.bootstrap, sink_id=f"bench_{run_id}",
+                checkpoint=str(out / "chk"), mode=mode, trigger=Trigger(available_now=True),
+            )  # fmt: skip
+
+        return start
+
+    timed("kafka rows/s", "spark kafka sink", spark_kafka, baseline=True)
+    timed("kafka rows/s", "two-phase kafka (1 txn/batch)", ours_kafka("two_phase"))
+    timed("kafka rows/s", "idempotent kafka (record ids)", ours_kafka("idempotent"))
+    return figures
