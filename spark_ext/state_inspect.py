@@ -42,7 +42,11 @@ from spark_ext.errors import SparkExtError
 log = logging.getLogger(__name__)
 
 #: Operator names (``state-metadata``) whose state lives in named state variables.
-TRANSFORM_WITH_STATE = ("transformWithStateExec", "transformWithStateInPandasExec")
+TRANSFORM_WITH_STATE = (
+    "transformWithStateExec",
+    "transformWithStateInPandasExec",
+    "transformWithStateInPySparkExec",
+)
 
 
 class CheckpointNotFound(SparkExtError, FileNotFoundError):
@@ -80,7 +84,8 @@ class PartitionState:
     operator_id: int
     store_name: str
     partition_id: int
-    #: Key/value rows in the state after the inspected batch (summed over state variables).
+    #: Key/value rows in the state after the inspected batch. For transformWithState it is the
+    #: sum over the state variables, list and map state counting one row per element.
     rows: int
     #: Bytes the checkpoint keeps for this partition: every retained version, all files.
     bytes_on_disk: int

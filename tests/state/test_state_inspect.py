@@ -85,3 +85,49 @@ def test_stateless_query_raises_state_operator_not_found(
     query.awaitTermination(300)
     with pytest.raises(StateOperatorNotFound):
         StateInspector(spark, checkpoint).report()
+
+
+def test_report_sums_every_state_variable_of_a_transform_with_state_operator(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class CountAndKeep(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.count = handle.getValueState("count", StructType([StructField("n", LongType())]))
+            self.seen = handle.getListState("seen", StructType([StructField("v", LongType())]))
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = self.count.get()[0] if self.count.exists() else 0
+            for frame in rows:
+                n += len(frame)
+                self.seen.appendList([(int(v),) for v in frame["value"]])
+            self.count.update((n,))
+            yield pd.DataFrame({"key": [key[0]], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    checkpoint = tmp_path / "tws"
+    query = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 20)
+        .load()
+        .selectExpr("value % 5 AS key", "value")
+        .groupBy("key")
+        .transformWithStateInPandas(CountAndKeep(), "key long, n long", "Update", "None")
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(once=True)
+        .start()
+    )
+    query.awaitTermination(300)
+
+    inspector = StateInspector(spark, checkpoint)
+    [operator] = inspector.operators()
+    assert operator.state_variables == ("count", "seen")
+    assert inspector.report().rows() == 5 + 20  # a count per key + every kept value
+    assert inspector.read(state_variable="count").count() == 5
