@@ -1,0 +1,44 @@
+"""The ``spark-ext`` console script: list, run (no Spark needed for these)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from jobs import registry
+from spark_ext import cli
+from spark_ext.jobrun import REPO
+
+
+def test_list_shows_every_registered_job_with_its_expected_classes(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name, case in registry.JOBS.items():
+        assert name in out
+        for o in case.outputs:
+            assert f"{o.name}: {o.expected}" in out
+
+
+def test_run_of_an_unknown_job_names_the_known_ones(capsys):
+    assert cli.main(["run", "no_such_job"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_job" in err and "at_most_once" in err
+
+
+def test_run_passes_the_rest_of_the_command_line_to_the_job_module():
+    out = subprocess.run(
+        [sys.executable, "-m", "spark_ext.cli", "run", "ingest_events", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "usage: ingest_events.py" in out.stdout and "--topic" in out.stdout
+
+
+def test_console_script_is_installed():
+    script = REPO / ".venv" / "bin" / "spark-ext"
+    assert script.exists()
+    out = subprocess.run([str(script), "list"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "at_least_once" in out.stdout
