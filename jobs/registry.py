@@ -109,6 +109,169 @@ class KafkaToDeltaCase(RecoveryCase):
         return read_delta_rows(slot.out / output, spec.read_columns())
 
 
+class ExactlyOnceDeltaCase(KafkaToDeltaCase):
+    """:mod:`jobs.exactly_once_delta`: the same events into one table through a sink mode."""
+
+    def __init__(self, name: str, mode: str, crash: CrashPlan, description: str) -> None:
+        super().__init__(
+            name,
+            "jobs.exactly_once_delta",
+            crash,
+            [ExpectedOutput("events", EVENTS, RecoveryClass.PRECISE)],
+            description,
+            extra_args=("--mode", mode),
+        )
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        args = ["--profile", ctx.profile, "--topic", ctx.topic("in")]
+        args += ["--table", str(slot.out / "events"), "--checkpoint", str(slot.out / "_chk")]
+        args += ["--sink-id", "events", "--max-offsets-per-trigger", "100"]
+        return [*args, *self.extra_args]
+
+
+#: A Kafka -> Kafka job's output record, by the input record it names.
+FORWARDED = OutputSpec(columns=("key", "src_partition", "src_offset", "src_value"))
+
+
+class KafkaToKafkaCase(KafkaToDeltaCase):
+    """A job forwarding demo events to an output topic per run (``--out``, ``--checkpoint``).
+
+    Output records are read ``read_committed`` and compared by the input record their JSON
+    value names (``{"topic", "partition", "offset", "value"}``), not by their own offsets.
+    """
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        args = ["--profile", ctx.profile, "--topic", ctx.topic("in")]
+        args += ["--out", ctx.topic(f"out-{slot.name}"), "--checkpoint", str(slot.out / "_chk")]
+        args += ["--max-offsets-per-trigger", "100"]
+        return [*args, *self.extra_args]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        import json
+
+        from connectors.kafka import consume_all, create_topic
+
+        topic = ctx.topic(f"out-{slot.name}")
+        create_topic(ctx.bootstrap, topic, 3)  # no-op once the job made it
+        rows = []
+        for _partition, _offset, key, value in consume_all(ctx.bootstrap, topic):
+            src = json.loads(value)
+            rows.append(
+                {
+                    "key": key.decode() if key is not None else None,
+                    "src_partition": src["partition"],
+                    "src_offset": src["offset"],
+                    "src_value": src["value"],
+                }
+            )
+        return rows
+
+
+#: The tracker job's windows: one row per (window, user).
+WINDOWS = OutputSpec(
+    columns=("window_start_ms", "window_end_ms", "key", "count", "sum_amount", "mean_amount")
+)
+
+
+class TrackerWindowsCase(RecoveryCase):
+    """:mod:`jobs.tracker_windows` on its own demo input (time-ordered partitions, closed)."""
+
+    def __init__(self, events: int = 150, partitions: int = 3, max_offsets: int = 60) -> None:
+        self.name = "tracker_windows"
+        self.module = "jobs.tracker_windows"
+        self.crash = CrashPlan(crash_at="tracker.after_sink@1")
+        self.outputs = (ExpectedOutput("windows", WINDOWS, RecoveryClass.PRECISE),)
+        self.description = "windows released by the tracker, written idempotently per batch"
+        self.events, self.partitions, self.max_offsets = events, partitions, max_offsets
+
+    def prepare(self, ctx: HarnessContext) -> None:
+        from connectors.kafka import create_topic, produce
+        from jobs.tracker_windows import demo_records
+
+        create_topic(ctx.bootstrap, ctx.topic("in"), self.partitions)
+        produce(ctx.bootstrap, ctx.topic("in"), demo_records(self.events, self.partitions))
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [
+            *("--profile", ctx.profile, "--topic", ctx.topic("in")),
+            *("--partitions", str(self.partitions), "--out", str(slot.out)),
+            *("--max-offsets", str(self.max_offsets)),
+        ]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return read_delta_rows(slot.out / output, WINDOWS.read_columns())
+
+
+#: The ordering job's result rows (its ``RESULT_COLUMNS`` without the topic name).
+READINGS = OutputSpec(
+    columns=(
+        "key",
+        "record_id",
+        "event_time",
+        "temp_c",
+        "temp_f",
+        "ewma_f",
+        "seq",
+        "partition",
+        "offset",
+    )
+)
+
+
+class OrderingCase(RecoveryCase):
+    """:mod:`jobs.ordering_dedup` on sensor readings spread over two partitions.
+
+    Every run reads in batches of ``limit`` offsets; the restart after the kill catches up
+    the backlog in one batch (no limit), as a restart after downtime does. So the recovered
+    output was computed under another batch plan than the clean one: only an order fixed by
+    the buffer makes them equal.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        expected: RecoveryClass,
+        description: str,
+        extra_args: Sequence[str] = (),
+        duplicate_every: int = 0,
+        limit: int = 50,
+    ) -> None:
+        self.name = name
+        self.module = "jobs.ordering_dedup"
+        self.crash = CrashPlan(crash_at="dedup.after_output@0")
+        self.outputs = (ExpectedOutput("ewma", READINGS, expected),)
+        self.description = description
+        self.extra_args = tuple(extra_args)
+        self.duplicate_every = duplicate_every
+        self.limit = limit
+
+    def prepare(self, ctx: HarnessContext) -> None:
+        from connectors.kafka import create_topic
+        from jobs.ordering_dedup import produce_readings
+
+        create_topic(ctx.bootstrap, ctx.topic("in"), 2)
+        produce_readings(
+            ctx.bootstrap,
+            ctx.topic("in"),
+            sensors=4,
+            per_sensor=30,
+            partitions=2,
+            duplicate_every=self.duplicate_every,
+        )
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [
+            *("--profile", ctx.profile, "--topic", ctx.topic("in"), "--partitions", "2"),
+            *("--out", str(slot.out), *self.extra_args),
+        ]
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [*self.restart_args(ctx, slot), "--max-offsets-per-trigger", str(self.limit)]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return read_delta_rows(slot.out / output, READINGS.read_columns())
+
+
 JOBS: dict[str, RecoveryCase] = {
     case.name: case
     for case in (
@@ -128,6 +291,46 @@ JOBS: dict[str, RecoveryCase] = {
                 ExpectedOutput("ewma", EWMA, RecoveryClass.ROLLBACK_DIVERGENT),
             ],
             "rows written before the offsets are committed: a replayed batch is written again",
+        ),
+        ExactlyOnceDeltaCase(
+            "exactly_once_delta",
+            "two_phase",
+            CrashPlan(crash_at="delta2pc.3.committed@1"),
+            "two-phase Delta sink: killed after its commit, the replay is recognised",
+        ),
+        ExactlyOnceDeltaCase(
+            "exactly_once_delta_idempotent",
+            "idempotent",
+            CrashPlan(crash_at="delta_idem.3.written@1"),
+            "idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
+        ),
+        KafkaToKafkaCase(
+            "exactly_once_kafka",
+            "jobs.exactly_once_kafka",
+            CrashPlan(crash_at="kafka2pc.3.committed@1"),
+            [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
+            "two-phase Kafka sink: one transaction per batch, the replay is recognised",
+            extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+        ),
+        KafkaToKafkaCase(
+            "spark_kafka_sink",
+            "jobs.eo_spark_kafka_sink",
+            CrashPlan(crash_at="spark_kafka.1.written@1"),
+            [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.ROLLBACK_REPEATING)],
+            "negative control: Spark's own Kafka writer writes a replayed batch again",
+        ),
+        TrackerWindowsCase(),
+        OrderingCase(
+            "ordering_dedup",
+            RecoveryClass.PRECISE,
+            "ordering buffer + dedup + EWMA: same output under another batch plan",
+            duplicate_every=5,
+        ),
+        OrderingCase(
+            "ordering_no_buffer",
+            RecoveryClass.ROLLBACK_DIVERGENT,
+            "EWMA folded in arrival order (--no-buffer): another batch plan, other values",
+            extra_args=("--no-buffer", "--no-dedup"),
         ),
     )
 }

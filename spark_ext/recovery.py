@@ -391,6 +391,14 @@ class RecoveryCase(ABC):
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         """Command-line arguments of a run writing to ``slot``."""
 
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        """Arguments of the restart; the crashed run's by default.
+
+        A case may change what a restart may change (for example the rate limit, as a restart
+        catching up a backlog does), never the checkpoint or the output.
+        """
+        return self.job_args(ctx, slot)
+
     @abstractmethod
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         """Every row the runs of ``slot`` left in ``output`` (empty if nothing was written)."""
@@ -507,7 +515,7 @@ class RecoveryHarness:
         before = {o.name: len(case.read_output(ctx, crashed, o.name)) for o in case.outputs}
 
         log.info("%s: restart from the checkpoint", case.name)
-        run = self.runner(case.module, case.job_args(ctx, crashed), timeout_s=self.timeout_s)
+        run = self.runner(case.module, case.restart_args(ctx, crashed), timeout_s=self.timeout_s)
         seconds["restarted"] = run.seconds
         if not run.ok:
             raise JobRunFailed(case.name, "restarted", run)
