@@ -38,6 +38,7 @@ Example
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -419,6 +420,37 @@ def _conform(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame[columns]
 
 
+FAIL_TASK_ENV = "SPARK_EXT_FAIL_TASK_AT"
+
+
+class InjectedTaskFailure(RuntimeError):
+    """Raised on purpose by a test (``SPARK_EXT_FAIL_TASK_AT=<stage>@<batch>``)."""
+
+
+def maybe_fail_task(stage: str) -> None:
+    """Fail the first attempt of task 0 of ``stage`` in the chosen batch (task-retry tests).
+
+    Spark retries the task (when ``spark.task.maxFailures`` > 1, e.g. master ``local[2,4]``)
+    and discards the failed attempt's output, report rows included.
+    """
+    spec = os.environ.get(FAIL_TASK_ENV)
+    if not spec:
+        return
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    target, _, batch = spec.partition("@")
+    if ctx is None or target != stage or ctx.partitionId() != 0 or ctx.attemptNumber() != 0:
+        return
+    if batch and ctx.getLocalProperty("streaming.sql.batchId") != batch:
+        return
+    mark = os.environ.get(FAIL_TASK_ENV + "_MARK")
+    if mark:
+        with open(mark, "a") as f:
+            f.write(f"{stage}@{batch}\n")
+    raise InjectedTaskFailure(f"injected failure in {stage}, batch {batch}, attempt 0")
+
+
 def _task_partition() -> int:
     from pyspark import TaskContext
 
@@ -492,6 +524,7 @@ def _make_assign(
             if not upstream:  # forwarded rows were reported as sent by the upstream query
                 builder.add_labels(tracked, labels, sent=True, ends=ends)
             yield out[envelope_columns]
+        maybe_fail_task(ASSIGN_STAGE)  # after the data rows went out, before the report
         report = builder.build()
         if not report.is_empty():
             yield pd.DataFrame(
