@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""A Spark standalone cluster on 127.0.0.1: one master and N workers, from the pyspark install.
+
+Usage::
+
+    python scripts/cluster.py start [--port 7077] [--workers 2] [--cores 1] [--memory 1g]
+    python scripts/cluster.py status
+    python scripts/cluster.py stop
+
+The master and each worker are JVMs started with pyspark's ``bin/spark-class`` launcher
+(``org.apache.spark.deploy.master.Master`` / ``...worker.Worker``), each in its own process
+group, with pid and log files under ``--dir`` (default ``var/cluster``). ``start`` returns
+once the master's JSON page lists every worker as ALIVE. Submit to it with
+``scripts/submit.sh --profile cluster`` (``conf/cluster.toml`` points at port 7077).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("cluster")
+
+
+def spark_home() -> Path:
+    """The pyspark package folder: it holds ``bin/spark-class`` and the Spark jars."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where and how big the cluster is."""
+
+    folder: Path = ROOT / "var" / "cluster"
+    host: str = "127.0.0.1"
+    port: int = 7077
+    webui_port: int = 8080
+    workers: int = 2
+    cores: int = 1
+    memory: str = "1g"
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{self.host}:{self.port}"
+
+    @property
+    def state_file(self) -> Path:
+        return self.folder / "cluster.json"
+
+
+class StandaloneCluster:
+    """Start, wait for and stop a master and its workers by their pids."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        python = str(ROOT / ".venv" / "bin" / "python")
+        if not Path(python).exists():
+            python = sys.executable
+        env.update(
+            SPARK_HOME=str(spark_home()),
+            SPARK_LOCAL_IP=self.config.host,
+            PYSPARK_PYTHON=python,
+            SPARK_LOG_DIR=str(self.config.folder / "logs"),
+            SPARK_DAEMON_MEMORY="512m",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        )
+        return env
+
+    def _launch(self, name: str, args: list[str]) -> int:
+        logs = self.config.folder / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        cmd = [str(spark_home() / "bin" / "spark-class"), *args]
+        with open(logs / f"{name}.log", "ab") as out:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=self.config.folder,
+                env=self._env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        log.info("%s: pid %d", name, proc.pid)
+        return proc.pid
+
+    def pids(self) -> dict[str, int]:
+        try:
+            return {k: int(v) for k, v in json.loads(self.config.state_file.read_text()).items()}
+        except FileNotFoundError:
+            return {}
+
+    def alive_workers(self) -> int:
+        """Workers the master lists as ALIVE (0 if the master does not answer)."""
+        url = f"http://{self.config.host}:{self.config.webui_port}/json/"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                info = json.load(resp)
+        except OSError:
+            return 0
+        return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE")
+
+    def master_info(self) -> dict[str, object]:
+        url = f"http://{self.config.host}:{self.config.webui_port}/json/"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return dict(json.load(resp))
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        c = self.config
+        if any(_alive(p) for p in self.pids().values()):
+            raise SystemExit(f"a cluster is already running from {c.folder}; stop it first")
+        c.folder.mkdir(parents=True, exist_ok=True)
+        pids = {
+            "master": self._launch(
+                "master",
+                [
+                    "org.apache.spark.deploy.master.Master",
+                    *("--host", c.host, "--port", str(c.port)),
+                    *("--webui-port", str(c.webui_port)),
+                ],
+            )
+        }
+        for i in range(c.workers):
+            work = c.folder / f"worker-{i}"
+            work.mkdir(exist_ok=True)
+            pids[f"worker-{i}"] = self._launch(
+                f"worker-{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    *("--host", c.host, "--cores", str(c.cores), "--memory", c.memory),
+                    *("--work-dir", str(work), "--webui-port", "0"),
+                    c.master_url,
+                ],
+            )
+        c.state_file.write_text(json.dumps(pids))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.alive_workers() == c.workers:
+                log.info("cluster up: %s with %d workers", c.master_url, c.workers)
+                return
+            dead = [n for n, p in pids.items() if not _alive(p)]
+            if dead:
+                self.stop()
+                raise SystemExit(f"{dead} exited; see {c.folder / 'logs'}")
+            time.sleep(1)
+        self.stop()
+        raise SystemExit(f"workers not ALIVE after {timeout_s}s; see {c.folder / 'logs'}")
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        pids = self.pids()
+        for name, pid in sorted(pids.items(), reverse=True):  # workers first
+            _signal_group(pid, signal.SIGTERM)
+            log.info("stopping %s (pid %d)", name, pid)
+        deadline = time.monotonic() + timeout_s
+        while any(_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for pid in pids.values():
+            _signal_group(pid, signal.SIGKILL)
+        self.config.state_file.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)  # the launcher's whole group: bash spark-class and its JVM
+    except ProcessLookupError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("--dir", type=Path, default=ClusterConfig.folder)
+    parser.add_argument("--port", type=int, default=7077)
+    parser.add_argument("--webui-port", type=int, default=8080)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--memory", default="1g")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    cluster = StandaloneCluster(
+        ClusterConfig(
+            folder=args.dir.resolve(),
+            port=args.port,
+            webui_port=args.webui_port,
+            workers=args.workers,
+            cores=args.cores,
+            memory=args.memory,
+        )
+    )
+    if args.command == "start":
+        cluster.start()
+        print(f"master {cluster.config.master_url}, {args.workers} workers x {args.cores} core")
+    elif args.command == "stop":
+        cluster.stop()
+        print("cluster stopped")
+    else:
+        alive = cluster.alive_workers()
+        print(f"master {cluster.config.master_url}: {alive} workers alive")
+        return 0 if alive else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# spark-submit a job with the project's jars on the driver's and the executors' classpaths.
+#   scripts/submit.sh [spark-submit options] jobs/X.py [job arguments]
+# e.g. scripts/submit.sh jobs/exactly_once_delta.py --profile cluster --topic events ...
+# The job's --profile decides the master (conf/cluster.toml: spark://127.0.0.1:7077).
+# spark.jars set by the session builder would come too late for a driver JVM that
+# spark-submit already started, so the jars go on --jars and --driver-class-path here.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY="$ROOT/.venv/bin/python"
+JARS=$("$PY" -c "from spark_ext import jvm; print(','.join(str(p) for p in jvm.spark_jars()))")
+export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
+export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+exec "$ROOT/.venv/bin/spark-submit" \
+  --jars "$JARS" \
+  --driver-class-path "${JARS//,/:}" \
+  --conf "spark.executorEnv.PYTHONPATH=$ROOT" \
+  --conf "spark.executorEnv.PYSPARK_PYTHON=$PY" \
+  --conf "spark.pyspark.python=$PY" \
+  "$@"

@@ -1,0 +1,116 @@
+"""A real Spark standalone cluster: master + 2 workers x 1 core, a job submitted with spark-submit.
+
+``scripts/cluster.sh`` starts the master and the workers (pyspark's ``spark-class``) on free
+ports; ``scripts/submit.sh`` submits ``jobs/exactly_once_delta.py`` (two-phase Delta sink:
+Parquet staged by Python tasks on the executors, committed on the driver) with a profile that
+points at the cluster. The table must equal the one the same pipeline writes in local mode.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+
+import pytest
+from chispa import assert_df_equality
+
+from connectors.demo_events import produce_events
+from spark_ext.jobrun import REPO, job_environment
+
+pytestmark = pytest.mark.integration
+
+EVENTS = 200
+COLUMNS = ["event_id", "user_id", "amount", "event_time", "topic", "partition", "offset"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A running cluster: its folder, master URL and web UI port; stopped at the end."""
+    folder = tmp_path_factory.mktemp("cluster")
+    port, ui = free_port(), free_port()
+    args = ["--dir", str(folder), "--port", str(port), "--webui-port", str(ui)]
+    started = subprocess.run(
+        ["bash", "scripts/cluster.sh", "start", *args, "--workers", "2", "--cores", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield folder, f"spark://127.0.0.1:{port}", ui
+    finally:
+        subprocess.run(["bash", "scripts/cluster.sh", "stop", *args], cwd=REPO, timeout=120)
+
+
+def master_json(ui: int) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=10) as resp:
+        return json.load(resp)
+
+
+def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
+    cluster, spark, kafka_bootstrap, new_topic, tmp_path
+):
+    folder, master, ui = cluster
+    assert sum(w["state"] == "ALIVE" for w in master_json(ui)["workers"]) == 2
+
+    topic = new_topic("cluster", partitions=3)
+    produce_events(kafka_bootstrap, topic, EVENTS, malformed_every=20)
+    profile = tmp_path / "cluster.toml"
+    profile.write_text(
+        (REPO / "conf" / "cluster.toml").read_text().replace("spark://127.0.0.1:7077", master)
+    )
+
+    # 1. spark-submit to the cluster.
+    table = tmp_path / "cluster" / "events"
+    submitted = subprocess.run(
+        [
+            *("bash", "scripts/submit.sh", "jobs/exactly_once_delta.py"),
+            *("--profile", str(profile), "--topic", topic, "--table", str(table)),
+            *("--checkpoint", str(tmp_path / "cluster" / "_chk"), "--sink-id", "events"),
+            *("--mode", "two_phase", "--max-offsets-per-trigger", "100"),
+        ],
+        cwd=REPO,
+        env=job_environment(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-5000:]
+
+    # The application ran on the cluster: one executor JVM on each worker, each with its logs.
+    apps = master_json(ui)["completedapps"]
+    assert len(apps) == 1 and apps[0]["cores"] == 2
+    for worker in ("worker-0", "worker-1"):
+        executors = list((folder / worker).glob(f"{apps[0]['id']}/*/stderr"))
+        assert executors, f"no executor ran on {worker}"
+
+    # 2. The same pipeline in local mode (the test session), on the same topic.
+    from jobs.exactly_once_delta import events_stream
+    from spark_ext.sinks import Trigger, exactly_once_to_delta
+
+    local_table = tmp_path / "local" / "events"
+    query = exactly_once_to_delta(
+        events_stream(spark, kafka_bootstrap, topic, 100),
+        local_table,
+        sink_id="events",
+        checkpoint=tmp_path / "local" / "_chk",
+        mode="two_phase",
+        trigger=Trigger(available_now=True),
+    )
+    query.awaitTermination(600)
+    assert query.exception() is None
+
+    on_cluster = spark.read.format("delta").load(str(table)).select(*COLUMNS)
+    local = spark.read.format("delta").load(str(local_table)).select(*COLUMNS)
+    assert on_cluster.count() == EVENTS
+    assert_df_equality(on_cluster, local, ignore_row_order=True, ignore_nullable=True)
