@@ -542,6 +542,24 @@ class RecoveryHarness:
         return results
 
 
+def forget_last_commit(checkpoint: Path) -> int:
+    """Delete the newest entry of a query's commit log; returns its batch id.
+
+    This leaves the checkpoint as a driver killed after the sink's write and before Spark's
+    commit log does: the next start of the query runs that batch again with the same offsets.
+    It is the in-process stand-in for a SIGKILL at that point (notebooks, quick tests); the
+    harness kills real processes. Stop the query first.
+    """
+    commits = Path(checkpoint) / "commits"
+    ids = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    if not ids:
+        raise RecoveryError(f"{commits} has no committed batch")
+    (commits / str(ids[-1])).unlink()
+    (commits / f".{ids[-1]}.crc").unlink(missing_ok=True)
+    log.info("forgot the commit of batch %d in %s", ids[-1], checkpoint)
+    return ids[-1]
+
+
 # --------------------------------------------------------------------------------------------
 # Reading outputs
 # --------------------------------------------------------------------------------------------
