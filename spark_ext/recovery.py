@@ -55,12 +55,15 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib
 import io
 import json
 import logging
 import math
 import re
 import shutil
+import time
+import traceback
 import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -433,6 +436,33 @@ class RecoveryResult:
 Runner = Callable[..., JobRun]
 
 
+class InProcessRunner:
+    """Run a job's ``main(args)`` in this process, on the SparkSession already running here.
+
+    Only for clean runs (it cannot be killed): it saves a JVM start when the caller already
+    holds a session of the profile the job is given (a test session, a notebook's cluster).
+    The job's ``build_session`` returns that session, so settings of another profile are
+    ignored.
+    """
+
+    def __call__(
+        self,
+        module: str,
+        args: Sequence[str] = (),
+        crash_at: str | None = None,
+        kill_after_s: float | None = None,
+        timeout_s: float = 600.0,
+    ) -> JobRun:
+        if crash_at or kill_after_s is not None:
+            raise ValueError("InProcessRunner runs clean runs only")
+        start = time.monotonic()
+        try:
+            code = importlib.import_module(module).main(list(args))
+        except Exception:
+            return JobRun(1, time.monotonic() - start, traceback.format_exc())
+        return JobRun(int(code or 0), time.monotonic() - start, "")
+
+
 class RecoveryHarness:
     """Run cases clean, crashed and restarted, and classify what the crash did.
 
@@ -452,6 +482,9 @@ class RecoveryHarness:
     parallel
         Run the clean run at the same time as the crashed one (they share only the input),
         which saves one job start-up of wall time.
+    clean_runner
+        Runs the clean run, ``runner`` by default; :class:`InProcessRunner` where a session
+        of the jobs' profile is already running.
     """
 
     def __init__(
@@ -462,7 +495,9 @@ class RecoveryHarness:
         runner: Runner = run_job,
         timeout_s: float = 600.0,
         parallel: bool = True,
+        clean_runner: Runner | None = None,
     ) -> None:
+        self.clean_runner = clean_runner or runner
         self.workdir = Path(workdir)
         self.parallel = parallel
         self.bootstrap = bootstrap
@@ -476,7 +511,7 @@ class RecoveryHarness:
         return HarnessContext(self.workdir / case.name, self.bootstrap, self.profile, tag)
 
     def _run_clean(self, case: RecoveryCase, ctx: HarnessContext, slot: RunSlot) -> JobRun:
-        run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
+        run = self.clean_runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
         if not run.ok:
             raise JobRunFailed(case.name, "clean", run)
         return run

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_ext.recovery import RecoveryHarness, RecoveryResult, format_table, write_report
+from spark_ext.recovery import (
+    InProcessRunner,
+    RecoveryHarness,
+    RecoveryResult,
+    format_table,
+    write_report,
+)
 
 
 @pytest.fixture(scope="session")
@@ -23,13 +29,23 @@ def recovery_report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def harness(
+    spark,
     kafka_bootstrap: str,
     tmp_path_factory: pytest.TempPathFactory,
     recovery_results: list[RecoveryResult],
     recovery_report_dir: Path,
 ) -> Iterator[RecoveryHarness]:
-    """A harness running jobs with the ``test`` profile; prints the table when the run ends."""
-    yield RecoveryHarness(tmp_path_factory.mktemp("recovery"), kafka_bootstrap, profile="test")
+    """A harness running jobs with the ``test`` profile; prints the table when the run ends.
+
+    Clean runs run in this process on the shared session (``test`` profile too); the runs
+    that are killed and restarted are separate processes, as they must be.
+    """
+    yield RecoveryHarness(
+        tmp_path_factory.mktemp("recovery"),
+        kafka_bootstrap,
+        profile="test",
+        clean_runner=InProcessRunner(),
+    )
     if recovery_results:
         index = write_report(recovery_results, recovery_report_dir)
         print(f"\n{format_table(recovery_results)}\nrecovery report: {index}")
