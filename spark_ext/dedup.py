@@ -276,27 +276,40 @@ class BucketDedup:
         self,
         ids: np.ndarray,
         event_time_ms: np.ndarray,
-        coords: np.ndarray,
+        coords: Sequence[str] | Callable[[np.ndarray], Sequence[str]],
         lookup: CatalogLookup,
+        hashes: np.ndarray | None = None,
     ) -> tuple[np.ndarray, DedupMetrics]:
-        """Keep-mask for rows given in their total order (steps 1-4 of the module docstring)."""
+        """Keep-mask for rows given in their total order (steps 1-4 of the module docstring).
+
+        ``coords`` are the rows' coordinate strings, or a function giving them for an array of
+        row positions (called only for the few rows looked up). ``hashes`` are the ids'
+        :func:`~spark_ext.bloom.stable_hash64` values when the caller has them already.
+        """
         n = len(ids)
         metrics = DedupMetrics(rows=n)
         if n == 0:
             metrics.state_bytes = self.bloom.nbytes
             return np.zeros(0, dtype=bool), metrics
-        maybe = self.bloom.check_and_add(stable_hash64(ids), np.asarray(event_time_ms))
+        if hashes is None:
+            hashes = stable_hash64(ids)
+        maybe = self.bloom.check_and_add(hashes, np.asarray(event_time_ms))
         in_batch_dup = pd.Series(ids).duplicated(keep="first").to_numpy()
         ask = maybe & ~in_batch_dup
         keep = ~in_batch_dup
         asked_ids = [str(x) for x in ids[ask]]
         floor = self.bloom.oldest_kept
         found = lookup(self.bucket, asked_ids, floor if floor is not None else 0)
-        for i in np.flatnonzero(ask):
+        asked = np.flatnonzero(ask)
+        if callable(coords):
+            asked_coords = list(coords(asked)) if len(asked) else []
+        else:
+            asked_coords = [coords[int(i)] for i in asked]
+        for i, mine in zip(asked, asked_coords, strict=True):
             stored = found.get(str(ids[i]))
             if stored is None:
                 metrics.false_positives += 1
-            elif stored == coords[i]:
+            elif stored == mine:
                 metrics.replayed_self += 1
             else:
                 keep[i] = False
@@ -315,7 +328,6 @@ _EXTRA = [
     StructField("_kind", StringType()),
     StructField("_bucket", IntegerType()),
     StructField("_generation", LongType()),
-    StructField("_coords", StringType()),
     StructField("_detail", StringType()),
 ]
 
@@ -330,7 +342,7 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
 
     The result has ``df``'s columns plus ``_kind`` (``"new"``; ``"duplicate"`` only with
     ``emit_duplicates``; one ``"metrics"`` row per bucket and batch whose ``_detail`` is
-    :class:`DedupMetrics` as JSON), ``_bucket``, ``_generation`` and ``_coords``. Write it with
+    :class:`DedupMetrics` as JSON), ``_bucket`` and ``_generation``. Write it with
     a :class:`DedupSink` (which also feeds the catalog); rows are not final before that.
     """
     for col in (config.id_column, config.event_time_column, *config.coordinate_columns):
@@ -348,9 +360,19 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
 
     def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            yield pdf.assign(_bucket=bucket_of(pdf[id_col].astype(str).to_numpy(), buckets))
+            hashes = stable_hash64(pdf[id_col].astype(str).to_numpy())
+            yield pdf.assign(
+                _bucket=(hashes % np.uint64(buckets)).astype(np.int32),
+                _hash=hashes.view(np.int64),
+            )
 
-    routed_schema = StructType([*df.schema.fields, StructField("_bucket", IntegerType())])
+    routed_schema = StructType(
+        [
+            *df.schema.fields,
+            StructField("_bucket", IntegerType()),
+            StructField("_hash", LongType()),
+        ]
+    )
 
     def step(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState
@@ -360,15 +382,14 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
         dedup = BucketDedup(config, bucket)
         if state.exists:
             dedup.load(bytes(state.get[0]))
-        pdf["_coords"] = coords_string(pdf, coord_cols)
-        et = _event_time_ms(pdf[et_col])
-        pdf["_et"] = et
-        pdf = pdf.sort_values(["_et", "_coords"], kind="mergesort", ignore_index=True)
+        pdf["_et"] = _event_time_ms(pdf[et_col])
+        pdf = pdf.sort_values(["_et", *coord_cols], kind="mergesort", ignore_index=True)
         keep, metrics = dedup.decide(
             pdf[id_col].astype(str).to_numpy(),
             pdf["_et"].to_numpy(),
-            pdf["_coords"].to_numpy(),
+            lambda rows: coords_string(pdf.iloc[rows], coord_cols).tolist(),
             catalog.lookup,
+            hashes=pdf["_hash"].to_numpy().view(np.uint64),
         )
         state.update((dedup.dump(),))
         pdf["_generation"] = dedup.bloom.generation_of(pdf["_et"].to_numpy())
@@ -452,7 +473,9 @@ class DedupSink:
                         F.col("_generation").alias("generation"),
                         F.col("_bucket").alias("bucket"),
                         F.col(self.config.id_column).cast("string").alias("record_id"),
-                        F.col("_coords").alias("coords"),
+                        F.concat_ws(
+                            "/", *[F.col(c).cast("string") for c in self.config.coordinate_columns]
+                        ).alias("coords"),
                         F.lit(batch_id).cast("long").alias("batch_id"),
                     ),
                     batch_id,
