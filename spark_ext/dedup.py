@@ -152,6 +152,8 @@ class DedupMetrics:
     state_bytes: int = 0
     buffered_rows: int = 0
     late_rows: int = 0
+    #: Newest filter generation seen (a maximum, not a sum, when metrics are added).
+    newest_generation: int = -1
 
     @property
     def lookups_avoided(self) -> float:
@@ -166,7 +168,9 @@ class DedupMetrics:
 
     def __add__(self, other: DedupMetrics) -> DedupMetrics:
         a, b = asdict(self), asdict(other)
-        return DedupMetrics(**{k: a[k] + b[k] for k in a})
+        summed = {k: a[k] + b[k] for k in a}
+        summed["newest_generation"] = max(self.newest_generation, other.newest_generation)
+        return DedupMetrics(**summed)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -318,6 +322,8 @@ class BucketDedup:
         metrics.catalog_lookups = int(ask.sum())
         metrics.batch_duplicates = int(in_batch_dup.sum())
         metrics.state_bytes = self.bloom.nbytes
+        newest = self.bloom.newest
+        metrics.newest_generation = -1 if newest is None else newest
         return keep, metrics
 
 
@@ -424,7 +430,8 @@ class DedupSink:
        (skipped without a ``config``: no dedup, no catalog);
     3. append the kept rows to ``output_path`` with ``txn(sink_id, batch_id)``;
     4. append late rows (if any) to ``quarantine_path`` with ``txn(sink_id + "-late", batch_id)``;
-    5. fold the metrics into :attr:`metrics` and log them.
+    5. purge catalog generations the filters no longer keep (any time is safe: lookups ignore
+       them anyway), fold the metrics into :attr:`metrics` and log them.
 
     Spark re-runs a batch whose commit-log entry is missing; steps 2-4 are then skipped by
     Delta (same app id and version), and the operator's catalog rule keeps the decision.
@@ -446,6 +453,7 @@ class DedupSink:
         self.catalog = DeltaCatalog(config.catalog_path) if config else None
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
+        self._purged_below = 0
 
     def _append(self, df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
         (
@@ -490,6 +498,11 @@ class DedupSink:
                 self._append(late, self.quarantine_path, f"{self.sink_id}-late", batch_id)
         finally:
             batch.unpersist()
+        if self.catalog is not None and self.config is not None:
+            floor = metrics.newest_generation - self.config.generations + 1
+            if floor > self._purged_below:
+                self.catalog.purge(floor)
+                self._purged_below = floor
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
         log.info(

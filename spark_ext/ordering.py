@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState
 from pyspark.sql.types import (
     BinaryType,
@@ -511,6 +512,33 @@ class ShardProcessor:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # all-null columns of the row
             return pd.concat([rows, pd.DataFrame([row])], ignore_index=True)
+
+
+def end_control_rows(
+    end_events: DataFrame, key: Column | str = "substream", source: str = "tracker"
+) -> DataFrame:
+    """Turn a stream of substream-end events into control rows for :func:`order_and_fold`.
+
+    ``end_events`` is e.g. the tracker's end-event source (columns ``seq``, ``substream``,
+    ``start_ms``, ``end_ms``); ``key`` says which ordering key an event ends (by default the
+    substream id itself). Union the result with the data rows::
+
+        rows = readings.unionByName(end_control_rows(tracker_ends, F.col("sensor")))
+
+    The control rows' coordinates are ``(source, 0, seq)``; that pseudo-partition is not one of
+    :attr:`OrderingConfig.partitions`, so it never holds back the progress release.
+    """
+    key_col = F.col(key) if isinstance(key, str) else key
+    return end_events.select(
+        key_col.cast("string").alias("key"),
+        F.lit(None).cast("string").alias("record_id"),
+        F.timestamp_millis(F.col("end_ms")).alias("event_time"),
+        F.lit(None).cast("double").alias("value"),
+        F.lit(source).alias("topic"),
+        F.lit(0).alias("partition"),
+        F.col("seq").cast("long").alias("offset"),
+        F.lit(True).alias("is_end"),
+    )
 
 
 def order_and_fold(
