@@ -43,7 +43,9 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
 
     # 1. SIGKILL after batch 1 wrote its windows AND applied its reports, before Spark
     #    committed it: the restart replays batch 1 and re-sends the same report keys.
-    killed = run_job("jobs.tracker_windows", args, crash_at="tracker.after_reports@1", timeout_s=600)
+    killed = run_job(
+        "jobs.tracker_windows", args, crash_at="tracker.after_reports@1", timeout_s=600
+    )
     assert killed.killed, killed.output_tail
 
     # 2. Restart from the checkpoint; the first attempt of a task of batch 2 fails after its
