@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from chispa import assert_df_equality
 from conftest import EVENTS, MAX_OFFSETS
 from sink_crash import RANDOM_KILLS, batches_for, kill_at_each_point, kill_at_random_times
 
@@ -44,8 +45,21 @@ def output(bootstrap, topic, read_committed=True):
     return sorted((key, value) for _, _, key, value in got)
 
 
+def assert_topic_is_exactly(spark, bootstrap, topic, expected, read_committed=True):
+    """chispa comparison of the topic's (key, value) records with the clean run's."""
+    schema = "key string, value string"
+
+    def frame(records):
+        return spark.createDataFrame(
+            [(k.decode() if k else None, v.decode()) for k, v in records], schema
+        )
+
+    got = frame(output(bootstrap, topic, read_committed))
+    assert_df_equality(got, frame(expected), ignore_row_order=True)
+
+
 def test_two_phase_kafka_sink_killed_at_every_step_writes_each_record_once(
-    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
 ):
     out = new_topic("eo2pc", partitions=3)
     points = [
@@ -56,13 +70,13 @@ def test_two_phase_kafka_sink_killed_at_every_step_writes_each_record_once(
     ]
     kill_at_each_point(JOB, job_args(events_topic, out, tmp_path, "two_phase"), points)
 
-    assert output(kafka_bootstrap, out) == expected
+    assert_topic_is_exactly(spark, kafka_bootstrap, out, expected)
     recorded = SinkProgress(kafka_bootstrap, out, "eo_two_phase").read()
     assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
 
 
 def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
-    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
 ):
     out = new_topic("eoidem", partitions=3)
     points = [
@@ -74,11 +88,11 @@ def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     kill_at_each_point(JOB, job_args(events_topic, out, tmp_path, "idempotent"), points)
 
     # Every consumer, not only read_committed ones: no transactions are involved.
-    assert output(kafka_bootstrap, out, read_committed=False) == expected
+    assert_topic_is_exactly(spark, kafka_bootstrap, out, expected, read_committed=False)
 
 
 def test_two_phase_kafka_sink_killed_at_random_times_writes_each_record_once(
-    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
 ):
     out = new_topic("eo2pc-rand", partitions=3)
 
@@ -90,7 +104,7 @@ def test_two_phase_kafka_sink_killed_at_random_times_writes_each_record_once(
     runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=11, progress=recorded)
 
     assert sum(r.killed for r in runs) == RANDOM_KILLS
-    assert output(kafka_bootstrap, out) == expected
+    assert_topic_is_exactly(spark, kafka_bootstrap, out, expected)
 
 
 def test_spark_kafka_sink_killed_after_a_write_duplicates_the_batch(
