@@ -678,9 +678,9 @@ def plot_result(result: RecoveryResult) -> bytes:
 
     c = result.comparison
     labels = [
-        "clean (O_e)",
-        "before restart (O_f)",
-        "recovered (O_f+O')",
+        "clean\nO_e",
+        "before restart\nO_f",
+        "recovered\nO_f + O'",
         "missing",
         "duplicate",
         "differing",
