@@ -184,6 +184,33 @@ class TrackerState:
         return {s: self.counts.get(s, 0) for s in self.open_substreams()}
 
 
+def declare_record(namespace: str, sources: Sequence[str]) -> dict[str, Any]:
+    """The log record of a namespace declaration (same in every agent's log)."""
+    return {"t": "declare", "ns": namespace, "sources": list(sources)}
+
+
+def apply_record(accepted: Sequence[Report], ends: Sequence[EndEvent]) -> dict[str, Any]:
+    """The log record of one apply: the reports accepted and the end events they caused."""
+    return {
+        "t": "apply",
+        "reports": [r.to_dict() for r in accepted],
+        "ends": [e.to_list() for e in ends],
+    }
+
+
+def replay_record(state: TrackerState, record: dict[str, Any]) -> list[EndEvent]:
+    """Fold one log record into ``state`` (recovery); returns the end events it holds."""
+    if record["t"] == "declare":
+        state.declare(record["ns"], record["sources"])
+        return []
+    if record["t"] == "apply":
+        state.accept(Report.from_dict(r) for r in record["reports"])
+        ends = [EndEvent.from_list(e) for e in record["ends"]]
+        state.replay_ends(ends)
+        return ends
+    raise TrackerLogCorrupt(f"unknown tracker log record type {record.get('t')!r}")
+
+
 class TrackingAgent(ABC):
     """Where reports go and end events come from. Implementations must be durable."""
 
@@ -262,13 +289,7 @@ class LocalTrackingAgent(TrackingAgent):
         self._offset += pos
 
     def _replay(self, record: dict[str, Any]) -> None:
-        if record["t"] == "declare":
-            self._state.declare(record["ns"], record["sources"])
-        elif record["t"] == "apply":
-            self._state.accept(Report.from_dict(r) for r in record["reports"])
-            ends = [EndEvent.from_list(e) for e in record["ends"]]
-            self._state.replay_ends(ends)
-            self._ends.extend(ends)
+        self._ends.extend(replay_record(self._state, record))
 
     def _append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
@@ -285,7 +306,7 @@ class LocalTrackingAgent(TrackingAgent):
             self._catch_up(repair=True)
             if self._state.sources.get(namespace) == srcs:
                 return
-            self._append({"t": "declare", "ns": namespace, "sources": list(srcs)})
+            self._append(declare_record(namespace, srcs))
             self._state.declare(namespace, srcs)
 
     def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
@@ -299,13 +320,7 @@ class LocalTrackingAgent(TrackingAgent):
             batch = accepted[0].key.batch
             try:
                 crash_point("tracker.agent.before_append", batch)
-                self._append(
-                    {
-                        "t": "apply",
-                        "reports": [r.to_dict() for r in accepted],
-                        "ends": [e.to_list() for e in ends],
-                    }
-                )
+                self._append(apply_record(accepted, ends))
             except BaseException:
                 self._state = before
                 raise

@@ -9,7 +9,8 @@ no fewer.
 Options
 -------
 agent
-    ``local`` (a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` folder) or ``kafka``.
+    ``local`` (a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` folder) or ``kafka``
+    (a :class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent`'s end-event topic).
 path
     The local agent's folder.
 bootstrap, ends_topic
@@ -78,7 +79,7 @@ def _last_seq(options: dict[str, str]) -> int:
         return agent.last_seq()
     from spark_ext.tracker.kafka_agent import KafkaEndLog
 
-    return KafkaEndLog(options["bootstrap"], options["ends_topic"]).last_seq()
+    return KafkaEndLog.shared(options["bootstrap"], options["ends_topic"]).last_seq()
 
 
 def _events(options: dict[str, str], after: int, up_to: int) -> Iterator[EndEvent]:
@@ -88,7 +89,7 @@ def _events(options: dict[str, str], after: int, up_to: int) -> Iterator[EndEven
         return
     from spark_ext.tracker.kafka_agent import KafkaEndLog
 
-    yield from KafkaEndLog(options["bootstrap"], options["ends_topic"]).events(after, up_to)
+    yield from KafkaEndLog.shared(options["bootstrap"], options["ends_topic"]).events(after, up_to)
 
 
 class TrackerEndSource(DataSource):
