@@ -238,12 +238,14 @@ def run_queries(
     spark.streams.addListener(recorder)
     recorder.write({"event": "job_started", "t": time.time(), "pid": os.getpid()})
     try:
-        for store in stores:
-            checkpoint = checkpoints[f"state_{store}"]
-            if not (checkpoint / "commits" / "0").exists():
-                fill = start_count_query(spark, store, checkpoint, keys, keys, True, conf)
-                if not fill.awaitTermination(int(timeout_s)):  # raises if the query failed
-                    raise TimeoutError(f"fill batch of {store} not done in {timeout_s}s")
+        fills = [
+            start_count_query(spark, store, checkpoints[f"state_{store}"], keys, keys, True, conf)
+            for store in stores
+            if not (checkpoints[f"state_{store}"] / "commits" / "0").exists()
+        ]
+        for fill in fills:  # side by side: one batch each
+            if not fill.awaitTermination(int(timeout_s)):  # raises if the query failed
+                raise TimeoutError(f"fill batch of {fill.name} not done in {timeout_s}s")
         queries = [
             start_count_query(
                 spark, s, checkpoints[f"state_{s}"], keys, rows_per_batch, False, conf

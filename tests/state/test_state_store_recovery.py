@@ -23,6 +23,13 @@ from spark_ext.state_inspect import StateInspector
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 CRASH_BATCH = 2
+#: File kinds each store profile leaves in a state partition folder, and kinds it never
+#: writes (proves which store, and whether the changelog, really ran).
+STORE_FILES = {
+    "hdfs": (".delta", {".zip", ".changelog"}),
+    "rocksdb": (".zip", {".delta", ".changelog"}),
+    "rocksdb_changelog": (".changelog", {".delta"}),
+}
 
 
 def job_args(shape, root: Path, until_batch: int, events: Path) -> list[str]:
@@ -93,6 +100,10 @@ def test_restart_resumes_from_the_checkpoint_instead_of_starting_over(
 def test_store_profile_resumes_with_identical_state_after_sigkill(
     spark: SparkSession, crashed_and_restarted: Path, never_crashed: Path, shape, store: str
 ) -> None:
+    for root in (crashed_and_restarted, never_crashed):
+        suffixes = {p.suffix for p in (root / store / "state" / "0" / "0").iterdir()}
+        present, absent = STORE_FILES[store]
+        assert present in suffixes and not absent & suffixes, (store, suffixes)
     crashed = StateInspector(spark, crashed_and_restarted / store)
     clean = StateInspector(spark, never_crashed / store)
     for batch in (CRASH_BATCH, shape.final_batch):
