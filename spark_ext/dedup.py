@@ -1,6 +1,8 @@
 """Bloom-fronted dedup catalog: exactly-once = at-least-once + deduplication.
 
-Records are routed to a *bucket* by a stable hash of their record id. Per bucket, Spark state
+Records are routed to a *bucket* by a stable hash of their record id (Spark's ``xxhash64``,
+fixed seed, in :func:`deduplicate`; :func:`~spark_ext.bloom.stable_hash64` in the ordering
+operator). Per bucket, Spark state
 holds only a :class:`~spark_ext.bloom.RotatingBloom` (filters rotated by event time, so state is
 bounded). A record the filter has certainly not seen is new: no catalog lookup. Only on a
 Bloom "maybe" is the exact, durable catalog asked (:class:`DeltaCatalog`, a Delta table of the
@@ -10,7 +12,7 @@ Spark's ``dropDuplicates`` keeps every id in state.
 
 Decision per bucket and micro-batch, in a total order (event time, then coordinates):
 
-1. hash the ids (:func:`~spark_ext.bloom.stable_hash64`) and check-and-add them to the filter;
+1. hash the ids (a stable 64-bit hash) and check-and-add them to the filter;
 2. an id seen earlier *in this batch* is a duplicate (exact, in memory);
 3. a Bloom "maybe" is looked up in the catalog: found with *other* coordinates -> duplicate;
    found with *its own* coordinates -> it is this very record, written by an earlier attempt
@@ -198,6 +200,10 @@ def coords_string(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
 CatalogLookup = Callable[[int, list[str], int], dict[str, str]]
 
 
+#: Catalog tables opened by this (Python worker) process, refreshed incrementally per lookup.
+_OPEN_TABLES: dict[str, Any] = {}
+
+
 class DeltaCatalog:
     """The exact, durable catalog: every kept id with the coordinates of its kept copy.
 
@@ -217,8 +223,12 @@ class DeltaCatalog:
 
         if not ids:
             return {}
+        table = _OPEN_TABLES.get(self.path)
         try:
-            table = DeltaTable(self.path)
+            if table is None:
+                table = _OPEN_TABLES[self.path] = DeltaTable(self.path)
+            else:
+                table.update_incremental()  # reused Python worker: read only the new commits
         except TableNotFoundError:
             return {}
         dataset = table.to_pyarrow_dataset(partitions=[("bucket", "=", str(bucket))])
@@ -364,20 +374,11 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
         list(config.coordinate_columns),
     )
 
-    def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
-            hashes = stable_hash64(pdf[id_col].astype(str).to_numpy())
-            yield pdf.assign(
-                _bucket=(hashes % np.uint64(buckets)).astype(np.int32),
-                _hash=hashes.view(np.int64),
-            )
-
-    routed_schema = StructType(
-        [
-            *df.schema.fields,
-            StructField("_bucket", IntegerType()),
-            StructField("_hash", LongType()),
-        ]
+    # Spark's xxhash64 (fixed seed 42, the same in every JVM) routes and feeds the filter:
+    # no Python stage before the shuffle, and no second hash of the id in the operator.
+    id_hash = F.xxhash64(F.col(id_col).cast("string"))
+    routed = df.withColumn("_hash", id_hash).withColumn(
+        "_bucket", F.pmod(F.col("_hash"), F.lit(buckets)).cast("int")
     )
 
     def step(
@@ -412,10 +413,8 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
             out = pd.concat([pdf[names], pd.DataFrame([metrics_row])[names]], ignore_index=True)
         yield out
 
-    return (
-        df.mapInPandas(route, routed_schema)
-        .groupBy("_bucket")
-        .applyInPandasWithState(step, out_schema, _STATE_SCHEMA, "append", "NoTimeout")
+    return routed.groupBy("_bucket").applyInPandasWithState(
+        step, out_schema, _STATE_SCHEMA, "append", "NoTimeout"
     )
 
 
