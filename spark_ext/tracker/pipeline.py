@@ -170,21 +170,35 @@ class ForeachSink(BatchSink):
 class KafkaSink(BatchSink):
     """Results as JSON values to a Kafka topic (keyed by ``key``), for a downstream query.
 
-    Spark's Kafka writer is at-least-once: a replayed batch writes its rows again, and the
-    downstream tracker then sees their labels twice and keeps the substream open (the XOR
-    exposes the duplicate). Use an exactly-once Kafka sink where the upstream can crash.
+    With ``sink_id`` the records go through
+    :class:`~connectors.kafka_sink.KafkaIdempotentWriter`: a replayed batch does not write
+    its rows again. Without it Spark's Kafka writer is used, which is at-least-once: a
+    replayed batch writes its rows again, and the downstream tracker then sees their labels
+    twice and keeps the substream open (the XOR exposes the duplicate, nothing is emitted
+    wrong). Give a ``sink_id`` wherever the upstream query can crash.
     """
 
     bootstrap: str
     topic: str
+    sink_id: str | None = None
+    _writer: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.sink_id:  # validated here, at start-up
+            from connectors.kafka_sink import KafkaIdempotentWriter
+
+            self._writer = KafkaIdempotentWriter(self.bootstrap, self.topic, self.sink_id)
 
     def write(self, df: DataFrame, batch_id: int) -> None:
+        records = df.select(
+            F.col("key").cast("string").alias("key"),
+            F.to_json(F.struct(*df.columns)).alias("value"),
+        )
+        if self._writer is not None:
+            self._writer(records, batch_id)
+            return
         (
-            df.select(
-                F.col("key").cast("string").alias("key"),
-                F.to_json(F.struct(*df.columns)).alias("value"),
-            )
-            .write.format("kafka")
+            records.write.format("kafka")
             .option("kafka.bootstrap.servers", self.bootstrap)
             .option("topic", self.topic)
             .save()
@@ -487,6 +501,13 @@ def _make_assign(
             if upstream:
                 idx = np.arange(len(data), dtype=np.int64)
                 subs = [Substream.parse(str(s)) for s in data["_fwd_substream"]]
+                foreign = {s.namespace for s in subs} - {namespace}
+                if foreign:
+                    raise ConfigError(
+                        "TrackedStream.upstream",
+                        f"rows forwarded into {sorted(foreign)}, this query tracks "
+                        f"{namespace!r}: forward_to() and the windowing must name one namespace",
+                    )
                 starts = np.asarray([s.start_ms for s in subs], dtype=np.int64)
                 ends = np.asarray([s.end_ms for s in subs], dtype=np.int64)
                 labels = data["_fwd_label"].to_numpy(dtype=np.int64)

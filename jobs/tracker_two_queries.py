@@ -1,0 +1,198 @@
+"""Two queries through a Kafka topic: the second closes its windows by the first one's tracker.
+
+Run::
+
+    python -m jobs.tracker_two_queries --topic tracked-events --partitions 3 --out var/data/two
+
+Query ``up`` reads the JSON events of :func:`jobs.tracker_windows.demo_records`, aggregates
+them per (10 s window, user) and writes each result row to the Kafka topic ``--mid-topic``
+(exactly once per batch: idempotent Kafka sink), labelled and reported as *sent* into the
+matching window of namespace ``down``; when the tracker ends an upstream window, ``up``'s
+flush also *closes* that downstream window. Query ``down`` reads the topic and sums the
+per-user rows into one row per window: ``users``, ``events``, ``amount`` (Delta table
+``totals``). It has no source partitions to close anything and no watermark: a downstream
+window ends exactly when the upstream closed it and every row forwarded into it was folded
+(XOR 0), so it is emitted once, with every row. Both queries share one
+:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (its topics are
+``spark_ext.tracker.<--agent>.*``), as two queries on two machines would.
+
+Guarantees: every downstream window is emitted exactly once with all its upstream rows, as
+long as the upstream keeps its producers' close promises; a restart of either query from its
+checkpoint re-sends reports the agent has applied (ignored) and rows the idempotent sink has
+written (skipped). Does not guarantee: release before the upstream window ended (the
+downstream waits for it, by design); anything for rows written to the topic by anyone but
+the upstream query (they carry no forwarded label and are not tracked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+log = logging.getLogger(__name__)
+
+UP, DOWN = "up", "down"
+WINDOW = "10 seconds"
+#: What the upstream writes per row (its WindowAggregate output plus the forwarded label).
+FORWARDED_SCHEMA = StructType(
+    [
+        StructField("window_start_ms", LongType()),
+        StructField("window_end_ms", LongType()),
+        StructField("key", StringType()),
+        StructField("count", LongType()),
+        StructField("sum_amount", DoubleType()),
+        StructField("fwd_substream", StringType()),
+        StructField("fwd_label", LongType()),
+    ]
+)
+
+
+def parse_forwarded(raw: DataFrame) -> DataFrame:
+    """Kafka rows of the middle topic -> the upstream's result columns + coordinates."""
+    return raw.select(
+        F.from_json("value", FORWARDED_SCHEMA).alias("r"), "topic", "partition", "offset"
+    ).select("r.*", F.lit("all").alias("scope"), "topic", "partition", "offset")
+
+
+def start_two_queries(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    mid_topic: str,
+    out: Path,
+    agent_name: str,
+    max_offsets_per_trigger: int | None = 100,
+) -> tuple[StreamingQuery, StreamingQuery, object]:
+    """Start ``up`` and ``down``; returns both queries and their shared agent."""
+    from connectors import kafka
+    from jobs.tracker_windows import parse
+    from spark_ext.operators import Count, Sum, WindowAggregate
+    from spark_ext.tracker import Tumbling
+    from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
+    from spark_ext.tracker.pipeline import Closing, DeltaSink, KafkaSink, TrackedStream
+
+    kafka.create_topic(bootstrap, mid_topic, partitions)
+    agent = KafkaTrackingAgent(bootstrap, agent_name)
+    trigger = {"processingTime": "0 seconds"}
+    events = parse(
+        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
+    )
+    up = (
+        TrackedStream(
+            events,
+            key="user_id",
+            event_time="event_time",
+            agent=agent,
+            closing=Closing.partitions(topic, partitions, ordered=True),
+            close_marker="close_through",
+        )
+        .apply(
+            Tumbling(WINDOW, namespace=UP),
+            WindowAggregate(Count(), Sum("amount")),
+            name=f"{agent_name}_{UP}",
+        )
+        .forward_to(DOWN)
+        .start(
+            KafkaSink(bootstrap, mid_topic, sink_id=f"{agent_name.replace('-', '_')}.{UP}"),
+            checkpoint=str(out / "_checkpoint_up"),
+            trigger=trigger,
+        )
+    )
+    forwarded = parse_forwarded(kafka.read_stream(spark, bootstrap, mid_topic))
+    down = (
+        TrackedStream(
+            forwarded,
+            key="scope",
+            event_time="window_start_ms",
+            agent=agent,
+            closing=Closing.upstream(),
+            upstream=True,
+        )
+        .apply(
+            Tumbling(WINDOW, namespace=DOWN),
+            WindowAggregate(
+                Count(name="users"), Sum("count", name="events"), Sum("sum_amount", name="amount")
+            ),
+            name=f"{agent_name}_{DOWN}",
+        )
+        .start(
+            DeltaSink(str(out / "totals"), app_id=f"{agent_name}.{DOWN}"),
+            checkpoint=str(out / "_checkpoint_down"),
+            trigger=trigger,
+        )
+    )
+    return up, down, agent
+
+
+def ended(agent: object, namespace: str) -> int:
+    """How many substreams of ``namespace`` the agent has ended."""
+    state = agent.state()  # type: ignore[attr-defined]
+    return sum(1 for s in state.ended if s.startswith(namespace + "/"))
+
+
+def run_until_complete(
+    up: StreamingQuery, down: StreamingQuery, agent: object, timeout_s: float = 600
+) -> None:
+    """Process until every upstream window ended, was forwarded, and ended downstream."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        up.processAllAvailable()
+        down.processAllAvailable()
+        state = agent.state()  # type: ignore[attr-defined]
+        n_up, n_down = ended(agent, UP), ended(agent, DOWN)
+        if n_up and n_up == n_down and not state.open_substreams():
+            down.processAllAvailable()  # the flush batch of the last downstream end events
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"windows still open after {timeout_s}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="local")
+    parser.add_argument("--topic", default="tracked-events")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--mid-topic", default=None, help="default: <topic>-windows")
+    parser.add_argument("--agent", default=None, help="agent name; default: <topic>")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--max-offsets", type=int, default=100)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    from spark_ext.config import load_profile
+    from spark_ext.session import build_session
+
+    profile = load_profile(args.profile)
+    spark = build_session(profile)
+    out = args.out or profile.paths.resolved_data_root() / "tracker_two_queries"
+    up, down, agent = start_two_queries(
+        spark,
+        profile.kafka.bootstrap_servers,
+        args.topic,
+        args.partitions,
+        args.mid_topic or f"{args.topic}-windows",
+        out,
+        args.agent or args.topic,
+        args.max_offsets,
+    )
+    try:
+        run_until_complete(up, down, agent)
+    finally:
+        up.stop()
+        down.stop()
+    totals = spark.read.format("delta").load(str(out / "totals"))
+    print(f"totals table {out / 'totals'}: {totals.count()} windows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
