@@ -481,7 +481,7 @@ class RecoveryHarness:
         Limit for each run.
     parallel
         Run the clean run at the same time as the crashed one (they share only the input),
-        which saves one job start-up of wall time.
+        which saves one job start-up of wall time; not with an :class:`InProcessRunner`.
     clean_runner
         Runs the clean run, ``runner`` by default; :class:`InProcessRunner` where a session
         of the jobs' profile is already running.
@@ -526,10 +526,13 @@ class RecoveryHarness:
         crashed = RunSlot("crashed", ctx.workdir / "crashed")
         seconds: dict[str, float] = {}
 
-        log.info("%s: clean run%s", case.name, " (alongside the crashed run)" * self.parallel)
+        # An in-process clean run stays on this thread: Spark resolves session state (such as
+        # registered Python data sources) through the thread's active session.
+        parallel = self.parallel and not isinstance(self.clean_runner, InProcessRunner)
+        log.info("%s: clean run%s", case.name, " (alongside the crashed run)" * parallel)
         with ThreadPoolExecutor(max_workers=1) as pool:
             clean_run: Future[JobRun] | None = None
-            if self.parallel:
+            if parallel:
                 clean_run = pool.submit(self._run_clean, case, ctx, clean)
             else:
                 seconds["clean"] = self._run_clean(case, ctx, clean).seconds
