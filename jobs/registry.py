@@ -202,6 +202,33 @@ class TrackerWindowsCase(RecoveryCase):
         return read_delta_rows(slot.out / output, WINDOWS.read_columns())
 
 
+#: The two-query tracker job's downstream totals: one row per window.
+TOTALS = OutputSpec(
+    columns=("window_start_ms", "window_end_ms", "key", "users", "events", "amount")
+)
+
+
+class TrackerTwoQueriesCase(TrackerWindowsCase):
+    """:mod:`jobs.tracker_two_queries`: its middle topic and Kafka agent are per run."""
+
+    def __init__(self) -> None:
+        super().__init__(events=90, max_offsets=40)
+        self.name = "tracker_two_queries"
+        self.module = "jobs.tracker_two_queries"
+        self.outputs = (ExpectedOutput("totals", TOTALS, RecoveryClass.PRECISE),)
+        self.description = "downstream windows closed by the upstream query's tracker"
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [
+            *super().job_args(ctx, slot),
+            *("--mid-topic", ctx.topic(f"mid-{slot.name}")),
+            *("--agent", f"{ctx.tag}-{slot.name}"),
+        ]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return read_delta_rows(slot.out / output, TOTALS.read_columns())
+
+
 #: The ordering job's result rows (its ``RESULT_COLUMNS`` without the topic name).
 READINGS = OutputSpec(
     columns=(
@@ -320,6 +347,7 @@ JOBS: dict[str, RecoveryCase] = {
             "negative control: Spark's own Kafka writer writes a replayed batch again",
         ),
         TrackerWindowsCase(),
+        TrackerTwoQueriesCase(),
         OrderingCase(
             "ordering_dedup",
             RecoveryClass.PRECISE,
