@@ -66,3 +66,46 @@ total = windows.groupBy().sum("count").first()[0]
 print(f"{windows.count()} windows holding {total} events; open substreams:", end=" ")
 print(agent.state().open_substreams())
 assert total == 90 and agent.state().open_substreams() == []
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Two queries through Kafka: the downstream closes by the upstream's tracker
+# MAGIC
+# MAGIC `jobs/tracker_two_queries.py`: query `up` writes its per-(window, user) rows to a Kafka
+# MAGIC topic, each labelled as *sent* into window `down/<start>/<end>`; its flush also *closes*
+# MAGIC that downstream window. Query `down` sums them per window with no watermark and no
+# MAGIC source partitions of its own: a downstream window ends when the upstream closed it and
+# MAGIC every forwarded row was folded. Both share one Kafka tracking agent (two topics).
+
+# COMMAND ----------
+
+from jobs.tracker_two_queries import DOWN, start_two_queries
+from jobs.tracker_two_queries import run_until_complete as run_both
+
+TOPIC2 = f"nb-trk2-{uuid.uuid4().hex[:8]}"
+create_topic(BOOTSTRAP, TOPIC2, partitions=3)
+produce(BOOTSTRAP, TOPIC2, demo_records(45, 3))
+up, down, agent2 = start_two_queries(
+    spark, BOOTSTRAP, TOPIC2, 3, f"{TOPIC2}-mid", ROOT / "two", f"nb-{uuid.uuid4().hex[:8]}", 60
+)
+try:
+    run_both(up, down, agent2)
+finally:
+    up.stop()
+    down.stop()
+totals = spark.read.format("delta").load(str(ROOT / "two" / "totals"))
+show(totals.orderBy("window_start_ms"))
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC Every downstream window holds all its events, and each ended exactly once.
+
+# COMMAND ----------
+
+down_ends = [e.substream for e in agent2.end_events(0, 10**9) if e.namespace == DOWN]
+print(f"{totals.count()} windows, {totals.groupBy().sum('events').first()[0]:.0f} events")
+assert totals.groupBy().sum("events").first()[0] == 45
+assert len(down_ends) == len(set(down_ends)) == totals.count()
+agent2.close()

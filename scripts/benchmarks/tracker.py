@@ -1,16 +1,23 @@
-"""Tracker vs Spark watermark windows: rows dropped, report traffic, tracked vs untracked rows/s."""
+"""Tracker vs Spark watermark windows: rows dropped, latency, report traffic, tracked vs untracked rows/s."""
 
 from __future__ import annotations
 
 import json
+import statistics
+import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import pandas as pd
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
 
 from benchmarks.common import BenchContext, Figure
 from connectors.kafka import create_topic, produce, read_stream
-from jobs.tracker_windows import event, marker, parse
+from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 from spark_ext.tracker.pipeline import Closing, ForeachSink, TrackedStream
@@ -18,40 +25,105 @@ from spark_ext.tracker.pipeline import Closing, ForeachSink, TrackedStream
 PARTITIONS = 4
 SLOW = PARTITIONS - 1  # the slow partition lags LAG_S seconds of event time behind the others
 LAG_S = 30
-DELAY = "20 seconds"  # watermark delay: larger than the in-partition disorder, smaller than the lag
+DISORDER_MS = 300  # in-partition disorder: every 7th event is 300 ms late in its partition
+DROP_DELAY = "20 seconds"  # (b): larger than the in-partition disorder, smaller than the lag
+#: (a): the smallest whole-second delay under which the watermark drops < 1 % of rows
+#: (the slow partition's rows arrive up to LAG_S + disorder behind the fast partitions).
+LATENCY_DELAY = f"{LAG_S + 1} seconds"
+MARKER_EVERY_MS = 2_000  # each producer closes its partition through (its time - disorder)
+WINDOW_MS = 10_000
+EPOCH_MS = int(EPOCH.timestamp() * 1000)
+
+Record = tuple[bytes | None, bytes, int]
 
 
-def _input(n: int) -> list[tuple[bytes | None, bytes, int]]:
-    """n events, 10 per second of event time, slightly out of order in each partition; the
-    slow partition's events are written LAG_S later (in write order) than their time says."""
-    fast, slow = [], []
+def _input(n: int) -> list[tuple[int | None, Record]]:
+    """``(window_start_ms or None for a marker, record)`` in write order.
+
+    n events, 10 per second of event time, slightly out of order in each partition; the slow
+    partition's events are written LAG_S later (in write order) than their time says. Each
+    producer writes a close marker every MARKER_EVERY_MS of its event time ("nothing before
+    my time - disorder any more"), and one final marker per partition."""
+    items: list[tuple[float, int | None, Record]] = []
+    last_marker = [0] * PARTITIONS
     for i in range(n):
         p = i % PARTITIONS
-        t_ms = i * 100 + (300 if i % 7 == 0 else 0)  # small in-partition disorder
+        t_ms = i * 100 + (DISORDER_MS if i % 7 == 0 else 0)
+        pos = float(i + (LAG_S * 10 if p == SLOW else 0))
         rec = (f"u{i % 50}".encode(), event(f"u{i % 50}", 1.0, t_ms), p)
-        (slow if p == SLOW else fast).append((i, rec))
-    ordered = sorted(fast + [(i + LAG_S * 10, r) for i, r in slow], key=lambda x: x[0])
+        items.append((pos, EPOCH_MS + t_ms // WINDOW_MS * WINDOW_MS, rec))
+        if i * 100 - last_marker[p] >= MARKER_EVERY_MS:
+            last_marker[p] = i * 100
+            items.append((pos + 0.5, None, (None, marker(i * 100 - DISORDER_MS), p)))
+    items.sort(key=lambda x: x[0])
     end_ms = n * 100 + 60_000
-    return [r for _, r in ordered] + [(None, marker(end_ms), p) for p in range(PARTITIONS)]
+    tail = [(None, (None, marker(end_ms), p)) for p in range(PARTITIONS)]
+    return [(w, r) for _, w, r in items] + tail
 
 
-def run(ctx: BenchContext) -> list[Figure]:
-    spark = ctx.spark
-    n = ctx.n(20_000)
-    topic = f"bench-tracker-{uuid.uuid4().hex[:6]}"
+def _topic(ctx: BenchContext, prefix: str) -> str:
+    topic = f"bench-{prefix}-{uuid.uuid4().hex[:6]}"
     create_topic(ctx.bootstrap, topic, PARTITIONS)
-    produce(ctx.bootstrap, topic, _input(n))
-    per_trigger = max(500, n // 20)
-    figures: list[Figure] = []
+    return topic
 
-    # Spark's watermark windows
-    folder = ctx.folder("tracker_wm")
-    events = parse(read_stream(spark, ctx.bootstrap, topic, max_offsets_per_trigger=per_trigger))
-    wm = (
+
+def _events(ctx: BenchContext, topic: str, per_trigger: int | None) -> DataFrame:
+    return parse(read_stream(ctx.spark, ctx.bootstrap, topic, max_offsets_per_trigger=per_trigger))
+
+
+def _watermark_windows(events: DataFrame, delay: str) -> DataFrame:
+    return (
         events.where("event_time is not null")
-        .withWatermark("event_time", DELAY)
+        .withWatermark("event_time", delay)
         .groupBy(F.window("event_time", "10 seconds"), "user_id")
         .count()
+        .select(F.unix_millis("window.start").alias("window_start_ms"), "user_id", "count")
+    )
+
+
+def _tracked(
+    ctx: BenchContext,
+    topic: str,
+    per_trigger: int | None,
+    folder: Any,
+    sink: Callable[[DataFrame, int], None],
+) -> tuple[Any, LocalTrackingAgent]:
+    """The tracked window count, closed by the producers' markers (partitions not ordered)."""
+    agent = LocalTrackingAgent(folder / "agent")
+    q = (
+        TrackedStream(
+            _events(ctx, topic, per_trigger),
+            key="user_id",
+            event_time="event_time",
+            agent=agent,
+            closing=Closing.partitions(topic, PARTITIONS, ordered=False),
+            close_marker="close_through",
+        )
+        .apply(Tumbling("10 seconds", namespace="bench"), WindowAggregate(Count()))
+        .start(
+            ForeachSink(sink),
+            checkpoint=str(folder / "chk"),
+            trigger={"processingTime": "0 seconds"},
+        )
+    )
+    return q, agent
+
+
+def _drain_tracked(q: Any, agent: LocalTrackingAgent, emitted: Callable[[], bool]) -> None:
+    while agent.state().open_substreams() or not emitted():
+        q.processAllAvailable()
+    q.processAllAvailable()
+
+
+# -- (b), (c): all input written up front -------------------------------------------------
+def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
+    spark = ctx.spark
+    topic = _topic(ctx, "trk")
+    produce(ctx.bootstrap, topic, [r for _, r in _input(n)])
+
+    folder = ctx.folder("tracker_wm")
+    wm = (
+        _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
         .writeStream.format("memory")
         .queryName(f"bench_wm_{uuid.uuid4().hex[:6]}")
         .option("checkpointLocation", str(folder / "chk"))
@@ -63,40 +135,24 @@ def run(ctx: BenchContext) -> list[Figure]:
     emitted = spark.table(wm.name).agg(F.sum("count")).first()[0] or 0
     wm.stop()
 
-    # Tracked windows
     folder = ctx.folder("tracker_tr")
-    agent = LocalTrackingAgent(folder / "agent")
     out: list[int] = []
-    q = (
-        TrackedStream(
-            parse(read_stream(spark, ctx.bootstrap, topic, max_offsets_per_trigger=per_trigger)),
-            key="user_id",
-            event_time="event_time",
-            agent=agent,
-            closing=Closing.partitions(topic, PARTITIONS, ordered=False),
-            close_marker="close_through",
-        )
-        .apply(Tumbling("10 seconds", namespace="bench"), WindowAggregate(Count()))
-        .start(
-            ForeachSink(lambda df, _b: out.append(df.agg(F.sum("count")).first()[0] or 0)),
-            checkpoint=str(folder / "chk"),
-            trigger={"processingTime": "0 seconds"},
-        )
+    q, agent = _tracked(
+        ctx,
+        topic,
+        per_trigger,
+        folder,
+        lambda df, _b: out.append(df.agg(F.sum("count")).first()[0] or 0),
     )
     t0 = time.monotonic()
-    while agent.state().open_substreams() or not out:
-        q.processAllAvailable()
-    q.processAllAvailable()
+    _drain_tracked(q, agent, lambda: bool(out))
     tr_s = time.monotonic() - t0
     q.stop()
-    tracked_rows = sum(out)
     reports = 0
     for line in (folder / "agent" / "tracker.log").read_text().splitlines():
-        rec = json.loads(line)
-        reports += len(rec.get("reports", []))
+        reports += len(json.loads(line).get("reports", []))
     k = len(agent.end_events(0, 10**9))
-
-    figures += [
+    return [
         Figure(
             "tracker",
             "spark watermark",
@@ -104,18 +160,13 @@ def run(ctx: BenchContext) -> list[Figure]:
             n - emitted,
             "rows",
             baseline=True,
-            note=f"delay {DELAY}; includes windows never closed",
+            note=f"delay {DROP_DELAY}; includes windows never closed",
         ),
-        Figure("tracker", "tracker", "rows dropped", n - tracked_rows, "rows"),
+        Figure("tracker", "tracker", "rows dropped", n - sum(out), "rows"),
         Figure("tracker", "spark watermark", "wall time", wm_s, "s", baseline=True),
         Figure("tracker", "tracker", "wall time", tr_s, "s", note="incl. flush batches"),
         Figure(
-            "tracker",
-            "tracker",
-            "report messages",
-            reports,
-            "msgs",
-            note=f"K={k} windows, P={PARTITIONS}",
+            "tracker", "tracker", "report messages", reports, "msgs", note=f"K={k}, P={PARTITIONS}"
         ),
         Figure(
             "tracker",
@@ -126,4 +177,167 @@ def run(ctx: BenchContext) -> list[Figure]:
             baseline=True,
         ),
     ]
+
+
+# -- (a): latency from a window's last element written to its result at the sink ----------
+class _LiveProducer(threading.Thread):
+    """Writes the input in chunks at a steady pace; notes when each window's last row went."""
+
+    def __init__(self, bootstrap: str, topic: str, items: list[tuple[int | None, Record]]):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.items = bootstrap, topic, items
+        self.last_written: dict[int, float] = {}
+        self.chunk, self.pause_s = 20, 0.2
+
+    def run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        try:
+            for i in range(0, len(self.items), self.chunk):
+                part = self.items[i : i + self.chunk]
+                for _, (k, v, p) in part:
+                    producer.send(self.topic, key=k, value=v, partition=p)
+                producer.flush()
+                now = time.time()
+                for w, _ in part:
+                    if w is not None:
+                        self.last_written[w] = now
+                time.sleep(self.pause_s)
+        finally:
+            producer.close()
+
+
+def _arrivals(into: dict[int, float]) -> Callable[[DataFrame, int], None]:
+    def sink(df: DataFrame, _batch: int) -> None:
+        now = time.time()
+        for row in df.select("window_start_ms").distinct().collect():
+            into.setdefault(int(row[0]), now)
+
+    return sink
+
+
+def _latency(ctx: BenchContext, n: int) -> list[Figure]:
+    topic = _topic(ctx, "trk-live")
+    items = _input(n)
+    wm_seen: dict[int, float] = {}
+    tr_seen: dict[int, float] = {}
+    folder = ctx.folder("tracker_lat_wm")
+    wm = (
+        _watermark_windows(_events(ctx, topic, None), LATENCY_DELAY)
+        .writeStream.foreachBatch(_arrivals(wm_seen))
+        .option("checkpointLocation", str(folder / "chk"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    tr, agent = _tracked(ctx, topic, None, ctx.folder("tracker_lat_tr"), _arrivals(tr_seen))
+    producer = _LiveProducer(ctx.bootstrap, topic, items)
+    producer.start()
+    producer.join()
+    _drain_tracked(tr, agent, lambda: bool(tr_seen))
+    wm.processAllAvailable()
+    wm.stop()
+    tr.stop()
+    # windows the watermark could close: every one whose end is DELAY before the last event
+    last_event_ms = EPOCH_MS + (n - 1) * 100
+    delay_ms = int(LATENCY_DELAY.split()[0]) * 1000
+    closable = [w for w in producer.last_written if w + WINDOW_MS + delay_ms <= last_event_ms]
+    figures = []
+    for variant, seen, base in (("spark watermark", wm_seen, True), ("tracker", tr_seen, False)):
+        lat = [seen[w] - producer.last_written[w] for w in closable if w in seen]
+        if not lat:
+            continue
+        lat.sort()
+        note = f"{len(lat)}/{len(closable)} windows" + (f", delay {LATENCY_DELAY}" if base else "")
+        figures += [
+            Figure("tracker", variant, "latency median", statistics.median(lat), "s", base, note),
+            Figure("tracker", variant, "latency p95", lat[int(0.95 * (len(lat) - 1))], "s", base),
+        ]
+    return figures
+
+
+# -- (d): rows/s of the tracked query vs the same query untracked --------------------------
+def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
+    topic = _topic(ctx, "trk-tp")
+    produce(ctx.bootstrap, topic, [r for _, r in _input(n)])
+    folder = ctx.folder("tracker_untracked")
+
+    def untracked_counts(
+        key: Any, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        """Plain applyInPandasWithState: count per (window, user), emitted on event-time timeout.
+
+        (Nested so that it is pickled by value: ``benchmarks`` is not importable on workers.)
+        """
+        if state.hasTimedOut:
+            (count,) = state.get
+            state.remove()
+            yield pd.DataFrame({"window_start_ms": [key[0]], "user_id": [key[1]], "count": [count]})
+            return
+        n = sum(len(f) for f in frames)
+        state.update(((state.get[0] if state.exists else 0) + n,))
+        state.setTimeoutTimestamp(int(key[0]) + WINDOW_MS)
+
+    untracked = (
+        _events(ctx, topic, per_trigger)
+        .where("event_time is not null")
+        .withWatermark("event_time", DROP_DELAY)
+        .select(
+            (F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS).alias(
+                "window_start_ms"
+            ),
+            "user_id",
+            "event_time",  # the watermark column stays in the plan (event-time timeouts)
+        )
+        .groupBy("window_start_ms", "user_id")
+        .applyInPandasWithState(
+            untracked_counts,
+            "window_start_ms long, user_id string, count long",
+            "count long",
+            "append",
+            GroupStateTimeout.EventTimeTimeout,
+        )
+        .writeStream.format("memory")
+        .queryName(f"bench_untracked_{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", str(folder / "chk"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    t0 = time.monotonic()
+    untracked.processAllAvailable()
+    un_s = time.monotonic() - t0
+    untracked.stop()
+
+    out: list[int] = []
+    q, agent = _tracked(
+        ctx,
+        topic,
+        per_trigger,
+        ctx.folder("tracker_tracked"),
+        lambda df, _b: out.append(df.agg(F.sum("count")).first()[0] or 0),
+    )
+    t0 = time.monotonic()
+    _drain_tracked(q, agent, lambda: bool(out))
+    tr_s = time.monotonic() - t0
+    q.stop()
+    return [
+        Figure(
+            "tracker",
+            "untracked applyInPandasWithState",
+            "throughput",
+            n / un_s,
+            "rows/s",
+            baseline=True,
+            note=f"{per_trigger} rows/trigger, watermark timeouts",
+        ),
+        Figure("tracker", "tracker", "throughput", n / tr_s, "rows/s", note="until all emitted"),
+    ]
+
+
+def run(ctx: BenchContext) -> list[Figure]:
+    n = ctx.n(20_000)
+    per_trigger = max(500, n // 20)
+    figures = _drops_and_reports(ctx, n, per_trigger)
+    figures += _latency(ctx, n)
+    figures += _throughput(ctx, n, per_trigger)
     return figures

@@ -6,12 +6,15 @@ DEBS 2022); operators flush on that end event instead of a watermark. See
 """
 
 from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, TrackerState, TrackingAgent
+from spark_ext.tracker.kafka_agent import KafkaEndLog, KafkaTrackingAgent
 from spark_ext.tracker.labels import label_of, labels_of, xor_fold
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport, batch_reports
 from spark_ext.tracker.substreams import Sliding, Substream, Tumbling
 
 __all__ = [
     "EndEvent",
+    "KafkaEndLog",
+    "KafkaTrackingAgent",
     "LocalTrackingAgent",
     "Report",
     "ReportKey",

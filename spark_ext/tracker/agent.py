@@ -350,23 +350,38 @@ class LocalTrackingAgent(TrackingAgent):
             return copy.deepcopy(self._state)
 
 
+#: Per log file (device, inode): ``(byte offset, highest seq in the records before it)``,
+#: so a reader process that is asked for newer events does not re-read the whole log.
+_SCAN_CACHE: dict[tuple[int, int], tuple[int, int]] = {}
+
+
 def read_end_events(
     folder: str | os.PathLike[str], after_seq: int, up_to_seq: int
 ) -> Iterator[EndEvent]:
-    """End events of a local agent's log without building its state (used by the source)."""
+    """End events of a local agent's log without building its state (used by the source).
+
+    Resumes from where this process's last read ended when the range starts past it.
+    """
     with open(Path(folder) / LOG_NAME, "rb") as f:
+        st = os.fstat(f.fileno())
+        ident = (st.st_dev, st.st_ino)
+        pos, seen = _SCAN_CACHE.get(ident, (0, 0))
+        if after_seq < seen or pos > st.st_size:
+            pos, seen = 0, 0
+        f.seek(pos)
         for raw in f:
             if not raw.endswith(b"\n"):
                 break
             record = json.loads(raw)
-            if record["t"] != "apply":
-                continue
-            for v in record["ends"]:
-                e = EndEvent.from_list(v)
+            pos += len(raw)
+            ends = [EndEvent.from_list(v) for v in record["ends"]] if record["t"] == "apply" else []
+            seen = max([seen, *(e.seq for e in ends)])
+            _SCAN_CACHE[ident] = (pos, seen)
+            for e in ends:
                 if after_seq < e.seq <= up_to_seq:
                     yield e
-                if e.seq >= up_to_seq:
-                    return
+            if seen >= up_to_seq:
+                return
 
 
 class _FileLock:

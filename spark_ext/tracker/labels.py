@@ -55,8 +55,12 @@ def labels_of(
     topics, partitions, offsets
         Equal-length sequences of each element's source coordinates.
     """
-    topic_list = list(topics)  # type: ignore[arg-type]
-    seeds = np.fromiter((string_seed(str(t)) for t in topic_list), dtype=np.uint64)
+    names = np.asarray(topics if isinstance(topics, np.ndarray) else list(topics), dtype=object)  # type: ignore[arg-type]
+    # one BLAKE2b per distinct topic (a batch holds a few topics and many rows)
+    distinct, inverse = np.unique(names.astype(str), return_inverse=True)
+    seeds = np.fromiter((string_seed(str(t)) for t in distinct), dtype=np.uint64)[
+        inverse.reshape(-1)
+    ]
     parts = np.asarray(partitions, dtype=np.int64).astype(np.uint64)
     offs = np.asarray(offsets, dtype=np.int64).astype(np.uint64)
     return splitmix64(splitmix64(seeds ^ parts) ^ offs).view(np.int64)

@@ -472,6 +472,21 @@ def _task_partition() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
+def _labels(data: pd.DataFrame) -> np.ndarray:
+    """Labels of the rows of one Arrow batch, from their source coordinates."""
+    return labels_of(data["_topic"].to_numpy(), data["_partition"], data["_offset"])
+
+
+def _substream_ids(namespace: str, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
+    """``namespace/start/end`` per membership, one string built per distinct window."""
+    pairs, inverse = np.unique(np.stack([starts, ends]), axis=1, return_inverse=True)
+    names = np.asarray(
+        [f"{namespace}/{a}/{b}" for a, b in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True)],
+        dtype=object,
+    )
+    return pd.Series(names[inverse.reshape(-1)], dtype=object)
+
+
 def _make_assign(
     windowing: Windowing,
     per_substream: bool,
@@ -513,17 +528,9 @@ def _make_assign(
                 labels = data["_fwd_label"].to_numpy(dtype=np.int64)
             else:
                 idx, starts, ends = windowing.assign(times)
-                labels = labels_of(data["_topic"].to_numpy(), data["_partition"], data["_offset"])[
-                    idx
-                ]
+                labels = _labels(data)[idx]
             rows = data.iloc[idx].reset_index(drop=True)
-            tracked = pd.Series(
-                [
-                    f"{namespace}/{s}/{e}"
-                    for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
-                ],
-                dtype=object,
-            )
+            tracked = _substream_ids(namespace, starts, ends)
             codes, uniques = pd.factorize(rows["_key"])
             shard = (key_hashes(uniques) % np.uint64(shards)).astype(np.int32)[codes]
             out = pd.DataFrame(

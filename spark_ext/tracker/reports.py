@@ -172,6 +172,15 @@ def batch_reports(query: str, batch_id: int, reports: Iterable[TaskReport]) -> l
     ]
 
 
+def _as_array(values: Any, dtype: Any) -> npt.NDArray[Any]:
+    """``values`` (array, Series, list or any iterable) as a NumPy array of ``dtype``."""
+    if isinstance(values, pd.Series):
+        values = values.to_numpy()
+    elif not isinstance(values, np.ndarray):
+        values = list(values)
+    return np.asarray(values, dtype=dtype)
+
+
 class ReportBuilder:
     """Pre-aggregates one task's labels into a :class:`TaskReport` (runs on the executor)."""
 
@@ -185,25 +194,33 @@ class ReportBuilder:
         sent: bool,
         ends: Iterable[int] | npt.ArrayLike | None = None,
     ) -> None:
-        """Fold ``labels`` into their substreams; ``sent`` counts +1 per element, else -1."""
-        frame = pd.DataFrame(
-            {
-                "s": pd.Series(list(substreams), dtype=object),  # type: ignore[arg-type]
-                "l": np.asarray(list(labels), dtype=np.int64),  # type: ignore[arg-type]
-            }
-        )
-        if frame.empty:
+        """Fold ``labels`` into their substreams; ``sent`` counts +1 per element, else -1.
+
+        Vectorised: one factorisation of the substream ids, then one XOR reduction per
+        substream (``np.bitwise_xor.reduceat``) -- no Python loop over elements.
+        """
+        subs = _as_array(substreams, object)
+        if len(subs) == 0:
             return
+        codes, uniques = pd.factorize(subs, sort=True)
+        labs = _as_array(labels, np.int64)
+        order = np.argsort(codes, kind="stable")
+        sorted_codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        xors = np.bitwise_xor.reduceat(labs[order], starts)
+        counts = np.diff(np.r_[starts, len(order)])
+        first_ends = None
         if ends is not None:
-            frame["e"] = np.asarray(list(ends), dtype=np.int64)  # type: ignore[arg-type]
+            e = _as_array(ends, np.int64)
+            first_ends = e[order][starts]
         sign = 1 if sent else -1
         r = self._report
-        for s, group in frame.groupby("s", sort=True):
-            sid = str(s)
-            r.xors[sid] = r.xors.get(sid, 0) ^ int(np.bitwise_xor.reduce(group["l"].to_numpy()))
-            r.counts[sid] = r.counts.get(sid, 0) + sign * len(group)
-            if ends is not None:
-                _merge_ends(r.ends, {sid: int(group["e"].iloc[0])})
+        for i, code in enumerate(sorted_codes[starts]):
+            sid = str(uniques[code])
+            r.xors[sid] = r.xors.get(sid, 0) ^ int(xors[i])
+            r.counts[sid] = r.counts.get(sid, 0) + sign * int(counts[i])
+            if first_ends is not None:
+                _merge_ends(r.ends, {sid: int(first_ends[i])})
 
     def add_progress(self, source_partition: str, closed_through_ms: int) -> None:
         """Source partition ``source_partition`` will send nothing older than this any more."""
