@@ -102,3 +102,15 @@ def test_schema_shape_ignores_nullability_but_not_types():
     c = StructType([StructField("x", LongType(), True)])
     assert schema_shape(a.json()) == schema_shape(b.json())
     assert schema_shape(a.json()) != schema_shape(c.json())
+
+
+def test_record_ids_name_a_slice_by_its_records_not_its_task_index():
+    from connectors.kafka_sink import partition_identity, record_id
+
+    a = [(b"k1", b"v1", None), (b"k2", b"v2", None)]
+    b = [(b"k3", b"v3", None)]
+    # The same slice gets the same name wherever (and in whichever task) it is written.
+    assert partition_identity(list(a)) == partition_identity(a)
+    assert partition_identity(a) != partition_identity(b)
+    assert partition_identity([(None, b"v", None)]) != partition_identity([(b"", b"v", None)])
+    assert record_id("s", 3, partition_identity(b), 0) == f"s/3/{partition_identity(b)}/0"
