@@ -73,6 +73,38 @@ class EndEvent:
         return cls(int(v[0]), str(v[1]), int(v[2]), int(v[3]))
 
 
+@dataclass(frozen=True)
+class TrackerFigures:
+    """The agent's state size (DESIGN.md invariant 4: state is bounded and measured).
+
+    Attributes
+    ----------
+    open_substreams
+        Substreams seen and not ended (bounded by the windows between the oldest source
+        partition's progress and the newest event time).
+    in_flight
+        Elements sent and not yet finished, over all open substreams.
+    ended
+        Substreams ended so far (kept to recognise late reports).
+    late_reports
+        Reports that touched an already-ended substream (broken close promises).
+    last_seq
+        The newest end event's sequence number.
+    """
+
+    open_substreams: int
+    in_flight: int
+    ended: int
+    late_reports: int
+    last_seq: int
+
+    def line(self) -> str:
+        return (
+            f"tracker: {self.open_substreams} open substreams, {self.in_flight} in flight, "
+            f"{self.ended} ended (last seq {self.last_seq}), {self.late_reports} late reports"
+        )
+
+
 @dataclass
 class TrackerState:
     """The agent's state as a pure value: reports in, end events out (no I/O).
@@ -183,6 +215,17 @@ class TrackerState:
         """Open substreams -> elements sent but not finished (state size metric)."""
         return {s: self.counts.get(s, 0) for s in self.open_substreams()}
 
+    def figures(self) -> TrackerFigures:
+        """The state-size figures (no copy of the state)."""
+        open_ = [s for s in self.ends if s not in self.ended]
+        return TrackerFigures(
+            open_substreams=len(open_),
+            in_flight=sum(self.counts.get(s, 0) for s in open_),
+            ended=len(self.ended),
+            late_reports=self.late_reports,
+            last_seq=self.seq,
+        )
+
 
 def declare_record(namespace: str, sources: Sequence[str]) -> dict[str, Any]:
     """The log record of a namespace declaration (same in every agent's log)."""
@@ -237,6 +280,10 @@ class TrackingAgent(ABC):
     def state(self) -> TrackerState:
         """A copy of the current state (for metrics and tests)."""
         raise NotImplementedError
+
+    def figures(self) -> TrackerFigures:
+        """The agent's state-size figures (override to avoid copying the state)."""
+        return self.state().figures()
 
 
 class LocalTrackingAgent(TrackingAgent):
@@ -348,6 +395,11 @@ class LocalTrackingAgent(TrackingAgent):
         with self._locked():
             self._catch_up()
             return copy.deepcopy(self._state)
+
+    def figures(self) -> TrackerFigures:
+        with self._locked():
+            self._catch_up()
+            return self._state.figures()
 
 
 #: Per log file (device, inode): ``(byte offset, highest seq in the records before it)``,

@@ -59,6 +59,7 @@ from typing import Any
 from spark_ext.crash import crash_point
 from spark_ext.tracker.agent import (
     EndEvent,
+    TrackerFigures,
     TrackerState,
     TrackingAgent,
     apply_record,
@@ -410,6 +411,11 @@ class KafkaTrackingAgent(TrackingAgent):
         with self._lock:
             self._catch_up()
             return copy.deepcopy(self._state)
+
+    def figures(self) -> TrackerFigures:
+        with self._lock:
+            self._catch_up()
+            return self._state.figures()
 
     def close(self) -> None:
         """Release the producer and readers (the agent's data stays in Kafka)."""

@@ -69,7 +69,7 @@ from spark_ext.operators.runner import (
     REPORTS_GROUP,
     run_group,
 )
-from spark_ext.tracker.agent import TrackingAgent
+from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.errors import ConfigError
 from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
@@ -399,6 +399,8 @@ class BatchHandler:
     agent: TrackingAgent
     sink: BatchSink
     columns: list[str]
+    #: The agent's state-size figures after the last batch (None before the first).
+    figures: TrackerFigures | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         df.persist()
@@ -412,12 +414,14 @@ class BatchHandler:
             )
             ends = self.agent.apply(reports)  # 3
             crash_point("tracker.after_reports", batch_id)
+            self.figures = self.agent.figures()
             log.info(
-                "[%s] batch %d: %d reports, %d substreams ended",
+                "[%s] batch %d: %d reports, %d substreams ended; %s",
                 self.query,
                 batch_id,
                 len(reports),
                 len(ends),
+                self.figures.line(),
             )
         finally:
             df.unpersist()

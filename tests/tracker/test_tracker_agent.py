@@ -42,6 +42,22 @@ def test_substream_ends_when_every_partition_closed_it_and_xor_is_zero(tmp_path)
     assert [(e.seq, e.substream) for e in ends] == [(2, "w/10000/20000"), (3, "w/20000/30000")]
 
 
+def test_state_size_figures_count_open_substreams_and_elements_in_flight(tmp_path):
+    agent = LocalTrackingAgent(tmp_path)
+    agent.declare("w", ["t:0"])
+    sent = ReportBuilder("assign", 0)
+    sent.add_labels(["w/0/10000"] * 3, [1, 2, 3], sent=True, ends=[10_000] * 3)
+    sent.add_progress("t:0", 10_000)
+    agent.apply(batch_reports("q", 0, [sent.build()]))
+    f = agent.figures()
+    assert (f.open_substreams, f.in_flight, f.ended, f.last_seq) == (1, 3, 0, 0)
+    done = ReportBuilder("operator", 0)
+    done.add_labels(["w/0/10000"] * 3, [1, 2, 3], sent=False)
+    assert len(agent.apply(batch_reports("q", 1, [done.build()]))) == 1
+    f = agent.figures()
+    assert (f.open_substreams, f.in_flight, f.ended, f.last_seq) == (0, 0, 1, 1)
+
+
 def test_substreams_of_a_namespace_end_in_end_time_order(tmp_path):
     state = TrackerState()
     state.declare("w", ["t:0"])
