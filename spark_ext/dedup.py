@@ -2,9 +2,8 @@
 
 Records are routed to a *bucket* by a stable hash of their record id (Spark's ``xxhash64``,
 fixed seed, in :func:`deduplicate`; :func:`~spark_ext.bloom.stable_hash64` in the ordering
-operator). Per bucket, Spark state
-holds only a :class:`~spark_ext.bloom.RotatingBloom` (filters rotated by event time, so state is
-bounded). A record the filter has certainly not seen is new: no catalog lookup. Only on a
+operator). Per bucket, Spark state holds only a :class:`~spark_ext.bloom.RotatingBloom`
+(filters rotated by event time, so state is bounded). A record the filter has certainly not seen is new: no catalog lookup. Only on a
 Bloom "maybe" is the exact, durable catalog asked (:class:`DeltaCatalog`, a Delta table of the
 kept ids partitioned by generation and bucket, written by the sink in the same batch as the
 output). State bytes are therefore ~1.2 bytes per id at a 1 % false-positive rate, where
@@ -29,6 +28,7 @@ Guarantees: no two output rows share a record id whose copies arrived within the
 window (``generations * rotation_ms`` of event time); the copy kept is the first in the total
 order. Does not guarantee: dedup of a copy arriving after its original's generation rotated
 out of the filter and was purged from the catalog (it is then treated as new).
+Coordinate columns must be strings or integers (they are compared as their string form).
 
 Example
 -------
