@@ -27,7 +27,7 @@ from pathlib import Path
 BOOTSTRAP = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
 ROOT = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
 PROFILE = os.environ.get("NB_PROFILE", "local")
-JOBS = os.environ.get("NB_JOBS", "at_most_once").split(",")
+JOBS = os.environ.get("NB_JOBS", "exactly_once_delta").split(",")
 
 # COMMAND ----------
 

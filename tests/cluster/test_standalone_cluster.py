@@ -77,7 +77,7 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
             *("bash", "scripts/submit.sh", "jobs/exactly_once_delta.py"),
             *("--profile", str(profile), "--topic", topic, "--table", str(table)),
             *("--checkpoint", str(tmp_path / "cluster" / "_chk"), "--sink-id", "events"),
-            *("--mode", "two_phase", "--max-offsets-per-trigger", "100"),
+            *("--mode", "two_phase"),
         ],
         cwd=REPO,
         env=job_environment(),
@@ -100,7 +100,7 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
 
     local_table = tmp_path / "local" / "events"
     query = exactly_once_to_delta(
-        events_stream(spark, kafka_bootstrap, topic, 100),
+        events_stream(spark, kafka_bootstrap, topic, None),
         local_table,
         sink_id="events",
         checkpoint=tmp_path / "local" / "_chk",
