@@ -15,10 +15,11 @@ For each store profile (:data:`spark_ext.config.STATE_STORES`) and each number o
 1. run the job (a new JVM, via :func:`spark_ext.jobrun.run_job`): fill batch, then
    ``STEADY_BATCHES`` batches measured for duration and bytes written to the checkpoint;
    after the last one commits, the crash point ``state_store.batch_committed`` SIGKILLs it;
-2. read the checkpoint with :class:`spark_ext.state_inspect.StateInspector` (state rows must
-   equal the live keys; checkpoint folder size);
+2. measure the checkpoint folder;
 3. restart the job on the same checkpoint with a fixed backlog of ``BACKLOG_BATCHES`` batches
-   and time, from the restart, the first new batch commit and the catch-up (backlog done).
+   and time, from the restart, the first new batch commit and the catch-up (backlog done);
+   the job then reports its state with :class:`spark_ext.state_inspect.StateInspector`
+   (rows must equal the live keys).
 
 Run as a benchmark (10k, 100k, 1M live keys; ``--scale 0.1`` for 1k, 10k, 100k)::
 
@@ -282,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--until-batch", type=int, required=True)
     parser.add_argument("--events", type=Path, default=None, help="JSON lines, one per batch")
     parser.add_argument("--profile", default="local")
+    parser.add_argument("--report", type=Path, default=None, help="state report JSON at the end")
     parser.add_argument("--driver-memory", default=None)
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="over the store profile"
@@ -309,6 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         args.events,
         conf=dict(item.split("=", 1) for item in args.conf),
     )
+    if args.report:
+        from spark_ext.state_inspect import StateInspector
+
+        reports = {
+            store: StateInspector(spark, args.checkpoint_root / store).report().to_dict()
+            for store in args.store
+        }
+        args.report.write_text(json.dumps(reports, indent=1))
     return 0
 
 
@@ -382,26 +392,27 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     batches = [e for e in read_events(steady_events) if e["event"] == "batch"]
     steady = [e for e in batches if 1 <= e["batch"] <= crash_batch]
 
-    from spark_ext.state_inspect import StateInspector
-
     checkpoint = root / store
-    inspector = StateInspector(ctx.spark, checkpoint)
-    last = inspector.last_committed_batch()
-    report = inspector.report(last)
-    if report.rows() != keys:
-        raise RuntimeError(f"{store}: state holds {report.rows()} rows, expected {keys}")
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
     checkpoint_bytes = sum(checkpoint_files(checkpoint).values())
 
     restart_events = root / "restart.jsonl"
     until = last + BACKLOG_BATCHES
+    report_file = root / "state_report.json"
     started = time.time()
     run = run_job(
         JOB_MODULE,
-        [*common, "--until-batch", str(until), "--events", str(restart_events)],
+        [*common, "--until-batch", str(until), "--events", str(restart_events),
+         "--report", str(report_file)],
         timeout_s=3600,
-    )
+    )  # fmt: skip
     if not run.ok:
         raise RuntimeError(f"{store} {keys}: restart failed:\n{run.output_tail}")
+    # The job inspected its state after the catch-up (in its own JVM: an HDFS-store state
+    # of millions of keys does not fit the benchmark driver's heap).
+    report = json.loads(report_file.read_text())[store]
+    if report["rows"] != keys:
+        raise RuntimeError(f"{store}: state holds {report['rows']} rows, expected {keys}")
     after = [e for e in read_events(restart_events) if e["event"] == "batch"]
     first = min(after, key=lambda e: e["t"])
     done = next(e for e in after if e["batch"] == until)
@@ -412,8 +423,8 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
         batch_ms=[e["duration_ms"] for e in steady],
         bytes_per_batch=[e["bytes_written"] for e in steady],
         checkpoint_bytes=checkpoint_bytes,
-        state_bytes=report.bytes_on_disk(),
-        state_rows=report.rows(),
+        state_bytes=report["bytes_on_disk"],
+        state_rows=report["rows"],
         first_commit_s=first["t"] - started,
         first_batch_ms=first["duration_ms"],
         catch_up_s=done["t"] - started,
