@@ -365,7 +365,6 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         """The transactional producer, initialised: zombies fenced, old transaction settled."""
         if self._producer is None:
             from kafka import KafkaProducer
-            from kafka.errors import InvalidTransactionTimeoutError
 
             s = self.settings
             producer = KafkaProducer(
@@ -374,14 +373,9 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                 transaction_timeout_ms=s.transaction_timeout_ms,
                 **PRODUCER,
             )
-            try:
-                producer.init_transactions()
-            except InvalidTransactionTimeoutError as exc:
-                producer.close(timeout=5)
-                raise TransactionTimeoutError(
-                    "transaction_timeout_ms",
-                    f"{s.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms",
-                ) from exc
+            # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
+            # recover() checks the maximum first, so that case fails at start-up, typed.
+            producer.init_transactions()
             self._producer = producer
         return self._producer
 
