@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_ext.crash import CRASH_ENV
+from spark_ext.crash import CRASH_ENV, JOB_SESSION_ENV
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env[JOB_SESSION_ENV] = "1"  # run_job starts the job as the leader of a new session
     env.update(extra or {})
     return env
 

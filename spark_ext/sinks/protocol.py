@@ -50,16 +50,13 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import re
-import signal
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from spark_ext.crash import crash_requested
+from spark_ext.crash import crash_requested, kill_job
 from spark_ext.sinks.errors import SinkConfigError
 
 log = logging.getLogger(__name__)
@@ -142,25 +139,6 @@ class Protocol:
         name = self.point(number)
         if crash_requested(name, batch_id):
             kill_job(name, batch_id)
-
-
-def kill_job(name: str, batch_id: int | None) -> None:
-    """SIGKILL the whole job from wherever this runs: driver, task, or commit worker.
-
-    :func:`spark_ext.crash.crash_point` kills the caller's process group, but PySpark's
-    worker daemon makes its own group (``os.setpgid(0, 0)`` in ``pyspark/daemon.py``), so from
-    a task or from the Python stream writer's ``commit`` that would kill only the workers and
-    leave the driver running. The job's *session* is still the one
-    :func:`spark_ext.jobrun.run_job` started (``start_new_session=True``), whose leader's
-    group holds the driver and its JVM: kill that group, then our own.
-    """
-    log.warning("crash point %s (batch %s): SIGKILL to the job", name, batch_id)
-    sys.stderr.write(f"SPARK_EXT_CRASH {name} batch={batch_id}\n")
-    sys.stderr.flush()
-    session, group = os.getsid(0), os.getpgid(0)
-    if session != group:
-        os.killpg(session, signal.SIGKILL)
-    os.killpg(group, signal.SIGKILL)
 
 
 DELTA_TWO_PHASE = Protocol("delta2pc", TWO_PHASE)

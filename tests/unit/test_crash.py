@@ -74,3 +74,31 @@ def _running(pid: int) -> bool:
 def test_job_without_crash_point_runs_to_its_end() -> None:
     run = run_job("json.tool", ["--help"], crash_at="never.reached", timeout_s=60)
     assert run.ok and not run.killed
+
+
+def test_crash_point_in_a_worker_with_its_own_group_kills_the_driver(tmp_path) -> None:
+    """PySpark's daemon puts Python workers in their own process group; a crash point reached
+    there must still kill the driver (the job's session leader), not just the worker."""
+    script = tmp_path / "job_with_worker.py"
+    script.write_text(
+        "import os, subprocess, sys, time\n"
+        "worker = (\n"
+        "    'import os, time\\n'\n"
+        "    'os.setpgid(0, 0)\\n'\n"
+        "    'from spark_ext.crash import crash_point\\n'\n"
+        "    'crash_point(\"demo.task\", 2)\\n'\n"
+        ")\n"
+        "subprocess.Popen([sys.executable, '-c', worker]).wait()\n"
+        "time.sleep(30)\n"
+        "print('driver survived')\n"
+    )
+    (tmp_path / "__init__.py").write_text("")
+    run = run_job(
+        f"{tmp_path.name}.job_with_worker",
+        crash_at="demo.task@2",
+        env={"PYTHONPATH": str(tmp_path.parent)},
+        timeout_s=60,
+    )
+    assert run.killed
+    assert run.seconds < 25
+    assert "driver survived" not in run.output_tail
