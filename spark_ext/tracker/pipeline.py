@@ -21,6 +21,16 @@ needs to reach the agent, and the report traffic is one small row per task. Step
 a crash between them replays the batch, the sink skips it (same batch id) and the reports are
 applied then; an end event is never published for results that are not written yet.
 
+Two queries through Kafka: the upstream query calls :meth:`TrackedQuery.forward_to` with the
+downstream namespace and writes to a :class:`KafkaSink` (give it a ``sink_id`` so a replayed
+batch is not written twice); each result row carries ``fwd_substream`` / ``fwd_label`` and
+the upstream's operator report counts it as *sent* into that substream and *closes* it when
+the upstream window is flushed. The downstream reads the topic with
+``TrackedStream(upstream=True, closing=Closing.upstream())``: it reuses those labels and
+substreams, reports them *finished*, and its windows end when the agent both queries share
+(a :class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` across machines) has seen the
+close and a zero XOR. See :mod:`jobs.tracker_two_queries`.
+
 Crash points (``SPARK_EXT_CRASH_AT``): ``tracker.after_sink``, ``tracker.after_reports``,
 ``tracker.agent.before_append``, ``tracker.agent.after_append``.
 
