@@ -297,8 +297,13 @@ class KafkaTrackingAgent(TrackingAgent):
             self._position = offset + 1
         self._position = max(self._position, end)
 
-    def _write(self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None) -> None:
-        """Steps 4-5: one transaction with the log record and the end events, committed."""
+    def _write(
+        self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None
+    ) -> tuple[int, int | None]:
+        """Steps 4-5: one transaction with the log record and the end events, committed.
+
+        Returns the log record's offset and the last end event's offset (None for none).
+        """
         p = self._producer
         p.begin_transaction()
         crash_point("tracker.agent.before_send", batch)
@@ -318,9 +323,7 @@ class KafkaTrackingAgent(TrackingAgent):
         crash_point("tracker.agent.before_commit", batch)
         p.commit_transaction()
         crash_point("tracker.agent.after_commit", batch)
-        self._position = offset + 1
-        if end_offset is not None:
-            self._await_visible(end_offset)
+        return offset, end_offset
 
     def _await_visible(self, offset: int) -> None:
         """Wait until ``read_committed`` readers of the ends topic see ``offset``."""
@@ -330,11 +333,9 @@ class KafkaTrackingAgent(TrackingAgent):
                 raise TrackerUnavailable(f"end events at offset {offset} not visible in time")
             time.sleep(0.01)
 
-    def _transact(
-        self, build: Any, batch: int | None
-    ) -> tuple[TrackerState, list[EndEvent]] | None:
+    def _transact(self, build: Any, batch: int | None) -> list[EndEvent] | None:
         """Steps 1-6 with retries; ``build(state)`` mutates a state copy and returns
-        ``(record, ends)`` or ``None`` when there is nothing to write."""
+        ``(record, ends)``, or ``None`` when there is nothing to write (returned as is)."""
         last: Exception | None = None
         for attempt in range(ATTEMPTS):
             try:
@@ -346,14 +347,22 @@ class KafkaTrackingAgent(TrackingAgent):
                 if built is None:
                     return None
                 record, ends = built
-                self._write(record, ends, batch)  # 4.-5.
-                return state, ends
+                offset, end_offset = self._write(record, ends, batch)  # 4.-5.
             except TrackerUnavailable as e:
                 last = e
+                continue
             except Exception as e:  # fenced, timed out, broker gone: outcome settled by step 1
                 last = e
                 log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
                 self._close_producer()
+                continue
+            # 6. committed: adopt the state the record describes, past the record
+            self._state = state
+            self._ends.extend(ends)
+            self._position = offset + 1
+            if end_offset is not None:
+                self._await_visible(end_offset)
+            return ends
         raise TrackerUnavailable(
             f"tracker {self.topics.name}: no transaction after {ATTEMPTS} attempts: {last}"
         ) from last
@@ -369,9 +378,7 @@ class KafkaTrackingAgent(TrackingAgent):
             return declare_record(namespace, srcs), []
 
         with self._lock:
-            done = self._transact(build, None)
-            if done is not None:
-                self._state = done[0]
+            self._transact(build, None)
 
     def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
         batch = min((r.key.batch for r in reports), default=None)
@@ -384,11 +391,7 @@ class KafkaTrackingAgent(TrackingAgent):
             return apply_record(accepted, ends), ends
 
         with self._lock:
-            done = self._transact(build, batch)
-            if done is None:
-                return []
-            self._state, ends = done  # 6.
-            self._ends.extend(ends)
+            ends = self._transact(build, batch) or []
         for e in ends:
             log.info("substream %s ended (seq %d)", e.substream, e.seq)
         return ends
