@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The main demo: events into Kafka, the ingest job, the Delta tables' row counts."""
+"""The first pipeline demo: events into Kafka, the ingest job, the Delta tables' row counts."""
 
 from __future__ import annotations
 
