@@ -277,6 +277,10 @@ class TrackedQuery:
     name: str
     shards: int
     forward_namespace: str | None = None
+    #: The driver's per-batch handler once started; ``handler.figures`` holds the agent's
+    #: state-size figures after the last batch. The operator's state groups are Spark's
+    #: ``stateOperators[].numRowsTotal`` (:func:`spark_ext.metrics.figures_from_progress`).
+    handler: BatchHandler | None = None
     _input_types: dict[str, DataType] = field(default_factory=dict)
 
     def forward_to(self, namespace: str) -> TrackedQuery:
@@ -385,7 +389,9 @@ class TrackedQuery:
         """
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
         out = self.plan()
-        handler = BatchHandler(self.name, self.stream.agent, sink, self.result_columns())
+        handler = self.handler = BatchHandler(
+            self.name, self.stream.agent, sink, self.result_columns()
+        )
         return (
             out.writeStream.queryName(self.name)
             .foreachBatch(handler)

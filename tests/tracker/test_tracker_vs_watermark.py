@@ -67,21 +67,18 @@ def test_tracker_emits_late_rows_and_idle_windows_that_the_watermark_drops_or_st
         .option("checkpointLocation", str(tmp_path / "wm_chk"))
         .start()
     )
-    tracked = (
-        TrackedStream(
-            events,
-            key="user_id",
-            event_time="event_time",
-            agent=LocalTrackingAgent(tmp_path / "tracker"),
-            closing=Closing.partitions(topic, 2, ordered=True),
-            close_marker="close_through",
-        )
-        .apply(Tumbling("10 seconds", namespace="vs_wm"), WindowAggregate(Count()))
-        .start(
-            DeltaSink(str(tmp_path / "tracked")),
-            checkpoint=str(tmp_path / "tr_chk"),
-            trigger={"processingTime": "0 seconds"},
-        )
+    windows = TrackedStream(
+        events,
+        key="user_id",
+        event_time="event_time",
+        agent=LocalTrackingAgent(tmp_path / "tracker"),
+        closing=Closing.partitions(topic, 2, ordered=True),
+        close_marker="close_through",
+    ).apply(Tumbling("10 seconds", namespace="vs_wm"), WindowAggregate(Count()))
+    tracked = windows.start(
+        DeltaSink(str(tmp_path / "tracked")),
+        checkpoint=str(tmp_path / "tr_chk"),
+        trigger={"processingTime": "0 seconds"},
     )
     try:
         produce(kafka_bootstrap, topic, records(PHASE1))
@@ -110,3 +107,6 @@ def test_tracker_emits_late_rows_and_idle_windows_that_the_watermark_drops_or_st
     assert progress["eventTime"]["watermark"].startswith("2026-01-01T00:00:49")
     # ...while the tracker emitted all 90 rows in all six windows.
     assert got.agg(F.sum("count")).first()[0] == len(PHASE1) + len(PHASE2)
+    # and its state is gone: no open substream, nothing in flight, six windows ended
+    figures = windows.handler.figures
+    assert (figures.open_substreams, figures.in_flight, figures.ended) == (0, 0, 6)
