@@ -7,6 +7,7 @@ not running) and real Delta tables. Unit tests of pure logic do not touch these 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,6 +16,8 @@ import pytest
 
 from connectors.kafka import create_topic
 from connectors.local_kafka import LocalKafkaBroker
+
+log = logging.getLogger(__name__)
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +59,19 @@ def job_env() -> Iterator[dict[str, str]]:
     prepare_environment()
     env = {k: v for k, v in os.environ.items() if k != "SPARK_EXT_CRASH_AT"}
     yield env
+
+
+@pytest.fixture(autouse=True)
+def _no_query_outlives_its_test() -> Iterator[None]:
+    """Stop any streaming query a test left running on the shared session, so its batches and
+    listener events do not load the tests after it."""
+    yield
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    if SparkContext._active_spark_context is None:
+        return
+    session = SparkSession.getActiveSession()
+    for query in session.streams.active if session else []:
+        log.warning("query %s outlived its test; stopping it", query.name or query.id)
+        query.stop()

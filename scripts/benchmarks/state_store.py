@@ -112,6 +112,7 @@ def start_count_query(
     rows_per_batch: int,
     once: bool = False,
     conf: Mapping[str, str] | None = None,
+    interval: str | None = None,
 ) -> StreamingQuery:
     """Start :func:`count_per_key` with the state store ``store`` on ``checkpoint``.
 
@@ -130,6 +131,8 @@ def start_count_query(
     )
     if once:
         writer = writer.trigger(once=True)
+    elif interval:
+        writer = writer.trigger(processingTime=interval)
     return writer.start()
 
 
@@ -231,11 +234,13 @@ def run_queries(
     events: Path | None = None,
     timeout_s: float = 1800.0,
     conf: Mapping[str, str] | None = None,
+    interval: str | None = None,
 ) -> None:
     """Run the count query once per store until every one has committed ``until_batch``.
 
     A store whose checkpoint is new first runs one fill batch of ``keys`` rows (every key
-    once); then all run side by side with ``rows_per_batch`` rows per batch.
+    once); then all run side by side with ``rows_per_batch`` rows per batch, as fast as they
+    can, or one batch per ``interval`` (e.g. ``"1 second"``) so the stores advance in step.
     """
     checkpoints = {f"state_{s}": checkpoint_root / s for s in stores}
     recorder = BatchRecorder(events, checkpoints)
@@ -252,7 +257,7 @@ def run_queries(
                 raise TimeoutError(f"fill batch of {fill.name} not done in {timeout_s}s")
         queries = [
             start_count_query(
-                spark, s, checkpoints[f"state_{s}"], keys, rows_per_batch, False, conf
+                spark, s, checkpoints[f"state_{s}"], keys, rows_per_batch, False, conf, interval
             )
             for s in stores
         ]
@@ -285,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="local")
     parser.add_argument("--report", type=Path, default=None, help="state report JSON at the end")
     parser.add_argument("--driver-memory", default=None)
+    parser.add_argument("--interval", default=None, help='one batch per interval, e.g. "1 second"')
     parser.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="over the store profile"
     )
@@ -310,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         args.until_batch,
         args.events,
         conf=dict(item.split("=", 1) for item in args.conf),
+        interval=args.interval,
     )
     if args.report:
         from spark_ext.state_inspect import StateInspector

@@ -22,6 +22,17 @@ class CountQueryShape:
     keys: int = 300  # the fill batch 0 holds every key once
     rows_per_batch: int = 100  # later batches update a rolling window of 100 keys
     final_batch: int = 6
+    #: The queries stop when a listener sees ``final_batch`` committed; listener events can lag
+    #: on a busy shared session, and a query may run on. Every batch's rows are pinned by the
+    #: offset log, so that changes no state, but Spark must not purge the batches the tests read.
+    retain: str = "spark.sql.streaming.minBatchesToRetain=100000"
+    #: One batch per interval: the stores advance in step, so the kill after every store has
+    #: committed the crash batch lands before any of them reached ``final_batch``.
+    interval: str = "1 second"
+
+    def conf(self) -> dict[str, str]:
+        key, _, value = self.retain.partition("=")
+        return {key: value}
 
 
 @pytest.fixture(scope="session")
@@ -60,5 +71,6 @@ def never_crashed(
             shape.rows_per_batch,
             shape.final_batch,
             timeout_s=600,
+            conf=shape.conf(),
         )
     return root

@@ -42,6 +42,8 @@ def job_args(shape, root: Path, until_batch: int, events: Path) -> list[str]:
         "--until-batch", str(until_batch),
         "--events", str(events),
         "--profile", "test",
+        "--conf", shape.retain,
+        "--interval", shape.interval,
     ]  # fmt: skip
 
 
