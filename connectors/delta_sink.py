@@ -33,7 +33,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,36 @@ def staged_name(sink_id: str, batch_id: int, partition: int, attempt: int) -> st
     )
 
 
+def stage_batches(
+    batches: Iterable[pa.RecordBatch],
+    path: str,
+    sink_id: str,
+    schema: StructType,
+    batch_id: int,
+    partition: int,
+    attempt: int,
+) -> StagedFile:
+    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder.
+
+    No Delta snapshot references the file until the driver commits it. An empty partition
+    stages nothing (the message's ``path`` is ``""``).
+    """
+    target = arrow_schema(schema)
+    name = staged_name(sink_id, batch_id, partition, attempt)
+    full = os.path.join(path, name)
+    rows = 0
+    with pq.ParquetWriter(full, target, compression="snappy") as out:
+        for batch in batches:
+            if batch.num_rows:
+                out.write_batch(batch.cast(target) if batch.schema != target else batch)
+                rows += batch.num_rows
+    size = os.path.getsize(full)
+    if rows == 0:
+        os.remove(full)
+        name, size = "", 0
+    return StagedFile(name, size, rows, batch_id, partition, schema_shape(schema.json()))
+
+
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
@@ -178,22 +208,11 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
-        batch_id = current_batch_id()
-        target = arrow_schema(self.schema)
-        name = staged_name(self.sink_id, batch_id, partition, attempt)
-        full = os.path.join(self.path, name)
-        rows = 0
-        with pq.ParquetWriter(full, target, compression="snappy") as out:
-            for batch in iterator:
-                if batch.num_rows:
-                    out.write_batch(batch.cast(target) if batch.schema != target else batch)
-                    rows += batch.num_rows
-        size = os.path.getsize(full)
-        if rows == 0:  # an empty partition stages nothing (and adds no empty file)
-            os.remove(full)
-            name, size = "", 0
-        DELTA_TWO_PHASE.reached(1, batch_id)
-        return StagedFile(name, size, rows, batch_id, partition, schema_shape(self.schema.json()))
+        staged = stage_batches(
+            iterator, self.path, self.sink_id, self.schema, current_batch_id(), partition, attempt
+        )
+        DELTA_TWO_PHASE.reached(1, staged.batch_id)
+        return staged
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         commit_batch(self.committer(), batchId, _staged(messages))
@@ -316,8 +335,14 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         else:
             doomed = sorted(named)
             last = self.last_committed_batch()
+            others = [n for n, b in self.staged_files() if b == batch_id and n not in named]
             if last is None or last < batch_id:  # nothing of this batch is committed
-                doomed += [n for n, b in self.staged_files() if b == batch_id and n not in named]
+                doomed += others
+            elif others:
+                # An earlier attempt committed the batch and was killed before its step 4:
+                # what its commit does not reference will never be referenced.
+                referenced = {f.rsplit("/", 1)[-1] for f in self._table().file_uris()}
+                doomed += [n for n in others if n not in referenced]
         self._remove(doomed)
 
     def recover(self) -> None:

@@ -145,7 +145,9 @@ class BloomFilter:
         """Membership by precomputed :func:`stable_hash64` values."""
         if hashes.size == 0:
             return np.zeros(0, dtype=bool)
-        pos = self._positions(hashes)
+        return self._contains_positions(self._positions(hashes))
+
+    def _contains_positions(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         set_ = (self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & np.uint8(1)
         return np.asarray(set_.all(axis=1), dtype=bool)
 
@@ -158,14 +160,14 @@ class BloomFilter:
         if hashes.size == 0:
             return np.zeros(0, dtype=bool)
         pos = self._positions(hashes)
-        before = np.asarray(
-            ((self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & np.uint8(1)).all(axis=1),
-            dtype=bool,
-        )
+        before = self._contains_positions(pos)
+        self._set_positions(pos, before)
+        return before
+
+    def _set_positions(self, pos: npt.NDArray[np.int64], before: npt.NDArray[np.bool_]) -> None:
         flat = pos.ravel()
         np.bitwise_or.at(self.bits, flat >> 3, (np.uint8(1) << (flat & 7).astype(np.uint8)))
         self.count += int((~before).sum())
-        return before
 
     def contains(self, keys: Keys) -> npt.NDArray[np.bool_]:
         """Per key: ``True`` if maybe present, ``False`` if certainly absent."""
@@ -280,14 +282,19 @@ class RotatingBloom:
         self._rotate(newest)
         floor = newest - self.generations + 1
         maybe = gens < floor
+        # Every filter has the same size and hash count: the bit positions are computed once.
+        pos = self.filters[newest]._positions(hashes)
         for flt in self.filters.values():
-            maybe |= flt.contains_hashes(hashes)
+            maybe |= flt._contains_positions(pos)
         for gen in np.unique(gens[gens >= floor]):
             sel = gens == gen
             flt = self.filters.setdefault(
                 int(gen), BloomFilter.for_capacity(self.capacity, self.fp_rate)
             )
-            flt.add_hashes(hashes[sel])
+            if sel.all():
+                flt._set_positions(pos, flt._contains_positions(pos))
+            else:
+                flt.add_hashes(hashes[sel])
         return maybe
 
     def to_bytes(self) -> bytes:

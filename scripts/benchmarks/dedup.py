@@ -1,4 +1,12 @@
-"""Bloom-fronted dedup vs Spark's dropDuplicates / dropDuplicatesWithinWatermark: rows/s, state bytes."""
+"""Bloom-fronted dedup vs Spark's dropDuplicates / dropDuplicatesWithinWatermark: rows/s, state bytes.
+
+Variants, each writing a Delta table, on the same Parquet input (one file per micro-batch):
+``dropDuplicates`` and ``dropDuplicatesWithinWatermark`` with Spark's Delta sink (the
+baselines); ``DeltaDedupSink`` (:mod:`spark_ext.dedup_sink`: one pass stages rows and keys,
+the driver decides, delta-rs commits); ``bloom operator+DedupSink`` (:func:`spark_ext.dedup.
+deduplicate` on ``applyInPandasWithState`` and :class:`spark_ext.dedup.DedupSink`).
+``DEDUP_BENCH_IDS=1000000,10000000`` sets the sizes, ``DEDUP_BENCH_VARIANTS`` picks variants.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +27,12 @@ DUP_SHARE = 0.01
 FILES = 10
 FP_RATE = 0.01
 EPOCH_MS = 1_767_225_600_000  # 2026-01-01
+#: Rows per Parquet row group: Spark splits a file (one micro-batch) at row groups, so every
+#: variant reads a batch with both cores, as it would from a Kafka topic with partitions.
+ROW_GROUP = 128_000
+#: The two Bloom-fronted variants: the driver-side sink and the stateful operator + its sink.
+SINK = "DeltaDedupSink"
+OPERATOR = "bloom operator+DedupSink"
 
 
 def make_input(folder: Path, ids: int, seed: int = 5) -> int:
@@ -55,6 +69,7 @@ def make_input(folder: Path, ids: int, seed: int = 5) -> int:
                 }
             ),
             folder / f"part-{f:03d}.parquet",
+            row_group_size=ROW_GROUP,
         )
     return rows
 
@@ -85,12 +100,18 @@ def run_variant(ctx: BenchContext, name: str, source: Path, schema: Any, build) 
     progress = [p for p in query.recentProgress if p.get("numInputRows", 0)]
     last = query.lastProgress or {}
     state_bytes, state_rows = state_figures(last)
+    checkpoint_state = folder_bytes(out / "_checkpoint" / "state")
+    filters = out / "_dedup_state" / "filters"
+    if filters.exists():  # the driver-side sink keeps its filters outside Spark's state store
+        versions = sorted(filters.glob("*.bloom"))
+        state_bytes = sink.batches[-1].state_bytes
+        checkpoint_state = folder_bytes(filters) if versions else 0
     written = spark.read.format("delta").load(str(out / "table")).count()
     return {
         "seconds": seconds,
         "state_bytes": state_bytes,
         "state_rows": state_rows,
-        "checkpoint_state_bytes": folder_bytes(out / "_checkpoint" / "state"),
+        "checkpoint_state_bytes": checkpoint_state,
         "written": written,
         "batches": len(progress),
         "sink": sink,
@@ -116,23 +137,48 @@ def spark_variant(kind: str):
     return build
 
 
+def bench_config(ids: int, out: Path) -> Any:
+    """The same filters for both Bloom variants: ``ids`` per generation at ``FP_RATE``."""
+    from spark_ext.dedup import DedupConfig
+
+    return DedupConfig(
+        catalog_path=str(out / "catalog"),
+        capacity=ids,
+        fp_rate=FP_RATE,
+        rotation_ms=3_600_000,
+        generations=2,
+        buckets=8,
+        coordinate_columns=("partition", "offset"),
+    )
+
+
 def bloom_variant(ids: int):
-    from spark_ext.dedup import DedupConfig, DedupSink, deduplicate
+    from spark_ext.dedup import DedupSink, deduplicate
 
     def build(df, out):
-        config = DedupConfig(
-            catalog_path=str(out / "catalog"),
-            capacity=ids,
-            fp_rate=FP_RATE,
-            rotation_ms=3_600_000,
-            generations=2,
-            buckets=8,
-            coordinate_columns=("partition", "offset"),
-        )
+        config = bench_config(ids, out)
         sink = DedupSink(config, str(out / "table"), sink_id="bench-dedup")
         query = (
             deduplicate(df, config)
             .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(out / "_checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        return query, sink
+
+    return build
+
+
+def sink_variant(ids: int):
+    """The driver-side dedup sink: one pass stages rows and keys, no Spark state store."""
+    from spark_ext.dedup_sink import DeltaDedupSink
+
+    def build(df, out):
+        config = bench_config(ids, out)
+        sink = DeltaDedupSink(config, str(out / "table"), "bench.dedup", str(out / "_dedup_state"))
+        query = (
+            df.writeStream.foreachBatch(sink)
             .option("checkpointLocation", str(out / "_checkpoint"))
             .trigger(availableNow=True)
             .start()
@@ -154,11 +200,16 @@ def run(ctx: BenchContext) -> list[Figure]:
         bench = f"dedup {ids / 1e6:g}M"
         print(f"  {bench}: {rows:,} rows ({rows - ids:,} duplicates)", flush=True)
         results = {}
-        for name, build in (
+        variants = [
             ("dropDuplicates", spark_variant("dropDuplicates")),
             ("dropDuplicatesWithinWatermark", spark_variant("withinWatermark")),
-            ("bloom+delta catalog", bloom_variant(ids)),
-        ):
+            (SINK, sink_variant(ids)),
+            (OPERATOR, bloom_variant(ids)),
+        ]
+        chosen = os.environ.get("DEDUP_BENCH_VARIANTS")
+        if chosen:  # e.g. "dropDuplicates,DeltaDedupSink" for a quick look
+            variants = [v for v in variants if v[0] in chosen.split(",")]
+        for name, build in variants:
             r = run_variant(ctx, name, source, schema, build)
             results[name] = r
             print(
@@ -173,33 +224,36 @@ def run(ctx: BenchContext) -> list[Figure]:
                 Figure(bench, name, "state bytes", r["state_bytes"], "B", base),
                 Figure(bench, name, "checkpoint state", r["checkpoint_state_bytes"], "B", base),
             ]
-        sink = results["bloom+delta catalog"]["sink"]
-        m, last = sink.metrics, sink.batches[-1]
-        print(
-            f"  bloom: lookups avoided {100 * m.lookups_avoided:.2f}%, observed FP "
-            f"{100 * m.observed_fp_rate:.3f}% (last batch {100 * last.observed_fp_rate:.3f}%), "
-            f"configured {100 * FP_RATE:.3f}%",
-            flush=True,
-        )
-        figures += [
-            Figure(bench, "bloom+delta catalog", "lookups avoided", 100 * m.lookups_avoided, "%"),
-            Figure(bench, "bloom+delta catalog", "observed FP rate", 100 * m.observed_fp_rate, "%"),
-            Figure(
-                bench,
-                "bloom+delta catalog",
-                "observed FP rate",
-                100 * last.observed_fp_rate,
-                "%",
-                note="last batch (filter nearly full)",
-            ),
-            Figure(bench, "bloom+delta catalog", "configured FP rate", 100 * FP_RATE, "%"),
-            Figure(
-                bench,
-                "bloom+delta catalog",
-                "catalog bytes",
-                folder_bytes(ctx.scratch / "dedup-bloom+delta catalog" / "catalog"),
-                "B",
-                note="exact catalog, outside Spark state",
-            ),
-        ]
+        for name in (SINK, OPERATOR):
+            if name not in results:
+                continue
+            sink = results[name]["sink"]
+            m, last = sink.metrics, sink.batches[-1]
+            print(
+                f"  {name}: lookups avoided {100 * m.lookups_avoided:.2f}%, observed FP "
+                f"{100 * m.observed_fp_rate:.3f}% (last batch {100 * last.observed_fp_rate:.3f}%), "
+                f"configured {100 * FP_RATE:.3f}%",
+                flush=True,
+            )
+            figures += [
+                Figure(bench, name, "lookups avoided", 100 * m.lookups_avoided, "%"),
+                Figure(bench, name, "observed FP rate", 100 * m.observed_fp_rate, "%"),
+                Figure(
+                    bench,
+                    name,
+                    "observed FP rate",
+                    100 * last.observed_fp_rate,
+                    "%",
+                    note="last batch (filter nearly full)",
+                ),
+                Figure(bench, name, "configured FP rate", 100 * FP_RATE, "%"),
+                Figure(
+                    bench,
+                    name,
+                    "catalog bytes",
+                    folder_bytes(ctx.scratch / f"dedup-{name}" / "catalog"),
+                    "B",
+                    note="exact catalog, outside Spark state",
+                ),
+            ]
     return figures

@@ -1,0 +1,779 @@
+"""Dedup decided on the driver in front of the two-phase Delta sink: no shuffle, no state store.
+
+:func:`spark_ext.dedup.deduplicate` is a stateful operator: every row is shuffled to its
+bucket and travels through a Python worker and back, and its sink then writes output and
+catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedup as a
+``foreachBatch`` sink that reads the batch once:
+
+1. ``decided``: one ``mapInArrow`` pass over the batch. Each task stages its rows as a Parquet
+   file in the output table's folder (referenced by no Delta version yet) and their *keys* --
+   the id's ``xxhash64``, the id, the event time, the coordinates -- as an Arrow file under
+   ``state_path``. The driver reads the keys and decides every row: a copy of an id seen
+   earlier in the batch is a duplicate (exact; the first in the total order event time,
+   coordinates is kept); a row the Bloom filter of its bucket has certainly not seen is new;
+   on a Bloom "maybe" the exact catalog is asked, where only rows of *earlier* batches count
+   (``batch_id < N``), so a replay of batch N decides exactly as its first attempt did.
+2. ``cataloged``: the kept ids are appended to the catalog (a Delta table partitioned by filter
+   generation) by delta-rs in one commit with ``txn(<sink id>.catalog, N)`` (a replay finds
+   the txn and skips). Meanwhile tasks rewrite each staged file that holds a dropped row,
+   without it (Parquet to Parquet, no row goes through the JVM again).
+3. ``written``: one delta-rs commit adds the staged files to the output with
+   ``txn(<sink id>, N)`` (:class:`connectors.delta_sink.DeltaCommitter`, whose own crash
+   points are ``delta2pc.2``-``delta2pc.4``); leftovers are removed.
+4. ``saved``: the filters after batch N are saved as state version N (an atomic file under
+   ``state_path``); batch N always starts from the newest version below N, so a batch killed
+   after saving is replayed from the same filters.
+
+Steps 2-4 are idempotent per (sink id, batch id), so a SIGKILL at any point and Spark's replay
+of the batch from its checkpoint give the output of a run that never crashed. Crash points are
+``dedup_delta.<step number>.<step name>``.
+
+Semantics are those of :mod:`spark_ext.dedup` (same :class:`~spark_ext.dedup.DedupConfig`):
+copies whose original's generation rotated out of the filters are treated as new. Rows whose
+id, event time or a coordinate is null are not deduplicated: they go to ``quarantine_path``
+with the reason (or the batch fails with :class:`DedupInputError` without one).
+
+Scaling: the driver holds one batch's keys (about 40 bytes a row) and the filters; executors
+read, stage and rewrite. ``state_path`` and the output folder must be reachable from both
+(local or mounted paths, like the two-phase Delta sink). For batches far beyond a few million
+rows per trigger, use the stateful operator, which spreads the buckets over tasks.
+
+Example
+-------
+>>> config = DedupConfig(catalog_path="/data/orders/_catalog", capacity=10_000_000)
+>>> sink = DeltaDedupSink(config, "/data/orders/unique", "orders", "/data/orders/_dedup_state")
+>>> orders.writeStream.foreachBatch(sink).option("checkpointLocation", cp).start()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from spark_ext.bloom import BloomFormatError, RotatingBloom
+from spark_ext.dedup import DedupConfig, DedupMetrics
+from spark_ext.errors import ConfigError, SparkExtError
+from spark_ext.sinks.protocol import Protocol, Step, validate_sink_id
+
+if TYPE_CHECKING:
+    from connectors.delta_sink import StagedFile
+
+log = logging.getLogger(__name__)
+
+#: The steps of :class:`DeltaDedupSink`, numbered as in the module docstring.
+DEDUP_DELTA = Protocol(
+    "dedup_delta",
+    (
+        Step(1, "decided", "driver"),
+        Step(2, "cataloged", "driver"),
+        Step(3, "written", "driver"),
+        Step(4, "saved", "driver"),
+    ),
+)
+
+#: Quarantine reasons of the sink.
+REASON_NULL_KEY = "null_dedup_key"
+
+_HASH, _ID, _ET = "_dedup_hash", "_dedup_id", "_dedup_et_us"
+#: Rows per row group of the staged Parquet files.
+ROW_GROUP = 131_072
+
+
+class DedupInputError(SparkExtError, ValueError):
+    """A batch the sink cannot deduplicate as given (null keys without a quarantine, or
+    coordinates that do not identify a delivery)."""
+
+
+class DedupStateError(SparkExtError):
+    """The saved filter state does not belong to this checkpoint, or is damaged."""
+
+
+# -- the filters' versioned state ----------------------------------------------------------
+
+_STATE_MAGIC = b"SXD1"
+_STATE_HEADER = struct.Struct("<4sqI")  # magic, version, number of buckets
+_BUCKET_HEADER = struct.Struct("<iI")  # bucket, length of its RotatingBloom bytes
+
+
+class BloomStateStore:
+    """The filters after each batch, one file per version (= batch id), written atomically.
+
+    Batch ``N`` reads the newest version below ``N`` and writes version ``N``; the versions
+    below ``N - keep + 1`` are then removed. A version above ``N`` while batch ``N`` runs means
+    the query's checkpoint was reset under the same state folder: :class:`DedupStateError`.
+    """
+
+    def __init__(self, path: str | Path, keep: int = 3) -> None:
+        self.path = Path(path)
+        if keep < 2:
+            raise ConfigError("dedup.state_versions_kept", f"must be >= 2, got {keep}")
+        self.keep = keep
+
+    def versions(self) -> list[int]:
+        if not self.path.exists():
+            return []
+        return sorted(int(p.stem) for p in self.path.glob("*.bloom") if p.stem.isdigit())
+
+    def _file(self, version: int) -> Path:
+        return self.path / f"{version:020d}.bloom"
+
+    def load_before(self, batch_id: int) -> tuple[int | None, dict[int, bytes]]:
+        """``(version, {bucket: filter bytes})`` of the newest version below ``batch_id``."""
+        versions = self.versions()
+        ahead = [v for v in versions if v > batch_id]
+        if ahead:
+            raise DedupStateError(
+                f"{self.path} holds filter state of batch {ahead[-1]} but the query runs batch "
+                f"{batch_id}: the checkpoint was reset; give the sink a new state folder, "
+                "catalog and sink id (or restore the checkpoint)"
+            )
+        below = [v for v in versions if v < batch_id]
+        if not below:
+            return None, {}
+        version = below[-1]
+        return version, self._decode(self._file(version).read_bytes(), version)
+
+    def save(self, batch_id: int, buckets: dict[int, bytes]) -> None:
+        parts = [_STATE_HEADER.pack(_STATE_MAGIC, batch_id, len(buckets))]
+        for bucket in sorted(buckets):
+            parts += [_BUCKET_HEADER.pack(bucket, len(buckets[bucket])), buckets[bucket]]
+        body = b"".join(parts)
+        data = body + struct.pack("<I", zlib.crc32(body))
+        self.path.mkdir(parents=True, exist_ok=True)
+        target = self._file(batch_id)
+        tmp = target.with_suffix(".tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+        for old in self.versions():
+            if old <= batch_id - self.keep:
+                self._file(old).unlink(missing_ok=True)
+
+    def _decode(self, data: bytes, version: int) -> dict[int, bytes]:
+        where = self._file(version)
+        if len(data) < _STATE_HEADER.size + 4:
+            raise DedupStateError(f"{where}: {len(data)} bytes is too short")
+        body, (crc,) = data[:-4], struct.unpack("<I", data[-4:])
+        if zlib.crc32(body) != crc:
+            raise DedupStateError(f"{where}: checksum mismatch (damaged file)")
+        magic, stored, count = _STATE_HEADER.unpack_from(body)
+        if magic != _STATE_MAGIC or stored != version:
+            raise DedupStateError(f"{where}: not filter state of version {version}")
+        out, offset = {}, _STATE_HEADER.size
+        for _ in range(count):
+            bucket, length = _BUCKET_HEADER.unpack_from(body, offset)
+            offset += _BUCKET_HEADER.size
+            out[bucket] = body[offset : offset + length]
+            offset += length
+        return out
+
+
+# -- the decision (pure: numpy and Arrow, no Spark) ------------------------------------------
+
+#: ``lookup(hashes, before_batch) -> Arrow table`` of catalog rows (``bucket``, ``generation``,
+#: ``hash``, ``record_id``) whose hash is one of ``hashes`` and whose batch is below
+#: ``before_batch``.
+CatalogLookup = Callable[[np.ndarray, int], pa.Table]
+
+
+@dataclass
+class BatchDecision:
+    """What to do with each row of a batch (arrays in the collected rows' order)."""
+
+    keep: np.ndarray
+    bucket: np.ndarray
+    generation: np.ndarray
+    metrics: DedupMetrics
+
+
+def decide_batch(
+    table: pa.Table,
+    config: DedupConfig,
+    blooms: dict[int, RotatingBloom],
+    lookup: CatalogLookup,
+    batch_id: int,
+) -> BatchDecision:
+    """Decide every row of ``table`` (columns ``_dedup_hash`` int64, ``_dedup_id`` string,
+    ``_dedup_et_us`` int64 microseconds, and the coordinate columns, none null).
+
+    ``blooms`` (bucket -> filters) are updated in place. Of the copies of an id in the batch
+    the first in the total order (event time, coordinates) is kept; a copy whose id the
+    catalog holds from an earlier batch is dropped. Neither depends on the rows' order in
+    ``table``, so any batch plan and any replay decide alike.
+    """
+    n = table.num_rows
+    metrics = DedupMetrics(rows=n)
+    if n == 0:
+        metrics.state_bytes = sum(b.nbytes for b in blooms.values())
+        empty = np.zeros(0, dtype=np.int64)
+        return BatchDecision(np.zeros(0, bool), empty.astype(np.int32), empty, metrics)
+    h = table.column(_HASH).to_numpy().astype(np.int64).view(np.uint64)
+    et = table.column(_ET).to_numpy().astype(np.int64) // 1000
+    bucket = (h % np.uint64(config.buckets)).astype(np.int32)
+
+    maybe = np.zeros(n, dtype=bool)
+    generation = np.zeros(n, dtype=np.int64)
+    floors = np.zeros(config.buckets, dtype=np.int64)
+    for b in np.unique(bucket):
+        sel = np.flatnonzero(bucket == b)
+        bloom = blooms.setdefault(int(b), config.new_bloom())
+        maybe[sel] = bloom.check_and_add(h[sel], et[sel])
+        generation[sel] = bloom.generation_of(et[sel])
+        floors[b] = bloom.oldest_kept or 0
+
+    # The catalog is read (in the background) while the batch's own duplicates are found.
+    maybe_rows = np.flatnonzero(maybe)
+    with ThreadPoolExecutor(1) as pool:
+        found_future = pool.submit(lookup, h[maybe_rows].view(np.int64), batch_id)
+
+        # In-batch duplicates, exactly: only rows sharing a hash are ordered and compared.
+        sorted_h = np.sort(h)
+        repeated = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
+        in_batch = np.zeros(n, dtype=bool)
+        if len(repeated):
+            at = np.minimum(np.searchsorted(repeated, h), len(repeated) - 1)
+            shared = np.flatnonzero(repeated[at] == h)
+            rows = pa.array(shared)
+            coords = [
+                table.column(c).take(rows).to_numpy(zero_copy_only=False)
+                for c in reversed(config.coordinate_columns)
+            ]
+            shared = shared[np.lexsort([*coords, et[shared]])]  # the total order
+            ids = table.column(_ID).take(pa.array(shared)).to_pandas()
+            in_batch[shared] = ids.duplicated(keep="first").to_numpy()
+        found = found_future.result()
+
+    ask = np.flatnonzero(maybe & ~in_batch)
+    dropped = in_batch.copy()
+    if len(ask):
+        live = found.column("generation").to_numpy() >= floors[found.column("bucket").to_numpy()]
+        known = set(found.column("record_id").filter(pa.array(live)).to_pylist())
+        asked_ids = table.column(_ID).take(pa.array(ask)).to_pylist()
+        hit = np.fromiter((rid in known for rid in asked_ids), dtype=bool, count=len(ask))
+        dropped[ask[hit]] = True
+        metrics.catalog_duplicates = int(hit.sum())
+        metrics.false_positives = len(ask) - metrics.catalog_duplicates
+    metrics.bloom_negative = int((~maybe & ~in_batch).sum())
+    metrics.catalog_lookups = len(ask)
+    metrics.batch_duplicates = int(in_batch.sum())
+    metrics.state_bytes = sum(b.nbytes for b in blooms.values())
+    metrics.newest_generation = max(
+        (b.newest for b in blooms.values() if b.newest is not None), default=-1
+    )
+    return BatchDecision(~dropped, bucket, generation, metrics)
+
+
+# -- the catalog (delta-rs) --------------------------------------------------------------------
+
+#: The catalog's own columns; the coordinate columns of the kept copy follow, named
+#: ``coord_<name>`` (for the record: a lookup needs only the id).
+CATALOG_COLUMNS = pa.schema(
+    [
+        ("generation", pa.int64()),
+        ("bucket", pa.int32()),
+        ("hash", pa.int64()),
+        ("record_id", pa.string()),
+        ("batch_id", pa.int64()),
+    ]
+)
+
+
+class HashedDeltaCatalog:
+    """Kept ids with their ``xxhash64``, coordinates and batch: looked up by hash, on the driver.
+
+    Written by delta-rs (``txn(<app id>, batch id)``, checked before writing), partitioned by
+    ``generation``; purged of generations the filters no longer keep.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._table: Any = None
+
+    def _open(self) -> Any:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            if self._table is None:
+                self._table = DeltaTable(self.path)
+            else:
+                self._table.update_incremental()
+        except TableNotFoundError:
+            return None
+        return self._table
+
+    def lookup(self, hashes: np.ndarray, before_batch: int) -> pa.Table:
+        table = self._open()
+        if table is None or not len(hashes):
+            return CATALOG_COLUMNS.empty_table()
+        dataset = table.to_pyarrow_dataset()
+        return dataset.to_table(
+            columns=["bucket", "generation", "hash", "record_id"],
+            filter=(pc.field("batch_id") < before_batch)
+            & pc.field("hash").isin(pa.array(hashes, pa.int64())),
+        )
+
+    def last_batch(self, app_id: str) -> int | None:
+        table = self._open()
+        return None if table is None else table.transaction_version(app_id)
+
+    def append(self, rows: pa.Table, app_id: str, batch_id: int) -> bool:
+        """Append ``rows`` with ``txn(app_id, batch_id)``; ``False`` if the batch is recorded."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        last = self.last_batch(app_id)
+        if last is not None and last >= batch_id:
+            return False
+        if rows.num_rows == 0:  # nothing to record; an empty batch leaves no trace to skip
+            return True
+        write_deltalake(
+            self.path,
+            rows,
+            mode="append",
+            partition_by=["generation"],
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, batch_id)],
+                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
+            ),
+        )
+        self._table = None
+        return True
+
+    def purge(self, older_than_generation: int) -> None:
+        table = self._open()
+        if table is not None:
+            table.delete(f"generation < {int(older_than_generation)}")
+            self._table = None
+
+
+# -- the sink ----------------------------------------------------------------------------------
+
+_MESSAGE_SCHEMA = StructType(
+    [
+        StructField("path", StringType()),
+        StructField("size", LongType()),
+        StructField("rows", LongType()),
+        StructField("partition", LongType()),
+        StructField("keys", StringType()),
+        StructField("null_rows", LongType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """What one task of step 1 staged: the output file and the file of its rows' keys."""
+
+    file: StagedFile
+    keys: str  # Arrow IPC file of the keys, row for row; "" when the task had no rows
+    null_rows: int
+
+
+class DeltaDedupSink:
+    """``foreachBatch`` sink: Bloom-fronted dedup decided on the driver, output to Delta.
+
+    Parameters
+    ----------
+    config
+        What to deduplicate on (:class:`~spark_ext.dedup.DedupConfig`; ``catalog_path`` is the
+        exact catalog).
+    output_path
+        The Delta table of kept rows (created on the first batch).
+    sink_id
+        Keys idempotence: ``txn(sink_id, batch)`` on the output, ``txn(sink_id.catalog,
+        batch)`` on the catalog. Stable for the life of the output.
+    state_path
+        Folder of the filters' versioned state and of the staged keys; belongs with the
+        query's checkpoint. Like the output folder, executors and driver must both reach it.
+    quarantine_path
+        Delta table for rows with a null id, event time or coordinate (with ``_reason``).
+    output_columns
+        Columns written (default: all of the batch's).
+    """
+
+    def __init__(
+        self,
+        config: DedupConfig,
+        output_path: str | Path,
+        sink_id: str,
+        state_path: str | Path,
+        quarantine_path: str | Path | None = None,
+        output_columns: Sequence[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.output_path = str(output_path)
+        self.sink_id = validate_sink_id(sink_id)
+        self.state = BloomStateStore(Path(state_path) / "filters")
+        self.keys_path = Path(state_path) / "keys"
+        self.quarantine_path = str(quarantine_path) if quarantine_path else None
+        self.output_columns = list(output_columns) if output_columns else None
+        self.catalog = HashedDeltaCatalog(config.catalog_path)
+        self.metrics = DedupMetrics()
+        self.batches: list[DedupMetrics] = []
+        self._purged_below = 0
+        self._recovered = False
+
+    @property
+    def catalog_app_id(self) -> str:
+        return f"{self.sink_id}.catalog"
+
+    def _key_columns(self) -> list[str]:
+        c = self.config
+        return [c.id_column, c.event_time_column, *c.coordinate_columns]
+
+    def _load_blooms(self, batch_id: int) -> dict[int, RotatingBloom]:
+        version, stored = self.state.load_before(batch_id)
+        blooms = {}
+        for bucket, data in stored.items():
+            bloom = self.config.new_bloom()
+            try:
+                bloom.load_bytes(data)
+            except (BloomFormatError, struct.error) as exc:
+                raise DedupStateError(
+                    f"{self.state.path} v{version} bucket {bucket}: {exc}"
+                ) from exc
+            blooms[bucket] = bloom
+        return blooms
+
+    def _committer(self) -> Any:
+        from connectors.delta_sink import DeltaCommitter
+
+        return DeltaCommitter(self.output_path, self.sink_id)
+
+    def _start(self, batch: DataFrame, batch_id: int) -> list[str]:
+        """Check the columns; on the first batch, create the output and drop orphans."""
+        from connectors.delta_sink import ensure_table
+
+        columns = self.output_columns or batch.columns
+        missing = [x for x in {*self._key_columns(), *columns} if x not in batch.columns]
+        if missing:
+            raise ConfigError("dedup.columns", f"columns {missing} are not in {batch.columns}")
+        if not self._recovered:
+            ensure_table(self.output_path, batch.select(*columns).schema)
+            self._committer().recover()
+            self._recovered = True
+        # Keys staged by earlier (killed) attempts of other batches are of no use.
+        if self.keys_path.exists():
+            for old in self.keys_path.iterdir():
+                if old.name != f"b{batch_id:012d}":
+                    shutil.rmtree(old, ignore_errors=True)
+        return columns
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        c = self.config
+        columns = self._start(batch, batch_id)
+
+        # 1. one pass: stage every row, and its keys; decide on the driver.
+        staged = self._stage(batch, columns, batch_id)
+        nulls = sum(s.null_rows for s in staged)
+        if nulls:
+            self._quarantine_nulls(batch, batch_id, nulls, staged)
+        table, file_of_row, row_in_file = self._read_keys(staged)
+        blooms = self._load_blooms(batch_id)
+        decision = decide_batch(table, c, blooms, self.catalog.lookup, batch_id)
+        DEDUP_DELTA.reached(1, batch_id)
+
+        # 2. catalog (delta-rs, in the background) while the tasks drop the duplicates.
+        kept = pa.array(decision.keep)
+        catalog_rows = pa.table(
+            {
+                "generation": pa.array(decision.generation, pa.int64()).filter(kept),
+                "bucket": pa.array(decision.bucket, pa.int32()).filter(kept),
+                "hash": table.column(_HASH).filter(kept),
+                "record_id": table.column(_ID).filter(kept),
+                "batch_id": pa.array(np.full(int(decision.keep.sum()), batch_id, np.int64)),
+                **{f"coord_{x}": table.column(x).filter(kept) for x in c.coordinate_columns},
+            }
+        )
+        with ThreadPoolExecutor(1) as pool:
+            appended = pool.submit(self.catalog.append, catalog_rows, self.catalog_app_id, batch_id)
+            files = self._drop_rows(batch, staged, file_of_row, row_in_file, decision.keep)
+            if not appended.result():
+                log.info("%s batch %d: catalog already has it (replay)", self.sink_id, batch_id)
+        DEDUP_DELTA.reached(2, batch_id)
+
+        # 3. the output: one delta-rs commit with txn(sink id, batch id).
+        from spark_ext.sinks.protocol import commit_batch
+
+        commit_batch(self._committer(), batch_id, files)
+        DEDUP_DELTA.reached(3, batch_id)
+
+        # 4. the filters after this batch.
+        self.state.save(batch_id, {b: f.to_bytes() for b, f in blooms.items()})
+        shutil.rmtree(self.keys_path / f"b{batch_id:012d}", ignore_errors=True)
+        DEDUP_DELTA.reached(4, batch_id)
+
+        metrics = decision.metrics
+        floor = metrics.newest_generation - c.generations + 1
+        if floor > self._purged_below:
+            self.catalog.purge(floor)
+            self._purged_below = floor
+        self.metrics = self.metrics + metrics
+        self.batches.append(metrics)
+        log.info(
+            "%s batch %s: %s rows, %s duplicates, lookups avoided %.1f%%, observed FP %.4f, "
+            "state %s bytes",
+            self.sink_id,
+            batch_id,
+            metrics.rows,
+            metrics.batch_duplicates + metrics.catalog_duplicates,
+            100 * metrics.lookups_avoided,
+            metrics.observed_fp_rate,
+            metrics.state_bytes,
+        )
+
+    # -- step 1 ----------------------------------------------------------------------------
+    def _stage(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[_Staged]:
+        from connectors.delta_sink import StagedFile, schema_shape
+
+        c = self.config
+        types = {f.name: f.dataType for f in batch.schema.fields}
+        record_id = F.col(c.id_column).cast("string")
+        extra = [F.xxhash64(record_id).alias(_HASH)]
+        # The id and event time travel once: as they are when they already are a string and
+        # a timestamp (the event time's microseconds are read in the task), else converted.
+        id_source, et_source = c.id_column, c.event_time_column
+        if not isinstance(types[c.id_column], StringType):
+            extra.append(record_id.alias(_ID))
+            id_source = _ID
+        if not isinstance(types[c.event_time_column], (TimestampType, TimestampNTZType)):
+            extra.append(F.col(c.event_time_column).cast("timestamp").alias(_ET))
+            et_source = _ET
+        out_schema = batch.select(*columns).schema
+        key_names = self._key_columns()
+        keys_dir = str(self.keys_path / f"b{batch_id:012d}")
+        stage = _stager(
+            self.output_path,
+            self.sink_id,
+            out_schema,
+            batch_id,
+            keys_dir,
+            key_names,
+            (id_source, et_source, *c.coordinate_columns),
+        )
+        source = batch.select(*[F.col(x) for x in dict.fromkeys([*columns, *key_names])], *extra)
+        rows = source.mapInArrow(stage, _MESSAGE_SCHEMA).collect()
+        shape = schema_shape(out_schema.json())
+        staged = [
+            _Staged(
+                StagedFile(r["path"], r["size"], r["rows"], batch_id, r["partition"], shape),
+                r["keys"],
+                r["null_rows"],
+            )
+            for r in rows
+        ]
+        return sorted(staged, key=lambda s: s.file.partition)
+
+    def _read_keys(self, staged: list[_Staged]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """The keys of every staged row, with the staged file (index) and row of each."""
+        tables, files, rows = [], [], []
+        for i, s in enumerate(staged):
+            if not s.keys:
+                continue
+            with pa.memory_map(s.keys) as source:
+                keys = pa.ipc.open_file(source).read_all()
+            tables.append(keys)
+            files.append(np.full(keys.num_rows, i, dtype=np.int64))
+            rows.append(np.arange(keys.num_rows, dtype=np.int64))
+        schema = pa.schema(
+            [
+                (_HASH, pa.int64()),
+                (_ID, pa.string()),
+                (_ET, pa.int64()),
+            ]
+        )
+        if not tables:
+            empty = np.zeros(0, np.int64)
+            coords = [(x, pa.string()) for x in self.config.coordinate_columns]
+            return pa.schema([*schema, *coords]).empty_table(), empty, empty
+        return pa.concat_tables(tables), np.concatenate(files), np.concatenate(rows)
+
+    # -- between 1 and 3 -------------------------------------------------------------------
+    def _drop_rows(
+        self,
+        batch: DataFrame,
+        staged: list[_Staged],
+        file_of_row: np.ndarray,
+        row_in_file: np.ndarray,
+        keep: np.ndarray,
+    ) -> list[StagedFile]:
+        """Rewrite (in tasks) each staged file holding a dropped row, without those rows."""
+        from connectors.delta_sink import StagedFile
+
+        files = [s.file for s in staged]
+        dropped = np.flatnonzero(~keep)
+        if not len(dropped):
+            return files
+        work = []
+        for i in np.unique(file_of_row[dropped]):
+            rows = row_in_file[dropped[file_of_row[dropped] == i]]
+            f = files[int(i)]
+            work.append((int(i), f.path, f.rows, f.partition, f.batch_id, rows.tobytes()))
+        path, sink_id = self.output_path, self.sink_id
+        sc = batch.sparkSession.sparkContext
+        rewritten = (
+            sc.parallelize(work, len(work))
+            .map(lambda w: (w[0], _rewrite(path, sink_id, *w[1:])))
+            .collect()
+        )
+        for i, (name, size, rows) in rewritten:
+            old = files[i]
+            files[i] = StagedFile(name, size, rows, old.batch_id, old.partition, old.schema_shape)
+        return files
+
+    def _quarantine_nulls(
+        self, batch: DataFrame, batch_id: int, count: int, staged: list[_Staged]
+    ) -> None:
+        keys = self._key_columns()
+        if self.quarantine_path is None:
+            self._committer().clean(batch_id, [s.file for s in staged], committed=False)
+            raise DedupInputError(
+                f"batch {batch_id}: {count} rows have a null in {keys}; give the sink a "
+                "quarantine_path to keep them aside"
+            )
+        valid = F.lit(True)
+        for k in keys:
+            valid = valid & F.col(k).isNotNull()
+        reason = F.concat(
+            F.lit(REASON_NULL_KEY + ":"),
+            F.concat_ws(",", *[F.when(F.col(k).isNull(), F.lit(k)) for k in keys]),
+        )
+        from connectors.delta_sink import DeltaIdempotentWriter
+
+        DeltaIdempotentWriter(self.quarantine_path, f"{self.sink_id}.quarantine")(
+            batch.where(~valid).withColumn("_reason", reason), batch_id
+        )
+        log.warning("%s batch %d: %d rows quarantined (null key)", self.sink_id, batch_id, count)
+
+
+def _stager(
+    path: str,
+    sink_id: str,
+    schema: StructType,
+    batch_id: int,
+    keys_dir: str,
+    key_names: list[str],
+    key_sources: tuple[str, ...],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of step 1: stage the task's rows (output columns) as a
+    Parquet file in the table folder and their keys as an Arrow file in ``keys_dir``; yield
+    the commit message. Rows with a null key are left out and counted.
+
+    ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
+    and the coordinates; the keys file has them as ``_dedup_id``, ``_dedup_et_us`` (int64
+    microseconds) and the coordinate names, after ``_dedup_hash``.
+    """
+    out_names = schema.fieldNames()
+    id_source, et_source, *coordinates = key_sources
+    key_file_names = [_HASH, _ID, _ET, *coordinates]
+
+    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        from connectors.delta_sink import stage_batches
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        os.makedirs(keys_dir, exist_ok=True)
+        keys_file = os.path.join(keys_dir, f"p{partition:05d}-a{attempt}.arrow")
+        nulls = 0
+        writer: pa.ipc.RecordBatchFileWriter | None = None
+
+        def rows() -> Iterator[pa.RecordBatch]:
+            """The output columns of the valid rows, in row groups of about ROW_GROUP rows."""
+            nonlocal nulls, writer
+            pending: list[pa.RecordBatch] = []
+            pending_rows = 0
+            for b in batches:
+                if not b.num_rows:
+                    continue
+                if any(b.column(name).null_count for name in key_names):
+                    valid = pc.is_valid(b.column(key_names[0]))
+                    for name in key_names[1:]:
+                        valid = pc.and_(valid, pc.is_valid(b.column(name)))
+                    before = b.num_rows
+                    b = b.filter(valid)
+                    nulls += before - b.num_rows
+                et = b.column(et_source)
+                keys = pa.RecordBatch.from_arrays(
+                    [
+                        b.column(_HASH),
+                        b.column(id_source),
+                        pc.cast(pc.cast(et, pa.timestamp("us", et.type.tz)), pa.int64()),
+                        *[b.column(n) for n in coordinates],
+                    ],
+                    names=key_file_names,
+                )
+                if writer is None:
+                    writer = pa.ipc.new_file(keys_file, keys.schema)
+                writer.write_batch(keys)
+                pending.append(
+                    pa.RecordBatch.from_arrays([b.column(n) for n in out_names], names=out_names)
+                )
+                pending_rows += b.num_rows
+                if pending_rows >= ROW_GROUP:
+                    yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+                    pending, pending_rows = [], 0
+            if pending:
+                yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+
+        staged = stage_batches(rows(), path, sink_id, schema, batch_id, partition, attempt)
+        if writer is not None:
+            writer.close()
+        yield pa.RecordBatch.from_pydict(
+            {
+                "path": [staged.path],
+                "size": [staged.size],
+                "rows": [staged.rows],
+                "partition": [partition],
+                "keys": [keys_file if writer is not None else ""],
+                "null_rows": [nulls],
+            }
+        )
+
+    return stage
+
+
+def _rewrite(
+    path: str, sink_id: str, name: str, rows: int, partition: int, batch_id: int, drop: bytes
+) -> tuple[str, int, int]:
+    """A staged file without the rows at ``drop`` (int64 positions): a new staged file."""
+    import pyarrow.parquet as pq
+
+    from connectors.delta_sink import staged_name
+
+    table = pq.read_table(os.path.join(path, name))
+    mask = np.ones(rows, dtype=bool)
+    mask[np.frombuffer(drop, dtype=np.int64)] = False
+    kept = table.filter(pa.array(mask))
+    if kept.num_rows == 0:
+        return "", 0, 0
+    new = staged_name(sink_id, batch_id, partition, 0)
+    full = os.path.join(path, new)
+    pq.write_table(kept, full, compression="snappy")
+    return new, os.path.getsize(full), kept.num_rows
