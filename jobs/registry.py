@@ -299,6 +299,45 @@ class OrderingCase(RecoveryCase):
         return read_delta_rows(slot.out / output, READINGS.read_columns())
 
 
+#: The dedup sink's output: distinct readings with the coordinates of the copy kept.
+UNIQUE = OutputSpec(columns=("reading_id", "sensor", "event_time", "temp_c", "partition", "offset"))
+
+
+class DedupDeltaCase(RecoveryCase):
+    """:mod:`jobs.dedup_delta` on readings of which every third is delivered twice.
+
+    Killed after the catalog commit of batch 1 (before its output); the restart catches up
+    the backlog in one batch. The kept copy is always the first delivery (its copy follows it
+    in the same partition), so the output equals the clean run row for row.
+    """
+
+    def __init__(self, limit: int = 40) -> None:
+        self.name = "dedup_delta"
+        self.module = "jobs.dedup_delta"
+        self.crash = CrashPlan(crash_at="dedup_delta.2.cataloged@1")
+        self.outputs = (ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),)
+        self.description = "at-least-once input + DeltaDedupSink: each reading exactly once"
+        self.limit = limit
+
+    def prepare(self, ctx: HarnessContext) -> None:
+        from connectors.kafka import create_topic
+        from jobs.ordering_dedup import produce_readings
+
+        create_topic(ctx.bootstrap, ctx.topic("in"), 2)
+        produce_readings(
+            ctx.bootstrap, ctx.topic("in"), sensors=3, per_sensor=30, duplicate_every=3
+        )
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return ["--profile", ctx.profile, "--topic", ctx.topic("in"), "--out", str(slot.out)]
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [*self.restart_args(ctx, slot), "--max-offsets-per-trigger", str(self.limit)]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return read_delta_rows(slot.out / output, UNIQUE.read_columns())
+
+
 JOBS: dict[str, RecoveryCase] = {
     case.name: case
     for case in (
@@ -360,6 +399,7 @@ JOBS: dict[str, RecoveryCase] = {
             "EWMA folded in arrival order (--no-buffer): another batch plan, other values",
             extra_args=("--no-buffer", "--no-dedup"),
         ),
+        DedupDeltaCase(),
     )
 }
 
