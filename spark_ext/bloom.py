@@ -282,16 +282,25 @@ class RotatingBloom:
         self._rotate(newest)
         floor = newest - self.generations + 1
         maybe = gens < floor
-        # Every filter has the same size and hash count: the bit positions are computed once.
-        pos = self.filters[newest]._positions(hashes)
+        # The bit positions are computed once per filter shape: all filters share one unless
+        # state saved under another capacity or fp_rate was loaded.
+        positions: dict[tuple[int, int], npt.NDArray[np.int64]] = {}
+
+        def positions_in(flt: BloomFilter) -> npt.NDArray[np.int64]:
+            shape = (flt.num_bits, flt.num_hashes)
+            if shape not in positions:
+                positions[shape] = flt._positions(hashes)
+            return positions[shape]
+
         for flt in self.filters.values():
-            maybe |= flt._contains_positions(pos)
+            maybe |= flt._contains_positions(positions_in(flt))
         for gen in np.unique(gens[gens >= floor]):
             sel = gens == gen
             flt = self.filters.setdefault(
                 int(gen), BloomFilter.for_capacity(self.capacity, self.fp_rate)
             )
             if sel.all():
+                pos = positions_in(flt)
                 flt._set_positions(pos, flt._contains_positions(pos))
             else:
                 flt.add_hashes(hashes[sel])

@@ -120,3 +120,19 @@ def test_rotating_bloom_forgets_generations_older_than_its_window():
     copy.load_bytes(r.to_bytes())
     assert copy.filters == r.filters
     assert copy.nbytes == r.nbytes > 0
+
+
+def test_filters_loaded_under_another_capacity_still_never_miss_their_keys():
+    """State saved with one capacity and loaded by a config with another: each generation's
+    filter is asked with its own bit positions, so keys it holds are never reported absent."""
+    keys = stable_hash64([f"k{i}" for i in range(500)])
+    old = RotatingBloom(capacity=100, fp_rate=0.01, rotation_ms=1000, generations=2)
+    old.check_and_add(keys, np.zeros(len(keys), dtype=np.int64))
+    resized = RotatingBloom(capacity=100_000, fp_rate=0.001, rotation_ms=1000, generations=2)
+    resized.load_bytes(old.to_bytes())
+    # Generation 1 gets a new, larger filter; generation 0 (the loaded one) is still kept.
+    assert resized.check_and_add(keys, np.full(len(keys), 1500, dtype=np.int64)).all()
+    assert {f.num_bits for f in resized.filters.values()} == {
+        old.filters[0].num_bits,
+        BloomFilter.for_capacity(100_000, 0.001).num_bits,
+    }
