@@ -48,10 +48,12 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 from spark_ext.quarantine import parse_json
 
 log = logging.getLogger(__name__)
+
+AFTER_WRITE = declare("at_least_once.after_write", "driver", "events written and folded")
 
 #: The columns of the ``events`` table.
 EVENT_COLUMNS = ("event_id", "user_id", "amount", "event_time", "partition", "offset")
@@ -121,7 +123,7 @@ class AtLeastOnceWriter:
             valid.write.format("delta").mode("append").save(str(self.paths.events))  # step 1
             parsed.quarantine.write.format("delta").mode("append").save(str(self.paths.quarantine))
             self.fold(valid)  # step 2
-            crash_point("at_least_once.after_write", batch_id)  # step 3
+            AFTER_WRITE.reached(batch_id)  # step 3
         finally:
             batch.unpersist()
 

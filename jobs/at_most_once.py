@@ -38,10 +38,15 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 from spark_ext.quarantine import parse_json
 
 log = logging.getLogger(__name__)
+
+AFTER_OFFSET_COMMIT = declare(
+    "at_most_once.after_offset_commit", "driver", "offsets recorded, nothing written"
+)
+AFTER_WRITE = declare("at_most_once.after_write", "driver", "events and quarantine written")
 
 #: The columns of the ``events`` table.
 EVENT_COLUMNS = ("event_id", "user_id", "amount", "event_time", "partition", "offset")
@@ -113,13 +118,13 @@ class AtMostOnceWriter:
         batch = batch.persist()
         try:
             self.log.commit(batch_id, offset_ranges(batch))  # step 1
-            crash_point("at_most_once.after_offset_commit", batch_id)
+            AFTER_OFFSET_COMMIT.reached(batch_id)
             parsed = parse_json(batch, CONTRACT)  # step 2
             parsed.valid.select(*EVENT_COLUMNS).write.format("delta").mode("append").save(
                 str(self.paths.events)
             )
             parsed.quarantine.write.format("delta").mode("append").save(str(self.paths.quarantine))
-            crash_point("at_most_once.after_write", batch_id)
+            AFTER_WRITE.reached(batch_id)
         finally:
             batch.unpersist()
 

@@ -26,11 +26,11 @@ from pyspark.sql import DataFrame
 
 from connectors import kafka
 from jobs.exactly_once_kafka import forward
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 
 log = logging.getLogger(__name__)
 
-WRITTEN = "spark_kafka.1.written"
+WRITTEN = declare("spark_kafka.1.written", "driver", "in the topic, not in the commit log")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option(
             "topic", args.out
         ).save()
-        crash_point(WRITTEN, batch_id)  # driver: in the topic, not in Spark's commit log
+        WRITTEN.reached(batch_id)  # driver: in the topic, not in Spark's commit log
 
     source = kafka.read_stream(
         spark, bootstrap, args.topic, max_offsets_per_trigger=args.max_offsets_per_trigger

@@ -1,10 +1,34 @@
-"""Named crash points: kill the whole job process group with SIGKILL at a chosen step.
+"""Fault points: declared places in a protocol where a test or the harness injects a fault.
 
-A guarantee's code calls :func:`crash_point` at each numbered step of its protocol. A crash
-test starts the job with ``SPARK_EXT_CRASH_AT=<name>`` or ``<name>@<batch_id>``; when that
-point is reached (in that batch) the process group of the job -- the driver's Python, its JVM
-and the Python workers, started together with ``start_new_session=True`` -- gets SIGKILL.
-No ``finally`` block, no shutdown hook and no flush runs: exactly what a lost driver looks like.
+Every step of every guarantee's protocol is declared once as a :class:`FaultPoint` next to the
+code it belongs to (the sinks derive theirs from their :class:`~spark_ext.sinks.protocol.Protocol`
+table), and the code calls :meth:`FaultPoint.reached` right after the step's durable effect.
+:func:`declared` lists them all; ``spark-ext list`` prints them per job.
+
+Which fault fires, where and how is data, read from the environment of the job:
+
+``SPARK_EXT_FAULT=<point>[@<batch>][:<kind>[=<seconds>]]``
+
+======================  ==================================================================
+kind                    what happens when the point is reached (in that batch)
+======================  ==================================================================
+``kill`` (default)      SIGKILL to the whole job: driver Python, its JVM, Python workers.
+                        No ``finally`` block, no shutdown hook, no flush: a lost driver.
+``raise``               :class:`InjectedFault` is raised *after* the step's durable effect.
+                        On the driver this is "commit landed, then an exception": Spark
+                        then calls the sink's ``abort``. In an executor task it fires on
+                        attempt 0 only, so the retried attempt (``spark.task.maxFailures``
+                        > 1) runs clean: a task retried on another executor.
+``sleep=<s>``           The step takes ``s`` seconds longer (attempt 0 only in a task): a
+                        straggler for speculative execution, or a step pushed past a timeout.
+======================  ==================================================================
+
+``SPARK_EXT_CRASH_AT=<point>[@<batch>]`` (the older spelling) means ``kill``.
+
+Every firing is recorded: a line ``SPARK_EXT_FAULT <point> kind=<k> batch=<b>`` on stderr and,
+when ``SPARK_EXT_FAULT_LOG`` names a file, one JSON line appended to it (point, kind, batch,
+side, task attempt, pid). The harness asserts that *its* fault fired from that log, never from
+how the process ended: an OOM kill or a kill at the wrong place is not the fault asked for.
 
 Points run on the driver or inside executor tasks. PySpark's worker daemon moves its Python
 workers into a process group of their own (``os.setpgid(0, 0)`` in ``pyspark/daemon.py``), so
@@ -12,44 +36,235 @@ killing the caller's group from a task would spare the driver. A job started by
 :func:`spark_ext.jobrun.run_job` is the leader of its own session, marked by
 ``SPARK_EXT_JOB_SESSION=1``; there :func:`kill_job` kills the session leader's group (the
 driver's Python and its JVM) and then the caller's own group. Without the marker it kills the
-caller's group only, so a crash point can never take down the shell that started a job by hand.
-Without ``SPARK_EXT_CRASH_AT`` a crash point costs one dictionary lookup.
+caller's group only, so a fault point can never take down the shell that started a job by hand.
+Without a fault requested, :meth:`FaultPoint.reached` costs one dictionary lookup.
+
+Example
+-------
+>>> p = declare("demo.1.written", "driver", "demo: rows written, marker not yet")
+>>> FaultSpec.parse("demo.1.written@3:raise")
+FaultSpec(point='demo.1.written', batch=3, kind=<FaultKind.RAISE: 'raise'>, seconds=0.0)
+>>> p.reached(3)   # nothing requested: returns at once
 """
 
 from __future__ import annotations
 
+import enum
+import json
 import logging
 import os
 import signal
 import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from spark_ext.errors import ConfigError, SparkExtError
 
 log = logging.getLogger(__name__)
 
+FAULT_ENV = "SPARK_EXT_FAULT"
+#: The older spelling of a ``kill`` fault: ``SPARK_EXT_CRASH_AT=<point>[@<batch>]``.
 CRASH_ENV = "SPARK_EXT_CRASH_AT"
+#: A file to which every fired fault appends one JSON line.
+FAULT_LOG_ENV = "SPARK_EXT_FAULT_LOG"
 #: Set by :func:`spark_ext.jobrun.run_job`: this process tree is a job session of its own.
 JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
 
+Side = Literal["driver", "executor", "any"]
+
+
+class FaultKind(enum.Enum):
+    """What an injected fault does (see the module docstring)."""
+
+    KILL = "kill"
+    RAISE = "raise"
+    SLEEP = "sleep"
+
+
+class InjectedFault(SparkExtError, RuntimeError):
+    """Raised by a ``raise`` fault point: the failure a test asked for, never a real one."""
+
+    def __init__(self, point: str, batch_id: int | None) -> None:
+        self.point = point
+        self.batch_id = batch_id
+        super().__init__(f"injected fault at {point} (batch {batch_id})")
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """A parsed ``SPARK_EXT_FAULT`` value: which point, which batch (any if None), what kind."""
+
+    point: str
+    batch: int | None = None
+    kind: FaultKind = FaultKind.KILL
+    seconds: float = 0.0
+
+    @classmethod
+    def parse(cls, spec: str) -> FaultSpec:
+        """Parse ``<point>[@<batch>][:<kind>[=<seconds>]]``; a bad spec is a :class:`ConfigError`."""
+        where, _, how = spec.partition(":")
+        point, _, batch = where.partition("@")
+        kind_name, _, arg = how.partition("=")
+        try:
+            kind = FaultKind(kind_name or "kill")
+            seconds = float(arg) if arg else 0.0
+            batch_id = int(batch) if batch else None
+        except ValueError:
+            raise ConfigError(
+                FAULT_ENV,
+                f"{spec!r} is not <point>[@<batch>][:kill|raise|sleep=<seconds>]",
+            ) from None
+        if not point or (kind is FaultKind.SLEEP) != bool(arg):
+            raise ConfigError(FAULT_ENV, f"{spec!r}: sleep takes =<seconds>, other kinds none")
+        return cls(point, batch_id, kind, seconds)
+
+    def __str__(self) -> str:
+        out = self.point + (f"@{self.batch}" if self.batch is not None else "")
+        if self.kind is FaultKind.SLEEP:
+            return f"{out}:sleep={self.seconds:g}"
+        return out if self.kind is FaultKind.KILL else f"{out}:{self.kind.value}"
+
+    def matches(self, point: str, batch_id: int | None) -> bool:
+        return point == self.point and (
+            self.batch is None or batch_id is None or self.batch == batch_id
+        )
+
+
+def requested_fault() -> FaultSpec | None:
+    """The fault the environment asks for, if any (``SPARK_EXT_FAULT``, else ``..._CRASH_AT``)."""
+    spec = os.environ.get(FAULT_ENV)
+    if spec:
+        return FaultSpec.parse(spec)
+    legacy = os.environ.get(CRASH_ENV)
+    return FaultSpec.parse(legacy.split(":", 1)[0]) if legacy else None
+
+
+@dataclass(frozen=True)
+class FaultPoint:
+    """One declared place where a fault can be injected: right after a step's durable effect.
+
+    Parameters
+    ----------
+    name
+        ``<owner>.<number>.<step>`` for protocol steps (``delta2pc.3.committed``), otherwise
+        ``<owner>.<step>``. Unique across the library.
+    side
+        Where the point runs: ``"driver"``, ``"executor"`` (inside a Spark task) or ``"any"``.
+    doc
+        One line: what is durable when the point is reached, and what is not yet.
+    """
+
+    name: str
+    side: Side
+    doc: str = ""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def reached(self, batch_id: int | None = None) -> None:
+        """The step is done for ``batch_id``: fire the requested fault if it is this one."""
+        if FAULT_ENV not in os.environ and CRASH_ENV not in os.environ:
+            return
+        spec = requested_fault()
+        if spec is None or not spec.matches(self.name, batch_id):
+            return
+        attempt = _task_attempt()
+        if spec.kind is not FaultKind.KILL and attempt not in (None, 0):
+            return  # raise/sleep in a task: attempt 0 only, the retry runs clean
+        _record(self, spec, batch_id, attempt)
+        if spec.kind is FaultKind.KILL:
+            kill_job(self.name, batch_id)
+        elif spec.kind is FaultKind.SLEEP:
+            time.sleep(spec.seconds)
+        else:
+            raise InjectedFault(self.name, batch_id)
+
+
+_DECLARED: dict[str, FaultPoint] = {}
+
+
+def declare(name: str, side: Side, doc: str = "") -> FaultPoint:
+    """Declare the fault point ``name`` (once; a second declaration must be identical)."""
+    point = FaultPoint(name, side, doc)
+    known = _DECLARED.setdefault(name, point)
+    if known.side != side:
+        raise ValueError(f"fault point {name!r} declared twice with sides {known.side}/{side}")
+    return known
+
+
+def declared(prefix: str = "") -> list[FaultPoint]:
+    """Every fault point declared so far (by imported modules) whose name starts with ``prefix``."""
+    return sorted((p for n, p in _DECLARED.items() if n.startswith(prefix)), key=lambda p: p.name)
+
+
+def lookup(name: str) -> FaultPoint:
+    """The declared point ``name``; :class:`KeyError` naming the known ones otherwise."""
+    try:
+        return _DECLARED[name]
+    except KeyError:
+        raise KeyError(
+            f"no fault point {name!r} (declared: {', '.join(sorted(_DECLARED))})"
+        ) from None
+
 
 def crash_requested(name: str, batch_id: int | None = None) -> bool:
-    """Whether ``SPARK_EXT_CRASH_AT`` asks for a crash at ``name`` (in ``batch_id``)."""
-    spec = os.environ.get(CRASH_ENV)
-    if not spec:
-        return False
-    target, _, batch = spec.partition("@")
-    if target != name:
-        return False
-    return not batch or batch_id is None or int(batch) == batch_id
+    """Whether the environment asks for a ``kill`` at ``name`` (in ``batch_id``)."""
+    spec = requested_fault()
+    return spec is not None and spec.kind is FaultKind.KILL and spec.matches(name, batch_id)
 
 
 def crash_point(name: str, batch_id: int | None = None) -> None:
-    """Kill the job's process group with SIGKILL if the crash test asked for ``name``."""
-    if crash_requested(name, batch_id):
-        kill_job(name, batch_id)
+    """Reach the fault point ``name`` (declared on first use, side ``any``): for scripts only.
+
+    Library code declares its points with :func:`declare` and calls :meth:`FaultPoint.reached`.
+    """
+    (_DECLARED.get(name) or FaultPoint(name, "any")).reached(batch_id)
+
+
+def fault_log_entries(path: str | os.PathLike[str]) -> list[dict[str, object]]:
+    """The faults recorded in a ``SPARK_EXT_FAULT_LOG`` file, oldest first ([] if none fired)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _task_attempt() -> int | None:
+    """The attempt number of the Spark task this runs in, ``None`` on the driver."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return None if ctx is None else ctx.attemptNumber()
+
+
+def _record(point: FaultPoint, spec: FaultSpec, batch_id: int | None, attempt: int | None) -> None:
+    log.warning(
+        "fault %s at %s (batch %s, attempt %s)", spec.kind.value, point.name, batch_id, attempt
+    )
+    sys.stderr.write(f"SPARK_EXT_FAULT {point.name} kind={spec.kind.value} batch={batch_id}\n")
+    sys.stderr.flush()
+    path = os.environ.get(FAULT_LOG_ENV)
+    if path:
+        entry = {
+            "point": point.name,
+            "kind": spec.kind.value,
+            "batch": batch_id,
+            "side": "driver" if attempt is None else "executor",
+            "attempt": attempt,
+            "pid": os.getpid(),
+        }
+        with open(path, "a", encoding="utf-8") as f:  # one short line: an atomic append
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def kill_job(name: str, batch_id: int | None) -> None:
     """SIGKILL the whole job from wherever this runs: driver, executor task, or writer commit."""
-    log.warning("crash point %s (batch %s): SIGKILL to the job", name, batch_id)
     sys.stderr.write(f"SPARK_EXT_CRASH {name} batch={batch_id}\n")
     sys.stderr.flush()
     session, group = os.getsid(0), os.getpgid(0)

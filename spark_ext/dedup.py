@@ -65,10 +65,14 @@ from pyspark.sql.types import (
 )
 
 from spark_ext.bloom import RotatingBloom, stable_hash64
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+#: Fault points of :class:`DedupSink`, reached after each durable write of a batch.
+AFTER_CATALOG = declare("dedup.after_catalog", "driver", "kept ids in the catalog, output not yet")
+AFTER_OUTPUT = declare("dedup.after_output", "driver", "output appended, filter state not saved")
 
 #: Values of the ``_kind`` column of :func:`deduplicate`'s output.
 KIND_NEW = "new"
@@ -488,10 +492,10 @@ class DedupSink:
                     batch_id,
                     f"{self.sink_id}-catalog",
                 )
-                crash_point("dedup.after_catalog", batch_id)
+                AFTER_CATALOG.reached(batch_id)
             columns = self.output_columns or [c for c in batch.columns if not c.startswith("_")]
             self._append(kept.select(*columns), self.output_path, self.sink_id, batch_id)
-            crash_point("dedup.after_output", batch_id)
+            AFTER_OUTPUT.reached(batch_id)
             if self.quarantine_path and metrics.late_rows:
                 late = batch.where(F.col("_kind") == KIND_LATE).select(*columns)
                 self._append(late, self.quarantine_path, f"{self.sink_id}-late", batch_id)

@@ -2,13 +2,15 @@
 
 This is how crash tests and the recovery harness kill "the driver": the job runs as
 ``python -m <module> <args>`` in a new session (its own process group), so its Python driver,
-the JVM it launches and the Python workers all die together, either at a named crash point
-(``SPARK_EXT_CRASH_AT``, see :mod:`spark_ext.crash`) or after a delay chosen by the caller.
+the JVM it launches and the Python workers all die together, either at a declared fault point
+(``fault=``, see :mod:`spark_ext.crash`) or after a delay chosen by the caller. Every fault that
+fired is read back from the run's own fault log (:attr:`JobRun.faults`): a test asserts that
+*its* fault fired, not merely that the job died.
 
 Example
 -------
->>> run = run_job("jobs.ingest_events", ["--topic", "t"], crash_at="ingest.after_write@1")
->>> run.killed                                     # doctest: +SKIP
+>>> run = run_job("jobs.ingest_events", ["--topic", "t"], fault="ingest.after_write@1")
+>>> run.fired("ingest.after_write")                # doctest: +SKIP
 True
 >>> run_job("jobs.ingest_events", ["--topic", "t"]).ok   # restart from the checkpoint  # doctest: +SKIP
 True
@@ -27,7 +29,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_ext.crash import CRASH_ENV, JOB_SESSION_ENV
+from spark_ext.crash import (
+    CRASH_ENV,
+    FAULT_ENV,
+    FAULT_LOG_ENV,
+    JOB_SESSION_ENV,
+    FaultSpec,
+    fault_log_entries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +50,17 @@ class JobRun:
     returncode: int
     seconds: float
     output_tail: str
+    #: The faults that fired in this run, from its fault log (see :mod:`spark_ext.crash`).
+    faults: tuple[dict[str, object], ...] = ()
 
     @property
     def killed(self) -> bool:
-        """Ended by SIGKILL (a crash point or the caller's timer)."""
+        """Ended by SIGKILL (a fault point, the caller's timer, or anything else, e.g. OOM)."""
         return self.returncode == -signal.SIGKILL
+
+    def fired(self, point: str, kind: str | None = None) -> bool:
+        """Whether the fault point ``point`` fired in this run (with ``kind``, if given)."""
+        return any(f["point"] == point and (kind is None or f["kind"] == kind) for f in self.faults)
 
     @property
     def ok(self) -> bool:
@@ -54,7 +69,7 @@ class JobRun:
 
 def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a job subprocess gets: this interpreter, loopback, no crash point."""
-    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, FAULT_ENV, FAULT_LOG_ENV)}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -71,42 +86,56 @@ def run_job(
     kill_after_s: float | None = None,
     timeout_s: float = 600.0,
     env: Mapping[str, str] | None = None,
+    fault: str | FaultSpec | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> JobRun:
     """Run ``python -m module args`` to its end, or until it is killed.
 
     Parameters
     ----------
     crash_at
-        A crash point spec ``name`` or ``name@batch_id`` put in ``SPARK_EXT_CRASH_AT``.
+        A ``kill`` fault: ``name`` or ``name@batch_id`` (the same as ``fault=`` of that spec).
+    fault
+        A fault spec ``<point>[@<batch>][:kill|raise|sleep=<s>]`` put in ``SPARK_EXT_FAULT``.
+    cwd
+        The job's working directory (default: the caller's), so relative paths in ``args``
+        mean what they mean to the caller.
     kill_after_s
         Kill the job's process group with SIGKILL after this many seconds.
     timeout_s
         A job still running after this long is killed and :class:`TimeoutError` raised.
     """
     extra = dict(env or {})
-    if crash_at:
-        extra[CRASH_ENV] = crash_at
+    if crash_at and fault:
+        raise ValueError("give crash_at or fault, not both")
+    spec = str(FaultSpec.parse(str(fault or crash_at))) if (fault or crash_at) else None
     start = time.monotonic()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            cwd=REPO,
-            env=job_environment(extra),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = start + (kill_after_s if kill_after_s is not None else timeout_s)
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            if kill_after_s is None:
-                raise TimeoutError(f"{module} still running after {timeout_s}s") from None
-        _kill_group(proc)  # leftovers of a job that exited (a stray Python worker, the JVM)
-        out.seek(0)
-        tail = out.read()[-8000:].decode(errors="replace")
-    run = JobRun(proc.returncode, time.monotonic() - start, tail)
+    with tempfile.TemporaryDirectory(prefix="spark-ext-run-") as tmp:
+        fault_log = Path(tmp) / "faults.jsonl"
+        if spec:
+            extra[FAULT_ENV] = spec
+        extra.setdefault(FAULT_LOG_ENV, str(fault_log))
+        with open(Path(tmp) / "output", "w+b") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", module, *args],
+                cwd=cwd if cwd is not None else os.getcwd(),
+                env=job_environment(extra),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            deadline = start + (kill_after_s if kill_after_s is not None else timeout_s)
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                if kill_after_s is None:
+                    raise TimeoutError(f"{module} still running after {timeout_s}s") from None
+            finally:
+                _kill_group(proc)  # a timed-out job, or leftovers (a stray worker, the JVM)
+            out.seek(0)
+            tail = out.read()[-8000:].decode(errors="replace")
+        faults = tuple(fault_log_entries(extra[FAULT_LOG_ENV]))
+    run = JobRun(proc.returncode, time.monotonic() - start, tail, faults)
     log.info("%s %s -> rc %s in %.1fs", module, " ".join(args), run.returncode, run.seconds)
     return run
 

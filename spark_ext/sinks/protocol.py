@@ -34,9 +34,10 @@ Idempotent writes (``IDEMPOTENT`` steps, the ``foreachBatch`` sinks)
 4. ``marked`` (driver): the marker (sink id, batch id) is recorded; Spark then writes its
    commit log.
 
-Each step has a crash point named ``<sink prefix>.<number>.<step name>`` (for example
-``delta2pc.3.committed``); crash tests kill the job at each of them with
-``SPARK_EXT_CRASH_AT=<point>@<batch>`` (see :mod:`spark_ext.crash`).
+Each step is a declared fault point (:mod:`spark_ext.crash`) named
+``<sink prefix>.<number>.<step name>`` (for example ``delta2pc.3.committed``), reached right
+after the step's durable effect; tests inject a fault there with
+``SPARK_EXT_FAULT=<point>@<batch>[:kill|raise|sleep=<s>]``.
 
 Example
 -------
@@ -56,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from spark_ext.crash import crash_requested, kill_job
+from spark_ext.crash import FaultPoint, declare
 from spark_ext.sinks.errors import SinkConfigError
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ IDEMPOTENT: tuple[Step, ...] = (
 
 @dataclass(frozen=True)
 class Protocol:
-    """The steps of one sink, with the crash point of each.
+    """The steps of one sink, with the fault point of each (declared when the protocol is).
 
     Parameters
     ----------
@@ -120,6 +121,10 @@ class Protocol:
     prefix: str
     steps: tuple[Step, ...]
 
+    def __post_init__(self) -> None:
+        for s in self.steps:
+            declare(self.point(s.number), s.side, f"{self.prefix}: step {s.number} ({s.name}) done")
+
     def step(self, number: int) -> Step:
         for s in self.steps:
             if s.number == number:
@@ -127,18 +132,20 @@ class Protocol:
         raise KeyError(f"{self.prefix} has no step {number}")
 
     def point(self, number: int) -> str:
-        """The crash-point name of step ``number``: ``<prefix>.<number>.<name>``."""
+        """The fault-point name of step ``number``: ``<prefix>.<number>.<name>``."""
         return f"{self.prefix}.{number}.{self.step(number).name}"
 
     def points(self) -> list[str]:
-        """Every crash point of the protocol, in step order."""
+        """Every fault point of the protocol, in step order."""
         return [self.point(s.number) for s in self.steps]
 
+    def fault(self, number: int) -> FaultPoint:
+        """The declared fault point of step ``number``."""
+        return declare(self.point(number), self.step(number).side)
+
     def reached(self, number: int, batch_id: int | None) -> None:
-        """Mark that step ``number`` of batch ``batch_id`` is done (a crash test may kill here)."""
-        name = self.point(number)
-        if crash_requested(name, batch_id):
-            kill_job(name, batch_id)
+        """Step ``number`` of batch ``batch_id`` is durable: an injected fault may fire here."""
+        self.fault(number).reached(batch_id)
 
 
 DELTA_TWO_PHASE = Protocol("delta2pc", TWO_PHASE)

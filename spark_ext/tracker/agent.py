@@ -42,12 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 from spark_ext.tracker.errors import TrackerLogCorrupt, TrackerUnavailable
 from spark_ext.tracker.reports import Report, ReportKey
 from spark_ext.tracker.substreams import Substream
 
 log = logging.getLogger(__name__)
+
+#: Fault points of the local agent's append of a batch's reports to its log.
+BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
+AFTER_APPEND = declare("tracker.agent.after_append", "driver", "reports appended to the log")
 
 LOG_NAME = "tracker.log"
 
@@ -366,12 +370,12 @@ class LocalTrackingAgent(TrackingAgent):
             ends = self._state.settle()
             batch = accepted[0].key.batch
             try:
-                crash_point("tracker.agent.before_append", batch)
+                BEFORE_APPEND.reached(batch)
                 self._append(apply_record(accepted, ends))
             except BaseException:
                 self._state = before
                 raise
-            crash_point("tracker.agent.after_append", batch)
+            AFTER_APPEND.reached(batch)
             self._ends.extend(ends)
         for e in ends:
             log.info("substream %s ended (seq %d)", e.substream, e.seq)

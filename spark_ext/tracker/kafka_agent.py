@@ -56,7 +56,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 from spark_ext.tracker.agent import (
     EndEvent,
     TrackerFigures,
@@ -70,6 +70,11 @@ from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnav
 from spark_ext.tracker.reports import Report
 
 log = logging.getLogger(__name__)
+
+#: Fault points of the Kafka agent's write (steps 4-5: one transaction, then its commit).
+BEFORE_SEND = declare("tracker.agent.before_send", "driver", "transaction begun, nothing sent")
+BEFORE_COMMIT = declare("tracker.agent.before_commit", "driver", "log and ends sent, not committed")
+AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends committed")
 logging.getLogger("kafka").setLevel(logging.WARNING)
 
 #: How often a failed transaction (fenced, broker unreachable) is retried before giving up.
@@ -306,7 +311,7 @@ class KafkaTrackingAgent(TrackingAgent):
         """
         p = self._producer
         p.begin_transaction()
-        crash_point("tracker.agent.before_send", batch)
+        BEFORE_SEND.reached(batch)
         body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
         sent = p.send(self.topics.log, value=body, partition=0)
         last_end = None
@@ -320,9 +325,9 @@ class KafkaTrackingAgent(TrackingAgent):
         p.flush()
         offset = sent.get(timeout=READ_TIMEOUT_S).offset
         end_offset = last_end.get(timeout=READ_TIMEOUT_S).offset if last_end else None
-        crash_point("tracker.agent.before_commit", batch)
+        BEFORE_COMMIT.reached(batch)
         p.commit_transaction()
-        crash_point("tracker.agent.after_commit", batch)
+        AFTER_COMMIT.reached(batch)
         return offset, end_offset
 
     def _await_visible(self, offset: int) -> None:

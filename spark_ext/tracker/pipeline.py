@@ -31,7 +31,7 @@ substreams, reports them *finished*, and its windows end when the agent both que
 (a :class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` across machines) has seen the
 close and a zero XOR. See :mod:`jobs.tracker_two_queries`.
 
-Crash points (``SPARK_EXT_CRASH_AT``): ``tracker.after_sink``, ``tracker.after_reports``,
+Fault points (:mod:`spark_ext.crash`): ``tracker.after_sink``, ``tracker.after_reports``,
 ``tracker.agent.before_append``, ``tracker.agent.after_append``.
 
 Example
@@ -68,7 +68,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_ext.crash import crash_point
+from spark_ext.crash import declare
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.operators.runner import (
     ALL_SUBSTREAMS,
@@ -87,6 +87,10 @@ from spark_ext.tracker.source import FORMAT, register
 from spark_ext.tracker.substreams import Substream, Windowing
 
 log = logging.getLogger(__name__)
+
+#: Fault points of a tracked query's batch handler.
+AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
+AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
 
 ASSIGN_STAGE = "assign"
 
@@ -424,12 +428,12 @@ class BatchHandler:
             rows = df.where(F.col("kind") == KIND_REPORT).select("report").collect()  # 1
             results = df.where(F.col("kind") == KIND_RESULT).select(*self.columns)
             self.sink.write(results, batch_id)  # 2
-            crash_point("tracker.after_sink", batch_id)
+            AFTER_SINK.reached(batch_id)
             reports = batch_reports(
                 self.query, batch_id, (TaskReport.from_json(r.report) for r in rows)
             )
             ends = self.agent.apply(reports)  # 3
-            crash_point("tracker.after_reports", batch_id)
+            AFTER_REPORTS.reached(batch_id)
             self.figures = self.agent.figures()
             log.info(
                 "[%s] batch %d: %d reports, %d substreams ended; %s",

@@ -77,7 +77,7 @@ def test_crash_points_are_named_by_step_number_and_name():
 
 def test_crash_point_kills_only_when_asked(monkeypatch):
     killed = []
-    monkeypatch.setattr("spark_ext.sinks.protocol.kill_job", lambda n, b: killed.append((n, b)))
+    monkeypatch.setattr("spark_ext.crash.kill_job", lambda n, b: killed.append((n, b)))
     monkeypatch.setenv("SPARK_EXT_CRASH_AT", "delta2pc.3.committed@1")
     DELTA_TWO_PHASE.reached(3, 0)
     DELTA_TWO_PHASE.reached(2, 1)

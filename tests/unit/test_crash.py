@@ -7,7 +7,19 @@ import time
 
 import pytest
 
-from spark_ext.crash import CRASH_ENV, crash_requested
+from spark_ext.crash import (
+    CRASH_ENV,
+    FAULT_ENV,
+    FAULT_LOG_ENV,
+    FaultKind,
+    FaultSpec,
+    InjectedFault,
+    crash_requested,
+    declare,
+    declared,
+    fault_log_entries,
+)
+from spark_ext.errors import ConfigError
 from spark_ext.jobrun import run_job
 
 
@@ -53,7 +65,7 @@ def test_crash_point_kills_the_whole_process_group(tmp_path) -> None:
         )
     finally:
         sys.path.remove(str(tmp_path.parent))
-    assert run.killed
+    assert run.killed and run.fired("demo.step", "kill")
     assert "not reached" not in run.output_tail
     assert not _running(int(marker.read_text()))
 
@@ -73,7 +85,7 @@ def _running(pid: int) -> bool:
 
 def test_job_without_crash_point_runs_to_its_end() -> None:
     run = run_job("json.tool", ["--help"], crash_at="never.reached", timeout_s=60)
-    assert run.ok and not run.killed
+    assert run.ok and not run.killed and run.faults == ()
 
 
 def test_crash_point_in_a_worker_with_its_own_group_kills_the_driver(tmp_path) -> None:
@@ -99,6 +111,74 @@ def test_crash_point_in_a_worker_with_its_own_group_kills_the_driver(tmp_path) -
         env={"PYTHONPATH": str(tmp_path.parent)},
         timeout_s=60,
     )
-    assert run.killed
+    assert run.killed and run.fired("demo.task", "kill")
     assert run.seconds < 25
     assert "driver survived" not in run.output_tail
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("a.1.b", FaultSpec("a.1.b")),
+        ("a.1.b@3", FaultSpec("a.1.b", 3)),
+        ("a.1.b@3:raise", FaultSpec("a.1.b", 3, FaultKind.RAISE)),
+        ("a.1.b:sleep=2.5", FaultSpec("a.1.b", None, FaultKind.SLEEP, 2.5)),
+    ],
+)
+def test_fault_spec_parses_and_prints_back(spec, expected) -> None:
+    assert FaultSpec.parse(spec) == expected
+    assert str(FaultSpec.parse(spec)) == spec
+
+
+@pytest.mark.parametrize("spec", ["", "a@x", "a:explode", "a:sleep", "a:raise=3"])
+def test_bad_fault_spec_is_a_config_error_naming_the_setting(spec) -> None:
+    with pytest.raises(ConfigError, match=FAULT_ENV):
+        FaultSpec.parse(spec)
+
+
+def test_raise_fault_fires_after_the_step_and_is_logged(monkeypatch, tmp_path) -> None:
+    point = declare("unit.1.written", "driver", "unit test step")
+    log = tmp_path / "faults.jsonl"
+    monkeypatch.delenv(CRASH_ENV, raising=False)
+    monkeypatch.setenv(FAULT_ENV, "unit.1.written@2:raise")
+    monkeypatch.setenv(FAULT_LOG_ENV, str(log))
+    point.reached(1)  # another batch: nothing
+    assert fault_log_entries(log) == []
+    with pytest.raises(InjectedFault) as err:
+        point.reached(2)
+    assert err.value.point == "unit.1.written" and err.value.batch_id == 2
+    [entry] = fault_log_entries(log)
+    assert (entry["point"], entry["kind"], entry["batch"], entry["side"]) == (
+        "unit.1.written",
+        "raise",
+        2,
+        "driver",
+    )
+
+
+def test_sleep_fault_delays_the_step(monkeypatch) -> None:
+    point = declare("unit.2.slow", "driver")
+    monkeypatch.setenv(FAULT_ENV, "unit.2.slow:sleep=0.3")
+    t0 = time.monotonic()
+    point.reached(0)
+    assert time.monotonic() - t0 >= 0.3
+
+
+def test_a_raise_fault_is_not_a_kill(monkeypatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "unit.1.written:raise")
+    assert not crash_requested("unit.1.written", 0)
+
+
+def test_declaring_a_point_twice_with_another_side_is_refused() -> None:
+    declare("unit.3.twice", "driver")
+    assert declare("unit.3.twice", "driver") in declared("unit.3")
+    with pytest.raises(ValueError, match=r"unit\.3\.twice"):
+        declare("unit.3.twice", "executor")
+
+
+def test_every_sink_protocol_step_is_a_declared_point() -> None:
+    from spark_ext.sinks.protocol import DELTA_TWO_PHASE, KAFKA_IDEMPOTENT
+
+    names = {p.name for p in declared()}
+    assert set(DELTA_TWO_PHASE.points()) | set(KAFKA_IDEMPOTENT.points()) <= names
+    assert DELTA_TWO_PHASE.fault(1).side == "executor"
