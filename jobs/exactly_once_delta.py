@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
+    from connectors.sinks import Trigger, exactly_once_to_delta
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
-    from spark_ext.sinks import Trigger, exactly_once_to_delta
 
     profile = load_profile(args.profile)
     spark = build_session(profile)

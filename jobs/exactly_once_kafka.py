@@ -59,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
+    from connectors.sinks import Trigger, exactly_once_to_kafka
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
-    from spark_ext.sinks import Trigger, exactly_once_to_kafka
 
     profile = load_profile(args.profile)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers

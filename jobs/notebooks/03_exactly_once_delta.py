@@ -50,8 +50,8 @@ produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
 
+from connectors.sinks import Trigger, exactly_once_to_delta
 from jobs.exactly_once_delta import events_stream
-from spark_ext.sinks import Trigger, exactly_once_to_delta
 
 
 def run(folder: Path) -> None:

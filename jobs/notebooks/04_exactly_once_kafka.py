@@ -45,8 +45,8 @@ produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
 
+from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
-from spark_ext.sinks import Trigger, exactly_once_to_kafka
 
 
 def run(name: str) -> str:

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from benchmarks.common import BenchContext, Figure
 from benchmarks.ingest import events_topic
 from connectors import kafka
+from connectors.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
 from jobs.exactly_once_delta import parse_events
 from jobs.exactly_once_kafka import forward
-from spark_ext.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
 
 EVENTS = 1_000_000
 #: Same micro-batches for every variant: 5 batches at full scale.

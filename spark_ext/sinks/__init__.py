@@ -1,10 +1,11 @@
-"""Exactly-once sinks for Delta and Kafka, on one commit protocol keyed by (sink id, batch id).
+"""The commit protocol of the exactly-once sinks, keyed by (sink id, batch id).
 
-See :mod:`spark_ext.sinks.protocol` for the numbered steps, :mod:`spark_ext.sinks.api` for the
-calls a pipeline author makes, :mod:`spark_ext.sinks.errors` for what can go wrong.
+See :mod:`spark_ext.sinks.protocol` for the numbered steps, :mod:`spark_ext.sinks.errors` for
+what can go wrong, :mod:`spark_ext.sinks.trigger` for the query options every sink checks.
+The Delta and Kafka sinks themselves are in :mod:`connectors` (``connectors.sinks`` has the one
+call per sink a pipeline author makes): connectors sit above this package, never below it.
 """
 
-from spark_ext.sinks.api import Trigger, exactly_once_to_delta, exactly_once_to_kafka
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
@@ -15,6 +16,7 @@ from spark_ext.sinks.errors import (
     TransactionTimeoutError,
     WriterFencedError,
 )
+from spark_ext.sinks.trigger import Trigger
 
 __all__ = [
     "CommitUncertainError",
@@ -26,6 +28,4 @@ __all__ = [
     "TransactionTimeoutError",
     "Trigger",
     "WriterFencedError",
-    "exactly_once_to_delta",
-    "exactly_once_to_kafka",
 ]

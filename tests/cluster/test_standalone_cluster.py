@@ -95,8 +95,8 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
         assert executors, f"no executor ran on {worker}"
 
     # 2. The same pipeline in local mode (the test session), on the same topic.
+    from connectors.sinks import Trigger, exactly_once_to_delta
     from jobs.exactly_once_delta import events_stream
-    from spark_ext.sinks import Trigger, exactly_once_to_delta
 
     local_table = tmp_path / "local" / "events"
     query = exactly_once_to_delta(

@@ -10,8 +10,8 @@ from conftest import EVENTS, MAX_OFFSETS
 from deltalake import DeltaTable
 
 from connectors.delta_sink import DeltaCommitter
+from connectors.sinks import Trigger, exactly_once_to_delta
 from jobs.exactly_once_delta import events_stream
-from spark_ext.sinks import Trigger, exactly_once_to_delta
 
 pytestmark = pytest.mark.integration
 

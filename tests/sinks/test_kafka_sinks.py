@@ -7,8 +7,8 @@ from conftest import EVENTS, MAX_OFFSETS
 
 from connectors import kafka
 from connectors.kafka_sink import SinkProgress
+from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
-from spark_ext.sinks import Trigger, exactly_once_to_kafka
 
 pytestmark = pytest.mark.integration
 

@@ -16,13 +16,12 @@ from pyspark.sql.types import StringType, StructField, StructType
 from connectors import kafka
 from connectors.delta_sink import DeltaCommitter, StagedFile, schema_shape, staged_name
 from connectors.kafka_sink import KafkaCommitter, KafkaSinkSettings, SinkProgress, StagedRecords
+from connectors.sinks import Trigger, exactly_once_to_delta
 from spark_ext.sinks import (
     ConcurrentWriterError,
     SchemaMismatchError,
     TransactionTimeoutError,
-    Trigger,
     WriterFencedError,
-    exactly_once_to_delta,
 )
 from spark_ext.sinks.protocol import Outcome, commit_batch
 

@@ -1,4 +1,4 @@
-"""One call per exactly-once sink: start a streaming query that writes a DataFrame exactly once.
+"""One call per exactly-once sink (Delta, Kafka): start a streaming query that writes a DataFrame exactly once.
 
 What is guaranteed (for every sink here): after any number of driver crashes and restarts
 from the same ``checkpoint`` with the same ``sink_id``, the target holds every row of every
@@ -12,7 +12,7 @@ sinks append); visibility timing (two-phase sinks show a batch only when the dri
 
 Example
 -------
->>> from spark_ext.sinks import Trigger, exactly_once_to_delta
+>>> from connectors.sinks import Trigger, exactly_once_to_delta
 >>> q = exactly_once_to_delta(df, "/data/events", sink_id="events",
 ...                           checkpoint="/chk/events", trigger=Trigger(available_now=True))  # doctest: +SKIP
 >>> q.awaitTermination()  # doctest: +SKIP
@@ -21,52 +21,21 @@ Example
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pyspark.sql import DataFrame
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming import StreamingQuery
 
 from spark_ext.sinks.errors import SinkConfigError
-from spark_ext.sinks.protocol import validate_sink_id
+from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
 
 log = logging.getLogger(__name__)
 
+__all__ = ["Trigger", "exactly_once_to_delta", "exactly_once_to_kafka"]
+
 DeltaMode = Literal["two_phase", "idempotent"]
 KafkaMode = Literal["two_phase", "idempotent"]
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """When micro-batches run: ``available_now`` (drain what is there, then stop) or every
-    ``processing_time`` (e.g. ``"1 second"``)."""
-
-    available_now: bool = False
-    processing_time: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.available_now == (self.processing_time is not None):
-            raise SinkConfigError(
-                "trigger", "set exactly one of available_now=True or processing_time"
-            )
-
-    def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
-        if self.available_now:
-            return writer.trigger(availableNow=True)
-        return writer.trigger(processingTime=self.processing_time or "0 seconds")
-
-
-DEFAULT_TRIGGER = Trigger(processing_time="1 second")
-
-
-def _checked(df: DataFrame, checkpoint: str | Path, sink_id: str) -> str:
-    validate_sink_id(sink_id)
-    if not df.isStreaming:
-        raise SinkConfigError("df", "exactly-once sinks take a streaming DataFrame")
-    if not str(checkpoint):
-        raise SinkConfigError("checkpoint", "a checkpoint location is required")
-    return str(checkpoint)
 
 
 def exactly_once_to_delta(
@@ -127,7 +96,7 @@ def exactly_once_to_delta(
         ensure_table,
     )
 
-    chk = _checked(df, checkpoint, sink_id)
+    chk = check_sink_query(df, checkpoint, sink_id)
     table = str(path)
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
@@ -205,7 +174,7 @@ def exactly_once_to_kafka(
         check_columns,
     )
 
-    chk = _checked(df, checkpoint, sink_id)
+    chk = check_sink_query(df, checkpoint, sink_id)
     check_columns(df.schema)
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
