@@ -7,6 +7,7 @@ call per sink a pipeline author makes): connectors sit above this package, never
 """
 
 from spark_ext.sinks.errors import (
+    BatchRegressionError,
     CommitUncertainError,
     ConcurrentWriterError,
     SchemaMismatchError,
@@ -19,6 +20,7 @@ from spark_ext.sinks.errors import (
 from spark_ext.sinks.trigger import Trigger
 
 __all__ = [
+    "BatchRegressionError",
     "CommitUncertainError",
     "ConcurrentWriterError",
     "SchemaMismatchError",

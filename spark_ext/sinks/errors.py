@@ -60,6 +60,38 @@ class CommitUncertainError(SinkError):
     """
 
 
+class BatchRegressionError(SinkError):
+    """A batch id below the one this sink id last recorded: nothing is written.
+
+    Spark only ever replays the batch it recorded last (``recorded == batch_id``). A lower id
+    means the query's checkpoint was deleted or reset while the output was kept, a second query
+    writes with the same sink id, or a zombie driver is still running. Skipping would lose the
+    batch silently; writing would duplicate it. Nothing of the batch is committed.
+    """
+
+    def __init__(self, sink_id: str, batch_id: int, recorded: int) -> None:
+        self.sink_id = sink_id
+        self.batch_id = batch_id
+        self.recorded = recorded
+        super().__init__(
+            f"sink {sink_id!r}: batch {batch_id} is below the recorded batch {recorded} "
+            "(checkpoint reset or deleted while the output was kept, a second query with this "
+            "sink id, or a zombie driver); nothing written"
+        )
+
+
+def check_batch_order(sink_id: str, batch_id: int, recorded: int | None) -> bool:
+    """Whether ``batch_id`` is a replay of the recorded batch (skip it) or new (write it).
+
+    Raises :class:`BatchRegressionError` for a batch id below the recorded one.
+    """
+    if recorded is None or batch_id > recorded:
+        return False
+    if batch_id == recorded:
+        return True
+    raise BatchRegressionError(sink_id, batch_id, recorded)
+
+
 class StagedDataMissingError(SinkError):
     """A commit message points at staged output that is gone (removed by hand or by abort).
 

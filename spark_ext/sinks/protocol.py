@@ -11,8 +11,10 @@ Two-phase commit (``TWO_PHASE`` steps, the two-phase Delta and Kafka sinks)
    that no Delta snapshot references, or an Arrow file of records not yet in the output
    topic -- and returns a small commit message naming what it staged. Nothing is visible.
 2. ``before_commit`` (driver, ``commit(messages, batch_id)``): every task staged. The sink
-   reads the batch id it last recorded for its sink id; if it is ``>= batch_id`` the batch is
-   a replay of a committed batch and step 3 is skipped.
+   reads the batch id it last recorded for its sink id; if it is ``== batch_id`` the batch is
+   a replay of a committed batch and step 3 is skipped. If it is ``> batch_id`` the query is
+   not the one that wrote the output (checkpoint reset, second query, zombie):
+   :class:`~spark_ext.sinks.errors.BatchRegressionError`, nothing written.
 3. ``committed`` (driver): ONE atomic commit makes every staged part visible together with
    the marker (sink id, batch id): a Delta commit holding the add actions and
    ``txn(appId=sink id, version=batch id)``, or a Kafka transaction holding the records and
@@ -58,7 +60,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from spark_ext.crash import FaultPoint, declare
-from spark_ext.sinks.errors import SinkConfigError
+from spark_ext.sinks.errors import SinkConfigError, check_batch_order
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +209,7 @@ def commit_batch(committer: TwoPhaseCommitter[M], batch_id: int, messages: Seque
     # 2. Every task staged; read what this sink id recorded last.
     last = committer.last_committed_batch()
     p.reached(2, batch_id)
-    if last is not None and last >= batch_id:
+    if check_batch_order(committer.sink_id, batch_id, last):
         log.info(
             "%s batch %d: already committed (recorded %d), replay skipped",
             committer.sink_id,

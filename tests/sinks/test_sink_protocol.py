@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_ext.sinks import SinkConfigError
+from spark_ext.sinks import BatchRegressionError, SinkConfigError
 from spark_ext.sinks.protocol import (
     DELTA_TWO_PHASE,
     KAFKA_IDEMPOTENT,
@@ -51,12 +51,21 @@ def test_a_new_batch_is_committed_once_then_cleaned():
     assert target.rows == ["a", "b"] and target.recorded == 4
 
 
-@pytest.mark.parametrize("recorded", [4, 7])
-def test_replayed_batch_is_skipped_and_its_staging_removed(recorded):
-    target = RecordingCommitter(recorded=recorded)
+def test_replayed_batch_is_skipped_and_its_staging_removed():
+    target = RecordingCommitter(recorded=4)
     assert commit_batch(target, 4, ["a"]) is Outcome.SKIPPED_REPLAY
     assert target.calls == ["read", "clean 4 committed=False"]
     assert target.rows == []
+
+
+def test_batch_below_the_recorded_one_is_a_typed_error_and_writes_nothing():
+    """X1: Spark replays only the recorded batch; a lower id (checkpoint reset, a second query,
+    a zombie driver) used to be skipped silently, losing the batch."""
+    target = RecordingCommitter(recorded=7)
+    with pytest.raises(BatchRegressionError) as err:
+        commit_batch(target, 4, ["a"])
+    assert (err.value.sink_id, err.value.batch_id, err.value.recorded) == ("fake", 4, 7)
+    assert target.calls == ["read"] and target.rows == [] and target.recorded == 7
 
 
 def test_abort_removes_staging_without_committing():
