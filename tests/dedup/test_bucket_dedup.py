@@ -102,7 +102,8 @@ def test_metrics_add_up():
 def test_buckets_are_stable_and_spread():
     ids = [f"id-{i}" for i in range(4000)]
     b = bucket_of(ids, 8)
-    assert b.tolist() == bucket_of(ids, 8).tolist()
+    # Pinned: the same bucket in every process and release (a seeded hash() would move).
+    assert b[:6].tolist() == [0, 1, 3, 3, 1, 1]
     assert set(b.tolist()) == set(range(8))
     assert np.bincount(b).min() > 350
 

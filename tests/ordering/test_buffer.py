@@ -260,3 +260,13 @@ def test_end_events_flush_and_drop_fold_state():
     parts = readings(5)
     out = run_plan([parts[0] + parts[1]], ends=True)
     assert len(out) == 10
+    # Closing the partitions releases everything but keeps each key's fold; the end events
+    # are what drop it.
+    config = OrderingConfig.for_topic(TOPIC, 2, shards=1)
+    for ends, folds_left in ((False, set(KEYS)), (True, set())):
+        proc = ShardProcessor(config, None, 0)
+        proc.step(marked(parts[0] + parts[1]))
+        assert set(proc.fold.state) == set(KEYS)
+        end_rows = pd.DataFrame([{"shard": 0, "kind": KIND_END, "key": k} for k in KEYS])
+        proc.step(pd.concat([closing(), end_rows]) if ends else closing())
+        assert set(proc.fold.state) == folds_left

@@ -18,7 +18,8 @@ coords = st.tuples(st.sampled_from(["a", "b", "orders"]), st.integers(0, 7), st.
 
 
 def test_label_is_a_pure_function_of_source_coordinates():
-    assert label_of("orders", 3, 17) == label_of("orders", 3, 17)
+    # The scalar and the vectorised paths agree (the pinned value below fixes both in time).
+    assert label_of("orders", 3, 17) == int(labels_of(["orders"], np.array([3]), np.array([17]))[0])
     assert label_of("orders", 3, 17) != label_of("orders", 3, 18)
     assert label_of("orders", 3, 17) != label_of("orders", 4, 17)
     assert label_of("orders", 3, 17) != label_of("order", 3, 17)
@@ -117,7 +118,7 @@ def test_a_lost_element_keeps_its_substream_open(rows, data):
     state.accept(batch_reports("q", 0, [sent.build(), got.build(), progress.build()]))
     ended = {e.substream for e in state.settle()}
     assert subs[lost] not in ended
-    assert state.xors[subs[lost]] == int(labels[lost]) or state.counts[subs[lost]] == 1
+    assert state.xors[subs[lost]] == int(labels[lost]) and state.counts[subs[lost]] == 1
 
 
 @settings(deadline=None)
