@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -193,7 +194,7 @@ def start_pipeline(
     sink = DedupSink(
         dedup,
         str(paths.ewma),
-        sink_id=f"ordering-{topic}",
+        sink_id="ordering." + re.sub(r"[^A-Za-z0-9_.]", "_", topic),
         output_columns=RESULT_COLUMNS,
         quarantine_path=str(paths.late),
     )

@@ -44,9 +44,9 @@ import json
 import logging
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -67,6 +67,7 @@ from pyspark.sql.types import (
 from spark_ext.bloom import RotatingBloom, stable_hash64
 from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
+from spark_ext.sinks.protocol import validate_sink_id
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,13 @@ class DedupConfig:
 
 @dataclass
 class DedupMetrics:
-    """Counters of one bucket and batch (or summed over many); all replay-deterministic."""
+    """Figures of one bucket and batch, of a whole batch, or of a run; replay-deterministic.
+
+    Counters (``rows`` .. ``replayed_self``, ``late_rows``) count events and add up. Gauges
+    (``state_bytes``, ``buffered_rows``) measure the state *after* a batch: the buckets of one
+    batch add up (:meth:`of_buckets`), but batches do not -- ``a + b`` (a run total, ``b`` the
+    later batch) keeps ``b``'s gauges. ``newest_generation`` is a maximum either way.
+    """
 
     rows: int = 0
     bloom_negative: int = 0
@@ -155,11 +162,16 @@ class DedupMetrics:
     batch_duplicates: int = 0
     false_positives: int = 0
     replayed_self: int = 0
+    #: Gauge: bytes of the dedup (and buffer) state after the batch.
     state_bytes: int = 0
+    #: Gauge: elements held by the ordering buffer after the batch.
     buffered_rows: int = 0
     late_rows: int = 0
     #: Newest filter generation seen (a maximum, not a sum, when metrics are added).
     newest_generation: int = -1
+
+    #: The fields that measure state after a batch rather than count events.
+    GAUGES: ClassVar[frozenset[str]] = frozenset({"state_bytes", "buffered_rows"})
 
     @property
     def lookups_avoided(self) -> float:
@@ -172,11 +184,27 @@ class DedupMetrics:
         negatives = self.bloom_negative + self.false_positives
         return self.false_positives / negatives if negatives else 0.0
 
-    def __add__(self, other: DedupMetrics) -> DedupMetrics:
+    def _merged(self, other: DedupMetrics, sum_gauges: bool) -> DedupMetrics:
         a, b = asdict(self), asdict(other)
-        summed = {k: a[k] + b[k] for k in a}
-        summed["newest_generation"] = max(self.newest_generation, other.newest_generation)
-        return DedupMetrics(**summed)
+        merged = {
+            k: a[k] + b[k] if sum_gauges or k not in self.GAUGES else b[k]
+            for k in a
+            if k != "newest_generation"
+        }
+        merged["newest_generation"] = max(self.newest_generation, other.newest_generation)
+        return DedupMetrics(**merged)
+
+    def __add__(self, other: DedupMetrics) -> DedupMetrics:
+        """Run total: counters summed, gauges of ``other`` (the later batch)."""
+        return self._merged(other, sum_gauges=False)
+
+    @classmethod
+    def of_buckets(cls, buckets: Iterable[DedupMetrics]) -> DedupMetrics:
+        """The metrics of one batch from those of its buckets: everything summed."""
+        total = cls()
+        for m in buckets:
+            total = total._merged(m, sum_gauges=True)
+        return total
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -429,10 +457,10 @@ class DedupSink:
     Steps per batch (crash points ``dedup.<step>`` in between):
 
     1. persist the tagged batch (the stateful operator runs once) and read its metrics rows;
-    2. append the kept ids to the catalog with ``txn(sink_id + "-catalog", batch_id)``
+    2. append the kept ids to the catalog with ``txn(<sink id>.catalog, batch_id)``
        (skipped without a ``config``: no dedup, no catalog);
     3. append the kept rows to ``output_path`` with ``txn(sink_id, batch_id)``;
-    4. append late rows (if any) to ``quarantine_path`` with ``txn(sink_id + "-late", batch_id)``;
+    4. append late rows (if any) to ``quarantine_path`` with ``txn(<sink id>.late, batch_id)``;
     5. purge catalog generations the filters no longer keep (any time is safe: lookups ignore
        them anyway), fold the metrics into :attr:`metrics` and log them.
 
@@ -450,13 +478,23 @@ class DedupSink:
     ) -> None:
         self.config = config
         self.output_path = output_path
-        self.sink_id = sink_id
+        self.sink_id = validate_sink_id(sink_id)
         self.output_columns = list(output_columns) if output_columns else None
         self.quarantine_path = quarantine_path
         self.catalog = DeltaCatalog(config.catalog_path) if config else None
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
         self._purged_below = 0
+
+    @property
+    def catalog_app_id(self) -> str:
+        """``txnAppId`` of the catalog appends: ``<sink id>.catalog``."""
+        return f"{self.sink_id}.catalog"
+
+    @property
+    def late_app_id(self) -> str:
+        """``txnAppId`` of the late-row appends: ``<sink id>.late``."""
+        return f"{self.sink_id}.late"
 
     def _append(self, df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
         (
@@ -470,12 +508,9 @@ class DedupSink:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
         try:
-            metrics = sum(
-                (
-                    DedupMetrics.from_json(r["_detail"])
-                    for r in batch.where(F.col("_kind") == KIND_METRICS).select("_detail").collect()
-                ),
-                DedupMetrics(),
+            metrics = DedupMetrics.of_buckets(
+                DedupMetrics.from_json(r["_detail"])
+                for r in batch.where(F.col("_kind") == KIND_METRICS).select("_detail").collect()
             )
             kept = batch.where(F.col("_kind") == KIND_NEW)
             if self.catalog is not None and self.config is not None:
@@ -490,7 +525,7 @@ class DedupSink:
                         F.lit(batch_id).cast("long").alias("batch_id"),
                     ),
                     batch_id,
-                    f"{self.sink_id}-catalog",
+                    self.catalog_app_id,
                 )
                 AFTER_CATALOG.reached(batch_id)
             columns = self.output_columns or [c for c in batch.columns if not c.startswith("_")]
@@ -498,7 +533,7 @@ class DedupSink:
             AFTER_OUTPUT.reached(batch_id)
             if self.quarantine_path and metrics.late_rows:
                 late = batch.where(F.col("_kind") == KIND_LATE).select(*columns)
-                self._append(late, self.quarantine_path, f"{self.sink_id}-late", batch_id)
+                self._append(late, self.quarantine_path, self.late_app_id, batch_id)
         finally:
             batch.unpersist()
         if self.catalog is not None and self.config is not None:

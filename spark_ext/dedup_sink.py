@@ -75,6 +75,7 @@ from pyspark.sql.types import (
 from spark_ext.bloom import BloomFormatError, RotatingBloom
 from spark_ext.dedup import DedupConfig, DedupMetrics
 from spark_ext.errors import ConfigError, SparkExtError
+from spark_ext.sinks.errors import check_batch_order
 from spark_ext.sinks.protocol import Protocol, Step, validate_sink_id
 
 if TYPE_CHECKING:
@@ -345,8 +346,7 @@ class HashedDeltaCatalog:
         """Append ``rows`` with ``txn(app_id, batch_id)``; ``False`` if the batch is recorded."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        last = self.last_batch(app_id)
-        if last is not None and last >= batch_id:
+        if check_batch_order(app_id, batch_id, self.last_batch(app_id)):
             return False
         if rows.num_rows == 0:  # nothing to record; an empty batch leaves no trace to skip
             return True
@@ -483,9 +483,20 @@ class DeltaDedupSink:
                     shutil.rmtree(old, ignore_errors=True)
         return columns
 
+    def _check_batch_order(self, batch_id: int) -> None:
+        """X1 (docs/design.md, invariant 6): a batch below the one recorded on the output or
+        the catalog raises :class:`~spark_ext.sinks.errors.BatchRegressionError` before
+        anything of it is staged; the recorded batch itself is a replay and runs again (its
+        commits are skipped, its filters are saved again)."""
+        check_batch_order(self.sink_id, batch_id, self._committer().last_committed_batch())
+        check_batch_order(
+            self.catalog_app_id, batch_id, self.catalog.last_batch(self.catalog_app_id)
+        )
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         c = self.config
         columns = self._start(batch, batch_id)
+        self._check_batch_order(batch_id)
 
         # 1. one pass: stage every row, and its keys; decide on the driver.
         staged = self._stage(batch, columns, batch_id)

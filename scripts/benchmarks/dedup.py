@@ -157,7 +157,7 @@ def bloom_variant(ids: int):
 
     def build(df, out):
         config = bench_config(ids, out)
-        sink = DedupSink(config, str(out / "table"), sink_id="bench-dedup")
+        sink = DedupSink(config, str(out / "table"), sink_id="bench.dedup_operator")
         query = (
             deduplicate(df, config)
             .writeStream.foreachBatch(sink)

@@ -38,7 +38,7 @@ def test_stream_with_redelivered_records_is_written_once_per_id(
     config = DedupConfig(
         catalog_path=str(tmp_path / "catalog"), capacity=1000, fp_rate=0.01, buckets=2
     )
-    sink = DedupSink(config, str(tmp_path / "out"), sink_id="dedup-test")
+    sink = DedupSink(config, str(tmp_path / "out"), sink_id="dedup_test")
     query = (
         deduplicate(rows, config)
         .writeStream.foreachBatch(sink)

@@ -1,0 +1,77 @@
+"""DeltaDedupSink and the batch order (docs/design.md, invariant 6): a batch id below the one
+recorded is a typed error and writes nothing; committed files are never deleted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+
+from spark_ext.dedup import DedupConfig
+from spark_ext.dedup_sink import DeltaDedupSink
+from spark_ext.sinks.errors import BatchRegressionError
+
+pytestmark = pytest.mark.integration
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def readings(spark, batch_id: int, n: int = 6):
+    """Batch ``batch_id``: ``n`` readings, the first one a copy of the previous batch's last."""
+    rows = [
+        (f"r{batch_id * (n - 1) + i:04d}", T0 + dt.timedelta(seconds=i), "t", 0, batch_id * 100 + i)
+        for i in range(n)
+    ]
+    return spark.createDataFrame(
+        rows, "reading_id string, event_time timestamp, topic string, partition int, offset long"
+    )
+
+
+def make_sink(root: Path, state: str = "state") -> DeltaDedupSink:
+    config = DedupConfig(
+        catalog_path=str(root / "catalog"),
+        capacity=1_000,
+        buckets=2,
+        id_column="reading_id",
+        coordinate_columns=("topic", "partition", "offset"),
+    )
+    return DeltaDedupSink(config, root / "out", "orders", root / state)
+
+
+def snapshot(root: Path) -> dict[str, object]:
+    """Everything a batch could write: table versions and the files in the table folders."""
+    from deltalake import DeltaTable
+
+    return {
+        "out": DeltaTable(str(root / "out")).version(),
+        "catalog": DeltaTable(str(root / "catalog")).version(),
+        "out_files": sorted(os.listdir(root / "out")),
+        "catalog_files": sorted(p for _, _, fs in os.walk(root / "catalog") for p in fs),
+    }
+
+
+@pytest.mark.parametrize("state", ["state", "new_state"], ids=["same_state", "state_reset"])
+def test_batch_below_the_recorded_one_is_refused_and_writes_nothing(spark, tmp_path, state):
+    first = make_sink(tmp_path)
+    for batch_id in range(3):
+        first(readings(spark, batch_id), batch_id)
+    before = snapshot(tmp_path)
+
+    restarted = make_sink(tmp_path, state)  # a checkpoint reset: the query starts at batch 0/1
+    with pytest.raises(BatchRegressionError) as err:
+        restarted(readings(spark, 1), 1)
+    assert (err.value.batch_id, err.value.recorded) == (1, 2)
+    assert snapshot(tmp_path) == before
+
+
+def test_replay_of_the_recorded_batch_is_skipped_and_writes_nothing(spark, tmp_path):
+    first = make_sink(tmp_path)
+    for batch_id in range(2):
+        first(readings(spark, batch_id), batch_id)
+    before = snapshot(tmp_path)
+    make_sink(tmp_path)(readings(spark, 1), 1)
+    assert snapshot(tmp_path) == before
+    out = spark.read.format("delta").load(str(tmp_path / "out"))
+    assert out.count() == out.select("reading_id").distinct().count() == 11
