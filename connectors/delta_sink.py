@@ -1,6 +1,6 @@
-"""Exactly-once Delta sinks: two-phase (Python stream writer + delta-rs) and idempotent.
+"""Exactly-once Delta sink, two-phase: a Python stream writer stages, delta-rs commits.
 
-Two-phase (:class:`DeltaTwoPhaseDataSource`, format ``spark_ext_delta_2pc``), steps as in
+:class:`DeltaTwoPhaseDataSource` (format ``spark_ext_delta_2pc``), steps as in
 :mod:`spark_ext.sinks.protocol`:
 
 1. each task writes its partition as one Parquet file *inside the table folder*, named
@@ -8,21 +8,34 @@ Two-phase (:class:`DeltaTwoPhaseDataSource`, format ``spark_ext_delta_2pc``), st
    references it, so no reader sees it. The commit message names the file, its size, rows
    and the schema it was written with.
 2. the driver's ``commit(messages, batchId)`` reads ``txn(appId=sink id)`` of the table; a
-   recorded version ``>= batchId`` means a replay: nothing is committed.
-3. one delta-rs commit adds every staged file and ``txn(sink id, batchId)``. It is made
-   against the snapshot read in step 2 with no silent retry: if another commit landed in
-   between, the sink re-reads the snapshot and re-checks the ``txn`` before trying again.
+   recorded version ``== batchId`` means a replay: nothing is committed; a lower batch id is
+   :class:`~spark_ext.sinks.errors.BatchRegressionError`. No ``txn`` while the log holds
+   files of this sink (the ``txn`` expired: ``delta.setTransactionRetentionDuration``) is
+   :class:`~spark_ext.sinks.errors.TransactionExpiredError`: nothing written, nothing deleted.
+3. one delta-rs commit adds every staged file, ``txn(sink id, batchId)`` and the run epoch
+   ``txn(<sink id>#run, epoch)``. It is made against the snapshot read in step 3 with no
+   silent retry: if another commit landed in between, the sink re-reads the snapshot and
+   re-checks the ``txn`` and the epoch before trying again. If the commit call raises for any
+   other reason (a post-commit hook: checkpoint, log clean-up), the ``txn`` is read back: a
+   commit that landed is a committed batch, not a failure.
 4. staged files of the batch that the commit does not reference are deleted.
 
-``abort`` deletes the batch's staged files; :meth:`DeltaCommitter.recover` (run when the query
-starts) deletes staged files of batches above the recorded version (a killed driver's).
+Files are deleted only when no loadable snapshot references them
+(:func:`connectors.delta_log.referenced_files`: every ``add`` and ``remove`` still in the
+log), so neither ``abort`` after a commit that became durable, nor the clean-up of a skipped
+replay after an ``OPTIMIZE``, ever removes a committed file (docs/design.md, invariant 6).
 
-Idempotent (:class:`DeltaIdempotentWriter`, for ``foreachBatch``): Spark's own Delta writer
-with ``txnAppId`` = sink id and ``txnVersion`` = batch id, so Delta skips a batch it already
-has; the schema is checked before the write.
+Each start (:meth:`DeltaCommitter.recover`) first *fences* older drivers of the same sink: it
+commits ``txn(<sink id>#run, epoch + 1)``, and every batch commit checks, against the snapshot
+it commits on, that the epoch is still its own (:class:`~spark_ext.sinks.errors.
+DriverFencedError` otherwise). Only then does it delete staged files no snapshot references:
+orphans of a killed driver and late task attempts.
 
-Both sinks are append-only, write local (or mounted) paths, and do not collect statistics
-beyond ``numRecords``.
+Supported tables: unpartitioned, without CHECK constraints, generated/identity columns,
+column mapping, row tracking, and without a NOT NULL column the rows may break
+(:func:`connectors.delta_table.check_writable` refuses the others at start). Append only: a
+query in complete mode (``overwrite``) is refused. Local (or mounted) paths; statistics are
+``numRecords`` only. The idempotent sink is :mod:`connectors.delta_idempotent`.
 """
 
 from __future__ import annotations
@@ -35,12 +48,10 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamArrowWriter,
@@ -49,14 +60,26 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from connectors.delta_idempotent import DeltaIdempotentWriter
+from connectors.delta_log import referenced_files
+from connectors.delta_table import (
+    arrow_schema,
+    check_table_schema,
+    check_writable,
+    ensure_table,
+    schema_shape,
+)
 from spark_ext.sinks.errors import (
+    CommitUncertainError,
     ConcurrentWriterError,
+    DriverFencedError,
+    NotAStreamTaskError,
     SchemaMismatchError,
     SinkConfigError,
     StagedDataMissingError,
+    TransactionExpiredError,
 )
 from spark_ext.sinks.protocol import (
-    DELTA_IDEMPOTENT,
     DELTA_TWO_PHASE,
     Protocol,
     TwoPhaseCommitter,
@@ -67,69 +90,31 @@ from spark_ext.sinks.protocol import (
 
 log = logging.getLogger(__name__)
 
+__all__ = [
+    "FORMAT",
+    "DeltaCommitter",
+    "DeltaIdempotentWriter",
+    "DeltaStagingWriter",
+    "DeltaTwoPhaseDataSource",
+    "StagedFile",
+    "arrow_schema",
+    "check_table_schema",
+    "check_writable",
+    "current_batch_id",
+    "ensure_table",
+    "schema_shape",
+    "stage_batches",
+    "staged_name",
+]
+
 FORMAT = "spark_ext_delta_2pc"
 #: Local property Spark's micro-batch engine sets on every job of a batch.
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+#: ``txn.appId`` suffix under which a sink records its run epoch (a sink id has no ``#``).
+RUN_SUFFIX = "#run"
 STAGED_NAME = re.compile(
     r"^spark_ext-(?P<sink>.+)-b(?P<batch>\d+)-p(?P<part>\d+)-a(?P<attempt>\d+)-[0-9a-f]+\.parquet$"
 )
-
-
-# -- schema ------------------------------------------------------------------------------
-def _shape(node: Any) -> Any:
-    """A schema JSON tree without nullability and metadata (what an append must match)."""
-    if isinstance(node, dict):
-        return {
-            k: _shape(v)
-            for k, v in node.items()
-            if k not in {"nullable", "containsNull", "valueContainsNull", "metadata"}
-        }
-    if isinstance(node, list):
-        return [_shape(v) for v in node]
-    return node
-
-
-def schema_shape(schema_json: str) -> str:
-    """Canonical text of a Spark/Delta schema JSON, ignoring nullability and metadata.
-
-    Spark's ``StructType.json()`` and Delta's schema JSON use the same format, so the shapes
-    of the rows and of the table compare as strings.
-    """
-    return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema staged files are written with (timestamps in UTC, like the session)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
-def check_table_schema(path: str | Path, schema: StructType) -> None:
-    """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` cannot take ``schema``.
-
-    A missing table is fine (it is created with ``schema``).
-    """
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(str(path))
-    except TableNotFoundError:
-        return
-    expected = schema_shape(table.schema().to_json())
-    actual = schema_shape(schema.json())
-    if expected != actual:
-        raise SchemaMismatchError(str(path), table.schema().to_json(), schema.json())
-
-
-def ensure_table(path: str | Path, schema: StructType) -> None:
-    """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits)."""
-    from deltalake import DeltaTable
-
-    check_table_schema(path, schema)
-    Path(path).mkdir(parents=True, exist_ok=True)
-    DeltaTable.create(str(path), schema=arrow_schema(schema), mode="ignore")
 
 
 # -- step 1: staging on executors --------------------------------------------------------
@@ -152,7 +137,7 @@ def current_batch_id() -> int:
     ctx = TaskContext.get()
     value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
     if value is None:
-        raise StagedDataMissingError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
+        raise NotAStreamTaskError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
     return int(value)
 
 
@@ -196,10 +181,13 @@ def stage_batches(
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
-    def __init__(self, path: str, sink_id: str, schema: StructType) -> None:
+    def __init__(
+        self, path: str, sink_id: str, schema: StructType, run_epoch: int | None = None
+    ) -> None:
         self.path = path
         self.sink_id = sink_id
         self.schema = schema
+        self.run_epoch = run_epoch
 
     # 1. staged (executor)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
@@ -221,7 +209,7 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
         abort_batch(self.committer(), batchId, _staged(messages))
 
     def committer(self) -> DeltaCommitter:
-        return DeltaCommitter(self.path, self.sink_id)
+        return DeltaCommitter(self.path, self.sink_id, run_epoch=self.run_epoch)
 
 
 def _staged(messages: Sequence[WriterCommitMessage | None]) -> list[StagedFile]:
@@ -241,23 +229,59 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
     max_conflicts
         How many times a commit that lost a race against another writer is re-checked and
         retried before :class:`ConcurrentWriterError`.
+    run_epoch
+        The epoch this driver's start recorded (:meth:`recover` sets it). Commits check it
+        against the table's and fail with :class:`DriverFencedError` once a newer start
+        recorded another; ``None`` commits without the check (callers that never fence).
     """
 
     protocol: Protocol = DELTA_TWO_PHASE
 
-    def __init__(self, path: str, sink_id: str, max_conflicts: int = 5) -> None:
+    def __init__(
+        self, path: str, sink_id: str, max_conflicts: int = 5, run_epoch: int | None = None
+    ) -> None:
         self.path = path
         self.sink_id = validate_sink_id(sink_id)
         self.max_conflicts = max_conflicts
+        self.run_epoch = run_epoch
+
+    @property
+    def run_app_id(self) -> str:
+        """The ``txn.appId`` holding this sink's run epoch."""
+        return self.sink_id + RUN_SUFFIX
 
     def _table(self) -> Any:
         from deltalake import DeltaTable
 
         return DeltaTable(self.path)
 
+    def _committed_files(self) -> list[str]:
+        """Files of this sink that some loadable snapshot references."""
+        return [
+            n
+            for n in referenced_files(self.path)
+            if (m := STAGED_NAME.match(n)) and m["sink"] == self.sink_id
+        ]
+
     def last_committed_batch(self) -> int | None:
+        """The recorded batch, or ``None`` for a sink that never committed to the table.
+
+        Raises :class:`TransactionExpiredError` when the ``txn`` is gone but the log holds
+        files of this sink: a replay could no longer be told from a new batch.
+        """
         version: int | None = self._table().transaction_version(self.sink_id)
+        if version is None:
+            committed = self._committed_files()
+            if committed:
+                raise TransactionExpiredError(self.path, self.sink_id, len(committed))
         return version
+
+    def _check_epoch(self, table: Any) -> None:
+        if self.run_epoch is None:
+            return
+        current = table.transaction_version(self.run_app_id)
+        if current is not None and current != self.run_epoch:
+            raise DriverFencedError(self.path, self.sink_id, self.run_epoch, current)
 
     def commit_staged(self, batch_id: int, messages: Sequence[StagedFile]) -> None:
         from deltalake import CommitProperties, Transaction
@@ -265,17 +289,17 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         from deltalake.transaction import AddAction
 
         now_ms = int(time.time() * 1000)
-        adds = []
-        for m in messages:
-            if not m.path:
-                continue
-            if not os.path.exists(os.path.join(self.path, m.path)):
-                raise StagedDataMissingError(f"{self.path}/{m.path} of batch {batch_id} is gone")
-            adds.append(
-                AddAction(m.path, m.size, {}, now_ms, True, json.dumps({"numRecords": m.rows}))
-            )
+        adds = [
+            AddAction(m.path, m.size, {}, now_ms, True, json.dumps({"numRecords": m.rows}))
+            for m in messages
+            if m.path
+        ]
+        txns = [Transaction(self.sink_id, batch_id, now_ms)]
+        if self.run_epoch is not None:
+            txns.append(Transaction(self.run_app_id, self.run_epoch, now_ms))
         for attempt in range(self.max_conflicts + 1):
             table = self._table()  # the snapshot the commit is made against
+            self._check_epoch(table)
             recorded = table.transaction_version(self.sink_id)
             if recorded is not None and recorded >= batch_id:
                 raise ConcurrentWriterError(
@@ -286,6 +310,11 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             for m in messages:
                 if m.schema_shape != expected:
                     raise SchemaMismatchError(self.path, table.schema().to_json(), m.schema_shape)
+            # Checked after the snapshot read: a newer start fences before it deletes.
+            missing = [m.path for m in messages if m.path and not self._exists(m.path)]
+            if missing:
+                self._check_epoch(self._table())
+                raise StagedDataMissingError(f"{self.path}: {missing} of batch {batch_id} gone")
             try:
                 table.create_write_transaction(
                     adds,
@@ -297,7 +326,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
                             "spark_ext.batch_id": batch_id,
                         },
                         max_commit_retries=0,
-                        app_transactions=[Transaction(self.sink_id, batch_id, now_ms)],
+                        app_transactions=txns,
                     ),
                 )
             except CommitFailedError as exc:
@@ -309,6 +338,16 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
                     attempt + 1,
                 )
                 continue
+            except Exception as exc:
+                if not self._landed(batch_id, messages, exc):
+                    raise
+                log.warning(
+                    "%s batch %d: committed, then the commit call raised (%s); "
+                    "the batch is committed",
+                    self.sink_id,
+                    batch_id,
+                    exc,
+                )
             rows = sum(m.rows for m in messages)
             log.info(
                 "%s batch %d: committed %d files, %d rows", self.sink_id, batch_id, len(adds), rows
@@ -317,6 +356,30 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         raise ConcurrentWriterError(
             f"{self.path}: batch {batch_id} lost {self.max_conflicts + 1} commit races in a row"
         )
+
+    def _landed(self, batch_id: int, messages: Sequence[StagedFile], exc: Exception) -> bool:
+        """After a commit call raised: did this commit of ``batch_id`` land? (re-read the log)"""
+        try:
+            from deltalake import DeltaTable
+
+            recorded = DeltaTable(self.path).transaction_version(self.sink_id)
+            referenced = referenced_files(self.path)
+        except Exception as again:
+            raise CommitUncertainError(
+                f"{self.path}: batch {batch_id}: commit raised ({exc}) and the table could "
+                f"not be read back ({again})"
+            ) from exc
+        if recorded is None or recorded < batch_id:
+            return False
+        if all(m.path in referenced for m in messages if m.path):
+            return True
+        raise ConcurrentWriterError(
+            f"{self.path}: batch {batch_id} was recorded by another writer with sink id "
+            f"{self.sink_id!r} while this commit raised ({exc})"
+        )
+
+    def _exists(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.path, name))
 
     def staged_files(self) -> list[tuple[str, int]]:
         """``(file name, batch id)`` of every file this sink staged in the table folder."""
@@ -329,28 +392,59 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
     def clean(self, batch_id: int, messages: Sequence[StagedFile], committed: bool) -> None:
         named = {m.path for m in messages if m.path}
+        ours = {n for n, b in self.staged_files() if b == batch_id}
         if committed:
-            # Losing task attempts of this batch: staged, never referenced.
-            doomed = [n for n, b in self.staged_files() if b == batch_id and n not in named]
+            # The commit just made is the only one that added files of this batch (its txn
+            # check saw none recorded), and it added exactly ``named``: the rest are losing
+            # task attempts no snapshot ever referenced.
+            doomed = ours - named
         else:
-            doomed = sorted(named)
-            last = self.last_committed_batch()
-            others = [n for n, b in self.staged_files() if b == batch_id and n not in named]
-            if last is None or last < batch_id:  # nothing of this batch is committed
-                doomed += others
-            elif others:
-                # An earlier attempt committed the batch and was killed before its step 4:
-                # what its commit does not reference will never be referenced.
-                referenced = {f.rsplit("/", 1)[-1] for f in self._table().file_uris()}
-                doomed += [n for n in others if n not in referenced]
-        self._remove(doomed)
+            # Abort or skipped replay: the batch may be committed (by an earlier run, or by
+            # this very commit before something raised), and files of it may have been
+            # removed since by an OPTIMIZE that time travel still needs. Keep all those.
+            doomed = (named | ours) - referenced_files(self.path)
+        self._remove(sorted(doomed))
 
     def recover(self) -> None:
-        last = self.last_committed_batch()
-        doomed = [n for n, b in self.staged_files() if last is None or b > last]
+        """At start: fence older drivers, then delete staged files no snapshot references.
+
+        Raises :class:`TransactionExpiredError` (before touching anything) when the ``txn``
+        of this sink is gone but the log holds its files.
+        """
+        self.last_committed_batch()
+        self.run_epoch = self._fence()
+        referenced = referenced_files(self.path)
+        doomed = sorted(n for n, _ in self.staged_files() if n not in referenced)
         if doomed:
-            log.warning("%s: removing %d orphaned staged files", self.sink_id, len(doomed))
+            log.warning("%s: removing %d unreferenced staged files", self.sink_id, len(doomed))
         self._remove(doomed)
+
+    def _fence(self) -> int:
+        """Record ``epoch + 1`` as this sink's run epoch in one commit; return it."""
+        from deltalake import CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError
+
+        for _ in range(self.max_conflicts + 1):
+            table = self._table()
+            epoch = (table.transaction_version(self.run_app_id) or 0) + 1
+            try:
+                table.create_write_transaction(
+                    [],
+                    mode="append",
+                    schema=table.schema(),
+                    commit_properties=CommitProperties(
+                        custom_metadata={"spark_ext.sink_id": self.sink_id, "spark_ext.run": epoch},
+                        max_commit_retries=0,
+                        app_transactions=[
+                            Transaction(self.run_app_id, epoch, int(time.time() * 1000))
+                        ],
+                    ),
+                )
+            except CommitFailedError:
+                continue
+            log.info("%s: run %d fences older drivers of this sink", self.sink_id, epoch)
+            return epoch
+        raise ConcurrentWriterError(f"{self.path}: could not record a run of {self.sink_id!r}")
 
     def _remove(self, names: Sequence[str]) -> None:
         for name in names:
@@ -361,7 +455,12 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
 
 class DeltaTwoPhaseDataSource(DataSource):
-    """Python data source ``spark_ext_delta_2pc``: options ``path`` and ``sink_id``."""
+    """Python data source ``spark_ext_delta_2pc``: options ``path``, ``sink_id``, ``run_epoch``.
+
+    ``run_epoch`` is what :meth:`DeltaCommitter.recover` recorded when the query started
+    (:func:`connectors.sinks.exactly_once_to_delta` passes it); without it commits are not
+    fenced against a newer start.
+    """
 
     @classmethod
     def name(cls) -> str:
@@ -371,62 +470,10 @@ class DeltaTwoPhaseDataSource(DataSource):
         path = self.options.get("path")
         if not path:
             raise SinkConfigError("path", "the Delta table path is required")
+        if overwrite:
+            raise SinkConfigError(
+                "outputMode", "complete mode (overwrite) is not supported: the sink appends"
+            )
         sink_id = validate_sink_id(self.options.get("sink_id", ""))
-        return DeltaStagingWriter(path, sink_id, schema)
-
-
-# -- idempotent, foreachBatch ------------------------------------------------------------
-class DeltaIdempotentWriter:
-    """``foreachBatch`` function: append with ``txnAppId`` = sink id, ``txnVersion`` = batch id.
-
-    Parameters
-    ----------
-    path
-        The Delta table folder.
-    sink_id
-        Delta's ``txnAppId``; Delta skips a write whose ``txnVersion`` is not above the
-        version recorded for it, so a replayed batch adds nothing.
-    max_conflicts
-        Retries of a write that lost a race to another writer's commit. Safe here because the
-        retry carries the same ``txnVersion`` (Delta skips it if the batch did land).
-    """
-
-    protocol: Protocol = DELTA_IDEMPOTENT
-
-    def __init__(self, path: str, sink_id: str, max_conflicts: int = 3) -> None:
-        self.path = path
-        self.sink_id = validate_sink_id(sink_id)
-        self.max_conflicts = max_conflicts
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        from delta.exceptions import (
-            ConcurrentAppendException,
-            ConcurrentTransactionException,
-            DeltaConcurrentModificationException,
-        )
-
-        check_table_schema(self.path, df.schema)
-        # 1. before_write: Delta's txn check below skips a batch already recorded.
-        self.protocol.reached(1, batch_id)
-        for attempt in range(self.max_conflicts + 1):
-            try:
-                (
-                    df.write.format("delta")
-                    .mode("append")
-                    .option("txnAppId", self.sink_id)
-                    .option("txnVersion", str(batch_id))
-                    .save(self.path)
-                )
-                break
-            except ConcurrentTransactionException as exc:
-                raise ConcurrentWriterError(
-                    f"{self.path}: another query writes with sink id {self.sink_id!r}"
-                ) from exc
-            except (ConcurrentAppendException, DeltaConcurrentModificationException) as exc:
-                log.warning(
-                    "%s batch %d: conflict %s, retry %d", self.sink_id, batch_id, exc, attempt
-                )
-        else:
-            raise ConcurrentWriterError(f"{self.path}: batch {batch_id} kept conflicting")
-        # 3. written (and marked: the txn action is part of the same Delta commit).
-        self.protocol.reached(3, batch_id)
+        epoch = self.options.get("run_epoch")
+        return DeltaStagingWriter(path, sink_id, schema, int(epoch) if epoch else None)

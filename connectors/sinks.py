@@ -102,9 +102,15 @@ def exactly_once_to_delta(
     writer = trigger.apply(writer.outputMode("append"))
     if mode == "two_phase":
         ensure_table(table, df.schema)
-        DeltaCommitter(table, sink_id).recover()
+        committer = DeltaCommitter(table, sink_id)
+        committer.recover()  # fences older drivers of this sink, then removes orphans
         df.sparkSession.dataSource.register(DeltaTwoPhaseDataSource)
-        query = writer.format(FORMAT).option("sink_id", sink_id).start(table)
+        query = (
+            writer.format(FORMAT)
+            .option("sink_id", sink_id)
+            .option("run_epoch", str(committer.run_epoch))
+            .start(table)
+        )
     elif mode == "idempotent":
         check_table_schema(table, df.schema)
         query = writer.foreachBatch(DeltaIdempotentWriter(table, sink_id)).start()

@@ -101,3 +101,67 @@ class StagedDataMissingError(SinkError):
 
 class TransactionTimeoutError(SinkConfigError):
     """The Kafka transaction timeout is above the broker's ``transaction.max.timeout.ms``."""
+
+
+class NotAStreamTaskError(SinkError):
+    """A sink's task-side code ran outside a micro-batch task (no batch id to stage under).
+
+    Raised before anything is staged: the stream writer was called from a batch job or from
+    the driver. Nothing of any batch is affected.
+    """
+
+
+class TransactionExpiredError(SinkError):
+    """The target holds this sink's committed output but no ``txn`` for its sink id.
+
+    Delta drops a ``txn`` older than ``delta.setTransactionRetentionDuration`` when a snapshot
+    is read, so after a stop longer than that the sink can no longer tell a replay from a new
+    batch. Nothing is deleted and nothing is written: committing would duplicate a replayed
+    batch, and removing "orphans" would remove committed files. Raise the retention (or unset
+    it) on the table, or start a new sink id on purpose.
+    """
+
+    def __init__(self, target: str, sink_id: str, files: int) -> None:
+        self.target = target
+        self.sink_id = sink_id
+        self.files = files
+        super().__init__(
+            f"{target}: {files} files of sink {sink_id!r} are in the table but its txn is gone "
+            "(expired by delta.setTransactionRetentionDuration?); refusing to write or clean"
+        )
+
+
+class DriverFencedError(SinkError):
+    """A newer start of the same sink fenced this driver; this driver's batch is not committed.
+
+    Each start of a two-phase Delta sink records a run epoch in the table before it removes
+    orphaned staging, and every commit is made against a snapshot whose epoch it checks, so an
+    older driver still running (a re-run notebook cell, a hung driver) can never commit files
+    the newer start deleted. Never retried: the older driver must stop.
+    """
+
+    def __init__(self, target: str, sink_id: str, epoch: int, current: int) -> None:
+        self.target = target
+        self.sink_id = sink_id
+        self.epoch = epoch
+        self.current = current
+        super().__init__(
+            f"{target}: sink {sink_id!r} run {epoch} was fenced by a newer start (run {current}); "
+            "nothing committed by this driver"
+        )
+
+
+class UnsupportedTableFeatureError(SinkConfigError):
+    """The target table uses a feature the sink cannot write correctly; raised at start.
+
+    ``feature`` names it (partitioning, a NOT NULL column the rows may break, CHECK
+    constraints, generated or identity columns, column mapping, a writer feature this sink
+    does not implement). Nothing is written; use the idempotent mode (Spark's Delta writer
+    honours these) or another table.
+    """
+
+    def __init__(self, target: str, feature: str, detail: str) -> None:
+        self.target = target
+        self.feature = feature
+        self.detail = detail
+        super().__init__("path", f"{target}: {feature} is not supported by this sink: {detail}")
