@@ -69,6 +69,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from connectors.kafka_sink_delivery import DeliveryCheck
+from connectors.kafka_sink_errors import (
+    PartitionOutOfRangeError,
+    ProduceFailedError,
+    TopicMissingError,
+)
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     SinkConfigError,
@@ -285,6 +291,8 @@ class KafkaSinkSettings:
     sink_id: str
     staging_dir: str
     transaction_timeout_ms: int = 300_000
+    #: How long a record may wait for its acknowledgement (kafka-python ``delivery_timeout_ms``).
+    delivery_timeout_ms: int = 120_000
     #: Transactions retried after one whose outcome was learned to be "aborted".
     max_attempts: int = 3
 
@@ -296,6 +304,19 @@ class KafkaSinkSettings:
             raise SinkConfigError("staging_dir", "a staging folder is required")
         if self.transaction_timeout_ms < 1000:
             raise SinkConfigError("transaction_timeout_ms", "must be at least 1000")
+        if self.delivery_timeout_ms < 1000:
+            raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
+
+    def producer_config(self) -> dict[str, Any]:
+        """kafka-python settings of the transactional producer."""
+        request_timeout = min(30_000, self.delivery_timeout_ms - PRODUCER["linger_ms"])
+        return {
+            **PRODUCER,
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": self.transaction_timeout_ms,
+            "delivery_timeout_ms": self.delivery_timeout_ms,
+            "request_timeout_ms": request_timeout,
+        }
 
     @property
     def transactional_id(self) -> str:
@@ -314,24 +335,40 @@ class KafkaSinkSettings:
             "sink_id": self.sink_id,
             "staging_dir": self.staging_dir,
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
+            "delivery_timeout_ms": str(self.delivery_timeout_ms),
         }
 
     @classmethod
     def from_options(cls, options: Any) -> KafkaSinkSettings:
-        try:
-            timeout = int(options.get("transaction_timeout_ms", 300_000))
-        except ValueError as exc:
-            raise SinkConfigError("transaction_timeout_ms", "must be an integer") from exc
+        timeouts = {}
+        for name, default in (
+            ("transaction_timeout_ms", 300_000),
+            ("delivery_timeout_ms", 120_000),
+        ):
+            try:
+                timeouts[name] = int(options.get(name, default))
+            except ValueError as exc:
+                raise SinkConfigError(name, "must be an integer") from exc
         return cls(
             bootstrap=options.get("bootstrap", ""),
             topic=options.get("topic", ""),
             sink_id=options.get("sink_id", ""),
             staging_dir=options.get("staging_dir", ""),
-            transaction_timeout_ms=timeout,
+            **timeouts,
         )
 
 
 # -- two-phase: steps 2-4 on the driver ---------------------------------------------------
+def topic_partitions(producer: Any, topic: str) -> set[int]:
+    """The partition ids of ``topic`` (from the producer's metadata)."""
+    from kafka.errors import KafkaTimeoutError
+
+    try:
+        return set(producer.partitions_for(topic) or ())
+    except KafkaTimeoutError as exc:
+        raise TopicMissingError(topic, "output") from exc
+
+
 def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
     """The smallest ``transaction.max.timeout.ms`` of the cluster's brokers."""
     from kafka import KafkaAdminClient
@@ -367,12 +404,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             from kafka import KafkaProducer
 
             s = self.settings
-            producer = KafkaProducer(
-                bootstrap_servers=s.bootstrap,
-                transactional_id=s.transactional_id,
-                transaction_timeout_ms=s.transaction_timeout_ms,
-                **PRODUCER,
-            )
+            producer = KafkaProducer(bootstrap_servers=s.bootstrap, **s.producer_config())
             # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
             # recover() checks the maximum first, so that case fails at start-up, typed.
             producer.init_transactions()
@@ -414,17 +446,47 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         raise CommitUncertainError(f"batch {batch_id} not committed after {attempt} attempts")
 
     def _transaction(self, batch_id: int, messages: Sequence[StagedRecords]) -> int:
+        """One transaction: every staged record, then the progress offset, then commit.
+
+        Every produce future is checked after ``flush()`` and before anything is recorded
+        (K1): kafka-python would commit a transaction whose records expired. A failed record
+        or a row naming a partition the topic lacks aborts the transaction and raises.
+        """
         producer = self.producer()
         topic = self.settings.topic
+        partitions = topic_partitions(producer, topic)
+        check = DeliveryCheck()
         producer.begin_transaction()
         rows = 0
-        for m in messages:
-            for key, value, partition in staged_records(m.path):
-                producer.send(topic, key=key, value=value, partition=partition)
-                rows += 1
+        try:
+            for m in messages:
+                for key, value, partition in staged_records(m.path):
+                    if partition is not None and partition not in partitions:
+                        raise PartitionOutOfRangeError(topic, partition, partitions)
+                    check.watch(producer.send(topic, key=key, value=value, partition=partition))
+                    rows += 1
+            producer.flush()
+            check.raise_if_failed(self.sink_id, batch_id)
+        except (ProduceFailedError, PartitionOutOfRangeError):
+            self._abort_open_transaction(batch_id)
+            raise
         producer.send_offsets_to_transaction(self.progress.offsets(batch_id), self.progress.group)
         producer.commit_transaction()
         return rows
+
+    def _abort_open_transaction(self, batch_id: int) -> None:
+        """Abort the open transaction; if even that fails, drop the producer (the next
+        ``init_transactions`` with this transactional id aborts it)."""
+        from kafka.errors import KafkaError
+
+        try:
+            self._producer.abort_transaction()
+            log.warning("%s batch %d: transaction aborted", self.sink_id, batch_id)
+        except KafkaError as exc:
+            log.warning(
+                "%s batch %d: abort failed (%r); producer dropped", self.sink_id, batch_id, exc
+            )
+            self.close()
 
     def _learn_outcome(self, batch_id: int) -> bool:
         """After a lost answer: settle the transaction with a fresh producer, then look."""

@@ -1,0 +1,176 @@
+"""A private two-broker Kafka cluster, so one partition's leader can be paused on its own.
+
+Broker 1 is the controller and a broker and holds every internal topic (transaction state,
+consumer offsets: they are created before broker 2 joins), so the transaction coordinator and
+the group coordinator keep answering while broker 2 -- the leader of the partitions a test
+places on it -- is paused with SIGSTOP. That is the fault "a partition unavailable past the
+producer's delivery timeout" (docs/design.md, fault points; DESIGN.md invariant 5).
+
+The shared broker on 127.0.0.1:9092 is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from connectors.local_kafka import BrokerConfig, LocalKafkaBroker, _classpath, _java
+from spark_ext.errors import BrokerError
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass(frozen=True)
+class JoiningBrokerConfig(BrokerConfig):
+    """A broker-only node (``node.id`` 2) that joins the quorum of another local broker."""
+
+    node_id: int = 2
+    voters: str = ""
+
+    def server_properties(self) -> str:
+        props = dict(
+            line.split("=", 1) for line in super().server_properties().splitlines() if line
+        )
+        props.update(
+            {
+                "process.roles": "broker",
+                "node.id": str(self.node_id),
+                "controller.quorum.voters": self.voters,
+                "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            }
+        )
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+class JoiningBroker(LocalKafkaBroker):
+    """A :class:`LocalKafkaBroker` formatted with the cluster id of the broker it joins."""
+
+    def __init__(self, config: JoiningBrokerConfig, cluster_id: str) -> None:
+        super().__init__(config)
+        self.cluster_id = cluster_id
+
+    def format_storage(self) -> None:
+        c = self.config
+        c.data_dir.mkdir(parents=True, exist_ok=True)
+        c.properties_file.write_text(c.server_properties())
+        if (c.log_dir / "meta.properties").exists():
+            return
+        cmd = [_java(), "-cp", _classpath(), "kafka.tools.StorageTool", "format"]
+        cmd += ["-t", self.cluster_id, "-c", str(c.properties_file)]
+        result = subprocess.run(cmd, capture_output=True, text=True, env=self._env())
+        if result.returncode != 0:
+            raise BrokerError(f"formatting {c.log_dir} failed: {result.stderr or result.stdout}")
+
+
+def _cluster_id(log_dir: Path) -> str:
+    for line in (log_dir / "meta.properties").read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1].strip()
+    raise BrokerError(f"no cluster.id in {log_dir / 'meta.properties'}")
+
+
+def _warm_internal_topics(bootstrap: str) -> None:
+    """Create ``__transaction_state`` and ``__consumer_offsets`` while broker 1 is alone."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="warm.txn")
+    producer.init_transactions()
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="warm.group")
+    consumer.committed(TopicPartition("warm", 0))
+    consumer.close()
+
+
+def _wait_for_brokers(bootstrap: str, n: int, timeout_s: float = 60.0) -> None:
+    from kafka import KafkaAdminClient
+
+    deadline = time.monotonic() + timeout_s
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        while len(admin.describe_cluster()["brokers"]) < n:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"{n} brokers did not register within {timeout_s}s")
+            time.sleep(0.5)
+    finally:
+        admin.close()
+
+
+@dataclass
+class TwoBrokers:
+    """The running cluster: ``bootstrap`` is broker 1; ``second`` can be paused."""
+
+    first: LocalKafkaBroker
+    second: JoiningBroker
+
+    @property
+    def bootstrap(self) -> str:
+        return self.first.config.bootstrap_servers
+
+    def create_topic(self, name: str, leaders: list[int]) -> None:
+        """A topic whose partition ``i`` has its only replica on broker ``leaders[i]``."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            assignment = {i: [b] for i, b in enumerate(leaders)}
+            admin.create_topics([NewTopic(name, replica_assignments=assignment)])
+        finally:
+            admin.close()
+
+    @contextmanager
+    def second_paused(self) -> Iterator[None]:
+        """SIGSTOP broker 2 for the block (SIGCONT after it, whatever happens)."""
+        pid = self.second.pid()
+        assert pid is not None, "broker 2 is not running"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
+@contextmanager
+def two_brokers(root: Path) -> Iterator[TwoBrokers]:
+    """Start broker 1 (controller + broker) and broker 2 (broker); stop both at the end."""
+    port1, controller, port2 = free_ports(3)
+    first = LocalKafkaBroker(
+        BrokerConfig(data_dir=root / "b1", port=port1, controller_port=controller, heap="512m")
+    )
+    second: JoiningBroker | None = None
+    try:
+        first.start()
+        _warm_internal_topics(first.config.bootstrap_servers)
+        second = JoiningBroker(
+            JoiningBrokerConfig(
+                data_dir=root / "b2",
+                port=port2,
+                controller_port=controller,
+                heap="512m",
+                voters=f"1@127.0.0.1:{controller}",
+            ),
+            _cluster_id(first.config.log_dir),
+        )
+        second.start()
+        _wait_for_brokers(first.config.bootstrap_servers, 2)
+        yield TwoBrokers(first, second)
+    finally:
+        if second is not None:
+            second.stop(hard=True)
+        first.stop(hard=True)
