@@ -35,9 +35,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
+from connectors.dedup_delta_sink import DeltaDedupSink
 from jobs.ordering_dedup import READING_SCHEMA
 from spark_ext.dedup import DedupConfig
-from spark_ext.dedup_sink import DeltaDedupSink
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,18 +63,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_ext.bloom import stable_hash64
-from spark_ext.dedup import (
-    KIND_DUPLICATE,
-    KIND_LATE,
-    KIND_METRICS,
-    KIND_NEW,
-    BucketDedup,
-    DedupConfig,
-    DedupMetrics,
-    DeltaCatalog,
-)
+from spark_ext.dedup.bucket import BucketDedup
+from spark_ext.dedup.catalog import DedupCatalog
+from spark_ext.dedup.config import DedupConfig
+from spark_ext.dedup.metrics import DedupMetrics
+from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_LATE, KIND_METRICS, KIND_NEW
 from spark_ext.errors import ConfigError, SparkExtError
+from spark_ext.hashing import shard_of
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +173,6 @@ class OrderingConfig:
     @classmethod
     def for_topic(cls, topic: str, partitions: int, **kwargs: Any) -> OrderingConfig:
         return cls(partitions=tuple((topic, p) for p in range(partitions)), **kwargs)
-
-
-def shard_of(keys: Sequence[str] | np.ndarray, shards: int) -> np.ndarray:
-    """Shard per key: stable hash modulo ``shards``."""
-    return (stable_hash64(keys) % np.uint64(shards)).astype(np.int32)
 
 
 def _partition_id(topic: str, partition: int) -> str:
@@ -457,12 +447,12 @@ class ShardProcessor:
         )
         keep = np.ones(len(candidates), dtype=bool)
         if self.dedup is not None:
-            catalog = DeltaCatalog(self.dedup.config.catalog_path)
+            catalog = DedupCatalog(self.dedup.config.catalog_path)
             keep, metrics = self.dedup.decide(
                 candidates["record_id"].astype(str).to_numpy(),
                 candidates["event_time_ms"].to_numpy(),
                 candidates["_coords"].to_numpy(),
-                catalog.lookup,
+                catalog.lookup_ids,
             )
         late = candidates["_late"].to_numpy(dtype=bool)
         folded = candidates[keep & ~late]

@@ -2,7 +2,7 @@
 
 Variants, each writing a Delta table, on the same Parquet input (one file per micro-batch):
 ``dropDuplicates`` and ``dropDuplicatesWithinWatermark`` with Spark's Delta sink (the
-baselines); ``DeltaDedupSink`` (:mod:`spark_ext.dedup_sink`: one pass stages rows and keys,
+baselines); ``DeltaDedupSink`` (:mod:`connectors.dedup_delta_sink`: one pass stages rows and keys,
 the driver decides, delta-rs commits); ``bloom operator+DedupSink`` (:func:`spark_ext.dedup.
 deduplicate` on ``applyInPandasWithState`` and :class:`spark_ext.dedup.DedupSink`).
 ``DEDUP_BENCH_IDS=1000000,10000000`` sets the sizes, ``DEDUP_BENCH_VARIANTS`` picks variants.
@@ -172,7 +172,7 @@ def bloom_variant(ids: int):
 
 def sink_variant(ids: int):
     """The driver-side dedup sink: one pass stages rows and keys, no Spark state store."""
-    from spark_ext.dedup_sink import DeltaDedupSink
+    from connectors.dedup_delta_sink import DeltaDedupSink
 
     def build(df, out):
         config = bench_config(ids, out)

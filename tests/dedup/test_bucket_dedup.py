@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spark_ext.dedup import BucketDedup, DedupConfig, DedupMetrics, bucket_of
+from spark_ext.dedup import BucketDedup, DedupConfig, DedupMetrics
 from spark_ext.errors import ConfigError
+from spark_ext.hashing import shard_of
 
 
 class FakeCatalog:
@@ -101,7 +102,7 @@ def test_metrics_add_up():
 
 def test_buckets_are_stable_and_spread():
     ids = [f"id-{i}" for i in range(4000)]
-    b = bucket_of(ids, 8)
+    b = shard_of(ids, 8)
     # Pinned: the same bucket in every process and release (a seeded hash() would move).
     assert b[:6].tolist() == [0, 1, 3, 3, 1, 1]
     assert set(b.tolist()) == set(range(8))

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_ext.bloom import stable_hash64
-from spark_ext.dedup import DedupConfig
-from spark_ext.dedup_sink import (
-    CATALOG_COLUMNS,
+from spark_ext.dedup import (
+    CATALOG_SCHEMA,
     BloomStateStore,
+    DedupConfig,
     DedupStateError,
     decide_batch,
 )
 from spark_ext.errors import ConfigError
+from spark_ext.hashing import stable_hash64
 
 HOUR_US = 3_600_000_000
 
@@ -48,7 +48,7 @@ def keys(ids, partitions=None, offsets=None, et_us=None):
 
 
 class Catalog:
-    """In memory: what the sink appends per batch, looked up the way HashedDeltaCatalog is."""
+    """In memory: what the sink appends per batch, looked up the way DedupCatalog.lookup_hashes is."""
 
     def __init__(self):
         self.rows: list[tuple[int, int, int, str, int]] = []  # generation, bucket, hash, id, batch
@@ -226,4 +226,11 @@ def test_state_store_keeps_at_least_two_versions(tmp_path):
 
 
 def test_catalog_columns_are_the_documented_ones():
-    assert CATALOG_COLUMNS.names == ["generation", "bucket", "hash", "record_id", "batch_id"]
+    assert CATALOG_SCHEMA.names == [
+        "generation",
+        "bucket",
+        "hash",
+        "record_id",
+        "coords",
+        "batch_id",
+    ]

@@ -9,10 +9,10 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from connectors import kafka
+from connectors.dedup_delta_sink import DeltaDedupSink
 from jobs.dedup_delta import OUTPUT_COLUMNS, DedupPaths, start
 from jobs.ordering_dedup import produce_readings, sensor_readings
 from spark_ext.dedup import DedupConfig
-from spark_ext.dedup_sink import DeltaDedupSink
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,7 @@ def test_redelivered_readings_are_written_once_and_bad_records_quarantined(
     ]
     catalog = spark.read.format("delta").load(str(paths.catalog))
     assert catalog.count() == catalog.select("record_id").distinct().count() == len(ids)
-    assert catalog.where(F.col("coord_offset").isNull()).count() == 0
+    assert catalog.where(F.col("coords").isNull()).count() == 0
 
 
 def test_a_null_key_without_a_quarantine_stops_the_query_with_a_typed_error(

@@ -1,42 +1,65 @@
-"""The exact catalog on a real Delta table (written with delta-rs here, no Spark)."""
+"""The one dedup catalog on a real Delta table (written with delta-rs here, no Spark)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
-from deltalake import write_deltalake
+import pytest
 
-from spark_ext.dedup import DeltaCatalog
+from spark_ext.dedup import CATALOG_SCHEMA, DedupCatalog
+from spark_ext.sinks.errors import BatchRegressionError
 
 
-def write_rows(path, rows):
-    write_deltalake(
-        str(path),
-        pa.table(
-            {
-                "generation": pa.array([r[0] for r in rows], pa.int64()),
-                "bucket": pa.array([r[1] for r in rows], pa.int32()),
-                "record_id": [r[2] for r in rows],
-                "coords": [r[3] for r in rows],
-                "batch_id": pa.array([0] * len(rows), pa.int64()),
-            }
-        ),
-        mode="append",
-        partition_by=["generation", "bucket"],
+def rows(entries, batch_id=0):
+    """Catalog rows from ``(generation, bucket, hash, record_id, coords)`` tuples."""
+    return pa.table(
+        {
+            "generation": pa.array([e[0] for e in entries], pa.int64()),
+            "bucket": pa.array([e[1] for e in entries], pa.int32()),
+            "hash": pa.array([e[2] for e in entries], pa.int64()),
+            "record_id": pa.array([e[3] for e in entries], pa.string()),
+            "coords": pa.array([e[4] for e in entries], pa.string()),
+            "batch_id": pa.array([batch_id] * len(entries), pa.int64()),
+        },
+        schema=CATALOG_SCHEMA,
     )
 
 
-def test_lookup_reads_only_the_bucket_and_kept_generations(tmp_path):
-    catalog = DeltaCatalog(str(tmp_path / "catalog"))
-    assert catalog.lookup(0, ["a"], 0) == {}  # no table yet: nothing seen
-    write_rows(
-        tmp_path / "catalog", [(1, 0, "a", "t/0/1"), (1, 1, "b", "t/1/1"), (2, 0, "c", "t/0/9")]
+def test_lookup_by_id_reads_only_the_bucket_and_kept_generations(tmp_path):
+    catalog = DedupCatalog(str(tmp_path / "catalog"))
+    assert catalog.lookup_ids(0, ["a"], 0) == {}  # no table yet: nothing seen
+    catalog.append_arrow(
+        rows([(1, 0, 11, "a", "t/0/1"), (1, 1, 12, "b", "t/1/1"), (2, 0, 13, "c", "t/0/9")]),
+        "s.catalog",
+        0,
     )
-    assert catalog.lookup(0, ["a", "b", "c", "zz"], 0) == {"a": "t/0/1", "c": "t/0/9"}
-    assert catalog.lookup(0, ["a", "c"], 2) == {"c": "t/0/9"}
+    assert catalog.lookup_ids(0, ["a", "b", "c", "zz"], 0) == {"a": "t/0/1", "c": "t/0/9"}
+    assert catalog.lookup_ids(0, ["a", "c"], 2) == {"c": "t/0/9"}
+
+
+def test_lookup_by_hash_sees_only_earlier_batches(tmp_path):
+    catalog = DedupCatalog(str(tmp_path / "catalog"))
+    catalog.append_arrow(rows([(0, 0, 11, "a", "t/0/1")], batch_id=0), "s.catalog", 0)
+    catalog.append_arrow(rows([(0, 1, 12, "b", "t/0/2")], batch_id=1), "s.catalog", 1)
+    found = catalog.lookup_hashes(np.array([11, 12, 99], dtype=np.int64), before_batch=1)
+    assert found.column("record_id").to_pylist() == ["a"]
+    assert catalog.lookup_hashes(np.array([11, 12], dtype=np.int64), 2).num_rows == 2
+
+
+def test_append_is_once_per_batch_and_refuses_a_lower_batch(tmp_path):
+    catalog = DedupCatalog(str(tmp_path / "catalog"))
+    assert catalog.append_arrow(rows([(0, 0, 11, "a", "x")]), "s.catalog", 3)
+    assert not catalog.append_arrow(rows([(0, 0, 11, "a", "x")]), "s.catalog", 3)  # replay
+    with pytest.raises(BatchRegressionError):
+        catalog.append_arrow(rows([(0, 0, 12, "b", "y")]), "s.catalog", 2)
+    assert catalog.lookup_ids(0, ["a", "b"], 0) == {"a": "x"}
+    assert catalog.last_batch("s.catalog") == 3
 
 
 def test_purge_bounds_the_catalog_to_kept_generations(tmp_path):
-    catalog = DeltaCatalog(str(tmp_path / "catalog"))
-    write_rows(tmp_path / "catalog", [(1, 0, "a", "x"), (2, 0, "b", "y"), (3, 0, "c", "z")])
+    catalog = DedupCatalog(str(tmp_path / "catalog"))
+    catalog.append_arrow(
+        rows([(1, 0, 1, "a", "x"), (2, 0, 2, "b", "y"), (3, 0, 3, "c", "z")]), "s.catalog", 0
+    )
     catalog.purge(3)
-    assert catalog.lookup(0, ["a", "b", "c"], 0) == {"c": "z"}
+    assert catalog.lookup_ids(0, ["a", "b", "c"], 0) == {"c": "z"}

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_ext.bloom import (
+from spark_ext.dedup.filters import (
     BloomFilter,
     BloomFormatError,
     RotatingBloom,
     expected_fp_rate,
     optimal_parameters,
-    stable_hash64,
 )
 from spark_ext.errors import ConfigError
+from spark_ext.hashing import stable_hash64
 
 keys_strategy = st.lists(st.text(min_size=0, max_size=30), min_size=1, max_size=300)
 
@@ -73,7 +73,7 @@ def test_add_reports_keys_seen_in_earlier_calls_only():
 def test_hash_is_stable_across_processes():
     keys = ["sensor-1/42", "", "ünïcode", "x" * 100]
     here = stable_hash64(keys).tolist()
-    code = f"from spark_ext.bloom import stable_hash64;print(stable_hash64({keys!r}).tolist())"
+    code = f"from spark_ext.hashing import stable_hash64;print(stable_hash64({keys!r}).tolist())"
     for seed in ("1", "2"):
         out = subprocess.run(
             [sys.executable, "-c", code],

@@ -5,10 +5,9 @@ A Bloom filter answers "definitely not seen" or "maybe seen" for a key, never a 
 with ``k`` hash functions is close to ``(1 - e^(-k n / m))^k``.
 
 Every hash here is stable across processes, machines and Python versions: keys are hashed with
-:func:`pandas.util.hash_array` under a fixed 16-byte key (SipHash-based, deterministic), and
-the ``k`` bit positions come from double hashing ``h1 + i * h2`` (Kirsch and Mitzenmacher),
-``h2`` derived from ``h1`` by the SplitMix64 finaliser. Python's :func:`hash` is never used: it
-is salted per process, so two executors (or a replay) would disagree on which bits a key sets.
+:func:`spark_ext.hashing.stable_hash64` (or given as precomputed 64-bit hashes), and the ``k``
+bit positions come from double hashing ``h1 + i * h2`` (Kirsch and Mitzenmacher), ``h2``
+derived from ``h1`` by :func:`spark_ext.hashing.splitmix64`.
 
 The filter state is a packed ``numpy.uint8`` array; :meth:`BloomFilter.to_bytes` and
 :meth:`BloomFilter.from_bytes` round-trip it, so it can live in a Spark state store.
@@ -27,46 +26,29 @@ from __future__ import annotations
 import logging
 import math
 import struct
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from pandas.util import hash_array
 
-from spark_ext.errors import ConfigError, SparkExtError
+from spark_ext.dedup.errors import BloomFormatError
+from spark_ext.errors import ConfigError
+from spark_ext.hashing import Keys, splitmix64, stable_hash64
+
+__all__ = [
+    "BloomFilter",
+    "RotatingBloom",
+    "expected_fp_rate",
+    "optimal_parameters",
+]
 
 log = logging.getLogger(__name__)
-
-#: The fixed SipHash key of every filter (16 bytes). Changing it invalidates stored filters.
-HASH_KEY = "spark_ext_bloom1"
 
 _MAGIC = b"SXB1"
 _HEADER = struct.Struct("<4sQIQ")  # magic, num_bits, num_hashes, count
 _ROT_HEADER = struct.Struct("<4sI")  # magic, number of generations
 _GEN_HEADER = struct.Struct("<qI")  # generation index, length of the filter bytes
 _ROT_MAGIC = b"SXR1"
-
-Keys = Sequence[str] | npt.NDArray[np.object_] | Iterable[str]
-
-
-class BloomFormatError(SparkExtError, ValueError):
-    """Bytes given to :meth:`BloomFilter.from_bytes` are not a serialised filter."""
-
-
-def stable_hash64(keys: Keys) -> npt.NDArray[np.uint64]:
-    """A 64-bit hash per key, equal in every process (SipHash with :data:`HASH_KEY`)."""
-    arr = np.asarray(keys if isinstance(keys, np.ndarray) else list(keys), dtype=object)
-    if arr.size == 0:
-        return np.zeros(0, dtype=np.uint64)
-    return hash_array(arr, hash_key=HASH_KEY, categorize=False)
-
-
-def _splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def optimal_parameters(capacity: int, fp_rate: float) -> tuple[int, int]:
@@ -135,14 +117,14 @@ class BloomFilter:
 
     def _positions(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         """Bit positions, shape ``(len(hashes), k)``."""
-        h2 = _splitmix64(hashes) | np.uint64(1)
+        h2 = splitmix64(hashes) | np.uint64(1)
         i = np.arange(self.num_hashes, dtype=np.uint64)
         with np.errstate(over="ignore"):
             combined = hashes[:, None] + i[None, :] * h2[:, None]
         return (combined % np.uint64(self.num_bits)).astype(np.int64)
 
     def contains_hashes(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
-        """Membership by precomputed :func:`stable_hash64` values."""
+        """Membership by precomputed :func:`~spark_ext.hashing.stable_hash64` values."""
         if hashes.size == 0:
             return np.zeros(0, dtype=bool)
         return self._contains_positions(self._positions(hashes))

@@ -1,6 +1,6 @@
 """Dedup decided on the driver in front of the two-phase Delta sink: no shuffle, no state store.
 
-:func:`spark_ext.dedup.deduplicate` is a stateful operator: every row is shuffled to its
+:func:`spark_ext.dedup.operator.deduplicate` is a stateful operator: every row is shuffled to its
 bucket and travels through a Python worker and back, and its sink then writes output and
 catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedup as a
 ``foreachBatch`` sink that reads the batch once:
@@ -28,6 +28,10 @@ Steps 2-4 are idempotent per (sink id, batch id), so a SIGKILL at any point and 
 of the batch from its checkpoint give the output of a run that never crashed. Crash points are
 ``dedup_delta.<step number>.<step name>``.
 
+The decision itself (pure, no Spark) is :func:`spark_ext.dedup.batch.decide_batch`, the
+filters' versioned state :class:`spark_ext.dedup.state.BloomStateStore`, the catalog
+:class:`spark_ext.dedup.catalog.DedupCatalog` (the one schema every dedup writer uses); this
+module is the Spark and Delta I/O around them, in the connectors layer (docs/design.md, Layers).
 Semantics are those of :mod:`spark_ext.dedup` (same :class:`~spark_ext.dedup.DedupConfig`):
 copies whose original's generation rotated out of the filters are treated as new. Rows whose
 id, event time or a coordinate is null are not deduplicated: they go to ``quarantine_path``
@@ -40,8 +44,9 @@ rows per trigger, use the stateful operator, which spreads the buckets over task
 
 Example
 -------
->>> config = DedupConfig(catalog_path="/data/orders/_catalog", capacity=10_000_000)
->>> sink = DeltaDedupSink(config, "/data/orders/unique", "orders", "/data/orders/_dedup_state")
+>>> from spark_ext.dedup import DedupConfig
+>>> config = DedupConfig(catalog_path="var/orders/_catalog", capacity=10_000_000)
+>>> sink = DeltaDedupSink(config, "var/orders/unique", "orders", "var/orders/_dedup_state")
 >>> orders.writeStream.foreachBatch(sink).option("checkpointLocation", cp).start()  # doctest: +SKIP
 """
 
@@ -51,12 +56,10 @@ import logging
 import os
 import shutil
 import struct
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -72,305 +75,39 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_ext.bloom import BloomFormatError, RotatingBloom
-from spark_ext.dedup import DedupConfig, DedupMetrics
-from spark_ext.errors import ConfigError, SparkExtError
+from connectors.delta_sink import (
+    DeltaCommitter,
+    DeltaIdempotentWriter,
+    StagedFile,
+    ensure_table,
+    schema_shape,
+    stage_batches,
+    staged_name,
+)
+from spark_ext.dedup.batch import (
+    DEDUP_DELTA,
+    KEY_ET,
+    KEY_HASH,
+    KEY_ID,
+    REASON_NULL_KEY,
+    decide_batch,
+)
+from spark_ext.dedup.catalog import DedupCatalog
+from spark_ext.dedup.config import DedupConfig
+from spark_ext.dedup.errors import BloomFormatError, DedupInputError, DedupStateError
+from spark_ext.dedup.filters import RotatingBloom
+from spark_ext.dedup.metrics import DedupMetrics
+from spark_ext.dedup.state import BloomStateStore
+from spark_ext.errors import ConfigError
 from spark_ext.sinks.errors import check_batch_order
-from spark_ext.sinks.protocol import Protocol, Step, validate_sink_id
+from spark_ext.sinks.protocol import commit_batch, validate_sink_id
 
-if TYPE_CHECKING:
-    from connectors.delta_sink import StagedFile
+__all__ = ["DeltaDedupSink"]
 
 log = logging.getLogger(__name__)
 
-#: The steps of :class:`DeltaDedupSink`, numbered as in the module docstring.
-DEDUP_DELTA = Protocol(
-    "dedup_delta",
-    (
-        Step(1, "decided", "driver"),
-        Step(2, "cataloged", "driver"),
-        Step(3, "written", "driver"),
-        Step(4, "saved", "driver"),
-    ),
-)
-
-#: Quarantine reasons of the sink.
-REASON_NULL_KEY = "null_dedup_key"
-
-_HASH, _ID, _ET = "_dedup_hash", "_dedup_id", "_dedup_et_us"
 #: Rows per row group of the staged Parquet files.
 ROW_GROUP = 131_072
-
-
-class DedupInputError(SparkExtError, ValueError):
-    """A batch the sink cannot deduplicate as given (null keys without a quarantine, or
-    coordinates that do not identify a delivery)."""
-
-
-class DedupStateError(SparkExtError):
-    """The saved filter state does not belong to this checkpoint, or is damaged."""
-
-
-# -- the filters' versioned state ----------------------------------------------------------
-
-_STATE_MAGIC = b"SXD1"
-_STATE_HEADER = struct.Struct("<4sqI")  # magic, version, number of buckets
-_BUCKET_HEADER = struct.Struct("<iI")  # bucket, length of its RotatingBloom bytes
-
-
-class BloomStateStore:
-    """The filters after each batch, one file per version (= batch id), written atomically.
-
-    Batch ``N`` reads the newest version below ``N`` and writes version ``N``; the versions
-    below ``N - keep + 1`` are then removed. A version above ``N`` while batch ``N`` runs means
-    the query's checkpoint was reset under the same state folder: :class:`DedupStateError`.
-    """
-
-    def __init__(self, path: str | Path, keep: int = 3) -> None:
-        self.path = Path(path)
-        if keep < 2:
-            raise ConfigError("dedup.state_versions_kept", f"must be >= 2, got {keep}")
-        self.keep = keep
-
-    def versions(self) -> list[int]:
-        if not self.path.exists():
-            return []
-        return sorted(int(p.stem) for p in self.path.glob("*.bloom") if p.stem.isdigit())
-
-    def _file(self, version: int) -> Path:
-        return self.path / f"{version:020d}.bloom"
-
-    def load_before(self, batch_id: int) -> tuple[int | None, dict[int, bytes]]:
-        """``(version, {bucket: filter bytes})`` of the newest version below ``batch_id``."""
-        versions = self.versions()
-        ahead = [v for v in versions if v > batch_id]
-        if ahead:
-            raise DedupStateError(
-                f"{self.path} holds filter state of batch {ahead[-1]} but the query runs batch "
-                f"{batch_id}: the checkpoint was reset; give the sink a new state folder, "
-                "catalog and sink id (or restore the checkpoint)"
-            )
-        below = [v for v in versions if v < batch_id]
-        if not below:
-            return None, {}
-        version = below[-1]
-        return version, self._decode(self._file(version).read_bytes(), version)
-
-    def save(self, batch_id: int, buckets: dict[int, bytes]) -> None:
-        parts = [_STATE_HEADER.pack(_STATE_MAGIC, batch_id, len(buckets))]
-        for bucket in sorted(buckets):
-            parts += [_BUCKET_HEADER.pack(bucket, len(buckets[bucket])), buckets[bucket]]
-        body = b"".join(parts)
-        data = body + struct.pack("<I", zlib.crc32(body))
-        self.path.mkdir(parents=True, exist_ok=True)
-        target = self._file(batch_id)
-        tmp = target.with_suffix(".tmp")
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-        for old in self.versions():
-            if old <= batch_id - self.keep:
-                self._file(old).unlink(missing_ok=True)
-
-    def _decode(self, data: bytes, version: int) -> dict[int, bytes]:
-        where = self._file(version)
-        if len(data) < _STATE_HEADER.size + 4:
-            raise DedupStateError(f"{where}: {len(data)} bytes is too short")
-        body, (crc,) = data[:-4], struct.unpack("<I", data[-4:])
-        if zlib.crc32(body) != crc:
-            raise DedupStateError(f"{where}: checksum mismatch (damaged file)")
-        magic, stored, count = _STATE_HEADER.unpack_from(body)
-        if magic != _STATE_MAGIC or stored != version:
-            raise DedupStateError(f"{where}: not filter state of version {version}")
-        out, offset = {}, _STATE_HEADER.size
-        for _ in range(count):
-            bucket, length = _BUCKET_HEADER.unpack_from(body, offset)
-            offset += _BUCKET_HEADER.size
-            out[bucket] = body[offset : offset + length]
-            offset += length
-        return out
-
-
-# -- the decision (pure: numpy and Arrow, no Spark) ------------------------------------------
-
-#: ``lookup(hashes, before_batch) -> Arrow table`` of catalog rows (``bucket``, ``generation``,
-#: ``hash``, ``record_id``) whose hash is one of ``hashes`` and whose batch is below
-#: ``before_batch``.
-CatalogLookup = Callable[[np.ndarray, int], pa.Table]
-
-
-@dataclass
-class BatchDecision:
-    """What to do with each row of a batch (arrays in the collected rows' order)."""
-
-    keep: np.ndarray
-    bucket: np.ndarray
-    generation: np.ndarray
-    metrics: DedupMetrics
-
-
-def decide_batch(
-    table: pa.Table,
-    config: DedupConfig,
-    blooms: dict[int, RotatingBloom],
-    lookup: CatalogLookup,
-    batch_id: int,
-) -> BatchDecision:
-    """Decide every row of ``table`` (columns ``_dedup_hash`` int64, ``_dedup_id`` string,
-    ``_dedup_et_us`` int64 microseconds, and the coordinate columns, none null).
-
-    ``blooms`` (bucket -> filters) are updated in place. Of the copies of an id in the batch
-    the first in the total order (event time, coordinates) is kept; a copy whose id the
-    catalog holds from an earlier batch is dropped. Neither depends on the rows' order in
-    ``table``, so any batch plan and any replay decide alike.
-    """
-    n = table.num_rows
-    metrics = DedupMetrics(rows=n)
-    if n == 0:
-        metrics.state_bytes = sum(b.nbytes for b in blooms.values())
-        empty = np.zeros(0, dtype=np.int64)
-        return BatchDecision(np.zeros(0, bool), empty.astype(np.int32), empty, metrics)
-    h = table.column(_HASH).to_numpy().astype(np.int64).view(np.uint64)
-    et = table.column(_ET).to_numpy().astype(np.int64) // 1000
-    bucket = (h % np.uint64(config.buckets)).astype(np.int32)
-
-    maybe = np.zeros(n, dtype=bool)
-    generation = np.zeros(n, dtype=np.int64)
-    floors = np.zeros(config.buckets, dtype=np.int64)
-    for b in np.unique(bucket):
-        sel = np.flatnonzero(bucket == b)
-        bloom = blooms.setdefault(int(b), config.new_bloom())
-        maybe[sel] = bloom.check_and_add(h[sel], et[sel])
-        generation[sel] = bloom.generation_of(et[sel])
-        floors[b] = bloom.oldest_kept or 0
-
-    # The catalog is read (in the background) while the batch's own duplicates are found.
-    maybe_rows = np.flatnonzero(maybe)
-    with ThreadPoolExecutor(1) as pool:
-        found_future = pool.submit(lookup, h[maybe_rows].view(np.int64), batch_id)
-
-        # In-batch duplicates, exactly: only rows sharing a hash are ordered and compared.
-        sorted_h = np.sort(h)
-        repeated = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
-        in_batch = np.zeros(n, dtype=bool)
-        if len(repeated):
-            at = np.minimum(np.searchsorted(repeated, h), len(repeated) - 1)
-            shared = np.flatnonzero(repeated[at] == h)
-            rows = pa.array(shared)
-            coords = [
-                table.column(c).take(rows).to_numpy(zero_copy_only=False)
-                for c in reversed(config.coordinate_columns)
-            ]
-            shared = shared[np.lexsort([*coords, et[shared]])]  # the total order
-            ids = table.column(_ID).take(pa.array(shared)).to_pandas()
-            in_batch[shared] = ids.duplicated(keep="first").to_numpy()
-        found = found_future.result()
-
-    ask = np.flatnonzero(maybe & ~in_batch)
-    dropped = in_batch.copy()
-    if len(ask):
-        live = found.column("generation").to_numpy() >= floors[found.column("bucket").to_numpy()]
-        known = set(found.column("record_id").filter(pa.array(live)).to_pylist())
-        asked_ids = table.column(_ID).take(pa.array(ask)).to_pylist()
-        hit = np.fromiter((rid in known for rid in asked_ids), dtype=bool, count=len(ask))
-        dropped[ask[hit]] = True
-        metrics.catalog_duplicates = int(hit.sum())
-        metrics.false_positives = len(ask) - metrics.catalog_duplicates
-    metrics.bloom_negative = int((~maybe & ~in_batch).sum())
-    metrics.catalog_lookups = len(ask)
-    metrics.batch_duplicates = int(in_batch.sum())
-    metrics.state_bytes = sum(b.nbytes for b in blooms.values())
-    metrics.newest_generation = max(
-        (b.newest for b in blooms.values() if b.newest is not None), default=-1
-    )
-    return BatchDecision(~dropped, bucket, generation, metrics)
-
-
-# -- the catalog (delta-rs) --------------------------------------------------------------------
-
-#: The catalog's own columns; the coordinate columns of the kept copy follow, named
-#: ``coord_<name>`` (for the record: a lookup needs only the id).
-CATALOG_COLUMNS = pa.schema(
-    [
-        ("generation", pa.int64()),
-        ("bucket", pa.int32()),
-        ("hash", pa.int64()),
-        ("record_id", pa.string()),
-        ("batch_id", pa.int64()),
-    ]
-)
-
-
-class HashedDeltaCatalog:
-    """Kept ids with their ``xxhash64``, coordinates and batch: looked up by hash, on the driver.
-
-    Written by delta-rs (``txn(<app id>, batch id)``, checked before writing), partitioned by
-    ``generation``; purged of generations the filters no longer keep.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._table: Any = None
-
-    def _open(self) -> Any:
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
-        try:
-            if self._table is None:
-                self._table = DeltaTable(self.path)
-            else:
-                self._table.update_incremental()
-        except TableNotFoundError:
-            return None
-        return self._table
-
-    def lookup(self, hashes: np.ndarray, before_batch: int) -> pa.Table:
-        table = self._open()
-        if table is None or not len(hashes):
-            return CATALOG_COLUMNS.empty_table()
-        dataset = table.to_pyarrow_dataset()
-        return dataset.to_table(
-            columns=["bucket", "generation", "hash", "record_id"],
-            filter=(pc.field("batch_id") < before_batch)
-            & pc.field("hash").isin(pa.array(hashes, pa.int64())),
-        )
-
-    def last_batch(self, app_id: str) -> int | None:
-        table = self._open()
-        return None if table is None else table.transaction_version(app_id)
-
-    def append(self, rows: pa.Table, app_id: str, batch_id: int) -> bool:
-        """Append ``rows`` with ``txn(app_id, batch_id)``; ``False`` if the batch is recorded."""
-        from deltalake import CommitProperties, Transaction, write_deltalake
-
-        if check_batch_order(app_id, batch_id, self.last_batch(app_id)):
-            return False
-        if rows.num_rows == 0:  # nothing to record; an empty batch leaves no trace to skip
-            return True
-        write_deltalake(
-            self.path,
-            rows,
-            mode="append",
-            partition_by=["generation"],
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id, batch_id)],
-                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
-            ),
-        )
-        self._table = None
-        return True
-
-    def purge(self, older_than_generation: int) -> None:
-        table = self._open()
-        if table is not None:
-            table.delete(f"generation < {int(older_than_generation)}")
-            self._table = None
-
-
-# -- the sink ----------------------------------------------------------------------------------
 
 _MESSAGE_SCHEMA = StructType(
     [
@@ -431,7 +168,7 @@ class DeltaDedupSink:
         self.keys_path = Path(state_path) / "keys"
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
-        self.catalog = HashedDeltaCatalog(config.catalog_path)
+        self.catalog = DedupCatalog(config.catalog_path)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
         self._purged_below = 0
@@ -459,15 +196,11 @@ class DeltaDedupSink:
             blooms[bucket] = bloom
         return blooms
 
-    def _committer(self) -> Any:
-        from connectors.delta_sink import DeltaCommitter
-
+    def _committer(self) -> DeltaCommitter:
         return DeltaCommitter(self.output_path, self.sink_id)
 
     def _start(self, batch: DataFrame, batch_id: int) -> list[str]:
         """Check the columns; on the first batch, create the output and drop orphans."""
-        from connectors.delta_sink import ensure_table
-
         columns = self.output_columns or batch.columns
         missing = [x for x in {*self._key_columns(), *columns} if x not in batch.columns]
         if missing:
@@ -486,17 +219,18 @@ class DeltaDedupSink:
     def _check_batch_order(self, batch_id: int) -> None:
         """X1 (docs/design.md, invariant 6): a batch below the one recorded on the output or
         the catalog raises :class:`~spark_ext.sinks.errors.BatchRegressionError` before
-        anything of it is staged; the recorded batch itself is a replay and runs again (its
-        commits are skipped, its filters are saved again)."""
-        check_batch_order(self.sink_id, batch_id, self._committer().last_committed_batch())
+        anything of it is staged and before the start-up recovery; the recorded batch itself is
+        a replay and runs again (its commits are skipped, its filters are saved again)."""
+        if (Path(self.output_path) / "_delta_log").is_dir():
+            check_batch_order(self.sink_id, batch_id, self._committer().last_committed_batch())
         check_batch_order(
             self.catalog_app_id, batch_id, self.catalog.last_batch(self.catalog_app_id)
         )
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         c = self.config
-        columns = self._start(batch, batch_id)
         self._check_batch_order(batch_id)
+        columns = self._start(batch, batch_id)
 
         # 1. one pass: stage every row, and its keys; decide on the driver.
         staged = self._stage(batch, columns, batch_id)
@@ -505,7 +239,7 @@ class DeltaDedupSink:
             self._quarantine_nulls(batch, batch_id, nulls, staged)
         table, file_of_row, row_in_file = self._read_keys(staged)
         blooms = self._load_blooms(batch_id)
-        decision = decide_batch(table, c, blooms, self.catalog.lookup, batch_id)
+        decision = decide_batch(table, c, blooms, self.catalog.lookup_hashes, batch_id)
         DEDUP_DELTA.reached(1, batch_id)
 
         # 2. catalog (delta-rs, in the background) while the tasks drop the duplicates.
@@ -514,22 +248,22 @@ class DeltaDedupSink:
             {
                 "generation": pa.array(decision.generation, pa.int64()).filter(kept),
                 "bucket": pa.array(decision.bucket, pa.int32()).filter(kept),
-                "hash": table.column(_HASH).filter(kept),
-                "record_id": table.column(_ID).filter(kept),
+                "hash": table.column(KEY_HASH).filter(kept),
+                "record_id": table.column(KEY_ID).filter(kept),
+                "coords": _coords(table, c.coordinate_columns).filter(kept),
                 "batch_id": pa.array(np.full(int(decision.keep.sum()), batch_id, np.int64)),
-                **{f"coord_{x}": table.column(x).filter(kept) for x in c.coordinate_columns},
             }
         )
         with ThreadPoolExecutor(1) as pool:
-            appended = pool.submit(self.catalog.append, catalog_rows, self.catalog_app_id, batch_id)
+            appended = pool.submit(
+                self.catalog.append_arrow, catalog_rows, self.catalog_app_id, batch_id
+            )
             files = self._drop_rows(batch, staged, file_of_row, row_in_file, decision.keep)
             if not appended.result():
                 log.info("%s batch %d: catalog already has it (replay)", self.sink_id, batch_id)
         DEDUP_DELTA.reached(2, batch_id)
 
         # 3. the output: one delta-rs commit with txn(sink id, batch id).
-        from spark_ext.sinks.protocol import commit_batch
-
         commit_batch(self._committer(), batch_id, files)
         DEDUP_DELTA.reached(3, batch_id)
 
@@ -559,21 +293,19 @@ class DeltaDedupSink:
 
     # -- step 1 ----------------------------------------------------------------------------
     def _stage(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[_Staged]:
-        from connectors.delta_sink import StagedFile, schema_shape
-
         c = self.config
         types = {f.name: f.dataType for f in batch.schema.fields}
         record_id = F.col(c.id_column).cast("string")
-        extra = [F.xxhash64(record_id).alias(_HASH)]
+        extra = [F.xxhash64(record_id).alias(KEY_HASH)]
         # The id and event time travel once: as they are when they already are a string and
         # a timestamp (the event time's microseconds are read in the task), else converted.
         id_source, et_source = c.id_column, c.event_time_column
         if not isinstance(types[c.id_column], StringType):
-            extra.append(record_id.alias(_ID))
-            id_source = _ID
+            extra.append(record_id.alias(KEY_ID))
+            id_source = KEY_ID
         if not isinstance(types[c.event_time_column], (TimestampType, TimestampNTZType)):
-            extra.append(F.col(c.event_time_column).cast("timestamp").alias(_ET))
-            et_source = _ET
+            extra.append(F.col(c.event_time_column).cast("timestamp").alias(KEY_ET))
+            et_source = KEY_ET
         out_schema = batch.select(*columns).schema
         key_names = self._key_columns()
         keys_dir = str(self.keys_path / f"b{batch_id:012d}")
@@ -612,9 +344,9 @@ class DeltaDedupSink:
             rows.append(np.arange(keys.num_rows, dtype=np.int64))
         schema = pa.schema(
             [
-                (_HASH, pa.int64()),
-                (_ID, pa.string()),
-                (_ET, pa.int64()),
+                (KEY_HASH, pa.int64()),
+                (KEY_ID, pa.string()),
+                (KEY_ET, pa.int64()),
             ]
         )
         if not tables:
@@ -633,8 +365,6 @@ class DeltaDedupSink:
         keep: np.ndarray,
     ) -> list[StagedFile]:
         """Rewrite (in tasks) each staged file holding a dropped row, without those rows."""
-        from connectors.delta_sink import StagedFile
-
         files = [s.file for s in staged]
         dropped = np.flatnonzero(~keep)
         if not len(dropped):
@@ -673,12 +403,18 @@ class DeltaDedupSink:
             F.lit(REASON_NULL_KEY + ":"),
             F.concat_ws(",", *[F.when(F.col(k).isNull(), F.lit(k)) for k in keys]),
         )
-        from connectors.delta_sink import DeltaIdempotentWriter
-
         DeltaIdempotentWriter(self.quarantine_path, f"{self.sink_id}.quarantine")(
             batch.where(~valid).withColumn("_reason", reason), batch_id
         )
         log.warning("%s batch %d: %d rows quarantined (null key)", self.sink_id, batch_id, count)
+
+
+def _coords(table: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """The ``"/"``-joined coordinates of every row (the catalog's ``coords``)."""
+    parts = [pc.cast(table.column(c), pa.string()) for c in columns]
+    if len(parts) == 1:
+        return parts[0].combine_chunks()
+    return pc.binary_join_element_wise(*parts, "/").combine_chunks()
 
 
 def _stager(
@@ -700,12 +436,10 @@ def _stager(
     """
     out_names = schema.fieldNames()
     id_source, et_source, *coordinates = key_sources
-    key_file_names = [_HASH, _ID, _ET, *coordinates]
+    key_file_names = [KEY_HASH, KEY_ID, KEY_ET, *coordinates]
 
     def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
-
-        from connectors.delta_sink import stage_batches
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
@@ -733,7 +467,7 @@ def _stager(
                 et = b.column(et_source)
                 keys = pa.RecordBatch.from_arrays(
                     [
-                        b.column(_HASH),
+                        b.column(KEY_HASH),
                         b.column(id_source),
                         pc.cast(pc.cast(et, pa.timestamp("us", et.type.tz)), pa.int64()),
                         *[b.column(n) for n in coordinates],
@@ -775,8 +509,6 @@ def _rewrite(
 ) -> tuple[str, int, int]:
     """A staged file without the rows at ``drop`` (int64 positions): a new staged file."""
     import pyarrow.parquet as pq
-
-    from connectors.delta_sink import staged_name
 
     table = pq.read_table(os.path.join(path, name))
     mask = np.ones(rows, dtype=bool)

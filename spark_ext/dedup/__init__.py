@@ -1,0 +1,77 @@
+"""Dedup: exactly-once = at-least-once + deduplication, with bounded state.
+
+A Bloom filter per bucket answers "certainly new" for most rows; only on a Bloom "maybe" is
+the exact, durable catalog asked. Filters rotate by event time, so state is bounded
+(docs/design.md, invariant 4), and every decision is replay-deterministic.
+
+Modules, from the pure logic up to Spark:
+
+=================  ===========================================================================
+``filters``        :class:`BloomFilter`, :class:`RotatingBloom` (filters by event-time generation)
+``config``         :class:`DedupConfig`: what to deduplicate on, validated when built
+``metrics``        :class:`DedupMetrics`: counters add up, gauges (state size) do not
+``catalog``        :class:`DedupCatalog`: the exact catalog, one Delta schema for every writer
+``bucket``         :class:`BucketDedup`: one bucket's decision (Bloom, in-batch, catalog)
+``batch``          :func:`decide_batch`: a whole batch decided at once; the steps of the
+                   driver-decided sink (:data:`DEDUP_DELTA`)
+``state``          :class:`BloomStateStore`: versioned filter state outside Spark
+``tags``           the ``_kind`` values of tagged rows (``KIND_*``)
+``operator``       :func:`deduplicate`: the Spark stateful operator (filters in Spark state)
+``sink``           :class:`DedupSink`: ``foreachBatch`` sink of tagged rows
+``errors``         one class per failure kind
+=================  ===========================================================================
+
+Two ways to run it: :func:`deduplicate` + :class:`DedupSink` (buckets spread over tasks, filters
+in Spark's state store), or :class:`connectors.dedup_delta_sink.DeltaDedupSink` (decided on the
+driver in one pass, two-phase Delta output; in the connectors layer because it writes Delta
+through :mod:`connectors.delta_sink`). Both use the same :class:`DedupConfig` and catalog.
+
+Importing this package declares its fault points (``dedup.after_catalog``,
+``dedup.after_output`` and ``dedup_delta.<n>.<step>``).
+
+Example
+-------
+>>> from spark_ext.dedup import DedupConfig
+>>> DedupConfig(catalog_path="var/catalog", capacity=1_000, buckets=2).capacity_per_bucket
+500
+"""
+
+from __future__ import annotations
+
+from spark_ext.dedup.batch import DEDUP_DELTA, BatchDecision, decide_batch
+from spark_ext.dedup.bucket import BucketDedup
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog
+from spark_ext.dedup.config import DedupConfig
+from spark_ext.dedup.errors import BloomFormatError, DedupError, DedupInputError, DedupStateError
+from spark_ext.dedup.filters import BloomFilter, RotatingBloom
+from spark_ext.dedup.metrics import DedupMetrics
+from spark_ext.dedup.operator import deduplicate
+from spark_ext.dedup.sink import AFTER_CATALOG, AFTER_OUTPUT, DedupSink
+from spark_ext.dedup.state import BloomStateStore
+from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_LATE, KIND_METRICS, KIND_NEW
+
+__all__ = [
+    "AFTER_CATALOG",
+    "AFTER_OUTPUT",
+    "CATALOG_SCHEMA",
+    "DEDUP_DELTA",
+    "KIND_DUPLICATE",
+    "KIND_LATE",
+    "KIND_METRICS",
+    "KIND_NEW",
+    "BatchDecision",
+    "BloomFilter",
+    "BloomFormatError",
+    "BloomStateStore",
+    "BucketDedup",
+    "DedupCatalog",
+    "DedupConfig",
+    "DedupError",
+    "DedupInputError",
+    "DedupMetrics",
+    "DedupSink",
+    "DedupStateError",
+    "RotatingBloom",
+    "decide_batch",
+    "deduplicate",
+]

@@ -1,0 +1,173 @@
+"""The exact, durable dedup catalog: every kept id, with the coordinates of its kept copy.
+
+One Delta table per :attr:`DedupConfig.catalog_path <spark_ext.dedup.config.DedupConfig>`, one
+schema (:data:`CATALOG_SCHEMA`) whoever writes it, partitioned by filter ``generation``:
+
+=============  =======  ==================================================================
+column         type     meaning
+=============  =======  ==================================================================
+generation     int64    filter generation of the row's event time (``t // rotation_ms``)
+bucket         int32    dedup bucket (or ordering shard) that decided the row
+hash           int64    Spark's ``xxhash64`` of the id as a string (the driver's lookup key)
+record_id      string   the id
+coords         string   coordinates of the kept copy, ``"/"``-joined (e.g. ``"t/2/1041"``)
+batch_id       int64    micro-batch that kept it
+=============  =======  ==================================================================
+
+Appends carry ``txn(<sink id>.catalog, batch id)`` so a replayed batch adds nothing. Readers
+ask only on a Bloom "maybe": :meth:`DedupCatalog.lookup_ids` (a bucket's ids, by the
+operators, in executors) and :meth:`DedupCatalog.lookup_hashes` (a batch's hashes, by
+:class:`connectors.dedup_delta_sink.DeltaDedupSink` on the driver). :meth:`DedupCatalog.purge`
+bounds it to the generations the filters keep (docs/design.md, invariant 4).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_ext.sinks.errors import check_batch_order
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["CATALOG_SCHEMA", "DedupCatalog"]
+
+log = logging.getLogger(__name__)
+
+#: The catalog's columns, in this order, whoever writes it.
+CATALOG_SCHEMA = pa.schema(
+    [
+        ("generation", pa.int64()),
+        ("bucket", pa.int32()),
+        ("hash", pa.int64()),
+        ("record_id", pa.string()),
+        ("coords", pa.string()),
+        ("batch_id", pa.int64()),
+    ]
+)
+PARTITION_BY = ["generation"]
+
+#: Catalog tables opened by this process (a reused Python worker refreshes incrementally).
+_OPEN_TABLES: dict[str, Any] = {}
+
+
+class DedupCatalog:
+    """The catalog table at ``path`` (created by the first append).
+
+    Parameters
+    ----------
+    path
+        Folder of the Delta table (local or mounted: delta-rs reads it in executors too).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = str(path)
+
+    def _open(self) -> Any:
+        """The table at its newest version, or ``None`` before the first append."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        table = _OPEN_TABLES.get(self.path)
+        try:
+            if table is None:
+                table = _OPEN_TABLES[self.path] = DeltaTable(self.path)
+            else:
+                table.update_incremental()  # read only the commits since the last call
+        except TableNotFoundError:
+            return None
+        return table
+
+    def _changed(self) -> None:
+        _OPEN_TABLES.pop(self.path, None)
+
+    def lookup_ids(self, bucket: int, ids: list[str], min_generation: int) -> dict[str, str]:
+        """Coordinates of the kept copy of each of ``ids`` held for ``bucket`` in a generation
+        at or above ``min_generation``."""
+        if not ids:
+            return {}
+        table = self._open()
+        if table is None:
+            return {}
+        found = table.to_pyarrow_dataset().to_table(
+            columns=["record_id", "coords"],
+            filter=(pc.field("generation") >= min_generation)
+            & (pc.field("bucket") == bucket)
+            & pc.field("record_id").isin(pa.array(ids, pa.string())),
+        )
+        return dict(
+            zip(
+                found.column("record_id").to_pylist(),
+                found.column("coords").to_pylist(),
+                strict=True,
+            )
+        )
+
+    def lookup_hashes(self, hashes: np.ndarray, before_batch: int) -> pa.Table:
+        """Rows (``bucket``, ``generation``, ``hash``, ``record_id``) whose hash is one of
+        ``hashes`` (int64) and whose batch is below ``before_batch``."""
+        columns = ["bucket", "generation", "hash", "record_id"]
+        table = self._open() if len(hashes) else None
+        if table is None:
+            return pa.schema([CATALOG_SCHEMA.field(c) for c in columns]).empty_table()
+        return table.to_pyarrow_dataset().to_table(
+            columns=columns,
+            filter=(pc.field("batch_id") < before_batch)
+            & pc.field("hash").isin(pa.array(hashes, pa.int64())),
+        )
+
+    def last_batch(self, app_id: str) -> int | None:
+        """The batch id recorded for ``app_id`` (``None``: none, or no table yet)."""
+        table = self._open()
+        return None if table is None else table.transaction_version(app_id)
+
+    def append_arrow(self, rows: pa.Table, app_id: str, batch_id: int) -> bool:
+        """Append ``rows`` (:data:`CATALOG_SCHEMA`) with delta-rs and ``txn(app_id, batch_id)``.
+
+        Returns ``False`` for a replay (``batch_id`` is recorded already: nothing written);
+        raises :class:`~spark_ext.sinks.errors.BatchRegressionError` for a batch below it.
+        """
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        if check_batch_order(app_id, batch_id, self.last_batch(app_id)):
+            return False
+        if rows.num_rows == 0:  # nothing to record; an empty batch leaves no trace to skip
+            return True
+        write_deltalake(
+            self.path,
+            rows.select(CATALOG_SCHEMA.names).cast(CATALOG_SCHEMA),
+            mode="append",
+            partition_by=PARTITION_BY,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, batch_id)],
+                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
+            ),
+        )
+        self._changed()
+        return True
+
+    def append_spark(self, rows: DataFrame, app_id: str, batch_id: int) -> None:
+        """Append ``rows`` (the :data:`CATALOG_SCHEMA` columns) with Spark's Delta writer and
+        ``txnAppId``/``txnVersion`` (Delta skips a batch it already has)."""
+        (
+            rows.select(*CATALOG_SCHEMA.names)
+            .write.format("delta")
+            .mode("append")
+            .partitionBy(*PARTITION_BY)
+            .option("txnAppId", app_id)
+            .option("txnVersion", batch_id)
+            .save(self.path)
+        )
+        self._changed()
+
+    def purge(self, older_than_generation: int) -> None:
+        """Delete the ids of generations the filters no longer keep (bounds the catalog)."""
+        table = self._open()
+        if table is not None:
+            table.delete(f"generation < {int(older_than_generation)}")
+            self._changed()
