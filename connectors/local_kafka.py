@@ -133,6 +133,8 @@ class LocalKafkaBroker:
 
     def __init__(self, config: BrokerConfig | None = None) -> None:
         self.config = config or BrokerConfig()
+        #: The broker process when this object started it: waited for (reaped) on stop.
+        self._proc: subprocess.Popen[bytes] | None = None
 
     # -- state -------------------------------------------------------------------------
     def pid(self) -> int | None:
@@ -140,11 +142,30 @@ class LocalKafkaBroker:
             pid = int(self.config.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
+        return pid if self._alive(pid) else None
+
+    def _alive(self, pid: int) -> bool:
+        """Whether ``pid`` still runs; a dead child of this process is reaped here.
+
+        A broker this process started stays a zombie until it is waited for, and
+        ``os.kill(pid, 0)`` succeeds on a zombie: without the wait, ``stop()`` waited its
+        whole timeout on a broker that had died at once.
+        """
+        if self._proc is not None and self._proc.pid == pid:
+            return self._proc.poll() is None
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return None
-        return pid
+            return False
+        try:  # a zombie child started by another LocalKafkaBroker object of this process
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            return done == 0
+        except ChildProcessError:  # not our child: read its state
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return False
+            return stat.rpartition(")")[2].split()[0] != "Z"
 
     def is_running(self) -> bool:
         return port_open(self.config.host, self.config.port)
@@ -204,6 +225,8 @@ class LocalKafkaBroker:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+        out.close()  # the child holds its own descriptor
+        self._proc = proc
         c.pid_file.write_text(f"{proc.pid}\n")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -243,20 +266,44 @@ class LocalKafkaBroker:
         """Stop the broker by its PID (SIGTERM, or SIGKILL with ``hard``) and wait for it."""
         pid = self.pid()
         if pid is None:
+            self.config.pid_file.unlink(missing_ok=True)
             return
+        if not hard:
+            os.kill(pid, signal.SIGCONT)  # a paused broker cannot handle SIGTERM
         os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            os.kill(pid, signal.SIGKILL)
+        while self._alive(pid):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.1)
         while port_open(self.config.host, self.config.port):
             time.sleep(0.2)
         self.config.pid_file.unlink(missing_ok=True)
+        self._proc = None
+
+    # -- faults (for the recovery harness: only ever on a broker of its own) ----------------
+    def _signal(self, sig: signal.Signals) -> int:
+        pid = self.pid()
+        if pid is None:
+            raise BrokerError(f"no broker running for {self.config.data_dir}")
+        os.kill(pid, sig)
+        return pid
+
+    def pause(self) -> None:
+        """SIGSTOP the broker: connections stay open, nothing is answered until :meth:`resume`."""
+        self._signal(signal.SIGSTOP)
+        log.info("Kafka broker %s paused", self.config.bootstrap_servers)
+
+    def resume(self) -> None:
+        """SIGCONT a paused broker."""
+        self._signal(signal.SIGCONT)
+        log.info("Kafka broker %s resumed", self.config.bootstrap_servers)
+
+    def kill(self) -> None:
+        """SIGKILL the broker (no clean shutdown) and reap it; :meth:`start` restarts it."""
+        self.stop(hard=True)
+        log.info("Kafka broker %s killed", self.config.bootstrap_servers)
 
 
 def main() -> None:

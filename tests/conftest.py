@@ -2,6 +2,9 @@
 
 Integration tests use the real Spark, the real Apache Kafka broker (started here when it is
 not running) and real Delta tables. Unit tests of pure logic do not touch these fixtures.
+A test that uses one of :data:`INTEGRATION_FIXTURES` (directly or through another fixture) is
+marked ``integration`` here, so ``pytest -m "not integration"`` is the fast lane of pure
+logic. :func:`await_done` waits for a streaming query and fails the test if it did not end.
 """
 
 from __future__ import annotations
@@ -11,13 +14,42 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from connectors.kafka import create_topic
 from connectors.local_kafka import LocalKafkaBroker
 
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
 log = logging.getLogger(__name__)
+
+#: Fixtures that need Spark, the broker or job processes: a test using any is ``integration``.
+INTEGRATION_FIXTURES = frozenset({"spark", "kafka_bootstrap", "new_topic", "job_env", "harness"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses an integration fixture (closure included) ``integration``."""
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+def await_done(query: StreamingQuery, timeout_s: float) -> None:
+    """Wait for ``query`` to end; fail the test (and stop the query) if it is still running.
+
+    ``StreamingQuery.awaitTermination(timeout)`` returns ``False`` on a timeout; a test that
+    ignores it goes on to compare a half-written output and fails far from the cause.
+    """
+    if not query.awaitTermination(timeout_s):
+        progress = query.lastProgress
+        query.stop()
+        pytest.fail(
+            f"query {query.name or query.id} still running after {timeout_s}s "
+            f"(last batch: {progress and progress.get('batchId')})"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -1,31 +1,12 @@
-"""The recovery classes on synthetic outputs (no Spark), and the harness's run protocol."""
+"""The recovery classes on synthetic outputs: pure logic, no Spark, no harness."""
 
 from __future__ import annotations
 
 import math
-import signal
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from spark_ext.jobrun import JobRun
-from spark_ext.recovery import (
-    CrashPlan,
-    CrashPointNotReached,
-    ExpectedOutput,
-    FinalStateView,
-    HarnessContext,
-    JobRunFailed,
-    OutputSpec,
-    RecoveryCase,
-    RecoveryClass,
-    RecoveryHarness,
-    RunSlot,
-    classify,
-    format_table,
-    write_report,
-)
+from spark_ext.recovery.classification import FinalStateView, OutputSpec, RecoveryClass, classify
 
 EVENTS = OutputSpec(columns=("id", "v"))
 CLEAN = [{"id": i, "v": f"v{i}"} for i in range(10)]
@@ -135,90 +116,3 @@ def test_run_dependent_columns_are_not_compared():
 def test_a_final_state_view_must_use_compared_columns():
     with pytest.raises(ValueError, match=r"not in OutputSpec\.columns"):
         OutputSpec(columns=("id",), final_state=FinalStateView(key=("id",), value=("v",)))
-
-
-# ---------------------------------------------------------------------------------------------
-# The harness protocol with a fake runner: clean, killed, restarted, then compared.
-# ---------------------------------------------------------------------------------------------
-
-
-class FakeCase(RecoveryCase):
-    """Writes ids 0..9 per run; a killed run wrote ids 0..4, its restart ids ``restart_ids``."""
-
-    name = "fake"
-    module = "jobs.fake"
-    crash = CrashPlan(crash_at="fake.after_commit@1")
-    outputs = (ExpectedOutput("events", EVENTS, RecoveryClass.GAP),)
-
-    def __init__(self, restart_ids: range) -> None:
-        self.restart_ids = restart_ids
-        self.written: dict[str, list[dict[str, Any]]] = {}
-
-    def prepare(self, ctx: HarnessContext) -> None:
-        self.prepared = ctx
-
-    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return ["--out", slot.name]
-
-    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
-        return list(self.written.get(slot.name, []))
-
-
-class FakeRunner:
-    def __init__(self, case: FakeCase, killed_rc: int = -signal.SIGKILL) -> None:
-        self.case, self.killed_rc, self.calls = case, killed_rc, []
-
-    def __call__(self, module, args, crash_at=None, kill_after_s=None, timeout_s=0.0):
-        self.calls.append((args[-1], crash_at))
-        rows = self.case.written.setdefault(args[-1], [])
-        if args[-1] == "clean":
-            rows.extend(CLEAN)
-        elif crash_at:
-            rows.extend(CLEAN[:5])
-            return JobRun(self.killed_rc, 1.0, "SPARK_EXT_CRASH")
-        else:
-            rows.extend(CLEAN[i] for i in self.case.restart_ids)
-        return JobRun(0, 1.0, "")
-
-
-def test_harness_runs_clean_then_killed_then_restarted_and_classifies(tmp_path: Path):
-    case = FakeCase(restart_ids=range(7, 10))
-    runner = FakeRunner(case)
-    [result] = RecoveryHarness(tmp_path, "127.0.0.1:9092", runner=runner, parallel=False).check(
-        case
-    )
-    assert runner.calls == [
-        ("clean", None),
-        ("crashed", "fake.after_commit@1"),
-        ("crashed", None),
-    ]
-    assert result.recovery_class is RecoveryClass.GAP and result.as_expected
-    assert result.rows_before_restart == 5
-    assert [d.row["id"] for d in result.comparison.missing] == [5, 6]
-
-
-def test_harness_refuses_a_run_that_was_not_killed(tmp_path: Path):
-    case = FakeCase(restart_ids=range(5, 10))
-    with pytest.raises(CrashPointNotReached, match=r"fake\.after_commit@1"):
-        RecoveryHarness(tmp_path, "b:1", runner=FakeRunner(case, killed_rc=0)).check(case)
-
-
-def test_harness_reports_a_failed_clean_run(tmp_path: Path):
-    case = FakeCase(restart_ids=range(5, 10))
-
-    def failing(module, args, **kwargs):
-        return JobRun(1, 1.0, "Traceback: boom")
-
-    with pytest.raises(JobRunFailed, match="clean run exited with 1"):
-        RecoveryHarness(tmp_path, "b:1", runner=failing).check(case)
-
-
-def test_table_and_report_show_each_job_with_its_plot(tmp_path: Path):
-    case = FakeCase(restart_ids=range(4, 10))
-    [result] = RecoveryHarness(tmp_path, "b:1", runner=FakeRunner(case)).check(case)
-    table = format_table([result])
-    assert "rollback-repeating" in table and "gap" in table and "NO" in table
-    index = write_report([result], tmp_path / "report")
-    page = index.read_text()
-    assert "<img src='fake-events.png'" in page and "extra rows (1)" in page
-    assert (tmp_path / "report" / "fake-events.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

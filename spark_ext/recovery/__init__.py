@@ -1,0 +1,131 @@
+"""Recovery harness: what a fault did to a guarantee job's output, job by job and fault by fault.
+
+The harness runs a job clean (``O_e``), runs it again under one fault injected at a declared
+fault point (:mod:`spark_ext.crash`) and restarts it from its checkpoint (``O_f + O'``), then
+names the difference with the recovery classes of Hwang et al., "High-availability algorithms
+for distributed stream processing" (ICDE 2005): precise, gap, rollback-repeating,
+rollback-convergent, rollback-divergent. A fault whose guarantee is "refuse" (a checkpoint
+reset while the output is kept) must end in a named typed error with nothing written.
+
+Modules, one concern each:
+
+=============================  ================================================================
+``classification``             the classes and :func:`classify` (pure, no Spark, no I/O)
+``faults``                     fault classes and what a job declares per class (pure)
+``errors``                     the harness's typed errors (a cell that cannot be judged)
+``case``                       :class:`RecoveryCase`: a job as the harness sees it
+``harness``                    :class:`RecoveryHarness`: clean, faulted, restarted runs
+``broker_faults``              a broker of the harness's own, paused or killed mid-run
+``profiles``                   derived profiles (speculation, own broker), typed error names
+``readers``                    Delta tables and Kafka topics read back as rows
+``report``                     the text table and the HTML report with one plot per output
+``matrix``                     jobs x faults: :func:`run_matrix` and its HTML picture
+=============================  ================================================================
+
+Example
+-------
+>>> spec = OutputSpec(columns=("id", "v"))
+>>> classify([{"id": 1, "v": "a"}], [{"id": 1, "v": "a"}] * 2, spec).recovery_class
+<RecoveryClass.ROLLBACK_REPEATING: 'rollback-repeating'>
+>>> harness = RecoveryHarness(workdir, bootstrap)            # doctest: +SKIP
+>>> [result] = harness.check(registry.get("at_most_once"))   # doctest: +SKIP
+>>> result.recovery_class, result.as_expected                # doctest: +SKIP
+(<RecoveryClass.GAP: 'gap'>, True)
+"""
+
+from spark_ext.recovery.case import (
+    CrashPlan,
+    ExpectedOutput,
+    HarnessContext,
+    RecoveryCase,
+    RecoveryResult,
+    RunSlot,
+)
+from spark_ext.recovery.classification import (
+    Comparison,
+    FinalStateView,
+    OutputSpec,
+    RecoveryClass,
+    RowDiff,
+    StateDiff,
+    classify,
+    final_state,
+)
+from spark_ext.recovery.errors import (
+    CrashPointNotReached,
+    EmptyCleanOutput,
+    FaultNotApplicable,
+    FaultNotFired,
+    JobRunFailed,
+    RecoveryError,
+)
+from spark_ext.recovery.faults import (
+    FAULT_DOCS,
+    Expectation,
+    ExpectedError,
+    FaultCell,
+    FaultClass,
+    expectation_label,
+    observed_error,
+)
+from spark_ext.recovery.harness import (
+    CleanRun,
+    InProcessRunner,
+    RecoveryHarness,
+    Runner,
+    assert_fired,
+    forget_last_commit,
+)
+from spark_ext.recovery.readers import read_delta_rows, read_kafka_json_rows
+from spark_ext.recovery.report import (
+    TABLE_COLUMNS,
+    format_table,
+    plot_result,
+    png_data_uri,
+    table_rows,
+    write_report,
+)
+
+__all__ = [
+    "FAULT_DOCS",
+    "TABLE_COLUMNS",
+    "CleanRun",
+    "Comparison",
+    "CrashPlan",
+    "CrashPointNotReached",
+    "EmptyCleanOutput",
+    "Expectation",
+    "ExpectedError",
+    "ExpectedOutput",
+    "FaultCell",
+    "FaultClass",
+    "FaultNotApplicable",
+    "FaultNotFired",
+    "FinalStateView",
+    "HarnessContext",
+    "InProcessRunner",
+    "JobRunFailed",
+    "OutputSpec",
+    "RecoveryCase",
+    "RecoveryClass",
+    "RecoveryError",
+    "RecoveryHarness",
+    "RecoveryResult",
+    "RowDiff",
+    "RunSlot",
+    "Runner",
+    "StateDiff",
+    "assert_fired",
+    "classify",
+    "expectation_label",
+    "final_state",
+    "forget_last_commit",
+    "format_table",
+    "observed_error",
+    "plot_result",
+    "png_data_uri",
+    "read_delta_rows",
+    "read_kafka_json_rows",
+    "table_rows",
+    "write_report",
+]

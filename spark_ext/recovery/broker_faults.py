@@ -1,0 +1,122 @@
+"""The broker faults of the matrix: a broker of the harness's own, paused or killed mid-run.
+
+The shared broker (``127.0.0.1:9092``) is never touched. Each broker cell starts a
+:class:`~connectors.local_kafka.LocalKafkaBroker` on a free port with its data in the cell's
+folder, points the job's profile at it (:func:`~spark_ext.recovery.profiles.derive_profile`),
+prepares the input there and runs the job clean. The faulted run then reaches the cell's
+point, which sleeps a second (``sleep`` fault) while the harness, watching the run's fault log,
+acts on the broker:
+
+``broker-pause``
+    SIGSTOP for ``cell.seconds`` (longer than the producers' ``delivery_timeout_ms``,
+    120 s in kafka-python by default), then SIGCONT.
+``broker-restart``
+    SIGKILL, ``cell.seconds`` down, then a restart on the same data.
+
+A run that fails is restarted once the broker is back; the output is classified as for any
+other fault. The broker is stopped (and reaped) in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
+from spark_ext.jobrun import JobRun
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.errors import FaultNotFired
+from spark_ext.recovery.faults import FaultCell, FaultClass
+from spark_ext.recovery.profiles import derive_profile
+
+if TYPE_CHECKING:
+    from connectors.local_kafka import LocalKafkaBroker
+    from spark_ext.recovery.harness import RecoveryHarness
+
+log = logging.getLogger(__name__)
+
+
+def free_port(start: int) -> int:
+    """The first port from ``start`` on which nothing listens and which can be bound."""
+    for port in range(start, start + 200, 2):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))  # the controller's
+            except OSError:
+                continue
+        return port
+    raise OSError(f"no free port pair from {start}")
+
+
+def _act(cell: FaultCell, broker: LocalKafkaBroker) -> None:
+    if cell.fault is FaultClass.BROKER_PAUSE:
+        broker.pause()
+        try:
+            time.sleep(cell.seconds)
+        finally:
+            broker.resume()
+    else:
+        broker.kill()
+        time.sleep(cell.seconds)
+        broker.start()
+
+
+def run_broker_cell(
+    harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell
+) -> list[RecoveryResult]:
+    """Run ``case`` clean and under ``cell`` (a broker fault) against a broker of its own."""
+    from connectors.local_kafka import BrokerConfig, LocalKafkaBroker
+
+    ctx = harness.context(case, f"{case.name}-{cell.fault}")
+    port = free_port(harness.broker_port)
+    broker = LocalKafkaBroker(
+        BrokerConfig(data_dir=ctx.workdir / "broker", port=port, controller_port=port + 1)
+    )
+    try:
+        bootstrap = broker.start()
+        profile = derive_profile(
+            harness.fault_profile, ctx.workdir / "broker-profile.toml", bootstrap=bootstrap
+        )
+        ctx = dataclasses.replace(ctx, bootstrap=bootstrap, profile=str(profile))
+        case.prepare(ctx)
+        clean = harness.clean_run(case, ctx, runner=harness.runner)
+        slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+        fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
+        result: dict[str, JobRun] = {}
+
+        def run() -> None:
+            result["run"] = harness.runner(
+                case.module,
+                case.job_args(ctx, slot),
+                fault=cell.spec(),
+                env={FAULT_LOG_ENV: str(fault_log)},
+                timeout_s=harness.timeout_s,
+            )
+
+        thread = threading.Thread(target=run, name=f"{case.name}-{cell.fault}")
+        thread.start()
+        acted = False
+        while thread.is_alive():
+            if not acted and fault_log_entries(fault_log):
+                log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
+                _act(cell, broker)
+                acted = True
+            time.sleep(0.2)
+        thread.join()
+        faulted = result["run"]
+        if not acted:
+            raise FaultNotFired(case.name, cell.describe(), faulted)
+        return harness._restart_and_compare(
+            case, ctx, slot, clean, faulted, cell.fault, cell.describe()
+        )
+    finally:
+        broker.stop(timeout=20)

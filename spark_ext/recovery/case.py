@@ -1,0 +1,205 @@
+"""A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults.
+
+``jobs/registry.py`` holds the project's cases. A case says how to feed the job
+(:meth:`RecoveryCase.prepare`), how to run it into one of the output slots
+(:meth:`RecoveryCase.job_args`), how to read each output back, and, per fault class
+(:class:`~spark_ext.recovery.faults.FaultClass`), the declared fault point and the outcome the
+job's guarantee promises (:class:`~spark_ext.recovery.faults.FaultCell`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_ext.crash import FaultPoint, FaultSpec, lookup
+from spark_ext.recovery.classification import Comparison, OutputSpec, RecoveryClass
+from spark_ext.recovery.faults import (
+    Expectation,
+    ExpectedError,
+    FaultCell,
+    FaultClass,
+    expectation_label,
+)
+
+
+@dataclass(frozen=True)
+class CrashPlan:
+    """Where the killed run dies: a fault spec (``name`` or ``name@batch``), or a delay.
+
+    Build it from the declared point with :meth:`at` (``CrashPlan.at(AFTER_WRITE, 1)``), so
+    the registry names no free strings.
+    """
+
+    crash_at: str | None = None
+    kill_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.crash_at is None) == (self.kill_after_s is None):
+            raise ValueError("CrashPlan needs exactly one of crash_at and kill_after_s")
+
+    @classmethod
+    def at(cls, point: FaultPoint, batch: int | None = None) -> CrashPlan:
+        """A kill at the declared ``point`` (in ``batch``)."""
+        return cls(crash_at=str(FaultSpec(point.name, batch)))
+
+    @property
+    def point(self) -> FaultPoint | None:
+        """The declared point of the kill (``None`` for a kill after a delay)."""
+        return lookup(FaultSpec.parse(self.crash_at).point) if self.crash_at else None
+
+    @property
+    def batch(self) -> int | None:
+        return FaultSpec.parse(self.crash_at).batch if self.crash_at else None
+
+    def describe(self) -> str:
+        return self.crash_at if self.crash_at else f"SIGKILL after {self.kill_after_s:g}s"
+
+
+@dataclass(frozen=True)
+class HarnessContext:
+    """What a case needs to prepare its input and build its runs' arguments."""
+
+    workdir: Path
+    bootstrap: str
+    profile: str
+    tag: str
+
+    def topic(self, name: str) -> str:
+        """A topic name unique to this check (``name`` distinguishes input from outputs)."""
+        return f"{self.tag}-{name}"
+
+
+@dataclass(frozen=True)
+class RunSlot:
+    """One output location: ``clean`` (``O_e``) or a fault's (``O_f + O'``)."""
+
+    name: str
+    out: Path
+
+
+@dataclass(frozen=True)
+class ExpectedOutput:
+    """One output of a job, how it is compared, and the class a ``kill`` should give it."""
+
+    name: str
+    spec: OutputSpec
+    expected: RecoveryClass
+
+
+class RecoveryCase(ABC):
+    """A guarantee job as the harness sees it: how to feed it, run it and read its outputs.
+
+    Subclasses set the class attributes and implement the three abstract methods. A job with
+    several outputs (for example a copy of the events and a running aggregate) is run once per
+    fault and every output is classified.
+    """
+
+    #: Short name used by the CLI and the report (``at_most_once``).
+    name: str
+    #: Module run as ``python -m module``.
+    module: str
+    #: The ``kill`` fault (the cell of :attr:`FaultClass.KILL` unless :attr:`cells` has one).
+    crash: CrashPlan
+    #: The outputs that are compared, each with its expected class under ``kill``.
+    outputs: tuple[ExpectedOutput, ...]
+    #: One line: what the job shows.
+    description: str = ""
+    #: The other fault classes the job declares, with their points and expected outcomes.
+    cells: Mapping[FaultClass, FaultCell] = {}
+
+    def cell(self, fault: FaultClass) -> FaultCell | None:
+        """The job's declaration for ``fault`` (``None``: the job has no point for it)."""
+        if fault in self.cells:
+            return self.cells[fault]
+        point = self.crash.point if fault is FaultClass.KILL else None
+        return FaultCell(FaultClass.KILL, point, self.crash.batch) if point else None
+
+    def expected(self, fault: FaultClass) -> dict[str, Expectation]:
+        """Per output, the outcome the job's guarantee promises under ``fault``."""
+        cell = self.cell(fault)
+        if cell is None:
+            return {}
+        return {o.name: cell.expected_for(o.name, o.expected) for o in self.outputs}
+
+    @abstractmethod
+    def prepare(self, ctx: HarnessContext) -> None:
+        """Create the input every run reads (topics, files), once per context."""
+
+    @abstractmethod
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        """Command-line arguments of a run writing to ``slot``."""
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        """Arguments of the restart; the faulted run's by default.
+
+        A case may change what a restart may change (for example the rate limit, as a restart
+        catching up a backlog does), never the checkpoint or the output.
+        """
+        return self.job_args(ctx, slot)
+
+    @abstractmethod
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        """Every row the runs of ``slot`` left in ``output`` (empty if nothing was written)."""
+
+    def checkpoints(self, ctx: HarnessContext, slot: RunSlot) -> list[Path]:
+        """The Spark checkpoints of the runs of ``slot`` (folders with ``offsets`` and
+        ``commits``), which ``checkpoint-reset`` deletes while the output is kept."""
+        if not slot.out.exists():
+            return []
+        return sorted(
+            p
+            for p in slot.out.rglob("offsets")
+            if p.is_dir() and (p.parent / "commits").is_dir()
+            for p in [p.parent]
+        )
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    """One output under one fault: the outcome, against the declared expectation.
+
+    ``error`` is the typed error the faulted run stopped with (``checkpoint-reset``), ``None``
+    when it recovered; ``comparison`` is always the output against the clean run's.
+    """
+
+    job: str
+    output: str
+    expected: Expectation
+    crash: str
+    comparison: Comparison
+    rows_before_restart: int
+    run_seconds: Mapping[str, float] = field(default_factory=dict)
+    fault: FaultClass = FaultClass.KILL
+    error: str | None = None
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        """``job/output``: the name used in the table, the report and file names."""
+        return f"{self.job}/{self.output}"
+
+    @property
+    def recovery_class(self) -> RecoveryClass:
+        return self.comparison.recovery_class
+
+    @property
+    def observed(self) -> str:
+        """The outcome: the typed error's name, or the recovery class."""
+        return self.error or self.recovery_class.value
+
+    @property
+    def as_expected(self) -> bool:
+        """The declared outcome happened (a typed error also requires nothing written)."""
+        if isinstance(self.expected, ExpectedError):
+            return self.error == self.expected.name and (
+                self.recovery_class is RecoveryClass.PRECISE
+            )
+        return self.error is None and self.recovery_class == self.expected
+
+    @property
+    def expected_label(self) -> str:
+        return expectation_label(self.expected)

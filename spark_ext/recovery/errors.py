@@ -1,0 +1,70 @@
+"""Errors of the recovery harness: a cell that cannot be judged is one of these, never a class.
+
+A run whose clean output is empty, whose fault never fired, or whose restart failed says
+nothing about recovery; classifying it would report ``precise`` over two empty outputs (a
+false pass). Each such case is its own class, so a caller (a test, the matrix) can tell them
+apart from a class that differs from the expected one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spark_ext.errors import SparkExtError
+
+if TYPE_CHECKING:
+    from spark_ext.jobrun import JobRun
+
+
+class RecoveryError(SparkExtError, RuntimeError):
+    """Base class of the harness's errors: the run cannot be classified."""
+
+
+class JobRunFailed(RecoveryError):
+    """A clean or restarted run of a job did not exit 0; ``run`` holds its output tail."""
+
+    def __init__(self, job: str, phase: str, run: JobRun) -> None:
+        self.job, self.phase, self.run = job, phase, run
+        super().__init__(
+            f"{job}: {phase} run exited with {run.returncode} after {run.seconds:.0f}s\n"
+            f"{run.output_tail[-3000:]}"
+        )
+
+
+class FaultNotFired(RecoveryError):
+    """The fault asked for never fired: its point was not reached in that batch.
+
+    Asserted from the run's fault log (:attr:`spark_ext.jobrun.JobRun.faults`), never from how
+    the process ended: an OOM kill or a kill at another point is not the fault asked for.
+    """
+
+    def __init__(self, job: str, fault: str, run: JobRun) -> None:
+        self.job, self.fault, self.run = job, fault, run
+        fired = ", ".join(f"{f['point']}:{f['kind']}@{f['batch']}" for f in run.faults) or "none"
+        super().__init__(
+            f"{job}: fault {fault} never fired (fired: {fired}); run exited with "
+            f"{run.returncode}\n{run.output_tail[-3000:]}"
+        )
+
+
+#: The older name: a run meant to be killed ended without its fault firing.
+CrashPointNotReached = FaultNotFired
+
+
+class EmptyCleanOutput(RecoveryError):
+    """The clean run wrote nothing to an output: there is nothing to compare a fault run with."""
+
+    def __init__(self, job: str, output: str, where: str) -> None:
+        self.job, self.output, self.where = job, output, where
+        super().__init__(
+            f"{job}: the clean run left no rows in {output!r} ({where}); a comparison with an "
+            "empty output would prove nothing"
+        )
+
+
+class FaultNotApplicable(RecoveryError):
+    """The job declares no fault point of the kind this fault class needs."""
+
+    def __init__(self, job: str, fault: str, why: str) -> None:
+        self.job, self.fault = job, fault
+        super().__init__(f"{job}: {fault} cannot be injected: {why}")

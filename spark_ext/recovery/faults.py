@@ -1,0 +1,196 @@
+"""Fault classes of the matrix and what a job declares for each (pure data, no Spark).
+
+DESIGN.md invariant 5 lists the faults every guarantee must survive; each is a
+:class:`FaultClass` here. A job declares, per fault class, a :class:`FaultCell`: the declared
+fault point where the fault is injected (:mod:`spark_ext.crash`), the batch, and what the
+outcome must be -- a recovery class (Hwang et al., ICDE 2005; see
+:mod:`spark_ext.recovery.classification`) or a named typed error (:class:`ExpectedError`).
+
+=====================  ======================================================================
+fault class            how the harness injects it
+=====================  ======================================================================
+``kill``               SIGKILL of the whole job at the point (a lost driver), then a restart
+``task-raise``         ``raise`` at an executor point on task attempt 0; the profile retries
+                       tasks (``conf/faults.toml``), so the job must finish on its own
+``driver-raise``       ``raise`` at a driver point after the step's durable effect (Spark then
+                       calls ``abort``); the query fails and is restarted
+``checkpoint-reset``   the clean run's checkpoint is deleted, its output kept, and the job run
+                       again: the guarantee promises a typed error and nothing written
+``speculation``        ``spark.speculation`` on, one task made slow (``sleep``) at an executor
+                       point so a speculative copy may run beside it
+``broker-pause``       a broker of the harness's own (never the shared one) is SIGSTOPped
+                       when the point is reached, for longer than the producers' delivery
+                       timeout, then resumed
+``broker-restart``     that broker is SIGKILLed when the point is reached and restarted on
+                       its data
+=====================  ======================================================================
+
+Example
+-------
+>>> from spark_ext.crash import declare
+>>> p = declare("demo.3.committed", "driver", "demo commit landed")
+>>> FaultCell(FaultClass.DRIVER_RAISE, p, batch=1).spec()
+'demo.3.committed@1:raise'
+>>> ExpectedError("BatchRegressionError").label
+'BatchRegressionError'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from spark_ext.crash import FaultKind, FaultPoint, FaultSpec
+from spark_ext.recovery.classification import RecoveryClass
+
+
+class FaultClass(StrEnum):
+    """A kind of production fault (see the module docstring for how each is injected)."""
+
+    KILL = "kill"
+    TASK_RAISE = "task-raise"
+    DRIVER_RAISE = "driver-raise"
+    CHECKPOINT_RESET = "checkpoint-reset"
+    SPECULATION = "speculation"
+    BROKER_PAUSE = "broker-pause"
+    BROKER_RESTART = "broker-restart"
+
+
+#: One line per fault class, for the CLI and the report.
+FAULT_DOCS: dict[FaultClass, str] = {
+    FaultClass.KILL: "SIGKILL of the job at the point, restart from the checkpoint",
+    FaultClass.TASK_RAISE: "a task raises on attempt 0 after the step; Spark retries it",
+    FaultClass.DRIVER_RAISE: "the driver raises after the step's durable effect; restart",
+    FaultClass.CHECKPOINT_RESET: "checkpoint deleted, output kept, job run again",
+    FaultClass.SPECULATION: "spark.speculation on, a straggler task (sleep) at the point",
+    FaultClass.BROKER_PAUSE: "own broker SIGSTOPped past the delivery timeout, resumed",
+    FaultClass.BROKER_RESTART: "own broker SIGKILLed and restarted on its data",
+}
+
+#: Fault classes whose point runs in a task, and those whose point runs on the driver.
+EXECUTOR_FAULTS = frozenset({FaultClass.TASK_RAISE, FaultClass.SPECULATION})
+DRIVER_FAULTS = frozenset({FaultClass.DRIVER_RAISE})
+#: Fault classes that need a broker of the harness's own.
+BROKER_FAULTS = frozenset({FaultClass.BROKER_PAUSE, FaultClass.BROKER_RESTART})
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """The outcome "the job stops with this typed error and writes nothing".
+
+    ``name`` is the class name of a :class:`~spark_ext.errors.SparkExtError` subclass, for
+    example ``"BatchRegressionError"``; it is found in the failed run's output.
+    """
+
+    name: str
+
+    @classmethod
+    def of(cls, error: type[BaseException]) -> ExpectedError:
+        """The expectation of the error class ``error``."""
+        return cls(error.__name__)
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: What a cell must give: a recovery class, or a typed error with nothing written.
+Expectation = RecoveryClass | ExpectedError
+
+
+def expectation_label(expected: Expectation) -> str:
+    """The short text of an expectation (``precise``, ``BatchRegressionError``)."""
+    return expected.value if isinstance(expected, RecoveryClass) else expected.name
+
+
+@dataclass(frozen=True)
+class FaultCell:
+    """One fault class as a job declares it: where it is injected and what it must give.
+
+    Parameters
+    ----------
+    fault
+        The fault class.
+    point
+        The declared fault point (``None`` for ``checkpoint-reset``, which needs none).
+    batch
+        The batch in which the point fires (``None``: the first time it is reached).
+    expected
+        The outcome, for every output or per output name; ``None``: each output's declared
+        class under ``kill`` (:attr:`spark_ext.recovery.harness.ExpectedOutput.expected`).
+    seconds
+        ``speculation``: how long the straggler sleeps. Broker faults: how long the broker
+        stays paused or down.
+    """
+
+    fault: FaultClass
+    point: FaultPoint | None = None
+    batch: int | None = None
+    expected: Expectation | Mapping[str, Expectation] | None = None
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if (self.fault is FaultClass.CHECKPOINT_RESET) != (self.point is None):
+            raise ValueError(f"{self.fault}: needs a fault point exactly unless checkpoint-reset")
+        if self.point is not None:
+            if self.fault in EXECUTOR_FAULTS and self.point.side == "driver":
+                raise ValueError(f"{self.fault} needs an executor point, not {self.point.name}")
+            if self.fault in DRIVER_FAULTS and self.point.side == "executor":
+                raise ValueError(f"{self.fault} needs a driver point, not {self.point.name}")
+        if self.fault in BROKER_FAULTS | {FaultClass.SPECULATION} and self.seconds <= 0:
+            raise ValueError(f"{self.fault} needs seconds > 0")
+
+    @property
+    def kind(self) -> FaultKind | None:
+        """What the point does when reached: broker faults and stragglers only sleep there."""
+        if self.point is None:
+            return None
+        if self.fault is FaultClass.KILL:
+            return FaultKind.KILL
+        if self.fault in (FaultClass.TASK_RAISE, FaultClass.DRIVER_RAISE):
+            return FaultKind.RAISE
+        return FaultKind.SLEEP
+
+    def spec(self) -> str | None:
+        """The ``SPARK_EXT_FAULT`` value of the cell (``None`` when no point is involved)."""
+        if self.point is None or self.kind is None:
+            return None
+        # Broker faults hold the job at the point while the harness acts on the broker.
+        seconds = self.seconds if self.fault is FaultClass.SPECULATION else 1.0
+        spec = FaultSpec(
+            self.point.name, self.batch, self.kind, seconds * bool(self.kind is FaultKind.SLEEP)
+        )
+        return str(spec)
+
+    def describe(self) -> str:
+        """``<fault class> at <spec>`` for tables and reports."""
+        spec = self.spec()
+        return f"{self.fault} at {spec}" if spec else str(self.fault)
+
+    def expected_for(self, output: str, default: RecoveryClass) -> Expectation:
+        """The outcome required of ``output`` (``default``: its class under ``kill``)."""
+        if self.expected is None:
+            return default
+        if isinstance(self.expected, RecoveryClass | ExpectedError):
+            return self.expected
+        return self.expected.get(output, default)
+
+
+_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]+)\b")
+
+
+def observed_error(output: str, known: Iterable[str]) -> str | None:
+    """The typed error a failed run names last in its output, among the ``known`` class names.
+
+    Spark wraps a Python exception raised in a sink's ``commit`` or in ``foreachBatch`` into a
+    ``StreamingQueryException`` whose message holds the Python traceback; the class name of
+    our error appears in it. ``None`` if no known name appears.
+    """
+    names = set(known)
+    found = [m.group(1) for m in _ERROR_NAME.finditer(output) if m.group(1) in names]
+    return found[-1] if found else None

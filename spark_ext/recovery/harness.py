@@ -1,0 +1,394 @@
+"""Run a guarantee job clean and under one fault, restart it, and classify what the fault did.
+
+1. **clean**: the job to its end, no fault (``O_e``). An output the clean run left empty is an
+   :class:`~spark_ext.recovery.errors.EmptyCleanOutput`: nothing could be proven against it.
+2. **fault**: the job with the cell's fault (:mod:`spark_ext.recovery.faults`) in a slot of its
+   own; the fault must be *seen firing* in the run's fault log
+   (:class:`~spark_ext.recovery.errors.FaultNotFired` otherwise).
+3. **restart**: a run that did not finish (killed, or failed on a raise) is started again on
+   its checkpoint and output, and must finish. ``O_f + O'`` is compared with ``O_e``
+   (:func:`~spark_ext.recovery.classification.classify`).
+
+``checkpoint-reset`` deletes the clean run's checkpoint, keeps its output and runs the job
+again: the run must stop with a typed error (named in its output) and write nothing.
+
+Every path is resolved against the caller's working directory when the harness is built, and
+the job processes run there too (:func:`spark_ext.jobrun.run_job`), so a relative ``workdir``
+or profile path means the same folder to the harness and to its jobs.
+
+Example
+-------
+>>> harness = RecoveryHarness(Path("var/recovery"), "127.0.0.1:9092")   # doctest: +SKIP
+>>> [result] = harness.check(registry.get("at_most_once"))              # doctest: +SKIP
+>>> result.recovery_class, result.as_expected                           # doctest: +SKIP
+(<RecoveryClass.GAP: 'gap'>, True)
+>>> harness.run_cell(registry.get("exactly_once_delta"), FaultClass.CHECKPOINT_RESET)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import re
+import shutil
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spark_ext.config import load_profile
+from spark_ext.crash import FaultSpec
+from spark_ext.jobrun import JobRun, run_job
+from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.classification import classify
+from spark_ext.recovery.errors import (
+    EmptyCleanOutput,
+    FaultNotApplicable,
+    FaultNotFired,
+    JobRunFailed,
+    RecoveryError,
+)
+from spark_ext.recovery.faults import (
+    BROKER_FAULTS,
+    FaultCell,
+    FaultClass,
+    observed_error,
+)
+from spark_ext.recovery.profiles import derive_profile, resolve_profile, typed_error_names
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[..., JobRun]
+
+#: Spark settings of the ``speculation`` cells: speculate early and often on tiny batches.
+SPECULATION_CONF: dict[str, str] = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.multiplier": "1.5",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.minTaskRuntime": "100ms",
+}
+
+
+class InProcessRunner:
+    """Run a job's ``main(args)`` in this process, on the SparkSession already running here.
+
+    Only for clean runs (it cannot be killed): it saves a JVM start when the caller already
+    holds a session of the profile the job is given (a test session, a notebook's cluster).
+    The job's ``build_session`` returns that session, so settings of another profile are
+    ignored.
+    """
+
+    def __call__(
+        self,
+        module: str,
+        args: Sequence[str] = (),
+        fault: str | None = None,
+        kill_after_s: float | None = None,
+        timeout_s: float = 600.0,
+        **kwargs: Any,
+    ) -> JobRun:
+        if fault or kwargs.get("crash_at") or kill_after_s is not None:
+            raise ValueError("InProcessRunner runs clean runs only")
+        start = time.monotonic()
+        try:
+            code = importlib.import_module(module).main(list(args))
+        except Exception:
+            return JobRun(1, time.monotonic() - start, traceback.format_exc())
+        return JobRun(int(code or 0), time.monotonic() - start, "")
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    """A clean run's context, slot, rows per output and duration (shared by a job's cells)."""
+
+    ctx: HarnessContext
+    slot: RunSlot
+    rows: dict[str, list[dict[str, Any]]]
+    seconds: float
+
+
+class RecoveryHarness:
+    """Run cases clean and under faults, restart them, and classify what each fault did.
+
+    Parameters
+    ----------
+    workdir
+        Folder for the runs' outputs and checkpoints (resolved against the caller's working
+        directory): one subfolder per case, emptied at the start of each check of that case.
+    bootstrap
+        Kafka bootstrap servers the cases use (never paused or killed: the broker faults
+        start a broker of their own).
+    profile
+        Configuration profile of the clean runs and kills (a ``conf/`` name or a path).
+    runner
+        Runs one job process; :func:`~spark_ext.jobrun.run_job` unless a test replaces it.
+    timeout_s
+        Limit for each run.
+    parallel
+        Run the clean run at the same time as the killed one in :meth:`check`.
+    clean_runner
+        Runs the clean runs, ``runner`` by default; :class:`InProcessRunner` where a session
+        of the jobs' profile is already running.
+    fault_profile
+        Profile of the runs under a fault other than ``kill`` (``faults``: tasks are retried).
+    broker_port
+        First port tried for the brokers of the broker faults.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        bootstrap: str,
+        profile: str = "test",
+        runner: Runner = run_job,
+        timeout_s: float = 600.0,
+        parallel: bool = True,
+        clean_runner: Runner | None = None,
+        fault_profile: str = "faults",
+        broker_port: int = 19192,
+    ) -> None:
+        self.clean_runner = clean_runner or runner
+        self.workdir = Path(workdir).resolve()
+        self.parallel = parallel
+        self.bootstrap = bootstrap
+        self.profile = resolve_profile(profile)
+        self.fault_profile = resolve_profile(fault_profile)
+        self.runner = runner
+        self.timeout_s = timeout_s
+        self.broker_port = broker_port
+
+    # -- contexts and clean runs ------------------------------------------------------------
+    def context(self, case: RecoveryCase, folder: str | None = None) -> HarnessContext:
+        """A fresh, emptied context for ``case``: its folder and a unique topic tag."""
+        tag = re.sub(r"[^a-zA-Z0-9-]", "-", f"rec-{case.name}-{uuid.uuid4().hex[:8]}")
+        ctx = HarnessContext(
+            self.workdir / (folder or case.name), self.bootstrap, self.profile, tag
+        )
+        shutil.rmtree(ctx.workdir, ignore_errors=True)  # a previous check's checkpoints
+        ctx.workdir.mkdir(parents=True)
+        return ctx
+
+    def clean_run(
+        self, case: RecoveryCase, ctx: HarnessContext, runner: Runner | None = None
+    ) -> CleanRun:
+        """Run ``case`` clean into ``ctx``'s ``clean`` slot and read every output (non-empty)."""
+        slot = RunSlot("clean", ctx.workdir / "clean")
+        run = (runner or self.clean_runner)(
+            case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s
+        )
+        if not run.ok:
+            raise JobRunFailed(case.name, "clean", run)
+        rows = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
+        for name, got in rows.items():
+            if not got:
+                raise EmptyCleanOutput(case.name, name, str(slot.out))
+        return CleanRun(ctx, slot, rows, run.seconds)
+
+    # -- the kill check (clean alongside the killed run) -------------------------------------
+    def check(self, case: RecoveryCase) -> list[RecoveryResult]:
+        """Run ``case`` clean, then killed at its crash plan and restarted; classify each output."""
+        ctx = self.context(case)
+        case.prepare(ctx)
+        slot = RunSlot("crashed", ctx.workdir / "crashed")
+        parallel = self.parallel and not isinstance(self.clean_runner, InProcessRunner)
+        log.info("%s: clean run%s", case.name, " (alongside the killed run)" * parallel)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending: Future[CleanRun] | None = None
+            if parallel:
+                pending = pool.submit(self.clean_run, case, ctx)
+            else:
+                clean = self.clean_run(case, ctx)
+            log.info("%s: run killed at %s", case.name, case.crash.describe())
+            run = self.runner(
+                case.module,
+                case.job_args(ctx, slot),
+                fault=case.crash.crash_at,
+                kill_after_s=case.crash.kill_after_s,
+                timeout_s=self.timeout_s,
+            )
+            if pending is not None:
+                clean = pending.result()
+        if case.crash.crash_at:
+            point = FaultSpec.parse(case.crash.crash_at).point
+            if not run.fired(point, "kill"):
+                raise FaultNotFired(case.name, case.crash.describe(), run)
+        elif not run.killed:
+            raise FaultNotFired(case.name, case.crash.describe(), run)
+        return self._restart_and_compare(
+            case, ctx, slot, clean, run, FaultClass.KILL, case.crash.describe()
+        )
+
+    # -- one cell of the matrix --------------------------------------------------------------
+    def run_cell(
+        self, case: RecoveryCase, fault: FaultClass, clean: CleanRun | None = None
+    ) -> list[RecoveryResult]:
+        """Run ``case`` under ``fault`` as the case declares it and classify each output.
+
+        ``clean`` is a clean run of the case to compare with (its context is reused); without
+        it the harness prepares a context and runs the clean run first. ``checkpoint-reset``
+        runs on the clean slot itself (its rows are already read): run it last.
+        """
+        cell = case.cell(fault)
+        if cell is None:
+            raise FaultNotApplicable(case.name, str(fault), "the job declares no point for it")
+        if fault in BROKER_FAULTS:
+            from spark_ext.recovery.broker_faults import run_broker_cell
+
+            return run_broker_cell(self, case, cell)
+        if clean is None:
+            ctx = self.context(case)
+            case.prepare(ctx)
+            clean = self.clean_run(case, ctx)
+        if fault is FaultClass.CHECKPOINT_RESET:
+            return self._checkpoint_reset(case, cell, clean)
+        return self._fault_run(case, cell, clean)
+
+    def _fault_ctx(self, cell: FaultCell, ctx: HarnessContext) -> HarnessContext:
+        """The context of a faulted run: the fault profile, with speculation if asked."""
+        profile = self.fault_profile
+        if cell.fault is FaultClass.SPECULATION:
+            if load_profile(profile).spark.master.startswith("local"):
+                # TaskSchedulerImpl starts its speculation thread only when not local: a
+                # local master would run the straggler alone and prove nothing.
+                raise FaultNotApplicable(
+                    "speculation", str(cell.fault), f"profile {profile} has a local master"
+                )
+            profile = str(
+                derive_profile(profile, ctx.workdir / "speculation.toml", SPECULATION_CONF)
+            )
+        return dataclasses.replace(ctx, profile=profile)
+
+    def _fault_run(
+        self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
+    ) -> list[RecoveryResult]:
+        ctx = self._fault_ctx(cell, clean.ctx)
+        slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+        shutil.rmtree(slot.out, ignore_errors=True)
+        log.info("%s: %s", case.name, cell.describe())
+        run = self.runner(
+            case.module, case.job_args(ctx, slot), fault=cell.spec(), timeout_s=self.timeout_s
+        )
+        assert_fired(case.name, cell, run)
+        return self._restart_and_compare(case, ctx, slot, clean, run, cell.fault, cell.describe())
+
+    def _restart_and_compare(
+        self,
+        case: RecoveryCase,
+        ctx: HarnessContext,
+        slot: RunSlot,
+        clean: CleanRun,
+        run: JobRun,
+        fault: FaultClass,
+        described: str,
+    ) -> list[RecoveryResult]:
+        seconds = {"clean": clean.seconds, "fault": run.seconds}
+        before = {o.name: len(case.read_output(ctx, slot, o.name)) for o in case.outputs}
+        note = "finished on its own"
+        if not run.ok:
+            error = observed_error(run.output_tail, typed_error_names())
+            note = "killed" if run.killed else f"failed ({error or 'untyped error'})"
+            log.info("%s: %s; restart from the checkpoint", case.name, note)
+            again = self.runner(case.module, case.restart_args(ctx, slot), timeout_s=self.timeout_s)
+            seconds["restarted"] = again.seconds
+            if not again.ok:
+                raise JobRunFailed(case.name, f"{fault} restarted", again)
+            note += ", restarted"
+        expected = case.expected(fault)
+        results = []
+        for out in case.outputs:
+            comparison = classify(
+                clean.rows[out.name], case.read_output(ctx, slot, out.name), out.spec
+            )
+            result = RecoveryResult(
+                case.name,
+                out.name,
+                expected[out.name],
+                described,
+                comparison,
+                before[out.name],
+                seconds,
+                fault=fault,
+                note=note,
+            )
+            log.info(
+                "%s %s: %s (expected %s)",
+                result.label,
+                fault,
+                result.observed,
+                result.expected_label,
+            )
+            results.append(result)
+        return results
+
+    def _checkpoint_reset(
+        self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
+    ) -> list[RecoveryResult]:
+        ctx, slot = clean.ctx, clean.slot
+        checkpoints = case.checkpoints(ctx, slot)
+        if not checkpoints:
+            raise FaultNotApplicable(case.name, str(cell.fault), f"no checkpoint under {slot.out}")
+        for path in checkpoints:
+            log.info("%s: checkpoint reset: deleting %s, keeping the output", case.name, path)
+            shutil.rmtree(path)
+        run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
+        error = None if run.ok else observed_error(run.output_tail, typed_error_names())
+        if not run.ok and error is None:
+            raise JobRunFailed(case.name, "checkpoint-reset (no typed error named)", run)
+        expected = case.expected(cell.fault)
+        results = []
+        for out in case.outputs:
+            after = case.read_output(ctx, slot, out.name)
+            result = RecoveryResult(
+                case.name,
+                out.name,
+                expected[out.name],
+                cell.describe(),
+                classify(clean.rows[out.name], after, out.spec),
+                len(clean.rows[out.name]),
+                {"clean": clean.seconds, "fault": run.seconds},
+                fault=cell.fault,
+                error=error,
+                note="stopped with a typed error" if error else "ran to its end",
+            )
+            log.info(
+                "%s %s: %s (expected %s)",
+                result.label,
+                cell.fault,
+                result.observed,
+                result.expected_label,
+            )
+            results.append(result)
+        return results
+
+
+def assert_fired(job: str, cell: FaultCell, run: JobRun) -> None:
+    """Raise :class:`FaultNotFired` unless ``run``'s fault log shows ``cell``'s fault firing."""
+    kind = cell.kind
+    if cell.point is None or kind is None:
+        return
+    if not run.fired(cell.point.name, kind.value):
+        raise FaultNotFired(job, cell.describe(), run)
+
+
+def forget_last_commit(checkpoint: Path) -> int:
+    """Delete the newest entry of a query's commit log; returns its batch id.
+
+    This leaves the checkpoint as a driver killed after the sink's write and before Spark's
+    commit log does: the next start of the query runs that batch again with the same offsets.
+    It is the in-process stand-in for a SIGKILL at that point (notebooks, quick tests); the
+    harness kills real processes. Stop the query first.
+    """
+    commits = Path(checkpoint) / "commits"
+    ids = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    if not ids:
+        raise RecoveryError(f"{commits} has no committed batch")
+    (commits / str(ids[-1])).unlink()
+    (commits / f".{ids[-1]}.crc").unlink(missing_ok=True)
+    log.info("forgot the commit of batch %d in %s", ids[-1], checkpoint)
+    return ids[-1]

@@ -1,0 +1,315 @@
+"""The fault matrix: every job under every fault class, each cell against its expectation.
+
+:func:`run_matrix` runs, per job, one clean run and then each requested fault class the job
+declares (:class:`~spark_ext.recovery.faults.FaultCell`), ``checkpoint-reset`` last (it works
+on the clean run's folder) and the broker faults on brokers of their own. Jobs run in
+parallel up to ``jobs_parallel``; a job's cells run one after the other. A cell is
+``as expected``, ``UNEXPECTED`` (the outcome differs from the declared one), ``error`` (the
+harness could not judge it: the fault never fired, the clean output was empty, a restart
+failed) or ``n/a`` (the job declares no point for that fault class).
+
+:func:`write_matrix_report` writes ``index.html``: the matrix as a picture (jobs x faults,
+coloured by outcome; each cell is a link, through an image map, to its section with the
+differing rows) followed by the table of every output.
+
+Example
+-------
+>>> cells = run_matrix(harness, [registry.get("exactly_once_delta")], [FaultClass.KILL])  # doctest: +SKIP
+>>> print(format_matrix(cells))                                                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult
+from spark_ext.recovery.errors import FaultNotApplicable, RecoveryError
+from spark_ext.recovery.faults import BROKER_FAULTS, FAULT_DOCS, FaultClass
+from spark_ext.recovery.harness import CleanRun, RecoveryHarness
+from spark_ext.recovery.report import TABLE_COLUMNS, result_id, result_section, table_rows
+
+log = logging.getLogger(__name__)
+
+
+class CellStatus(StrEnum):
+    """How a cell's outcome compares with the job's declaration."""
+
+    AS_EXPECTED = "as expected"
+    UNEXPECTED = "UNEXPECTED"
+    ERROR = "error"
+    NOT_APPLICABLE = "n/a"
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """One job under one fault class: its per-output results, or why there are none."""
+
+    job: str
+    fault: FaultClass
+    results: tuple[RecoveryResult, ...] = ()
+    #: The harness error's class and message when the cell could not be judged.
+    error: str = ""
+    not_applicable: bool = False
+
+    @property
+    def status(self) -> CellStatus:
+        if self.not_applicable:
+            return CellStatus.NOT_APPLICABLE
+        if self.error or not self.results:
+            return CellStatus.ERROR
+        if all(r.as_expected for r in self.results):
+            return CellStatus.AS_EXPECTED
+        return CellStatus.UNEXPECTED
+
+    @property
+    def observed(self) -> str:
+        """The outcome per output (``events: precise``), or the status."""
+        if not self.results:
+            return str(self.status)
+        if len(self.results) == 1:
+            return self.results[0].observed
+        return ", ".join(f"{r.output}: {r.observed}" for r in self.results)
+
+    @property
+    def expected(self) -> str:
+        if len(self.results) == 1:
+            return self.results[0].expected_label
+        return ", ".join(f"{r.output}: {r.expected_label}" for r in self.results)
+
+    @property
+    def anchor(self) -> str:
+        return f"{self.job}-{self.fault}"
+
+
+def _order(faults: Sequence[FaultClass]) -> list[FaultClass]:
+    """Faults in run order: the ones on the clean context, then checkpoint-reset, then brokers."""
+    rank = {f: i for i, f in enumerate(FaultClass)}
+
+    def key(f: FaultClass) -> tuple[int, int]:
+        group = 2 if f in BROKER_FAULTS else 1 if f is FaultClass.CHECKPOINT_RESET else 0
+        return group, rank[f]
+
+    return sorted(dict.fromkeys(faults), key=key)
+
+
+def run_job_cells(
+    harness: RecoveryHarness, case: RecoveryCase, faults: Sequence[FaultClass]
+) -> list[MatrixCell]:
+    """Every requested fault class of one job, on one shared clean run."""
+    cells: list[MatrixCell] = []
+    clean: CleanRun | None = None
+    clean_error = ""
+    for fault in _order(faults):
+        if case.cell(fault) is None:
+            cells.append(MatrixCell(case.name, fault, not_applicable=True))
+            continue
+        try:
+            if fault not in BROKER_FAULTS and clean is None and not clean_error:
+                ctx = harness.context(case)
+                case.prepare(ctx)
+                clean = harness.clean_run(case, ctx)
+        except RecoveryError as exc:
+            clean_error = f"{type(exc).__name__}: {exc}"
+        if fault not in BROKER_FAULTS and clean_error:
+            cells.append(MatrixCell(case.name, fault, error=clean_error))
+            continue
+        try:
+            results = harness.run_cell(case, fault, clean)
+            cells.append(MatrixCell(case.name, fault, tuple(results)))
+        except FaultNotApplicable as exc:
+            cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
+        except RecoveryError as exc:
+            log.warning("%s under %s: %s", case.name, fault, exc)
+            cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
+    return cells
+
+
+def run_matrix(
+    harness: RecoveryHarness,
+    cases: Sequence[RecoveryCase],
+    faults: Sequence[FaultClass],
+    jobs_parallel: int = 1,
+) -> list[MatrixCell]:
+    """Run ``faults`` on every case; jobs in parallel up to ``jobs_parallel``."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs_parallel)) as pool:
+        per_job = list(pool.map(lambda c: run_job_cells(harness, c, faults), cases))
+    return [cell for cells in per_job for cell in cells]
+
+
+def format_matrix(cells: Sequence[MatrixCell]) -> str:
+    """A plain-text matrix: one line per job, one column per fault class."""
+    jobs = list(dict.fromkeys(c.job for c in cells))
+    faults = list(dict.fromkeys(c.fault for c in cells))
+    by = {(c.job, c.fault): c for c in cells}
+
+    def text(cell: MatrixCell | None) -> str:
+        if cell is None:
+            return ""
+        if cell.status is CellStatus.AS_EXPECTED:
+            return cell.observed
+        if cell.status is CellStatus.UNEXPECTED:
+            return f"{cell.observed} (want {cell.expected})"
+        return str(cell.status)
+
+    rows = [("job", *map(str, faults))] + [
+        (job, *(text(by.get((job, f))) for f in faults)) for job in jobs
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    problems = [c for c in cells if c.status in (CellStatus.UNEXPECTED, CellStatus.ERROR)]
+    for c in problems:
+        lines.append(f"{c.status}: {c.job} under {c.fault}: {c.error or c.observed}"[:400])
+    return "\n".join(lines)
+
+
+#: Colour of an outcome in the matrix picture.
+COLOURS = {
+    "precise": "#55a868",
+    "gap": "#c44e52",
+    "rollback-repeating": "#dd8452",
+    "rollback-convergent": "#ccb974",
+    "rollback-divergent": "#8172b3",
+    "typed error": "#4c72b0",
+    "error": "#8c8c8c",
+    "n/a": "#f0f0f0",
+}
+
+
+def _colour_key(cell: MatrixCell) -> str:
+    if cell.status is CellStatus.NOT_APPLICABLE:
+        return "n/a"
+    if cell.status is CellStatus.ERROR:
+        return "error"
+    worst = cell.results[0]
+    for r in cell.results:  # the output furthest from precise decides the colour
+        if not r.as_expected or r.observed != "precise":
+            worst = r
+            break
+    return "typed error" if worst.error else worst.observed
+
+
+def plot_matrix(cells: Sequence[MatrixCell]) -> tuple[bytes, dict[str, tuple[int, int, int, int]]]:
+    """The matrix as a PNG, and each cell's pixel box (left, top, right, bottom) by anchor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    jobs = list(dict.fromkeys(c.job for c in cells))
+    faults = list(dict.fromkeys(c.fault for c in cells))
+    by = {(c.job, c.fault): c for c in cells}
+    fig, ax = plt.subplots(figsize=(2.0 + 1.45 * len(faults), 1.4 + 0.42 * len(jobs)), dpi=100)
+    ax.set_xlim(0, len(faults))
+    ax.set_ylim(len(jobs), 0)
+    boxes: dict[str, tuple[float, float, float, float]] = {}
+    for y, job in enumerate(jobs):
+        for x, fault in enumerate(faults):
+            cell = by.get((job, fault))
+            if cell is None:
+                continue
+            key = _colour_key(cell)
+            unexpected = cell.status in (CellStatus.UNEXPECTED, CellStatus.ERROR)
+            ax.add_patch(
+                Rectangle(
+                    (x + 0.03, y + 0.06),
+                    0.94,
+                    0.88,
+                    facecolor=COLOURS[key],
+                    edgecolor="black" if unexpected else "white",
+                    linewidth=2.5 if unexpected else 0.5,
+                    hatch="//" if unexpected else None,
+                )
+            )
+            label = {"as expected": "ok", "UNEXPECTED": "NOT AS DECLARED"}.get(
+                str(cell.status), str(cell.status)
+            )
+            ax.text(x + 0.5, y + 0.5, label, ha="center", va="center", fontsize=7)
+            boxes[cell.anchor] = (x, y, x + 1, y + 1)
+    ax.set_xticks([i + 0.5 for i in range(len(faults))], [str(f) for f in faults], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(len(jobs))], jobs, fontsize=8)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.legend(
+        handles=[Patch(facecolor=c, label=k) for k, c in COLOURS.items()],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.02),
+        ncol=4,
+        fontsize=7,
+        frameon=False,
+    )
+    fig.tight_layout()
+    fig.canvas.draw()
+    height = fig.canvas.get_width_height()[1]
+    pixels: dict[str, tuple[int, int, int, int]] = {}
+    for anchor, (x0, y0, x1, y1) in boxes.items():
+        (px0, py0), (px1, py1) = ax.transData.transform([(x0, y0), (x1, y1)])
+        top, bottom = sorted((height - py0, height - py1))
+        pixels[anchor] = (round(px0), round(top), round(px1), round(bottom))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue(), pixels
+
+
+def write_matrix_report(cells: Sequence[MatrixCell], folder: Path, limit: int = 50) -> Path:
+    """Write ``folder/index.html``: the matrix picture (cells link to their diffs), the table,
+    and one section per cell and output. Returns the page's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    png, boxes = plot_matrix(cells)
+    (folder / "matrix.png").write_bytes(png)
+    areas = "".join(
+        f"<area shape='rect' coords='{x0},{y0},{x1},{y1}' href='#{html.escape(a)}' alt='{html.escape(a)}'>"
+        for a, (x0, y0, x1, y1) in boxes.items()
+    )
+    results = [r for c in cells for r in c.results]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in table_rows(results)
+    )
+    sections = []
+    for c in cells:
+        inner = "".join(
+            f"<a href='#{html.escape(result_id(r))}'>{html.escape(r.output)}</a> "
+            for r in c.results
+        )
+        sections.append(
+            f"<section id='{html.escape(c.anchor)}'><h2>{html.escape(c.job)} under "
+            f"{html.escape(str(c.fault))}: {html.escape(str(c.status))}</h2>"
+            f"<p>{html.escape(FAULT_DOCS[c.fault])}. Observed {html.escape(c.observed)}"
+            + (f", declared {html.escape(c.expected)}" if c.results else "")
+            + f". {inner}</p>"
+            + (f"<pre>{html.escape(c.error[:4000])}</pre>" if c.error else "")
+            + "".join(result_section(r, folder, limit) for r in c.results)
+            + "</section>"
+        )
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>spark_ext fault matrix</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style>"
+        "</head><body><h1>Fault matrix</h1>"
+        "<p>Each guarantee job under each fault class; a cell is coloured by its outcome "
+        '(the recovery classes of Hwang et al., "High-availability algorithms for distributed '
+        'stream processing", ICDE 2005, or a typed error with nothing written) and outlined '
+        "and hatched where the outcome is not the one the job declares. Click a cell for its "
+        "differing rows.</p>"
+        "<img src='matrix.png' usemap='#matrix' alt='fault matrix'>"
+        f"<map name='matrix'>{areas}</map>"
+        f"<table><tr>{head}</tr>{body}</table>{''.join(sections)}</body></html>"
+    )
+    index = folder / "index.html"
+    index.write_text(page)
+    log.info("fault matrix report: %s", index)
+    return index

@@ -1,0 +1,192 @@
+"""The harness's results as a plain-text table and an HTML report with one plot per output.
+
+Classes as defined by Hwang et al., "High-availability algorithms for distributed stream
+processing" (ICDE 2005); see :mod:`spark_ext.recovery.classification`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from spark_ext.recovery.case import RecoveryResult
+from spark_ext.recovery.classification import RowDiff, StateDiff
+
+log = logging.getLogger(__name__)
+
+TABLE_COLUMNS = (
+    "job/output",
+    "fault",
+    "expected",
+    "observed",
+    "clean rows",
+    "recovered rows",
+    "missing",
+    "duplicate",
+    "differing",
+    "ok",
+)
+
+
+def table_rows(results: Iterable[RecoveryResult]) -> list[tuple[str, ...]]:
+    """One row of :data:`TABLE_COLUMNS` per result."""
+    return [
+        (
+            r.label,
+            r.crash,
+            r.expected_label,
+            r.observed,
+            str(r.comparison.expected_rows),
+            str(r.comparison.observed_rows),
+            str(r.comparison.missing_rows),
+            str(r.comparison.duplicate_rows),
+            str(r.comparison.differing_rows),
+            "yes" if r.as_expected else "NO",
+        )
+        for r in results
+    ]
+
+
+def format_table(results: Iterable[RecoveryResult]) -> str:
+    """A plain-text table of the results, one line per job."""
+    rows = [TABLE_COLUMNS, *table_rows(results)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def plot_result(result: RecoveryResult) -> bytes:
+    """A PNG bar chart of one result: clean vs recovered rows, and what differs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = result.comparison
+    labels = [
+        "clean\nO_e",
+        "before restart\nO_f",
+        "recovered\nO_f + O'",
+        "missing",
+        "duplicate",
+        "differing",
+    ]
+    values = [
+        c.expected_rows,
+        result.rows_before_restart,
+        c.observed_rows,
+        c.missing_rows,
+        c.duplicate_rows,
+        c.differing_rows,
+    ]
+    colours = ["#4c72b0", "#8c8c8c", "#55a868", "#c44e52", "#dd8452", "#8172b3"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=100)
+    bars = ax.bar(labels, values, color=colours)
+    ax.bar_label(bars)
+    ax.set_ylabel("rows")
+    verdict = "as expected" if result.as_expected else f"expected {result.expected_label}"
+    ax.set_title(f"{result.label}: {result.observed} ({verdict}); {result.crash}", fontsize=10)
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _html_rows(title: str, diffs: Sequence[RowDiff], limit: int) -> str:
+    if not diffs:
+        return ""
+    cols = list(diffs[0].row)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in [*cols, "clean", "recovered"])
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(str(d.row[c]))}</td>" for c in cols)
+        + f"<td>{d.expected_count}</td><td>{d.observed_count}</td></tr>"
+        for d in diffs[:limit]
+    )
+    more = f"<p>... {len(diffs) - limit} more</p>" if len(diffs) > limit else ""
+    return f"<h3>{html.escape(title)} ({len(diffs)})</h3><table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _html_state(diffs: Sequence[StateDiff], limit: int) -> str:
+    if not diffs:
+        return ""
+    body = "".join(
+        f"<tr><td>{html.escape(json.dumps(d.key, default=str))}</td>"
+        f"<td>{html.escape(json.dumps(d.expected, default=str))}</td>"
+        f"<td>{html.escape(json.dumps(d.observed, default=str))}</td></tr>"
+        for d in diffs[:limit]
+    )
+    return (
+        f"<h3>final state differs ({len(diffs)} keys)</h3>"
+        f"<table><tr><th>key</th><th>clean</th><th>recovered</th></tr>{body}</table>"
+    )
+
+
+def result_id(result: RecoveryResult) -> str:
+    """The HTML id (and file stem) of one result: ``job-fault-output``."""
+    return f"{result.job}-{result.fault}-{result.output}"
+
+
+def result_section(result: RecoveryResult, folder: Path, limit: int = 50) -> str:
+    """One result's HTML section: its plot (written to ``folder``) and the differing rows."""
+    r, c = result, result.comparison
+    png = folder / f"{result_id(r)}.png"
+    png.write_bytes(plot_result(r))
+    return (
+        f"<section id='{html.escape(result_id(r))}'><h2>{html.escape(r.label)} under "
+        f"{html.escape(str(r.fault))}: {html.escape(r.observed)}</h2>"
+        f"<p>expected {html.escape(r.expected_label)}, {html.escape(r.crash)}, "
+        f"{html.escape(r.note)}; final state {'equal' if c.final_state_equal else 'differs'}; "
+        "runs "
+        + ", ".join(f"{k} {v:.0f}s" for k, v in r.run_seconds.items())
+        + f"</p><img src='{png.name}' alt='{html.escape(r.label)} rows'>"
+        + _html_rows("missing rows", c.missing, limit)
+        + _html_rows("extra rows", c.extra, limit)
+        + _html_state(c.state_diffs, limit)
+        + "</section>"
+    )
+
+
+def write_report(results: Sequence[RecoveryResult], folder: Path, limit: int = 50) -> Path:
+    """Write ``folder/index.html`` with the table, one PNG per output and the differing rows.
+
+    The PNGs are written next to the page (``<job>-<fault>-<output>.png``) and referenced
+    from it.
+    Returns the page's path.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sections = [result_section(r, folder, limit) for r in results]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in table_rows(results)
+    )
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>spark_ext recovery report</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style>"
+        "</head><body><h1>Recovery report</h1>"
+        "<p>O_e: output of a clean run; O_f + O': output of a run under a fault (SIGKILL, unless "
+        "the fault column says otherwise) and its restart from the checkpoint. Recovery classes "
+        'after Hwang et al., "High-availability algorithms for distributed stream '
+        'processing" (ICDE 2005).</p>'
+        f"<table><tr>{head}</tr>{body}</table>{''.join(sections)}</body></html>"
+    )
+    index = folder / "index.html"
+    index.write_text(page)
+    log.info("recovery report: %s", index)
+    return index
+
+
+def png_data_uri(png: bytes) -> str:
+    """``png`` as a ``data:`` URI (for notebooks that display the plot inline)."""
+    return "data:image/png;base64," + base64.b64encode(png).decode()
