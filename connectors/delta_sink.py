@@ -405,14 +405,23 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             doomed = (named | ours) - referenced_files(self.path)
         self._remove(sorted(doomed))
 
-    def recover(self) -> None:
+    def recover(self, fence: bool = False) -> None:
         """At start: fence older drivers, then delete staged files no snapshot references.
+
+        Parameters
+        ----------
+        fence
+            Record a new run epoch first (one commit) and keep it in :attr:`run_epoch`, so
+            an older driver of this sink still running can no longer commit (its staged
+            files are about to be deleted). Commits check the epoch only when the committer
+            was given it; without ``fence`` an older driver is not stopped.
 
         Raises :class:`TransactionExpiredError` (before touching anything) when the ``txn``
         of this sink is gone but the log holds its files.
         """
         self.last_committed_batch()
-        self.run_epoch = self._fence()
+        if fence:
+            self.run_epoch = self._fence()
         referenced = referenced_files(self.path)
         doomed = sorted(n for n, _ in self.staged_files() if n not in referenced)
         if doomed:

@@ -103,7 +103,7 @@ def exactly_once_to_delta(
     if mode == "two_phase":
         ensure_table(table, df.schema)
         committer = DeltaCommitter(table, sink_id)
-        committer.recover()  # fences older drivers of this sink, then removes orphans
+        committer.recover(fence=True)  # fences older drivers of this sink, then removes orphans
         df.sparkSession.dataSource.register(DeltaTwoPhaseDataSource)
         query = (
             writer.format(FORMAT)
@@ -139,9 +139,12 @@ def exactly_once_to_kafka(
     ----------
     df
         A streaming DataFrame with a ``value`` column (string or binary) and optionally
-        ``key`` (string or binary) and ``partition`` (int), like Spark's Kafka sink takes.
+        ``key`` (string or binary) and ``partition`` (int), like Spark's Kafka sink takes, and
+        ``record_id`` (string): the row's input coordinates, unique within a batch and the
+        same when the batch is re-run -- required with ``mode="idempotent"``.
     topic
-        The output topic; it must exist.
+        The output topic; it must exist (:class:`~connectors.kafka_sink_errors.TopicMissingError`
+        otherwise, raised here).
     bootstrap
         Kafka bootstrap servers.
     sink_id
@@ -179,9 +182,14 @@ def exactly_once_to_kafka(
         KafkaTwoPhaseDataSource,
         check_columns,
     )
+    from connectors.kafka_sink_idempotent import check_no_speculation
+    from connectors.kafka_sink_records import require_topic
 
     chk = check_sink_query(df, checkpoint, sink_id)
-    check_columns(df.schema)
+    check_columns(df.schema, require_record_id=mode == "idempotent")
+    if mode == "idempotent":
+        check_no_speculation(df)
+    require_topic(bootstrap, topic)
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
     if mode == "two_phase":

@@ -166,7 +166,7 @@ def test_expired_txn_next_to_committed_files_is_a_typed_error_and_nothing_is_del
 # -- D4: an older driver still running when a new start recovers --------------------------
 def test_older_driver_is_fenced_by_a_new_start_and_commits_nothing(spark, table):
     old = DeltaCommitter(table, SINK)
-    old.recover()
+    old.recover(fence=True)
     messages = stage(table, 0, BATCH0)
     new = DeltaCommitter(table, SINK)
     real_table, calls = old._table, []
@@ -175,7 +175,7 @@ def test_older_driver_is_fenced_by_a_new_start_and_commits_nothing(spark, table)
         snapshot = real_table()
         calls.append(1)
         if len(calls) == 2:  # the old driver read the snapshot it commits against
-            new.recover()
+            new.recover(fence=True)
         return snapshot
 
     old._table = snapshot_then_a_new_start_recovers  # type: ignore[method-assign]
