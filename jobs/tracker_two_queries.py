@@ -6,7 +6,8 @@ Run::
 
 Query ``up`` reads the JSON events of :func:`jobs.tracker_windows.demo_records`, aggregates
 them per (10 s window, user) and writes each result row to the Kafka topic ``--mid-topic``
-(exactly once per batch: idempotent Kafka sink), labelled and reported as *sent* into the
+(exactly once per batch: :func:`~spark_ext.tracked.handler.forward_records` through an
+idempotent Kafka writer), labelled and reported as *sent* into the
 matching window of namespace ``down``; when the tracker ends an upstream window, ``up``'s
 flush also *closes* that downstream window. Query ``down`` reads the topic and sums the
 per-user rows into one row per window: ``users``, ``events``, ``amount`` (Delta table
@@ -20,8 +21,9 @@ Guarantees: every downstream window is emitted exactly once with all its upstrea
 long as the upstream keeps its producers' close promises; a restart of either query from its
 checkpoint re-sends reports the agent has applied (ignored) and rows the idempotent sink has
 written (skipped). Does not guarantee: release before the upstream window ended (the
-downstream waits for it, by design); anything for rows written to the topic by anyone but
-the upstream query (they carry no forwarded label and are not tracked).
+downstream waits for it, by design). Rows written to the topic by anyone but the upstream
+query (no forwarded substream) and duplicated forwarded rows (an at-least-once upstream) go
+to the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
 """
 
 from __future__ import annotations
@@ -74,15 +76,22 @@ def start_two_queries(
 ) -> tuple[StreamingQuery, StreamingQuery, object]:
     """Start ``up`` and ``down``; returns both queries and their shared agent."""
     from connectors import kafka
+    from connectors.kafka_sink import KafkaIdempotentWriter
     from jobs.tracker_windows import parse
     from spark_ext.operators import Count, Sum, WindowAggregate
+    from spark_ext.sinks.trigger import Trigger
+    from spark_ext.tracked import Closing, DeltaSink, TrackedStream, forward_records
     from spark_ext.tracker import Tumbling
     from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
-    from spark_ext.tracker.pipeline import Closing, DeltaSink, KafkaSink, TrackedStream
 
     kafka.create_topic(bootstrap, mid_topic, partitions)
     agent = KafkaTrackingAgent(bootstrap, agent_name)
-    trigger = {"processingTime": "0 seconds"}
+    trigger = Trigger(processing_time="0 seconds")
+    to_kafka = KafkaIdempotentWriter(bootstrap, mid_topic, f"{agent_name.replace('-', '_')}.{UP}")
+
+    def forward(df: DataFrame, batch_id: int) -> None:
+        to_kafka(forward_records(df), batch_id)
+
     events = parse(
         kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
     )
@@ -102,8 +111,9 @@ def start_two_queries(
         )
         .forward_to(DOWN)
         .start(
-            KafkaSink(bootstrap, mid_topic, sink_id=f"{agent_name.replace('-', '_')}.{UP}"),
+            forward,
             checkpoint=str(out / "_checkpoint_up"),
+            late=DeltaSink(str(out / "late_up"), app_id=f"{agent_name}.{UP}.late"),
             trigger=trigger,
         )
     )
@@ -127,6 +137,7 @@ def start_two_queries(
         .start(
             DeltaSink(str(out / "totals"), app_id=f"{agent_name}.{DOWN}"),
             checkpoint=str(out / "_checkpoint_down"),
+            late=DeltaSink(str(out / "late_down"), app_id=f"{agent_name}.{DOWN}.late"),
             trigger=trigger,
         )
     )

@@ -5,17 +5,20 @@ Run::
     python -m jobs.tracker_windows --topic tracked-events --partitions 3 --out var/data/tracker
 
 Input: JSON events ``{"user_id", "amount", "event_time"}`` and close markers
-``{"close_through": <time>}`` (see :func:`demo_records`); partition event times are ordered.
-Output: a Delta table ``windows`` with one row per (10 s window, user): count, sum, mean.
+``{"close_through": <time>}`` (see :func:`demo_records`); each partition promises its event
+times are out of order by at most ``--disorder-ms`` (default 0: ordered).
+Output: a Delta table ``windows`` with one row per (10 s window, user): count, sum, mean, and
+a Delta table ``late`` with every row that broke its partition's promise (or had a null key
+or event time): source coordinates, the window it missed, the reason, the raw row.
 
-Guarantees: each window is emitted exactly once and holds every element of it, however late
-it arrives in processing time, as long as its producer keeps its close promises (a close
-marker or a later event time on the same partition); a driver kill at any step and a restart
-from the checkpoint give the same table as a clean run (Delta writes are idempotent per batch
-id, tracker reports per (query, batch, stage, partition)).
-Does not guarantee: anything for an element that arrives after its partition closed past it
-(a broken promise: it is counted by the agent as a late report, not emitted); release before
-its window's last source partition closed it -- an idle partition needs a close marker.
+Guarantees: every input row is in exactly one of ``windows`` (folded into its window) or
+``late``, under a driver kill at any step and a restart from the checkpoint (Delta writes are
+idempotent per batch id, tracker reports per (query, batch, stage, partition), partition
+frontiers in Spark state); each window is emitted exactly once, when every partition's
+frontier (marker, or event time minus the allowed disorder) passed its end.
+Does not guarantee: that a row beyond its partition's promise is counted in its window (it
+is in ``late``); release before every partition passed the window -- an idle partition needs
+a close marker.
 """
 
 from __future__ import annotations
@@ -91,12 +94,18 @@ def start_windows(
     partitions: int,
     out: Path,
     max_offsets_per_trigger: int | None = 100,
+    disorder_ms: int = 0,
 ) -> tuple[StreamingQuery, object]:
-    """Start the tracked window query; returns it and its agent."""
+    """Start the tracked window query; returns it and its agent.
+
+    ``disorder_ms``: the allowed disorder inside each partition (0: ordered); rows beyond it
+    go to the Delta table ``late``.
+    """
     from connectors import kafka
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
+    from spark_ext.sinks.trigger import Trigger
+    from spark_ext.tracked import Closing, DeltaSink, TrackedStream
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
-    from spark_ext.tracker.pipeline import Closing, DeltaSink, TrackedStream
 
     agent = LocalTrackingAgent(out / "tracker")
     events = parse(
@@ -108,7 +117,7 @@ def start_windows(
             key="user_id",
             event_time="event_time",
             agent=agent,
-            closing=Closing.partitions(topic, partitions, ordered=True),
+            closing=Closing.partitions(topic, partitions, disorder=disorder_ms),
             close_marker="close_through",
         )
         .apply(
@@ -119,7 +128,8 @@ def start_windows(
         .start(
             DeltaSink(str(out / "windows"), app_id="tracker_windows"),
             checkpoint=str(out / "_checkpoint"),
-            trigger={"processingTime": "0 seconds"},
+            late=DeltaSink(str(out / "late"), app_id="tracker_windows.late"),
+            trigger=Trigger(processing_time="0 seconds"),
         )
     )
     return query, agent
@@ -145,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--max-offsets", type=int, default=100)
+    parser.add_argument("--disorder-ms", type=int, default=0, help="allowed disorder per partition")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -156,7 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session(profile)
     out = args.out or profile.paths.resolved_data_root() / "tracker_windows"
     query, agent = start_windows(
-        spark, profile.kafka.bootstrap_servers, args.topic, args.partitions, out, args.max_offsets
+        spark,
+        profile.kafka.bootstrap_servers,
+        args.topic,
+        args.partitions,
+        out,
+        args.max_offsets,
+        args.disorder_ms,
     )
     try:
         run_until_complete(query, agent)

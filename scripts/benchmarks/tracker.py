@@ -19,8 +19,9 @@ from benchmarks.common import BenchContext, Figure
 from connectors.kafka import create_topic, produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
+from spark_ext.sinks.trigger import Trigger
+from spark_ext.tracked import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
-from spark_ext.tracker.pipeline import Closing, ForeachSink, TrackedStream
 
 PARTITIONS = 4
 SLOW = PARTITIONS - 1  # the slow partition lags LAG_S seconds of event time behind the others
@@ -87,8 +88,13 @@ def _tracked(
     per_trigger: int | None,
     folder: Any,
     sink: Callable[[DataFrame, int], None],
+    late_sink: Callable[[DataFrame, int], None] = lambda df, batch_id: None,
 ) -> tuple[Any, LocalTrackingAgent]:
-    """The tracked window count, closed by the producers' markers (partitions not ordered)."""
+    """The tracked window count, closed by the producers' markers (partitions not ordered).
+
+    ``late_sink`` receives the rows that broke their partition's markers (default: the
+    benchmark only counts them through the handler's ``late_rows`` metric).
+    """
     agent = LocalTrackingAgent(folder / "agent")
     q = (
         TrackedStream(
@@ -101,9 +107,10 @@ def _tracked(
         )
         .apply(Tumbling("10 seconds", namespace="bench"), WindowAggregate(Count()))
         .start(
-            ForeachSink(sink),
+            sink,
             checkpoint=str(folder / "chk"),
-            trigger={"processingTime": "0 seconds"},
+            late=late_sink,
+            trigger=Trigger(processing_time="0 seconds"),
         )
     )
     return q, agent

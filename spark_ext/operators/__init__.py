@@ -1,7 +1,7 @@
 """Stateful operators on ``applyInPandasWithState``, flushed when the tracker ends a substream."""
 
 from spark_ext.operators.aggregations import Count, Max, Mean, Sum, UserFunction
-from spark_ext.operators.base import EndSignal, Group, OperatorState, SubstreamOperator
+from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.operators.ewma import EwmaOperator, ewma
 from spark_ext.operators.join import WindowJoin
 from spark_ext.operators.session import SessionWindow
@@ -9,7 +9,6 @@ from spark_ext.operators.windows import WindowAggregate
 
 __all__ = [
     "Count",
-    "EndSignal",
     "EwmaOperator",
     "Group",
     "Max",

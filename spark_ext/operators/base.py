@@ -7,7 +7,7 @@ no watermark is involved. Operators whose state outlives one substream (sessions
 group by ``("*", shard)`` and treat an end event at ``end_ms`` as "everything of this
 namespace before ``end_ms`` is complete" (the agent ends substreams in end-time order).
 
-The pipeline (:mod:`spark_ext.tracker.pipeline`) hands an operator only data rows, already
+The pipeline (:mod:`spark_ext.tracked`) hands an operator only data rows, already
 sorted by ``(event_time_ms, label)`` -- a total order derived from source coordinates, so a
 replayed batch folds rows in the same order -- and the end signals, sorted by end time.
 
@@ -34,6 +34,8 @@ from typing import Any
 import pandas as pd
 from pyspark.sql.types import StructType
 
+from spark_ext.tracker.agent import EndEvent
+
 #: Columns every data row handed to an operator has (plus the operator's input columns).
 DATA_COLUMNS = ("tracked", "start_ms", "end_ms", "key", "event_time_ms", "label", "side")
 
@@ -46,21 +48,11 @@ class Group:
     shard: int
 
 
-@dataclass(frozen=True)
-class EndSignal:
-    """The tracker ended ``substream`` (``[start_ms, end_ms)``); ``seq`` is its end event."""
-
-    seq: int
-    substream: str
-    start_ms: int
-    end_ms: int
-
-
 class OperatorState:
     """One group's state: a JSON-able value, read with :meth:`get`, written with :meth:`update`.
 
     In Spark it is kept as one string column of the ``GroupState``; in
-    :class:`~spark_ext.operators.tester.OperatorTester` as a dict entry. JSON keeps it
+    :class:`~spark_ext.tracked.tester.OperatorTester` as a dict entry. JSON keeps it
     readable and language-neutral; operators keep state small (one window of a few keys).
     """
 
@@ -118,7 +110,7 @@ class SubstreamOperator(ABC):
         """Fold the data rows of ``group`` in this batch into ``state``; may emit rows."""
 
     @abstractmethod
-    def flush(self, group: Group, state: OperatorState, end: EndSignal) -> pd.DataFrame | None:
+    def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         """``end.substream`` has ended: emit its results and drop the state it no longer needs."""
 
     def empty_output(self) -> pd.DataFrame:

@@ -26,8 +26,9 @@ import numpy.typing as npt
 import pandas as pd
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from spark_ext.operators.base import EndSignal, Group, OperatorState, SubstreamOperator
-from spark_ext.tracker.errors import ConfigError
+from spark_ext.errors import ConfigError
+from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
+from spark_ext.tracker.agent import EndEvent
 
 
 def ewma(
@@ -81,7 +82,7 @@ class EwmaOperator(SubstreamOperator):
         state.update(st)
         return None
 
-    def flush(self, group: Group, state: OperatorState, end: EndSignal) -> pd.DataFrame | None:
+    def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         st: dict[str, Any] = state.get({"avg": {}, "pending": []})
         ready = sorted(p for p in st["pending"] if p[1] < end.end_ms)
         if not ready:

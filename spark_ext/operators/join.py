@@ -18,8 +18,9 @@ from typing import Any
 import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_ext.operators.base import EndSignal, Group, OperatorState, SubstreamOperator
-from spark_ext.tracker.errors import ConfigError
+from spark_ext.errors import ConfigError
+from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
+from spark_ext.tracker.agent import EndEvent
 
 
 class WindowJoin(SubstreamOperator):
@@ -110,7 +111,7 @@ class WindowJoin(SubstreamOperator):
         state.update(st)
         return pd.DataFrame(out) if out else None
 
-    def flush(self, group: Group, state: OperatorState, end: EndSignal) -> pd.DataFrame | None:
+    def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         st = state.get({"left": {}, "right": {}})
         state.remove()
         if self.how != "left":

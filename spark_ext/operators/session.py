@@ -17,7 +17,8 @@ import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.operators.aggregations import Aggregation
-from spark_ext.operators.base import EndSignal, Group, OperatorState, SubstreamOperator
+from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
+from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.substreams import duration_ms
 
 
@@ -76,7 +77,7 @@ class SessionWindow(SubstreamOperator):
         keep.append(merged)
         return sorted(keep, key=lambda s: s[0])
 
-    def flush(self, group: Group, state: OperatorState, end: EndSignal) -> pd.DataFrame | None:
+    def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         sessions: dict[str, list[list[Any]]] = state.get({})
         rows: list[dict[str, Any]] = []
         for k in sorted(sessions):

@@ -20,7 +20,8 @@ import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.operators.aggregations import Aggregation
-from spark_ext.operators.base import EndSignal, Group, OperatorState, SubstreamOperator
+from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
+from spark_ext.tracker.agent import EndEvent
 
 
 class WindowAggregate(SubstreamOperator):
@@ -30,7 +31,7 @@ class WindowAggregate(SubstreamOperator):
 
     def __init__(self, *aggregations: Aggregation) -> None:
         if not aggregations:
-            from spark_ext.tracker.errors import ConfigError
+            from spark_ext.errors import ConfigError
 
             raise ConfigError("WindowAggregate.aggregations", "give at least one aggregation")
         self.aggregations = aggregations
@@ -58,7 +59,7 @@ class WindowAggregate(SubstreamOperator):
         state.update(accs)
         return None
 
-    def flush(self, group: Group, state: OperatorState, end: EndSignal) -> pd.DataFrame | None:
+    def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         accs: dict[str, list[Any]] = state.get({})
         state.remove()
         if not accs:

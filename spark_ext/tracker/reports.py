@@ -227,6 +227,17 @@ class ReportBuilder:
         p = self._report.progress
         p[source_partition] = max(p.get(source_partition, closed_through_ms), closed_through_ms)
 
+    def add_substream(self, substream_id: str, end_ms: int) -> None:
+        """Make ``substream_id`` known to the agent without elements (XOR 0), so it can end.
+
+        Used for the buckets of per-shard operators (sessions, EWMA): a bucket that had no
+        data still ends once every source partition passed it, and its end event flushes
+        what the buckets before it left open.
+        """
+        r = self._report
+        r.xors[substream_id] = r.xors.get(substream_id, 0)
+        _merge_ends(r.ends, {substream_id: end_ms})
+
     def add_close(self, substream_id: str, end_ms: int) -> None:
         """The producer of ``substream_id`` closed it (it will send no more of it)."""
         self._report.closes.add(substream_id)

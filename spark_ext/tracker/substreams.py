@@ -86,6 +86,10 @@ class Windowing(ABC):
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Vectorised assignment: ``(row_index, start_ms, end_ms)``, one entry per membership."""
 
+    @abstractmethod
+    def closed_before(self, frontier_ms: int) -> Substream | None:
+        """The latest-ending substream that ends at or before ``frontier_ms``."""
+
     def substreams_of(self, time_ms: int) -> list[Substream]:
         """The substreams of one element, earliest first."""
         _, starts, ends = self.assign(np.asarray([time_ms], dtype=np.int64))
@@ -111,6 +115,11 @@ class Tumbling(Windowing):
         size = self.size_ms
         starts = np.floor_divide(times_ms, size) * size
         return np.arange(len(times_ms), dtype=np.int64), starts, starts + size
+
+    def closed_before(self, frontier_ms: int) -> Substream | None:
+        size = self.size_ms
+        end = frontier_ms // size * size
+        return Substream(self.namespace, end - size, end)
 
 
 @dataclass(frozen=True)
@@ -138,3 +147,9 @@ class Sliding(Windowing):
         back = np.tile(np.arange(per, dtype=np.int64), len(times_ms)) * slide
         starts = np.repeat(last_start, per) - back
         return idx, starts, starts + size
+
+    def closed_before(self, frontier_ms: int) -> Substream | None:
+        size = duration_ms(self.size)
+        slide = duration_ms(self.slide)
+        end = frontier_ms // slide * slide
+        return Substream(self.namespace, end - size, end)

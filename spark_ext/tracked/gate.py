@@ -1,0 +1,263 @@
+"""The gate: per source partition, keep its frontier and let through only rows above it.
+
+The gate is the first stage of a tracked query, keyed by source partition
+(``topic:partition``). For each partition it keeps one number in Spark state, the
+partition's *frontier*: "this partition sends nothing with an event time below this any
+more". The frontier moves by the partition's promise (:class:`~spark_ext.tracked.query.Closing`):
+
+* a close marker from its producer (``close_through``) sets it to the marker's time;
+* with an allowed disorder ``D`` (bounded out-of-orderness, per partition), a data row at
+  ``t`` moves it to ``t - D`` (``D = 0``: the partition is ordered);
+* without either (markers only), only markers move it.
+
+Rows are taken in offset order. A data row whose event time is below the frontier as it
+stood *just before that row* broke its partition's promise: it goes to the late-rows output
+(reason, source coordinates, the window it missed, the raw row), never into operator state.
+Every other row is assigned to its substreams, labelled and reported as *sent*; the gate's
+report also carries the partition's new frontier as *progress*. Why this loses nothing: a
+window ``[s, e)`` ends only after every partition reported progress ``>= e`` (read back by
+the next batch), so a row of that window still to come from partition ``p`` has
+``t < e <= frontier(p)`` -- the gate sends it to the late output before any operator sees it.
+
+Rows with a null key or a null event time also go to the late output, with their reason.
+
+This module is pure (pandas and NumPy, no Spark): :func:`gate_partition` is what the Spark
+stage (:mod:`spark_ext.tracked.stages`) and the in-memory :class:`~spark_ext.tracked.tester.PipelineTester`
+both run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_ext.tracked.envelope import (
+    ALL_SUBSTREAMS,
+    KIND_DATA,
+    KIND_LATE,
+    LATE_GROUP,
+    REASON_BELOW_FRONTIER,
+    REASON_NO_SUBSTREAM,
+    REASON_NULL_KEY,
+    REASON_NULL_TIME,
+)
+from spark_ext.tracker.errors import ConfigError
+from spark_ext.tracker.labels import key_hashes, labels_of
+from spark_ext.tracker.reports import ReportBuilder
+from spark_ext.tracker.substreams import Substream, Windowing
+
+#: "No frontier yet" (the partition has promised nothing).
+NO_FRONTIER = -(2**63)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """What the gate needs to know, fixed when the query is planned.
+
+    Attributes
+    ----------
+    windowing
+        The substreams (windows) rows are assigned to.
+    per_substream
+        Operator groups are per (substream, shard); else per shard (sessions, EWMA), and the
+        gate also registers the last bucket below each frontier so that markers end buckets
+        that had no data.
+    shards
+        Operator shards.
+    disorder_ms
+        Allowed disorder per partition (0: ordered); None: only close markers move frontiers.
+    upstream
+        Rows come from an upstream tracked query: their substream and label are reused.
+    input_columns
+        The operator's input columns (carried in the envelope and in the late row's ``raw``).
+    """
+
+    windowing: Windowing
+    per_substream: bool
+    shards: int
+    disorder_ms: int | None
+    upstream: bool
+    input_columns: tuple[str, ...]
+
+
+def substream_ids(namespace: str, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
+    """``namespace/start/end`` per membership, one string built per distinct window."""
+    if len(starts) == 0:
+        return pd.Series([], dtype=object)
+    pairs, inverse = np.unique(np.stack([starts, ends]), axis=1, return_inverse=True)
+    names = np.asarray(
+        [f"{namespace}/{a}/{b}" for a, b in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True)],
+        dtype=object,
+    )
+    return pd.Series(names[inverse.reshape(-1)], dtype=object)
+
+
+def _raw(row: pd.Series, input_columns: tuple[str, ...]) -> str:
+    """The late row's content as JSON (key, event time, the operator's input columns)."""
+
+    def plain(v: Any) -> Any:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return None
+        return v.item() if hasattr(v, "item") else v
+
+    t = plain(row["_t"])
+    out = {"key": plain(row["_key"]), "event_time_ms": None if t is None else int(t)}
+    out.update({c: plain(row[c]) for c in input_columns})
+    return json.dumps(out, sort_keys=True, default=str)
+
+
+def late_rows(
+    rows: pd.DataFrame,
+    reasons: list[str] | str,
+    windows: list[str | None] | None,
+    shard: int,
+    input_columns: tuple[str, ...],
+) -> pd.DataFrame:
+    """Late rows in the envelope (kind ``late``) from gate input rows (``_key``, ``_t``, ...)."""
+    n = len(rows)
+    times = rows["_t"].astype("float64")
+    return pd.DataFrame(
+        {
+            "substream": [LATE_GROUP] * n,
+            "shard": [shard] * n,
+            "kind": [KIND_LATE] * n,
+            "tracked": windows if windows is not None else [None] * n,
+            "key": [None if pd.isna(k) else str(k) for k in rows["_key"]],
+            "event_time_ms": pd.array(
+                [None if np.isnan(t) else int(t) for t in times], dtype="Int64"
+            ),
+            "src_topic": rows["_topic"].astype(str).tolist(),
+            "src_partition": rows["_partition"].astype(np.int64).tolist(),
+            "src_offset": rows["_offset"].astype(np.int64).tolist(),
+            "reason": reasons if isinstance(reasons, list) else [reasons] * n,
+            "raw": [_raw(r, input_columns) for _, r in rows.iterrows()],
+        }
+    )
+
+
+def gate_partition(
+    pdf: pd.DataFrame, frontier: int, cfg: GateConfig, builder: ReportBuilder
+) -> tuple[list[pd.DataFrame], int]:
+    """Gate the rows of ONE source partition in one batch (see module docstring).
+
+    Parameters
+    ----------
+    pdf
+        The partition's rows: ``_key``, ``_t`` (ms), ``_topic``, ``_partition``, ``_offset``,
+        ``_close`` (marker time or null), ``_side``, ``_fwd_substream``, ``_fwd_label`` and
+        the operator's input columns.
+    frontier
+        The partition's frontier before this batch (:data:`NO_FRONTIER` for none).
+    builder
+        The task's report; receives sent labels and the partition's progress.
+
+    Returns
+    -------
+    frames, frontier
+        Envelope frames (data rows, then late rows) and the partition's new frontier.
+    """
+    if pdf.empty:
+        return [], frontier
+    pdf = pdf.sort_values("_offset", kind="mergesort").reset_index(drop=True)
+    topic, part = str(pdf["_topic"].iloc[0]), int(pdf["_partition"].iloc[0])
+    late_shard = part % cfg.shards
+    is_marker = pdf["_close"].notna().to_numpy()
+    is_data = ~is_marker
+    t_null = pdf["_t"].isna().to_numpy()
+    key_null = pdf["_key"].isna().to_numpy()
+    t = pdf["_t"].astype("float64").fillna(0).to_numpy().astype(np.int64)
+    closes = pdf["_close"].astype("float64").fillna(0).to_numpy().astype(np.int64)
+
+    # The frontier each row meets: the one before the batch, moved by every earlier row.
+    cand = np.full(len(pdf), NO_FRONTIER, dtype=np.int64)
+    cand[is_marker] = closes[is_marker]
+    valid = is_data & ~t_null & ~key_null
+    if cfg.disorder_ms is not None:
+        cand[valid] = t[valid] - cfg.disorder_ms
+    running = np.maximum.accumulate(np.r_[np.int64(frontier), cand])
+    before, new_frontier = running[:-1], int(running[-1])
+
+    reasons = np.full(len(pdf), None, dtype=object)
+    reasons[is_data & t_null] = REASON_NULL_TIME
+    reasons[is_data & ~t_null & key_null] = REASON_NULL_KEY
+    reasons[valid & (t < before)] = REASON_BELOW_FRONTIER
+    if cfg.upstream:
+        no_sub = valid & pdf["_fwd_substream"].isna().to_numpy()
+        reasons[no_sub & (reasons == None)] = REASON_NO_SUBSTREAM  # noqa: E711
+    keep = is_data & (reasons == None)  # noqa: E711
+    late_mask = is_data & ~keep
+
+    frames: list[pd.DataFrame] = []
+    data = pdf[keep].reset_index(drop=True)
+    if len(data):
+        frames.append(_assign(data, cfg, builder))
+    if late_mask.any():
+        late = pdf[late_mask].reset_index(drop=True)
+        windows: list[str | None] = []
+        for tt, tn in zip(t[late_mask], t_null[late_mask], strict=True):
+            windows.append(
+                None if tn else ",".join(s.id for s in cfg.windowing.substreams_of(int(tt)))
+            )
+        frames.append(
+            late_rows(late, reasons[late_mask].tolist(), windows, late_shard, cfg.input_columns)
+        )
+    if new_frontier > NO_FRONTIER:
+        builder.add_progress(f"{topic}:{part}", new_frontier)
+        if not cfg.per_substream:
+            bucket = cfg.windowing.closed_before(new_frontier)
+            if bucket is not None:
+                builder.add_substream(bucket.id, bucket.end_ms)
+    return frames, new_frontier
+
+
+def _assign(data: pd.DataFrame, cfg: GateConfig, builder: ReportBuilder) -> pd.DataFrame:
+    """Data rows -> envelope rows (one per substream membership), reported as sent."""
+    namespace = cfg.windowing.namespace
+    times = data["_t"].astype("float64").to_numpy().astype(np.int64)
+    if cfg.upstream:
+        idx = np.arange(len(data), dtype=np.int64)
+        subs = [Substream.parse(str(s)) for s in data["_fwd_substream"]]
+        foreign = {s.namespace for s in subs} - {namespace}
+        if foreign:
+            raise ConfigError(
+                "TrackedStream.upstream",
+                f"rows forwarded into {sorted(foreign)}, this query tracks "
+                f"{namespace!r}: forward_to() and the windowing must name one namespace",
+            )
+        starts = np.asarray([s.start_ms for s in subs], dtype=np.int64)
+        ends = np.asarray([s.end_ms for s in subs], dtype=np.int64)
+        labels = data["_fwd_label"].astype(np.int64).to_numpy()
+    else:
+        idx, starts, ends = cfg.windowing.assign(times)
+        labels = labels_of(data["_topic"].to_numpy(), data["_partition"], data["_offset"])[idx]
+    rows = data.iloc[idx].reset_index(drop=True)
+    tracked = substream_ids(namespace, starts, ends)
+    keys = rows["_key"].astype(str)
+    codes, uniques = pd.factorize(keys)
+    shard = (key_hashes(uniques) % np.uint64(cfg.shards)).astype(np.int32)[codes]
+    out = pd.DataFrame(
+        {
+            "substream": tracked if cfg.per_substream else ALL_SUBSTREAMS,
+            "shard": shard,
+            "kind": KIND_DATA,
+            "tracked": tracked,
+            "start_ms": starts,
+            "end_ms": ends,
+            "key": keys,
+            "event_time_ms": times[idx],
+            "label": labels,
+            "side": rows["_side"],
+            "report": None,
+            "src_topic": rows["_topic"].astype(str),
+            "src_partition": rows["_partition"].astype(np.int64),
+            "src_offset": rows["_offset"].astype(np.int64),
+            **{c: rows[c] for c in cfg.input_columns},
+        }
+    )
+    if not cfg.upstream:  # forwarded rows were reported as sent by the upstream query
+        builder.add_labels(tracked, labels, sent=True, ends=ends)
+    return out

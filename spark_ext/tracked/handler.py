@@ -1,0 +1,157 @@
+"""The driver's per-batch steps of a tracked query, and the writers it hands rows to.
+
+A writer is anything ``foreachBatch`` accepts: a callable ``(df, batch_id) -> None`` (the
+exactly-once writers of :mod:`connectors.sinks` included) or an object with
+``write(df, batch_id)``. It must be idempotent per batch id: a batch whose rows landed but
+whose Spark commit did not is replayed with the same id.
+
+Steps of :class:`BatchHandler` (one micro-batch):
+
+1. collect the batch's report rows;
+2. write the results with the result writer and the late rows with the late writer
+   -- fault point ``tracker.after_sink``;
+3. apply the reports to the agent, once per key -- fault point ``tracker.after_reports``;
+4. (Spark) commit the batch.
+
+Step 2 before 3: a crash between them replays the batch, the writers skip it (same batch id)
+and the reports are applied then; an end event is never published for results that are not
+written yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_ext.crash import declare
+from spark_ext.errors import ConfigError
+from spark_ext.tracked.envelope import KIND_LATE, KIND_REPORT, KIND_RESULT
+from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
+from spark_ext.tracker.reports import TaskReport, batch_reports
+
+log = logging.getLogger(__name__)
+
+#: Fault points of a tracked query's batch handler.
+AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
+AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
+
+
+class BatchWriter(Protocol):
+    """A writer object: ``write(df, batch_id)``, idempotent per batch id."""
+
+    def write(self, df: DataFrame, batch_id: int) -> None: ...
+
+
+Writer = Callable[[DataFrame, int], None] | BatchWriter
+
+
+def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None]:
+    """``writer`` as ``fn(df, batch_id)``; a ConfigError names ``setting`` if it is neither."""
+    write = getattr(writer, "write", None)
+    if callable(write):
+        return write  # type: ignore[no-any-return]
+    if callable(writer):
+        return writer
+    raise ConfigError(setting, f"must be callable (df, batch_id) or have write(); got {writer!r}")
+
+
+@dataclass
+class DeltaSink:
+    """Append to a Delta table, at most once per batch (``txnAppId`` / ``txnVersion``).
+
+    ``app_id`` is the idempotence key and must be given: two queries writing one table need
+    two ids, and one query's id must survive a move of the table, so it is never derived from
+    the path.
+    """
+
+    path: str
+    app_id: str
+
+    def __post_init__(self) -> None:
+        if not self.app_id:
+            raise ConfigError("DeltaSink.app_id", "give an idempotence key (e.g. the query name)")
+
+    def write(self, df: DataFrame, batch_id: int) -> None:
+        (
+            df.write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", batch_id)
+            .save(self.path)
+        )
+
+
+def forward_records(df: DataFrame) -> DataFrame:
+    """Result rows as Kafka ``key`` / ``value`` (JSON of every column), for a downstream query.
+
+    Write them with an idempotent Kafka writer (e.g. ``connectors.kafka_sink.KafkaIdempotentWriter``);
+    an at-least-once writer may deliver a row twice, which the downstream sends to its late
+    output as a duplicate (it is neither folded twice nor left to stall the window).
+    """
+    return df.select(
+        F.col("key").cast("string").alias("key"),
+        F.to_json(F.struct(*df.columns)).alias("value"),
+    )
+
+
+@dataclass
+class BatchHandler:
+    """The driver's per-batch steps 1-3 (module docstring); Spark does step 4."""
+
+    query: str
+    agent: TrackingAgent
+    sink: Callable[[DataFrame, int], None]
+    late_sink: Callable[[DataFrame, int], None]
+    columns: list[str]
+    #: The agent's state-size figures after the last batch (None before the first).
+    figures: TrackerFigures | None = None
+    #: Late rows written by this handler (the late-rows metric), by reason.
+    late_rows: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        df.persist()
+        try:
+            rows = df.where(F.col("kind") == KIND_REPORT).select("report").collect()  # 1
+            results = df.where(F.col("kind") == KIND_RESULT).select(*self.columns)
+            late = df.where(F.col("kind") == KIND_LATE).select(
+                "src_topic",
+                "src_partition",
+                "src_offset",
+                F.col("late_key").alias("key"),
+                F.col("late_time_ms").alias("event_time_ms"),
+                "window",
+                "reason",
+                "raw",
+            )
+            self.sink(results, batch_id)  # 2
+            counts = {
+                r["reason"]: r["n"]
+                for r in late.groupBy("reason").agg(F.count("*").alias("n")).collect()
+            }
+            if counts:
+                self.late_sink(late, batch_id)
+                for reason, n in counts.items():
+                    self.late_rows[reason] = self.late_rows.get(reason, 0) + n
+                log.warning("[%s] batch %d: late rows %s", self.query, batch_id, counts)
+            AFTER_SINK.reached(batch_id)
+            reports = batch_reports(
+                self.query, batch_id, (TaskReport.from_json(r.report) for r in rows)
+            )
+            ends = self.agent.apply(reports)  # 3
+            AFTER_REPORTS.reached(batch_id)
+            self.figures = self.agent.figures()
+            log.info(
+                "[%s] batch %d: %d reports, %d substreams ended; %s",
+                self.query,
+                batch_id,
+                len(reports),
+                len(ends),
+                self.figures.line(),
+            )
+        finally:
+            df.unpersist()

@@ -1,0 +1,324 @@
+"""Window a stream and close it by the tracker: the Spark plan around an operator.
+
+::
+
+    source rows ──gate (transformWithStateInPandas, key: source partition)──┐
+        frontier per partition; late rows out; label, substreams, shard;     │
+        XOR "sent" report + the partition's progress                         ├─ union
+    end events ──fan out to shards───────────────────────────────────────────┘
+    (spark_ext_tracker source)
+        ─ groupBy(substream, shard).applyInPandasWithState(operator)
+              XOR "finished" report, results, late rows
+        ─ foreachBatch (driver, :class:`~spark_ext.tracked.handler.BatchHandler`):
+              results -> writer, late rows -> late writer, reports -> agent
+
+Where reports go: executors return them *with the batch* (as rows of the operator's output)
+and the driver applies them to the agent in ``foreachBatch``; a failed task attempt's report
+rows are discarded by Spark with its output, and a replayed batch re-sends the same keys
+``(query, batch, stage, partition)``, which the agent ignores.
+
+What is guaranteed (docs: the tracker's guarantee): every input row reaches exactly one of
+the result (folded into its windows) or the late-rows output (with its reason), under any
+kill and restart, whatever the disorder inside a partition. A window is released once, when
+every declared source partition's frontier passed its end (see :class:`Closing`).
+
+Two queries through Kafka: the upstream query calls :meth:`TrackedQuery.forward_to` with the
+downstream namespace and writes :func:`~spark_ext.tracked.handler.forward_records` with an
+idempotent Kafka writer; each result row carries ``fwd_substream`` / ``fwd_label``, counted
+as *sent* into that substream, which the upstream *closes* when its window is flushed. The
+downstream reads the topic with ``TrackedStream(upstream=True, closing=Closing.upstream())``;
+a duplicated forwarded row goes to its late output (reason: duplicate) instead of stalling
+the window.
+
+Example
+-------
+>>> agent = LocalTrackingAgent("var/tracker/counts")                               # doctest: +SKIP
+>>> query = (
+...     TrackedStream(events, key="user_id", event_time="event_time", agent=agent,
+...                   closing=Closing.partitions("events", 3, disorder="3 seconds"),
+...                   close_marker="close_through")
+...     .apply(Tumbling("10 seconds", namespace="counts"), WindowAggregate(Count(), Sum("amount")))
+...     .start(DeltaSink("var/out/counts", app_id="counts"), checkpoint="var/chk/counts",
+...            late=DeltaSink("var/out/counts_late", app_id="counts.late"))
+... )                                                                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import DataType, StructField, StructType, TimestampType
+
+from spark_ext.errors import ConfigError
+from spark_ext.operators.base import SubstreamOperator
+from spark_ext.sinks.trigger import Trigger
+from spark_ext.tracked.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
+from spark_ext.tracked.gate import GateConfig
+from spark_ext.tracked.handler import BatchHandler, Writer, as_callable
+from spark_ext.tracked.stages import GateProcessor, make_group_func
+from spark_ext.tracker.agent import TrackingAgent
+from spark_ext.tracker.source import FORMAT, register
+from spark_ext.tracker.substreams import Windowing, duration_ms
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What closes a substream at its source: each partition's promise.
+
+    Attributes
+    ----------
+    sources
+        Source partitions (``"topic:partition"``) that must each be closed past a substream's
+        end. Empty: only explicit closes (an upstream query) end substreams.
+    disorder_ms
+        Allowed disorder inside a partition: a row at ``t`` promises nothing below
+        ``t - disorder_ms`` will follow on its partition (0: ordered). None: only the
+        producer's close markers move a partition's frontier. A row that breaks the promise
+        goes to the late-rows output.
+    """
+
+    sources: tuple[str, ...] = ()
+    disorder_ms: int | None = None
+
+    @property
+    def ordered(self) -> bool:
+        return self.disorder_ms == 0
+
+    @classmethod
+    def partitions(
+        cls,
+        topic: str,
+        partitions: int,
+        ordered: bool = True,
+        disorder: int | str | None = None,
+    ) -> Closing:
+        """Every partition of ``topic`` closes by markers and by its event time.
+
+        ``disorder`` (e.g. ``"3 seconds"``) is the bounded out-of-orderness of each
+        partition; without it, ``ordered`` means 0 and ``ordered=False`` means markers only.
+        """
+        if partitions <= 0:
+            raise ConfigError("Closing.partitions", f"must be positive, got {partitions}")
+        if disorder is not None:
+            d = 0 if disorder in (0, "0") else duration_ms(disorder, "Closing.disorder")
+        else:
+            d = 0 if ordered else None
+        return cls(tuple(f"{topic}:{p}" for p in range(partitions)), d)
+
+    @classmethod
+    def upstream(cls) -> Closing:
+        """Substreams are closed by the upstream query that forwards them (through Kafka)."""
+        return cls()
+
+
+@dataclass
+class TrackedStream:
+    """A stream whose elements are labelled, assigned to substreams and reported.
+
+    Parameters
+    ----------
+    df
+        Streaming DataFrame with ``topic``, ``partition``, ``offset`` (source coordinates;
+        :func:`connectors.kafka.read_stream` provides them), the key and event-time columns,
+        and the operator's input columns.
+    key, event_time
+        Grouping key column and event-time column (timestamp, or long milliseconds).
+    agent, closing
+        The tracking agent and what closes substreams at the source.
+    close_marker
+        A column that is non-null (a timestamp or long ms) on close-marker rows only: "this
+        partition sends nothing older than this any more". Marker rows are not data.
+    side
+        A column with ``"left"`` / ``"right"`` (joins).
+    upstream
+        Rows come from an upstream tracked query (:func:`~spark_ext.tracked.handler.forward_records`
+        output): their labels and substreams (``fwd_label``, ``fwd_substream``) are reused.
+    """
+
+    df: DataFrame
+    key: str
+    event_time: str
+    agent: TrackingAgent
+    closing: Closing
+    close_marker: str | None = None
+    side: str | None = None
+    upstream: bool = False
+
+    def apply(
+        self,
+        windowing: Windowing,
+        operator: SubstreamOperator,
+        name: str | None = None,
+        shards: int = 2,
+    ) -> TrackedQuery:
+        """Run ``operator`` over the substreams of ``windowing``; returns a startable query."""
+        if shards <= 0:
+            raise ConfigError("shards", f"must be positive, got {shards}")
+        return TrackedQuery(self, windowing, operator, name or windowing.namespace, shards)
+
+
+def _ms(col: str, dtype: DataType) -> Any:
+    if isinstance(dtype, TimestampType):
+        return F.unix_millis(F.col(col))
+    return F.col(col).cast("long")
+
+
+@dataclass
+class TrackedQuery:
+    """The query of one tracked operator; :meth:`start` it with a writer."""
+
+    stream: TrackedStream
+    windowing: Windowing
+    operator: SubstreamOperator
+    name: str
+    shards: int
+    forward_namespace: str | None = None
+    #: The driver's per-batch handler once started; ``handler.figures`` holds the agent's
+    #: state-size figures after the last batch, ``handler.late_rows`` the late-row counts.
+    handler: BatchHandler | None = None
+    _input_types: dict[str, DataType] = field(default_factory=dict)
+
+    def forward_to(self, namespace: str) -> TrackedQuery:
+        """Report results as sent into ``namespace`` of a downstream query and close it there."""
+        self.forward_namespace = namespace
+        return self
+
+    # -- plan ---------------------------------------------------------------------------------
+    def _input(self) -> DataFrame:
+        s = self.stream
+        types = {f.name: f.dataType for f in s.df.schema}
+        needed = ["topic", "partition", "offset", s.key, s.event_time, *self.operator.input_columns]
+        if s.upstream:
+            needed += ["fwd_substream", "fwd_label"]
+        for c in needed:
+            if c not in types:
+                raise ConfigError("TrackedStream.df", f"column {c!r} missing (has {sorted(types)})")
+        self.operator.bind(s.df.schema)
+        self._input_types = {c: types[c] for c in self.operator.input_columns}
+        cols = [
+            F.col(s.key).cast("string").alias("_key"),
+            _ms(s.event_time, types[s.event_time]).alias("_t"),
+            F.col("topic").cast("string").alias("_topic"),
+            F.col("partition").cast("long").alias("_partition"),
+            F.col("offset").cast("long").alias("_offset"),
+            (
+                _ms(s.close_marker, types[s.close_marker])
+                if s.close_marker
+                else F.lit(None).cast("long")
+            ).alias("_close"),
+            (F.col(s.side).cast("string") if s.side else F.lit("")).alias("_side"),
+            (F.col("fwd_substream") if s.upstream else F.lit(None).cast("string")).alias(
+                "_fwd_substream"
+            ),
+            (F.col("fwd_label").cast("long") if s.upstream else F.lit(None).cast("long")).alias(
+                "_fwd_label"
+            ),
+        ]
+        cols += [F.col(c) for c in self.operator.input_columns]
+        return s.df.select(*cols)
+
+    def _envelope_schema(self) -> StructType:
+        return StructType(
+            ENVELOPE_FIELDS + [StructField(c, t) for c, t in self._input_types.items()]
+        )
+
+    def _output_schema(self) -> StructType:
+        return StructType(RESULT_ENVELOPE + list(self.operator.output_schema.fields))
+
+    def gate_config(self) -> GateConfig:
+        return GateConfig(
+            windowing=self.windowing,
+            per_substream=self.operator.per_substream,
+            shards=self.shards,
+            disorder_ms=self.stream.closing.disorder_ms,
+            upstream=self.stream.upstream,
+            input_columns=tuple(self.operator.input_columns),
+        )
+
+    def plan(self) -> DataFrame:
+        """The streaming DataFrame of operator output (results, late rows and report rows)."""
+        prepared = self._input()
+        envelope = self._envelope_schema()
+        gate = GateProcessor(self.gate_config(), prepared.columns, [f.name for f in envelope])
+        data = prepared.groupBy("_topic", "_partition").transformWithStateInPandas(
+            gate, envelope, "append", "none"
+        )
+        spark = self.stream.df.sparkSession
+        register(spark)
+        ends = (
+            spark.readStream.format(FORMAT)
+            .options(**self.stream.agent.source_options())
+            .option("namespaces", self.windowing.namespace)
+            .load()
+        )
+        per_substream = self.operator.per_substream
+        nulls = {f.name: F.lit(None).cast(f.dataType) for f in envelope}
+        nulls.update(
+            substream=(F.col("substream") if per_substream else F.lit(ALL_SUBSTREAMS)),
+            shard=F.explode(F.sequence(F.lit(0), F.lit(self.shards - 1))),
+            kind=F.lit(KIND_END),
+            tracked=F.col("substream"),
+            start_ms=F.col("start_ms"),
+            end_ms=F.col("end_ms"),
+            label=F.col("seq"),
+        )
+        control = ends.select(*[c.alias(n) for n, c in nulls.items()])
+        union = data.unionByName(control)
+        func = make_group_func(
+            self.operator,
+            self.forward_namespace,
+            self.stream.upstream,
+            [f.name for f in self._output_schema()],
+        )
+        return union.groupBy("substream", "shard").applyInPandasWithState(
+            func, self._output_schema(), "blob string", "append", "NoTimeout"
+        )
+
+    def start(
+        self,
+        sink: Writer,
+        checkpoint: str,
+        late: Writer | None = None,
+        trigger: Trigger | dict[str, Any] | None = None,
+    ) -> StreamingQuery:
+        """Declare the namespace to the agent and start the query.
+
+        Parameters
+        ----------
+        sink, late
+            Writers of the results and of the late rows (columns
+            :data:`~spark_ext.tracked.envelope.LATE_COLUMNS`); both idempotent per batch id.
+            ``late`` is required: a late row has nowhere else to go.
+        trigger
+            A :class:`~spark_ext.sinks.trigger.Trigger` (or the keyword arguments of
+            ``DataStreamWriter.trigger``); default: every second.
+        """
+        write = as_callable(sink, "TrackedQuery.start(sink)")
+        if late is None:
+            raise ConfigError("TrackedQuery.start(late)", "give a writer for late rows")
+        write_late = as_callable(late, "TrackedQuery.start(late)")
+        self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
+        out = self.plan()
+        handler = self.handler = BatchHandler(
+            self.name, self.stream.agent, write, write_late, self.result_columns()
+        )
+        writer = out.writeStream.queryName(self.name).foreachBatch(handler)
+        writer = writer.option("checkpointLocation", checkpoint)
+        if isinstance(trigger, Trigger):
+            writer = trigger.apply(writer)
+        else:
+            writer = writer.trigger(**(trigger or {"processingTime": "1 second"}))
+        return writer.start()
+
+    def result_columns(self) -> list[str]:
+        cols = [f.name for f in self.operator.output_schema]
+        if self.forward_namespace:
+            cols += ["fwd_substream", "fwd_label"]
+        return cols

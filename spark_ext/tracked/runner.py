@@ -1,0 +1,219 @@
+"""One operator call on one group: the code both Spark and the in-memory testers run.
+
+Given a group's rows of one batch (data rows and end-control rows, in the envelope of
+:mod:`spark_ext.tracked.envelope`), :func:`run_group` sorts them into a total order, calls
+the operator, and builds the task's XOR report: every data row *finished* here is reported
+with its label (it cancels the label its sender reported), and -- when results are forwarded
+to a downstream query -- every result row is *sent* under the downstream substream, which
+the flush also closes explicitly.
+
+The group's state (:class:`GroupState`) wraps the operator's own state with what the
+pipeline needs to keep rows from vanishing:
+
+* ``forwarded``: how many result rows this group has forwarded, so every forwarded row gets
+  a distinct label (rows emitted by ``process`` -- join pairs -- and by ``flush`` alike);
+* with ``dedup`` (a downstream query reading forwarded rows, which an at-least-once upstream
+  may deliver twice): the labels folded so far, so a duplicate is neither folded twice nor
+  reported twice (which would leave the window's XOR and count unbalanced forever), and, once
+  the window is flushed, a tombstone, so a duplicate arriving after the end goes to the late
+  output instead of into state that nothing would flush.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
+from spark_ext.tracked.envelope import (
+    KIND_DATA,
+    KIND_END,
+    KIND_LATE,
+    LATE_GROUP,
+    OPERATOR_STAGE,
+    REASON_DUPLICATE,
+    REASON_ENDED,
+    conform,
+)
+from spark_ext.tracker.agent import EndEvent
+from spark_ext.tracker.labels import labels_of
+from spark_ext.tracker.reports import ReportBuilder, TaskReport
+from spark_ext.tracker.substreams import Substream
+
+
+@dataclass
+class GroupOutput:
+    """What one call produced: result rows, late rows (envelope) and the task report piece."""
+
+    results: pd.DataFrame | None
+    late: pd.DataFrame | None
+    report: TaskReport
+
+
+@dataclass
+class GroupState:
+    """The pipeline's state of one group: the operator's state plus dedup/tombstone fields."""
+
+    op: OperatorState
+    forwarded: int = 0
+    seen: set[int] = field(default_factory=set)
+    ended: int | None = None
+    changed: bool = False
+
+    @classmethod
+    def from_json(cls, text: str | None) -> GroupState:
+        if not text:
+            return cls(OperatorState())
+        d = json.loads(text)
+        return cls(
+            OperatorState(d.get("op")),
+            int(d.get("fwd", 0)),
+            {int(x) for x in d.get("seen", [])},
+            d.get("ended"),
+        )
+
+    @property
+    def removed(self) -> bool:
+        """Nothing left to keep: the group's state can be dropped."""
+        return not self.op.exists() and self.ended is None and not self.seen and not self.forwarded
+
+    def to_json(self) -> str:
+        d: dict[str, Any] = {"op": self.op.get()}
+        if self.forwarded:
+            d["fwd"] = self.forwarded
+        if self.seen:
+            d["seen"] = sorted(self.seen)
+        if self.ended is not None:
+            d["ended"] = self.ended
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def forward_id(namespace: str, start_ms: int, end_ms: int) -> str:
+    """The downstream substream that a window's results are forwarded into."""
+    return Substream(namespace, start_ms, end_ms).id
+
+
+def forward_labels(substream: str, keys: pd.Series, row_numbers: np.ndarray) -> np.ndarray:
+    """Labels of forwarded result rows: derived from (substream, key, row), stable on replay."""
+    coords = [f"{substream}|{k}" for k in keys]
+    return labels_of(coords, np.zeros(len(coords), dtype=np.int64), row_numbers)
+
+
+def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+    out = rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason)
+    return out
+
+
+def run_group(
+    op: SubstreamOperator,
+    group: Group,
+    state: GroupState,
+    rows: pd.DataFrame,
+    task_partition: int,
+    forward_namespace: str | None = None,
+    dedup: bool = False,
+) -> GroupOutput:
+    """Run ``op`` over the rows of one group in one batch (see module docstring)."""
+    builder = ReportBuilder(OPERATOR_STAGE, task_partition)
+    outs: list[pd.DataFrame] = []
+    lates: list[pd.DataFrame] = []
+
+    def forward(produced: pd.DataFrame, start_ms: int, end_ms: int) -> pd.DataFrame:
+        assert forward_namespace is not None
+        fwd = forward_id(forward_namespace, start_ms, end_ms)
+        produced = produced.reset_index(drop=True)
+        numbers = np.arange(state.forwarded, state.forwarded + len(produced), dtype=np.int64)
+        state.forwarded += len(produced)
+        state.changed = True
+        keys = produced["key"] if "key" in produced else pd.Series([""] * len(produced))
+        labels = forward_labels(fwd, keys, numbers)
+        builder.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
+        return produced.assign(fwd_substream=fwd, fwd_label=labels)
+
+    data = rows[rows["kind"] == KIND_DATA]
+    if len(data):
+        data = data.sort_values(["event_time_ms", "label"], kind="mergesort").reset_index(drop=True)
+        if dedup and state.ended is not None:
+            lates.append(_late(data, REASON_ENDED))
+            data = data.iloc[0:0]
+        elif dedup:
+            labels = data["label"].astype(np.int64)
+            dup = labels.duplicated().to_numpy() | labels.isin(state.seen).to_numpy()
+            if dup.any():
+                lates.append(_late(data[dup], REASON_DUPLICATE))
+                data = data[~dup].reset_index(drop=True)
+            state.seen |= {int(x) for x in data["label"]}
+            state.changed = True
+    if len(data):
+        builder.add_labels(data["tracked"], data["label"], sent=False)
+        produced = op.process(group, state.op, data)
+        if produced is not None and len(produced):
+            if forward_namespace is not None:
+                if not op.per_substream:
+                    raise NotImplementedError(
+                        "a per-shard operator emitting rows from process() cannot be forwarded"
+                    )
+                start, end = int(data["start_ms"].iloc[0]), int(data["end_ms"].iloc[0])
+                produced = forward(produced, start, end)
+            outs.append(produced)
+    ends = rows[rows["kind"] == KIND_END].sort_values(["end_ms", "tracked"], kind="mergesort")
+    for seq, tracked, start, end_ms in zip(
+        ends["label"], ends["tracked"], ends["start_ms"], ends["end_ms"], strict=True
+    ):
+        signal = EndEvent(int(seq), str(tracked), int(start), int(end_ms))
+        produced = op.flush(group, state.op, signal)
+        if forward_namespace is not None:
+            builder.add_close(
+                forward_id(forward_namespace, signal.start_ms, signal.end_ms), signal.end_ms
+            )
+            if produced is not None and len(produced):
+                produced = forward(produced, signal.start_ms, signal.end_ms)
+        if produced is not None and len(produced):
+            outs.append(produced)
+        if op.per_substream:  # the window is over: keep only a tombstone (dedup) or nothing
+            state.forwarded, state.seen, state.changed = 0, set(), True
+            if dedup:
+                state.ended = signal.seq
+    results = pd.concat(outs, ignore_index=True) if outs else None
+    late = pd.concat(lates, ignore_index=True) if lates else None
+    return GroupOutput(results, late, builder.build())
+
+
+def _raw_of(rows: pd.DataFrame, input_columns: list[str]) -> list[str]:
+    out = []
+    for _, r in rows.iterrows():
+        d = {"key": r["key"], "event_time_ms": r["event_time_ms"]}
+        d.update({c: r[c] for c in input_columns if c in rows})
+        out.append(
+            json.dumps(
+                {k: (v.item() if hasattr(v, "item") else v) for k, v in d.items()},
+                sort_keys=True,
+                default=str,
+            )
+        )
+    return out
+
+
+def late_output(late: pd.DataFrame, input_columns: list[str], columns: list[str]) -> pd.DataFrame:
+    """Envelope late rows -> the operator stage's output rows of kind ``late``."""
+    raw = (
+        late["raw"] if "raw" in late and late["raw"].notna().all() else _raw_of(late, input_columns)
+    )
+    frame = pd.DataFrame(
+        {
+            "kind": KIND_LATE,
+            "window": late["tracked"].to_numpy(),
+            "late_key": late["key"].to_numpy(),
+            "late_time_ms": late["event_time_ms"].to_numpy(),
+            "src_topic": late["src_topic"].to_numpy(),
+            "src_partition": late["src_partition"].to_numpy(),
+            "src_offset": late["src_offset"].to_numpy(),
+            "reason": late["reason"].to_numpy(),
+            "raw": np.asarray(raw, dtype=object),
+        }
+    )
+    return conform(frame, columns)

@@ -1,0 +1,292 @@
+"""Run an operator in memory, without Spark: a fast harness for unit tests.
+
+Like PySpark's ``tws_tester.py``: it calls the same code Spark runs per group
+(:func:`~spark_ext.tracked.runner.run_group`) with the same envelope and the same
+``(event_time, label)`` ordering, keeping each group's state as JSON in a dict.
+
+Supported: data rows, end signals (fanned out to every shard like the real trigger), the
+operator's XOR reports. Not supported: the assign stage's Spark plumbing (labels are given
+or derived from a row counter), timeouts, several batches in parallel.
+
+Example
+-------
+>>> t = OperatorTester(WindowAggregate(Count()), Tumbling("10 seconds", namespace="w"))
+>>> t.add([{"key": "a", "event_time_ms": 1_000}, {"key": "a", "event_time_ms": 2_000}])
+>>> t.end("w/0/10000")["count"].tolist()
+[2]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_ext.operators.base import Group, SubstreamOperator
+from spark_ext.tracked.envelope import (
+    ALL_SUBSTREAMS,
+    GATE_STAGE,
+    KIND_DATA,
+    KIND_END,
+    LATE_COLUMNS,
+    LATE_GROUP,
+    RESULT_ENVELOPE,
+)
+from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
+from spark_ext.tracked.runner import GroupState, late_output, run_group
+from spark_ext.tracker.agent import EndEvent, TrackerState
+from spark_ext.tracker.labels import key_hashes, labels_of
+from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
+from spark_ext.tracker.substreams import Substream, Windowing
+
+
+class OperatorTester:
+    """Feed rows and end signals to ``operator`` as the tracked pipeline would."""
+
+    def __init__(self, operator: SubstreamOperator, windowing: Windowing, shards: int = 2) -> None:
+        self.operator = operator
+        self.windowing = windowing
+        self.shards = shards
+        self.states: dict[tuple[str, int], str] = {}
+        self.reports: list[TaskReport] = []
+        self._seq = 0
+        self._offset = 0
+
+    def _group_of(self, tracked: str) -> str:
+        return tracked if self.operator.per_substream else ALL_SUBSTREAMS
+
+    def add(self, rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+        """One batch of data rows (``key``, ``event_time_ms``, optional ``label``/``side``
+        and the operator's input columns); returns what the operator emitted."""
+        frame = pd.DataFrame(list(rows))
+        if frame.empty:
+            return self.operator.empty_output()
+        if "label" not in frame:
+            offs = np.arange(self._offset, self._offset + len(frame))
+            frame["label"] = labels_of(["tester"] * len(frame), np.zeros(len(frame)), offs)
+        self._offset += len(frame)
+        if "side" not in frame:
+            frame["side"] = ""
+        idx, starts, ends = self.windowing.assign(frame["event_time_ms"].to_numpy(dtype=np.int64))
+        env = frame.iloc[idx].reset_index(drop=True)
+        env["tracked"] = [
+            Substream(self.windowing.namespace, int(s), int(e)).id
+            for s, e in zip(starts, ends, strict=True)
+        ]
+        env["start_ms"], env["end_ms"], env["kind"] = starts, ends, KIND_DATA
+        env["key"] = env["key"].astype(str)
+        shard = key_hashes(env["key"]) % np.uint64(self.shards)
+        env["shard"] = shard.astype(int)
+        env["substream"] = [self._group_of(t) for t in env["tracked"]]
+        outs = [
+            self._call(g, s, part)
+            for (g, s), part in env.groupby(["substream", "shard"], sort=True)
+        ]
+        return self._concat(outs)
+
+    def end(self, substream: str) -> pd.DataFrame:
+        """The tracker ended ``substream``: one control row to each shard of its groups."""
+        self._seq += 1
+        sub = Substream.parse(substream)
+        outs = []
+        for shard in range(self.shards):
+            ctrl = pd.DataFrame(
+                {
+                    "kind": [KIND_END],
+                    "tracked": [substream],
+                    "start_ms": [sub.start_ms],
+                    "end_ms": [sub.end_ms],
+                    "label": [self._seq],
+                    "event_time_ms": [None],
+                }
+            )
+            outs.append(self._call(self._group_of(substream), shard, ctrl))
+        return self._concat(outs)
+
+    def _call(self, substream: str, shard: int, rows: pd.DataFrame) -> pd.DataFrame | None:
+        key = (substream, int(shard))
+        state = GroupState.from_json(self.states.get(key))
+        out = run_group(self.operator, Group(*key), state, rows.reset_index(drop=True), int(shard))
+        if state.changed or state.op.changed:
+            if state.removed:
+                self.states.pop(key, None)
+            else:
+                self.states[key] = state.to_json()
+        self.reports.append(out.report)
+        return out.results
+
+    def _concat(self, outs: list[pd.DataFrame | None]) -> pd.DataFrame:
+        frames = [o for o in outs if o is not None and len(o)]
+        if not frames:
+            return self.operator.empty_output()
+        return pd.concat(frames, ignore_index=True)
+
+    def state_groups(self) -> int:
+        """How many groups hold state (the state-size metric)."""
+        return len(self.states)
+
+
+#: Late-row column -> its name in the operator stage's output.
+LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
+
+
+class PipelineTester:
+    """A whole tracked query in memory, batch by batch: gate, operator groups, agent.
+
+    The same executor functions Spark runs (:func:`~spark_ext.tracked.gate.gate_partition`,
+    :func:`~spark_ext.tracked.runner.run_group`) and the agent's pure state
+    (:class:`~spark_ext.tracker.agent.TrackerState`), wired as a micro-batch query wires
+    them: the end events caused by batch N's reports are read by batch N+1.
+
+    Not modelled: Spark's task retries and checkpoint recovery (the real-Spark tests cover
+    them); a "task" here is one source partition (gate) or one shard (operator).
+
+    Example
+    -------
+    >>> t = PipelineTester(WindowAggregate(Count()), Tumbling(10_000, namespace="w"),
+    ...                    Closing.partitions("e", 1))                             # doctest: +SKIP
+    >>> t.run_batch([{"partition": 0, "offset": 0, "key": "a", "event_time_ms": 5}])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        operator: SubstreamOperator,
+        windowing: Windowing,
+        closing: Any,
+        shards: int = 2,
+        upstream: bool = False,
+        forward_namespace: str | None = None,
+        query: str = "q",
+        agent: TrackerState | None = None,
+    ) -> None:
+        self.operator = operator
+        self.windowing = windowing
+        self.shards = shards
+        self.forward_namespace = forward_namespace
+        self.upstream = upstream
+        self.query = query
+        self.cfg = GateConfig(
+            windowing,
+            operator.per_substream,
+            shards,
+            closing.disorder_ms,
+            upstream,
+            tuple(operator.input_columns),
+        )
+        self.agent = agent if agent is not None else TrackerState()
+        self.agent.declare(windowing.namespace, closing.sources)
+        self.frontiers: dict[tuple[str, int], int] = {}
+        self.groups: dict[tuple[str, int], str] = {}
+        self.pending: list[EndEvent] = []
+        self.batch = 0
+
+    def run_batch(self, rows: Iterable[Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """One micro-batch of source rows; returns ``(results, late rows)``.
+
+        A row has ``partition``, ``offset``, ``key``, ``event_time_ms`` (None allowed), and
+        optionally ``topic`` (default ``"src"``), ``close`` (a marker's time), ``side``,
+        ``fwd_substream`` / ``fwd_label`` (upstream) and the operator's input columns.
+        """
+        frame = pd.DataFrame(list(rows))
+        reports: list[TaskReport] = []
+        envelope: list[pd.DataFrame] = []
+        if len(frame):
+            src = pd.DataFrame(
+                {
+                    "_key": frame.get("key"),
+                    "_t": frame.get("event_time_ms"),
+                    "_topic": frame["topic"] if "topic" in frame else "src",
+                    "_partition": frame["partition"],
+                    "_offset": frame["offset"],
+                    "_close": frame["close"] if "close" in frame else None,
+                    "_side": frame["side"] if "side" in frame else "",
+                    "_fwd_substream": frame.get("fwd_substream"),
+                    "_fwd_label": frame.get("fwd_label"),
+                }
+            )
+            for c in self.operator.input_columns:
+                src[c] = frame[c] if c in frame else None
+            for c in ("_key", "_t", "_close", "_fwd_substream", "_fwd_label"):
+                if src[c].isna().all():
+                    src[c] = pd.Series([None] * len(src), dtype=object)
+            for (topic, part), g in src.groupby(["_topic", "_partition"], sort=True):
+                builder = ReportBuilder(GATE_STAGE, int(part))
+                key = (str(topic), int(part))
+                frames, new = gate_partition(
+                    g, self.frontiers.get(key, NO_FRONTIER), self.cfg, builder
+                )
+                self.frontiers[key] = new
+                envelope += frames
+                reports.append(builder.build())
+        ends = [e for e in self.pending if e.namespace == self.windowing.namespace]
+        for e in ends:
+            for shard in range(self.shards):
+                envelope.append(
+                    pd.DataFrame(
+                        {
+                            "substream": [
+                                e.substream if self.operator.per_substream else ALL_SUBSTREAMS
+                            ],
+                            "shard": [shard],
+                            "kind": [KIND_END],
+                            "tracked": [e.substream],
+                            "start_ms": [e.start_ms],
+                            "end_ms": [e.end_ms],
+                            "label": [e.seq],
+                            "event_time_ms": [None],
+                        }
+                    )
+                )
+        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in self.operator.output_schema]
+        results: list[pd.DataFrame] = []
+        late: list[pd.DataFrame] = []
+        inputs = list(self.operator.input_columns)
+        for f in envelope:  # late rows carry no label: never mix them into a label column
+            if len(f) and (f["substream"] == LATE_GROUP).all():
+                late.append(late_output(f.reset_index(drop=True), inputs, columns))
+        envelope = [f for f in envelope if len(f) and not (f["substream"] == LATE_GROUP).all()]
+        if envelope:
+            env = pd.concat(envelope, ignore_index=True)
+            for (sub, shard), part in env.groupby(["substream", "shard"], sort=True):
+                part = part.reset_index(drop=True)
+                key = (str(sub), int(shard))
+                state = GroupState.from_json(self.groups.get(key))
+                out = run_group(
+                    self.operator,
+                    Group(*key),
+                    state,
+                    part,
+                    int(shard),
+                    self.forward_namespace,
+                    self.upstream,
+                )
+                if state.changed or state.op.changed:
+                    if state.removed:
+                        self.groups.pop(key, None)
+                    else:
+                        self.groups[key] = state.to_json()
+                if out.results is not None and len(out.results):
+                    results.append(out.results)
+                if out.late is not None and len(out.late):
+                    late.append(late_output(out.late, inputs, columns))
+                reports.append(out.report)
+        self.pending = self.agent_apply(reports)
+        self.batch += 1
+        res = pd.concat(results, ignore_index=True) if results else self.operator.empty_output()
+        lat = (
+            pd.concat(late, ignore_index=True)
+            .loc[:, [LATE_SOURCE.get(c, c) for c in LATE_COLUMNS]]
+            .set_axis(LATE_COLUMNS, axis=1)
+            if late
+            else pd.DataFrame(columns=LATE_COLUMNS)
+        )
+        return res, lat
+
+    def agent_apply(self, reports: list[TaskReport]) -> list[EndEvent]:
+        """Apply one batch's reports as the driver would; returns the end events caused."""
+        keyed = batch_reports(self.query, self.batch, reports)
+        if not self.agent.accept(keyed):
+            return []
+        return self.agent.settle()
