@@ -17,6 +17,7 @@ from chispa import assert_df_equality
 
 from connectors.demo_events import produce_events
 from spark_ext.jobrun import REPO, job_environment
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -107,7 +108,7 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
         mode="two_phase",
         trigger=Trigger(available_now=True),
     )
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
 
     on_cluster = spark.read.format("delta").load(str(table)).select(*COLUMNS)

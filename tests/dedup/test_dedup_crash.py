@@ -15,9 +15,15 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from jobs.ordering_dedup import PipelineOptions, PipelinePaths, produce_readings, start_pipeline
+from jobs.ordering_dedup import (
+    RESULT_COLUMNS,
+    PipelineOptions,
+    PipelinePaths,
+    produce_readings,
+    start_pipeline,
+)
 from spark_ext.jobrun import run_job
-from spark_ext.ordering import RESULT_COLUMNS
+from tests.conftest import await_done
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -48,7 +54,7 @@ def test_duplicates_and_kills_give_the_clean_duplicate_free_output(
     query, _ = start_pipeline(
         spark, kafka_bootstrap, clean_topic, PipelinePaths(tmp_path / "clean"), PipelineOptions()
     )
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
     clean = read_output(spark, tmp_path / "clean")
     assert clean.count() == SENSORS * PER_SENSOR
@@ -73,7 +79,7 @@ def test_duplicates_and_kills_give_the_clean_duplicate_free_output(
     query, _ = start_pipeline(
         spark, kafka_bootstrap, dup_topic, PipelinePaths(root), PipelineOptions()
     )
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
 
     crashed = read_output(spark, root)

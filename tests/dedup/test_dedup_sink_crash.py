@@ -23,6 +23,7 @@ from chispa import assert_df_equality
 from jobs.dedup_delta import DedupPaths, start
 from jobs.ordering_dedup import produce_readings
 from spark_ext.jobrun import run_job
+from tests.conftest import await_done
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -55,7 +56,7 @@ def test_kills_at_every_step_give_the_clean_duplicate_free_output(
 
     clean_paths = DedupPaths(tmp_path / "clean")
     query, _ = start(spark, kafka_bootstrap, clean_topic, clean_paths, max_offsets_per_trigger=50)
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
     clean = spark.read.format("delta").load(str(clean_paths.unique)).select(*VALUES)
     assert clean.count() == SENSORS * PER_SENSOR
@@ -72,7 +73,7 @@ def test_kills_at_every_step_give_the_clean_duplicate_free_output(
         )
         assert run.killed, f"{point}: {run.output_tail}"
     query, _ = start(spark, kafka_bootstrap, dup_topic, paths, max_offsets_per_trigger=70)
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
 
     crashed = spark.read.format("delta").load(str(paths.unique)).select(*VALUES)

@@ -13,6 +13,7 @@ from connectors.dedup_delta_sink import DeltaDedupSink
 from jobs.dedup_delta import OUTPUT_COLUMNS, DedupPaths, start
 from jobs.ordering_dedup import produce_readings, sensor_readings
 from spark_ext.dedup import DedupConfig
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +45,7 @@ def test_redelivered_readings_are_written_once_and_bad_records_quarantined(
 
     paths = DedupPaths(tmp_path / "dedup")
     query, sink = start(spark, kafka_bootstrap, topic, paths, max_offsets_per_trigger=40)
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
 
     out = spark.read.format("delta").load(str(paths.unique))

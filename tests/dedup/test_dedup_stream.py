@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 
 from connectors import kafka
 from spark_ext.dedup import DedupConfig, DedupSink, deduplicate
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +47,7 @@ def test_stream_with_redelivered_records_is_written_once_per_id(
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
 
     out = spark.read.format("delta").load(str(tmp_path / "out"))

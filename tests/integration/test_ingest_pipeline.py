@@ -9,6 +9,7 @@ from deltalake import DeltaTable
 from connectors.demo_events import produce_events, records
 from jobs.ingest_events import IngestPaths, start_ingest
 from spark_ext.quarantine import QUARANTINE_COLUMNS
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ def test_every_record_lands_in_events_or_quarantine(spark, kafka_bootstrap, new_
     paths = IngestPaths(tmp_path)
 
     for q in start_ingest(spark, kafka_bootstrap, topic, paths, available_now=True):
-        q.awaitTermination(300)
+        await_done(q, 300)
         assert q.exception() is None
 
     events = spark.read.format("delta").load(str(paths.events))
@@ -51,10 +52,10 @@ def test_restart_from_checkpoint_reads_only_new_records(
     paths = IngestPaths(tmp_path)
     produce_events(kafka_bootstrap, topic, 60, malformed_every=BAD_EVERY)
     for q in start_ingest(spark, kafka_bootstrap, topic, paths):
-        q.awaitTermination(300)
+        await_done(q, 300)
     produce_events(kafka_bootstrap, topic, 60, seed=8, malformed_every=BAD_EVERY)
     for q in start_ingest(spark, kafka_bootstrap, topic, paths):
-        q.awaitTermination(300)
+        await_done(q, 300)
     events = spark.read.format("delta").load(str(paths.events))
     quarantine = spark.read.format("delta").load(str(paths.quarantine))
     assert events.count() + quarantine.count() == 120

@@ -10,6 +10,7 @@ import pytest
 from connectors.demo_events import produce_events
 from jobs.ingest_events import IngestPaths, start_ingest
 from spark_ext.metrics import ProgressListener
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -23,8 +24,8 @@ def test_listener_keeps_one_figure_per_batch(spark, kafka_bootstrap, new_topic, 
             events_q, _ = start_ingest(
                 spark, kafka_bootstrap, topic, IngestPaths(tmp_path), max_offsets_per_trigger=30
             )
-            events_q.awaitTermination(300)
-            _.awaitTermination(300)
+            await_done(events_q, 300)
+            await_done(_, 300)
             batches = [p["batchId"] for p in events_q.recentProgress if p["numInputRows"]]
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and len(

@@ -21,9 +21,15 @@ import itertools
 import pytest
 from chispa import assert_df_equality
 
-from jobs.ordering_dedup import PipelineOptions, PipelinePaths, produce_readings, start_pipeline
+from jobs.ordering_dedup import (
+    RESULT_COLUMNS,
+    PipelineOptions,
+    PipelinePaths,
+    produce_readings,
+    start_pipeline,
+)
 from spark_ext.jobrun import run_job
-from spark_ext.ordering import RESULT_COLUMNS
+from tests.conftest import await_done
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -33,7 +39,7 @@ SENSORS, PER_SENSOR = 4, 30
 
 def run_in_process(spark, bootstrap, topic, root, options):
     query, _ = start_pipeline(spark, bootstrap, topic, PipelinePaths(root), options)
-    query.awaitTermination(600)
+    await_done(query, 600)
     assert query.exception() is None
     return spark.read.format("delta").load(str(PipelinePaths(root).ewma)).select(*RESULT_COLUMNS)
 

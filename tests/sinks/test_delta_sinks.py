@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 from connectors.delta_sink import DeltaCommitter
 from connectors.sinks import Trigger, exactly_once_to_delta
 from jobs.exactly_once_delta import events_stream
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def run_once(spark, bootstrap, topic, table, chk, mode, sink_id="events"):
     q = exactly_once_to_delta(
         df, table, sink_id=sink_id, checkpoint=chk, mode=mode, trigger=Trigger(available_now=True)
     )
-    q.awaitTermination(300)
+    await_done(q, 300)
     assert q.exception() is None
     return q
 

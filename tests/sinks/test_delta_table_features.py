@@ -14,6 +14,7 @@ from connectors.delta_idempotent import DeltaIdempotentWriter
 from connectors.delta_sink import FORMAT, DeltaTwoPhaseDataSource
 from connectors.sinks import Trigger, exactly_once_to_delta
 from spark_ext.sinks.errors import BatchRegressionError, UnsupportedTableFeatureError
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +75,7 @@ def test_two_phase_sink_writes_a_not_null_column_the_rows_cannot_break(spark, tm
         checkpoint=str(tmp_path / "chk"),
         trigger=Trigger(available_now=True),
     )
-    q.awaitTermination(120)
+    await_done(q, 120)
     assert q.exception() is None
     from_spark = sorted(r.id for r in spark.read.format("delta").load(table).collect())
     from_rs = sorted(DeltaTable(table).to_pyarrow_table()["id"].to_pylist())

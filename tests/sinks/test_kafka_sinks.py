@@ -9,6 +9,7 @@ from connectors import kafka
 from connectors.kafka_sink import SinkProgress
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +42,7 @@ def test_every_record_is_written_once_and_the_last_batch_recorded(
         mode=mode,
         trigger=Trigger(available_now=True),
     )
-    q.awaitTermination(300)
+    await_done(q, 300)
     assert q.exception() is None
 
     want = expected_records(spark, kafka_bootstrap, events_topic)

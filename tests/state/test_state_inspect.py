@@ -15,6 +15,7 @@ from spark_ext.state_inspect import (
     StateOperatorNotFound,
     main,
 )
+from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +83,7 @@ def test_stateless_query_raises_state_operator_not_found(
         .trigger(once=True)
         .start()
     )
-    query.awaitTermination(300)
+    await_done(query, 300)
     with pytest.raises(StateOperatorNotFound):
         StateInspector(spark, checkpoint).report()
 
@@ -124,7 +125,7 @@ def test_report_sums_every_state_variable_of_a_transform_with_state_operator(
         .trigger(once=True)
         .start()
     )
-    query.awaitTermination(300)
+    await_done(query, 300)
 
     inspector = StateInspector(spark, checkpoint)
     [operator] = inspector.operators()
