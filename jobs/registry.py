@@ -3,7 +3,11 @@
 Every job here is a module of ``jobs/`` runnable as ``python -m jobs.X``, ``spark-ext run X``
 and ``spark-submit jobs/X.py`` (``scripts/submit.sh``). Each entry is a
 :class:`~spark_ext.recovery.RecoveryCase`: the input it reads, where it crashes, which of its
-outputs are compared (on which columns) and the recovery class each output should get.
+outputs are compared (on which columns) and the recovery class each output should get under
+a SIGKILL; and, per further fault class (:class:`~spark_ext.recovery.FaultClass`), the
+declared fault point where the fault is injected and the outcome the job's guarantee promises
+(a recovery class or a typed error such as ``BatchRegressionError``). Fault points are the
+objects their modules declare, never strings repeated here.
 
 Example
 -------
@@ -16,13 +20,23 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.at_least_once import AFTER_WRITE as AT_LEAST_ONCE_AFTER_WRITE
+from jobs.at_most_once import AFTER_OFFSET_COMMIT as AT_MOST_ONCE_AFTER_OFFSET_COMMIT
+from jobs.eo_spark_kafka_sink import WRITTEN as SPARK_KAFKA_WRITTEN
+from jobs.upsert_totals import AFTER_UPSERT
+from spark_ext.crash import FaultPoint
+from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
+from spark_ext.dedup import DEDUP_DELTA
 from spark_ext.errors import SparkExtError
 from spark_ext.recovery import (
     CrashPlan,
+    ExpectedError,
     ExpectedOutput,
+    FaultCell,
+    FaultClass,
     FinalStateView,
     HarnessContext,
     OutputSpec,
@@ -31,6 +45,33 @@ from spark_ext.recovery import (
     RunSlot,
     read_delta_rows,
 )
+from spark_ext.sinks.errors import BatchRegressionError
+from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE, KAFKA_TWO_PHASE
+from spark_ext.tracked.handler import AFTER_SINK as TRACKER_AFTER_SINK
+
+#: The typed error a checkpoint reset must end in when the output is kept (invariant 6).
+REGRESSION = ExpectedError.of(BatchRegressionError)
+PRECISE = RecoveryClass.PRECISE
+#: How long the broker faults keep the broker paused (past kafka-python's default
+#: ``delivery_timeout_ms`` of 120 s) or down.
+BROKER_PAUSE_S = 130.0
+BROKER_DOWN_S = 5.0
+
+
+def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
+    """A job's fault cells by fault class (each class once)."""
+    out = {c.fault: c for c in declared}
+    if len(out) != len(declared):
+        raise ValueError("a fault class declared twice")
+    return out
+
+
+def broker_cells(trigger: FaultPoint, batch: int = 0) -> tuple[FaultCell, FaultCell]:
+    """Broker pause and kill+restart, acting when ``trigger`` is reached in ``batch``."""
+    return (
+        FaultCell(FaultClass.BROKER_PAUSE, trigger, batch, PRECISE, seconds=BROKER_PAUSE_S),
+        FaultCell(FaultClass.BROKER_RESTART, trigger, batch, PRECISE, seconds=BROKER_DOWN_S),
+    )
 
 
 class UnknownJobError(SparkExtError, KeyError):
@@ -65,6 +106,8 @@ class KafkaToDeltaCase(RecoveryCase):
         Records per micro-batch, so the job runs several batches and a crash hits the middle.
     extra_args
         Further arguments of every run.
+    cells
+        The fault classes besides ``kill`` the job declares (:func:`cells`).
     """
 
     def __init__(
@@ -78,8 +121,10 @@ class KafkaToDeltaCase(RecoveryCase):
         malformed_every: int = 25,
         max_offsets_per_trigger: int | None = 100,
         extra_args: Sequence[str] = (),
+        cells: Mapping[FaultClass, FaultCell] | None = None,
     ) -> None:
         self.name = name
+        self.cells = dict(cells or {})
         self.module = module
         self.crash = crash
         self.outputs = tuple(outputs)
@@ -112,7 +157,14 @@ class KafkaToDeltaCase(RecoveryCase):
 class ExactlyOnceDeltaCase(KafkaToDeltaCase):
     """:mod:`jobs.exactly_once_delta`: the same events into one table through a sink mode."""
 
-    def __init__(self, name: str, mode: str, crash: CrashPlan, description: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        mode: str,
+        crash: CrashPlan,
+        description: str,
+        cells: Mapping[FaultClass, FaultCell] | None = None,
+    ) -> None:
         super().__init__(
             name,
             "jobs.exactly_once_delta",
@@ -120,6 +172,7 @@ class ExactlyOnceDeltaCase(KafkaToDeltaCase):
             [ExpectedOutput("events", EVENTS, RecoveryClass.PRECISE)],
             description,
             extra_args=("--mode", mode),
+            cells=cells,
         )
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
@@ -179,7 +232,11 @@ class TrackerWindowsCase(RecoveryCase):
     def __init__(self, events: int = 150, partitions: int = 3, max_offsets: int = 60) -> None:
         self.name = "tracker_windows"
         self.module = "jobs.tracker_windows"
-        self.crash = CrashPlan(crash_at="tracker.after_sink@1")
+        self.crash = CrashPlan.at(TRACKER_AFTER_SINK, 1)
+        self.cells = cells(
+            FaultCell(FaultClass.DRIVER_RAISE, TRACKER_AFTER_SINK, 1),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+        )
         self.outputs = (ExpectedOutput("windows", WINDOWS, RecoveryClass.PRECISE),)
         self.description = "windows released by the tracker, written idempotently per batch"
         self.events, self.partitions, self.max_offsets = events, partitions, max_offsets
@@ -217,6 +274,7 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         self.module = "jobs.tracker_two_queries"
         self.outputs = (ExpectedOutput("totals", TOTALS, RecoveryClass.PRECISE),)
         self.description = "downstream windows closed by the upstream query's tracker"
+        self.cells = {**self.cells, **cells(*broker_cells(TRACKER_AFTER_SINK))}
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [
@@ -262,10 +320,12 @@ class OrderingCase(RecoveryCase):
         extra_args: Sequence[str] = (),
         duplicate_every: int = 0,
         limit: int = 50,
+        cells: Mapping[FaultClass, FaultCell] | None = None,
     ) -> None:
         self.name = name
         self.module = "jobs.ordering_dedup"
-        self.crash = CrashPlan(crash_at="dedup.after_output@0")
+        self.crash = CrashPlan.at(DEDUP_AFTER_OUTPUT, 0)
+        self.cells = dict(cells or {})
         self.outputs = (ExpectedOutput("ewma", READINGS, expected),)
         self.description = description
         self.extra_args = tuple(extra_args)
@@ -314,7 +374,14 @@ class DedupDeltaCase(RecoveryCase):
     def __init__(self, limit: int = 40) -> None:
         self.name = "dedup_delta"
         self.module = "jobs.dedup_delta"
-        self.crash = CrashPlan(crash_at="dedup_delta.2.cataloged@1")
+        self.crash = CrashPlan.at(DEDUP_DELTA.fault(2), 1)
+        self.cells = cells(
+            FaultCell(FaultClass.TASK_RAISE, DELTA_TWO_PHASE.fault(1), 1),
+            FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0),
+            *broker_cells(DEDUP_DELTA.fault(4)),
+        )
         self.outputs = (ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),)
         self.description = "at-least-once input + DeltaDedupSink: each reading exactly once"
         self.limit = limit
@@ -338,52 +405,125 @@ class DedupDeltaCase(RecoveryCase):
         return read_delta_rows(slot.out / output, UNIQUE.read_columns())
 
 
+#: The changes feed of :mod:`jobs.upsert_totals`: per user, the last change is its state.
+CHANGES = OutputSpec(
+    columns=("user_id", "events", "total_cents"),
+    final_state=FinalStateView(
+        key=("user_id",), value=("events", "total_cents"), order=("batch_id",)
+    ),
+)
+#: Its MERGEd table: one row per user.
+UPSERTED = OutputSpec(columns=("user_id", "events", "total_cents"))
+
+
+class UpsertTotalsCase(KafkaToDeltaCase):
+    """:mod:`jobs.upsert_totals`: killed after batch 0's upsert, restarted without the rate
+    limit, so the restart publishes other intermediate totals than the clean run."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "upsert_totals",
+            "jobs.upsert_totals",
+            CrashPlan.at(AFTER_UPSERT, 0),
+            [
+                ExpectedOutput("totals", UPSERTED, RecoveryClass.PRECISE),
+                ExpectedOutput("changes", CHANGES, RecoveryClass.ROLLBACK_CONVERGENT),
+            ],
+            "running totals MERGEd at least once: the change feed repeats, then converges",
+            events=300,
+            cells=cells(
+                FaultCell(FaultClass.DRIVER_RAISE, AFTER_UPSERT, 0),
+                # Spark's state goes with the checkpoint: the same batch plan from zero again
+                # recomputes the same totals (the table converges at once) and republishes
+                # every change.
+                FaultCell(
+                    FaultClass.CHECKPOINT_RESET,
+                    expected={"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING},
+                ),
+            ),
+        )
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return ["--profile", ctx.profile, "--topic", ctx.topic("in"), "--out", str(slot.out)]
+
+
 JOBS: dict[str, RecoveryCase] = {
     case.name: case
     for case in (
         KafkaToDeltaCase(
             "at_most_once",
             "jobs.at_most_once",
-            CrashPlan(crash_at="at_most_once.after_offset_commit@1"),
+            CrashPlan.at(AT_MOST_ONCE_AFTER_OFFSET_COMMIT, 1),
             [ExpectedOutput("events", EVENTS, RecoveryClass.GAP)],
             "offsets committed before the write: a crash in between loses the batch",
+            cells=cells(
+                FaultCell(FaultClass.DRIVER_RAISE, AT_MOST_ONCE_AFTER_OFFSET_COMMIT, 1),
+                # Its own offset log outlives the checkpoint: every replayed batch is skipped.
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=PRECISE),
+            ),
         ),
         KafkaToDeltaCase(
             "at_least_once",
             "jobs.at_least_once",
-            CrashPlan(crash_at="at_least_once.after_write@1"),
+            CrashPlan.at(AT_LEAST_ONCE_AFTER_WRITE, 1),
             [
                 ExpectedOutput("events", EVENTS, RecoveryClass.ROLLBACK_REPEATING),
                 ExpectedOutput("ewma", EWMA, RecoveryClass.ROLLBACK_DIVERGENT),
             ],
             "rows written before the offsets are committed: a replayed batch is written again",
+            cells=cells(
+                FaultCell(FaultClass.DRIVER_RAISE, AT_LEAST_ONCE_AFTER_WRITE, 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET),  # every batch again: same classes
+            ),
         ),
         ExactlyOnceDeltaCase(
             "exactly_once_delta",
             "two_phase",
-            CrashPlan(crash_at="delta2pc.3.committed@1"),
+            CrashPlan.at(DELTA_TWO_PHASE.fault(3), 1),
             "two-phase Delta sink: killed after its commit, the replay is recognised",
+            cells=cells(
+                FaultCell(FaultClass.TASK_RAISE, DELTA_TWO_PHASE.fault(1), 1),
+                FaultCell(FaultClass.DRIVER_RAISE, DELTA_TWO_PHASE.fault(3), 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+                FaultCell(FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0),
+                *broker_cells(DELTA_TWO_PHASE.fault(3)),
+            ),
         ),
         ExactlyOnceDeltaCase(
             "exactly_once_delta_idempotent",
             "idempotent",
-            CrashPlan(crash_at="delta_idem.3.written@1"),
+            CrashPlan.at(DELTA_IDEMPOTENT.fault(3), 1),
             "idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
+            cells=cells(
+                FaultCell(FaultClass.DRIVER_RAISE, DELTA_IDEMPOTENT.fault(3), 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            ),
         ),
         KafkaToKafkaCase(
             "exactly_once_kafka",
             "jobs.exactly_once_kafka",
-            CrashPlan(crash_at="kafka2pc.3.committed@1"),
+            CrashPlan.at(KAFKA_TWO_PHASE.fault(3), 1),
             [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
             "two-phase Kafka sink: one transaction per batch, the replay is recognised",
             extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+            cells=cells(
+                FaultCell(FaultClass.TASK_RAISE, KAFKA_TWO_PHASE.fault(1), 1),
+                FaultCell(FaultClass.DRIVER_RAISE, KAFKA_TWO_PHASE.fault(3), 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+                FaultCell(FaultClass.SPECULATION, KAFKA_TWO_PHASE.fault(1), 1, seconds=5.0),
+                *broker_cells(KAFKA_TWO_PHASE.fault(3)),
+            ),
         ),
         KafkaToKafkaCase(
             "spark_kafka_sink",
             "jobs.eo_spark_kafka_sink",
-            CrashPlan(crash_at="spark_kafka.1.written@1"),
+            CrashPlan.at(SPARK_KAFKA_WRITTEN, 1),
             [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.ROLLBACK_REPEATING)],
             "negative control: Spark's own Kafka writer writes a replayed batch again",
+            cells=cells(
+                FaultCell(FaultClass.DRIVER_RAISE, SPARK_KAFKA_WRITTEN, 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET),
+            ),
         ),
         TrackerWindowsCase(),
         TrackerTwoQueriesCase(),
@@ -392,6 +532,10 @@ JOBS: dict[str, RecoveryCase] = {
             RecoveryClass.PRECISE,
             "ordering buffer + dedup + EWMA: same output under another batch plan",
             duplicate_every=5,
+            cells=cells(
+                FaultCell(FaultClass.DRIVER_RAISE, DEDUP_AFTER_OUTPUT, 0),
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            ),
         ),
         OrderingCase(
             "ordering_no_buffer",
@@ -400,6 +544,7 @@ JOBS: dict[str, RecoveryCase] = {
             extra_args=("--no-buffer", "--no-dedup"),
         ),
         DedupDeltaCase(),
+        UpsertTotalsCase(),
     )
 }
 

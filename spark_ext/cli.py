@@ -5,11 +5,17 @@ Usage::
     spark-ext list
     spark-ext run at_least_once --topic events --out var/data/alo   # python -m jobs.at_least_once
     spark-ext check at_most_once at_least_once --report var/recovery-report
+    spark-ext matrix exactly_once_delta dedup_delta --faults kill,checkpoint-reset
 
-``run`` starts ``python -m jobs.<JOB>`` with the rest of the command line (any module of
-``jobs/`` works, registered or not) and returns its exit code. ``check`` runs the recovery
-harness (:mod:`spark_ext.recovery`) on registered jobs, prints the table, writes the HTML
-report and exits 1 when a job does not get its declared class.
+``list`` shows every registered job with its fault points and the outcome it declares per
+fault class. ``run`` starts ``python -m jobs.<JOB>`` with the rest of the command line (any
+module of ``jobs/`` works, registered or not) in the caller's working directory, so relative
+paths (``--table``, ``--profile my.toml``) mean what they mean to the caller; it returns the
+job's exit code. ``check`` runs the recovery harness (:mod:`spark_ext.recovery`) on registered
+jobs with one SIGKILL each, prints the table, writes the HTML report and exits 1 when a job
+does not get its declared class. ``matrix`` runs jobs x fault classes
+(:mod:`spark_ext.recovery.matrix`), prints the matrix, writes the HTML page with the matrix
+as a picture and exits 1 when a cell differs from its declaration or could not be judged.
 """
 
 from __future__ import annotations
@@ -20,9 +26,13 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from spark_ext.errors import SparkExtError
+from spark_ext.errors import ConfigError, SparkExtError
 from spark_ext.jobrun import REPO, job_environment
+
+if TYPE_CHECKING:
+    from spark_ext.recovery import FaultClass, RecoveryHarness
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +56,8 @@ def job_module(name: str) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from spark_ext.recovery import FaultClass, expectation_label
+
     registry = _registry()
     rows = [("job", "module", "crash", "outputs: expected class", "what it shows")]
     for case in registry.JOBS.values():
@@ -54,6 +66,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+    print("\nfault points and declared outcomes per fault class:")
+    for case in registry.JOBS.values():
+        print(f"{case.name}:")
+        for fault in FaultClass:
+            cell = case.cell(fault)
+            if cell is None:
+                continue
+            where = f"{cell.point.name} [{cell.point.side}]" if cell.point else "-"
+            if cell.batch is not None:
+                where += f" batch {cell.batch}"
+            want = ", ".join(
+                f"{name}: {expectation_label(e)}" for name, e in case.expected(fault).items()
+            )
+            print(f"  {fault!s:17} {where:48} {want}")
     return 0
 
 
@@ -61,35 +87,83 @@ def cmd_run(args: argparse.Namespace) -> int:
     module = job_module(args.job)
     cmd = [sys.executable, "-m", module, *args.job_args]
     log.info("running %s", " ".join(cmd))
-    return subprocess.call(cmd, cwd=REPO, env=job_environment())
+    return subprocess.call(cmd, env=job_environment())  # the caller's cwd: its relative paths
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
+    """The harness of ``check``/``matrix``: every path resolved against the caller's folder."""
     from connectors.local_kafka import LocalKafkaBroker
     from spark_ext.config import load_profile
-    from spark_ext.recovery import RecoveryHarness, format_table, write_report
+    from spark_ext.recovery import RecoveryHarness
+    from spark_ext.recovery.profiles import resolve_profile
 
-    registry = _registry()
-    cases = [registry.get(name) for name in (args.jobs or registry.names())]
-    profile = load_profile(args.profile)
+    profile_arg = resolve_profile(args.profile)
+    profile = load_profile(profile_arg)
     bootstrap = profile.kafka.bootstrap_servers
     if bootstrap == LocalKafkaBroker().config.bootstrap_servers:
         LocalKafkaBroker().ensure_running()
     root = profile.paths.resolved_data_root() / "recovery"
-    harness = RecoveryHarness(args.workdir or root, bootstrap, profile=args.profile)
+    workdir = Path(args.workdir).resolve() if args.workdir else root
+    harness = RecoveryHarness(
+        workdir,
+        bootstrap,
+        profile=profile_arg,
+        fault_profile=resolve_profile(getattr(args, "fault_profile", "faults")),
+    )
+    return harness, Path(args.report).resolve() if args.report else root / "report"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from spark_ext.recovery import format_table, write_report
+
+    registry = _registry()
+    cases = [registry.get(name) for name in (args.jobs or registry.names())]
+    harness, report = _harness(args)
     results = []
     for case in cases:
         results.extend(harness.check(case))
-    index = write_report(results, args.report or root / "report")
+    index = write_report(results, report)
     print(format_table(results))
     print(f"report: {index}")
     return 0 if all(r.as_expected for r in results) else 1
 
 
+def _faults(text: str | None) -> list[FaultClass]:
+    from spark_ext.recovery import FaultClass
+
+    if not text:
+        return list(FaultClass)
+    try:
+        return [FaultClass(f.strip()) for f in text.split(",") if f.strip()]
+    except ValueError:
+        known = ", ".join(f.value for f in FaultClass)
+        raise ConfigError("--faults", f"{text!r}: a comma-separated list of {known}") from None
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from spark_ext.recovery.matrix import (
+        CellStatus,
+        format_matrix,
+        run_matrix,
+        write_matrix_report,
+    )
+
+    registry = _registry()
+    cases = [registry.get(name) for name in (args.jobs or registry.names())]
+    faults = _faults(args.faults)
+    harness, report = _harness(args)
+    cells = run_matrix(harness, cases, faults, jobs_parallel=args.parallel)
+    index = write_matrix_report(cells, report)
+    print(format_matrix(cells))
+    print(f"report: {index}")
+    bad = (CellStatus.UNEXPECTED, CellStatus.ERROR)
+    return 1 if any(c.status in bad for c in cells) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark-ext", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="the registered guarantee jobs and their expected classes")
+    sub.add_parser("list", help="the registered jobs, their fault points and declared outcomes")
     run = sub.add_parser("run", help="run a job: python -m jobs.JOB ARGS...")
     run.add_argument("job")
     run.add_argument("job_args", nargs=argparse.REMAINDER, help="arguments of the job")
@@ -98,13 +172,23 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--profile", default="local", help="conf/ profile of the jobs")
     check.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
     check.add_argument("--report", type=Path, default=None, help="folder of the HTML report")
+    matrix = sub.add_parser("matrix", help="jobs x fault classes, each against its declaration")
+    matrix.add_argument("jobs", nargs="*", help="registered jobs (default: all)")
+    matrix.add_argument(
+        "--faults", default=None, help="comma-separated fault classes (default: all)"
+    )
+    matrix.add_argument("--profile", default="test", help="profile of the clean runs")
+    matrix.add_argument("--fault-profile", default="faults", help="profile of the fault runs")
+    matrix.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
+    matrix.add_argument("--report", type=Path, default=None, help="folder of the HTML page")
+    matrix.add_argument("--parallel", type=int, default=1, help="jobs run at the same time")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    commands = {"list": cmd_list, "run": cmd_run, "check": cmd_check}
+    commands = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "matrix": cmd_matrix}
     try:
         return commands[args.command](args)
     except SparkExtError as exc:  # an unknown job, a bad profile, a job that failed

@@ -123,8 +123,8 @@ def run_job_cells(
         try:
             results = harness.run_cell(case, fault, clean)
             cells.append(MatrixCell(case.name, fault, tuple(results)))
-        except FaultNotApplicable as exc:
-            cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
+        except FaultNotApplicable as exc:  # declared, but this machine cannot inject it
+            cells.append(MatrixCell(case.name, fault, error=str(exc), not_applicable=True))
         except RecoveryError as exc:
             log.warning("%s under %s: %s", case.name, fault, exc)
             cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))

@@ -1,4 +1,4 @@
-"""The ``spark-ext`` console script: list, run (no Spark needed for these)."""
+"""The ``spark-ext`` console script: list, run, matrix arguments (no Spark needed for these)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,36 @@ def test_list_shows_every_registered_job_with_its_expected_classes(capsys):
         assert name in out
         for o in case.outputs:
             assert f"{o.name}: {o.expected}" in out
+
+
+def test_list_shows_each_jobs_fault_points_and_declared_outcomes(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "delta2pc.1.staged [executor] batch 1" in out
+    assert "BatchRegressionError" in out and "rollback-convergent" in out
+    for case in registry.JOBS.values():
+        assert case.crash.point is not None and case.crash.point.name in out
+
+
+def test_run_starts_the_job_in_the_callers_folder(monkeypatch, tmp_path):
+    """Relative --table / --profile paths must mean the caller's folder, not the repository."""
+    seen = {}
+
+    def call(cmd, **kwargs):
+        seen.update(kwargs, cmd=cmd)
+        return 0
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.subprocess, "call", call)
+    assert cli.main(["run", "exactly_once_delta", "--table", "rel/t"]) == 0
+    assert seen.get("cwd") in (None, str(tmp_path), tmp_path)
+    assert seen["cmd"][-2:] == ["--table", "rel/t"]
+
+
+def test_matrix_refuses_an_unknown_fault_class_naming_the_known_ones(capsys):
+    assert cli.main(["matrix", "exactly_once_delta", "--faults", "kill,meteor"]) == 2
+    err = capsys.readouterr().err
+    assert "meteor" in err and "checkpoint-reset" in err
 
 
 def test_run_of_an_unknown_job_names_the_known_ones(capsys):
