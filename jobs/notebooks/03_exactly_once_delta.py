@@ -7,7 +7,7 @@
 # MAGIC `txn(appId=sink id, version=batch id)`. A batch Spark replays after a lost driver is
 # MAGIC recognised by that record and skipped.
 # MAGIC
-# MAGIC Recovery class (seed 001): **precise** -- the output equals a run that never crashed.
+# MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise** -- the output equals a run that never crashed.
 
 # COMMAND ----------
 

@@ -7,7 +7,7 @@
 # MAGIC replays after a lost driver is recognised and not sent again; `read_committed`
 # MAGIC consumers see every input record exactly once.
 # MAGIC
-# MAGIC Recovery class (seed 001): **precise**.
+# MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise**.
 
 # COMMAND ----------
 
