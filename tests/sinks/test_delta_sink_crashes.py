@@ -14,12 +14,19 @@ from chispa import assert_df_equality
 from conftest import EVENTS, MAX_OFFSETS
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
-from sink_crash import RANDOM_KILLS, batches_for, kill_at_each_point, kill_at_random_times
+from sink_crash import (
+    JOB_TIMEOUT_S,
+    RANDOM_KILLS,
+    batches_for,
+    kill_at_each_point,
+    kill_at_random_times,
+)
 from test_delta_sinks import data_commits
 
 from connectors import kafka
 from connectors.delta_sink import DeltaCommitter
 from jobs.exactly_once_delta import parse_events
+from spark_ext.jobrun import run_job
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -69,6 +76,29 @@ def test_two_phase_delta_sink_killed_at_every_step_writes_each_row_once(
     assert table.transaction_version("events") == EVENTS // MAX_OFFSETS - 1
     # one commit per batch, each once (the other commits: create, one run epoch per start)
     assert data_commits(table) == list(range(EVENTS // MAX_OFFSETS))
+    assert_no_staged_leftovers(tmp_path / "table")
+
+
+def test_two_phase_delta_sink_raising_after_its_durable_commit_loses_no_batch(
+    spark, events_topic, expected, tmp_path
+):
+    # Batch 1's Delta commit lands, then the driver's commit raises: Spark calls abort.
+    point = DELTA_TWO_PHASE.point(3)
+    args = job_args(events_topic, tmp_path, "two_phase")
+    failed = run_job(JOB, args, fault=f"{point}@1:raise", timeout_s=JOB_TIMEOUT_S)
+    assert failed.fired(point, "raise") and not failed.ok, failed.output_tail
+    table = DeltaTable(str(tmp_path / "table"))
+    assert table.transaction_version("events") == 1
+    assert all(os.path.exists(u) for u in table.file_uris()), "abort deleted committed files"
+
+    final = run_job(JOB, args, timeout_s=JOB_TIMEOUT_S)  # replays batch 1: skipped
+    assert final.ok, final.output_tail
+    assert_table_is_exactly(spark, tmp_path / "table", expected)
+    from_rs = spark.createDataFrame(
+        DeltaTable(str(tmp_path / "table")).to_pandas(), expected.schema
+    )
+    assert_df_equality(from_rs, expected, ignore_row_order=True, ignore_nullable=True)
+    assert data_commits(DeltaTable(str(tmp_path / "table"))) == list(range(EVENTS // MAX_OFFSETS))
     assert_no_staged_leftovers(tmp_path / "table")
 
 
