@@ -35,14 +35,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import BooleanType, DoubleType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from connectors import kafka
 from spark_ext.dedup import DedupConfig, DedupSink
-from spark_ext.ordering import RESULT_COLUMNS, OrderingConfig, order_and_fold
+from spark_ext.operators.ewma import ewma
+from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +68,57 @@ READING_SCHEMA = StructType(
         StructField("end", BooleanType()),
     ]
 )
+
+
+class EwmaFahrenheit(KeyedFold):
+    """The demo fold: temperatures converted from Celsius to Fahrenheit, and their EWMA per key.
+
+    ``ewma_0 = f_0``, ``ewma_i = alpha * f_i + (1 - alpha) * ewma_(i-1)``
+    (:func:`spark_ext.operators.ewma.ewma`). The state of a key is ``[ewma, seq]``, ``seq``
+    counting the values folded. Late and duplicate readings get ``temp_c`` and ``temp_f`` but
+    no ``ewma_f``/``seq`` (they are not folded).
+    """
+
+    fields = (
+        StructField("temp_c", DoubleType()),
+        StructField("temp_f", DoubleType()),
+        StructField("ewma_f", DoubleType()),
+        StructField("seq", LongType()),
+    )
+
+    def __init__(self, alpha: float = 0.3) -> None:
+        ewma([], alpha)  # validates alpha (ConfigError "ewma.alpha")
+        self.alpha = alpha
+
+    @staticmethod
+    def fahrenheit(celsius: np.ndarray) -> np.ndarray:
+        return np.asarray(celsius, dtype=float) * 9.0 / 5.0 + 32.0
+
+    def describe(self, elements: pd.DataFrame) -> pd.DataFrame:
+        celsius = elements["value"].to_numpy(dtype=float)
+        return pd.DataFrame(
+            {"temp_c": celsius, "temp_f": self.fahrenheit(celsius)}, index=elements.index
+        )
+
+    def fold(self, state: FoldState, elements: pd.DataFrame) -> pd.DataFrame:
+        temps_f = self.fahrenheit(elements["value"].to_numpy(dtype=float))
+        averages = np.empty(len(elements))
+        seq = np.empty(len(elements), dtype=np.int64)
+        keys = elements["key"].astype(str).to_numpy()
+        for key, rows in pd.Series(range(len(keys))).groupby(keys, sort=False).groups.items():
+            at = np.asarray(rows, dtype=np.int64)
+            before = state.get(key)
+            averages[at] = ewma(temps_f[at], self.alpha, None if before is None else before[0])
+            start = 0 if before is None else int(before[1])
+            seq[at] = np.arange(start + 1, start + len(at) + 1)
+            state[key] = [float(averages[at[-1]]), int(seq[at[-1]])]
+        out = self.describe(elements)
+        out["ewma_f"], out["seq"] = averages, seq
+        return out
+
+
+#: The columns of the ``ewma`` table (the ordered output with :class:`EwmaFahrenheit`).
+RESULT_COLUMNS = [c for c in result_columns(EwmaFahrenheit()) if c != "value"]
 
 
 def sensor_readings(
@@ -167,6 +228,7 @@ class PipelineOptions:
     capacity: int = 10_000
     fp_rate: float = 0.01
     rotation_ms: int = 3_600_000
+    alpha: float = 0.3
 
 
 def start_pipeline(
@@ -190,7 +252,7 @@ def start_pipeline(
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=options.max_offsets_per_trigger
     )
-    tagged = order_and_fold(parse_readings(source), ordering, dedup)
+    tagged = order_and_fold(parse_readings(source), ordering, EwmaFahrenheit(options.alpha), dedup)
     sink = DedupSink(
         dedup,
         str(paths.ewma),
@@ -222,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
     parser.add_argument("--fp-rate", type=float, default=0.01)
     parser.add_argument("--rotation-ms", type=int, default=3_600_000)
+    parser.add_argument("--alpha", type=float, default=0.3, help="EWMA smoothing in (0, 1]")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -243,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         capacity=args.capacity,
         fp_rate=args.fp_rate,
         rotation_ms=args.rotation_ms,
+        alpha=args.alpha,
     )
     query, sink = start_pipeline(spark, bootstrap, args.topic, paths, options)
     query.awaitTermination()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.ordering_dedup import EwmaFahrenheit
 from spark_ext.errors import ConfigError
 from spark_ext.ordering import (
     CLOSED,
@@ -15,7 +15,6 @@ from spark_ext.ordering import (
     KIND_PROGRESS,
     KIND_ROW,
     MARKED_SCHEMA,
-    EwmaFahrenheit,
     OrderingBuffer,
     OrderingBufferFull,
     OrderingConfig,
@@ -110,15 +109,20 @@ def test_buffer_refuses_to_grow_past_its_bound():
 
 
 def test_ewma_converts_to_fahrenheit_and_folds_in_the_given_order():
-    f = EwmaFahrenheit(alpha=0.5)
-    ewma, seq = f.fold(np.array(["a", "a", "b"]), np.array([0.0, 100.0, 10.0]))
-    assert ewma.tolist() == [32.0, (212 + 32) / 2, 50.0]
-    assert seq.tolist() == [1, 2, 1]
+    state: dict = {}
+    out = EwmaFahrenheit(alpha=0.5).fold(
+        state, pd.DataFrame({"key": ["a", "a", "b"], "value": [0.0, 100.0, 10.0]})
+    )
+    assert out["ewma_f"].tolist() == [32.0, (212 + 32) / 2, 50.0]
+    assert out["seq"].tolist() == [1, 2, 1]
+    assert state == {"a": [(212 + 32) / 2, 2], "b": [50.0, 1]}
+    again = EwmaFahrenheit(alpha=0.5).fold(state, pd.DataFrame({"key": ["a"], "value": [0.0]}))
+    assert again["ewma_f"].tolist() == [(122 + 32) / 2] and again["seq"].tolist() == [3]
 
 
 def test_config_names_the_bad_setting():
-    with pytest.raises(ConfigError, match=r"ordering\.alpha"):
-        OrderingConfig.for_topic(TOPIC, 2, alpha=0)
+    with pytest.raises(ConfigError, match=r"ewma\.alpha"):
+        EwmaFahrenheit(alpha=0)
     with pytest.raises(ConfigError, match=r"ordering\.partitions"):
         OrderingConfig(partitions=())
 
@@ -200,7 +204,7 @@ def run_plan(plan, buffered=True, ends=False):
     state = (None, None)
     outputs = []
     for batch in [*plan, "close"]:
-        proc = ShardProcessor(config, None, 0)
+        proc = ShardProcessor(config, None, 0, EwmaFahrenheit())
         proc.load(*state)
         if batch == "close":
             frame = closing()
@@ -264,9 +268,9 @@ def test_end_events_flush_and_drop_fold_state():
     # are what drop it.
     config = OrderingConfig.for_topic(TOPIC, 2, shards=1)
     for ends, folds_left in ((False, set(KEYS)), (True, set())):
-        proc = ShardProcessor(config, None, 0)
+        proc = ShardProcessor(config, None, 0, EwmaFahrenheit())
         proc.step(marked(parts[0] + parts[1]))
-        assert set(proc.fold.state) == set(KEYS)
+        assert set(proc.fold_state) == set(KEYS)
         end_rows = pd.DataFrame([{"shard": 0, "kind": KIND_END, "key": k} for k in KEYS])
         proc.step(pd.concat([closing(), end_rows]) if ends else closing())
-        assert set(proc.fold.state) == folds_left
+        assert set(proc.fold_state) == folds_left

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
+from spark_ext.hashing import shard_of
 from spark_ext.ordering import (
     CLOSED,
     KIND_END,
@@ -13,7 +14,6 @@ from spark_ext.ordering import (
     OrderingConfig,
     end_control_rows,
     mark_progress,
-    shard_of,
 )
 
 pytestmark = pytest.mark.integration

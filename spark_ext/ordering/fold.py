@@ -1,0 +1,64 @@
+"""The fold behind an ordering buffer: what :func:`~spark_ext.ordering.order_and_fold` applies.
+
+A :class:`KeyedFold` receives the released elements of a shard in the total order, with the
+shard's per-key fold state, and returns its columns per element. The buffer guarantees the
+order, so any order-sensitive fold (an EWMA, a running sum, a state machine) gives the same
+values whatever the batch plan and however often a batch is replayed (docs/design.md,
+invariant 2). The fold's state lives in Spark state as JSON, so it must be JSON-able.
+
+Example
+-------
+>>> import pandas as pd
+>>> from pyspark.sql.types import DoubleType, StructField
+>>> class RunningSum(KeyedFold):
+...     fields = (StructField("total", DoubleType()),)
+...
+...     def fold(self, state, elements):
+...         totals = []
+...         for key, value in zip(elements["key"], elements["value"]):
+...             state[key] = state.get(key, 0.0) + value
+...             totals.append(state[key])
+...         return pd.DataFrame({"total": totals}, index=elements.index)
+>>> state = {}
+>>> RunningSum().fold(state, pd.DataFrame({"key": ["a", "a"], "value": [1.0, 2.0]}))["total"].tolist()
+[1.0, 3.0]
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import pandas as pd
+from pyspark.sql.types import StructField
+
+__all__ = ["FoldState", "KeyedFold"]
+
+#: Per-key fold state of one shard: key -> a JSON-able value.
+FoldState = dict[str, Any]
+
+
+class KeyedFold(ABC):
+    """An order-sensitive fold per key, applied to released elements in the total order.
+
+    Subclasses set :attr:`fields` and implement :meth:`fold`; they must be picklable (they
+    travel to the Python workers inside the stateful operator).
+    """
+
+    #: The columns the fold adds to every output row, after ``value``.
+    fields: ClassVar[tuple[StructField, ...]] = ()
+
+    def describe(self, elements: pd.DataFrame) -> pd.DataFrame:
+        """State-free columns of any element, also of late and duplicate ones (which are not
+        folded); a subset of :attr:`fields`. Default: none (they are null for such rows)."""
+        return pd.DataFrame(index=elements.index)
+
+    @abstractmethod
+    def fold(self, state: FoldState, elements: pd.DataFrame) -> pd.DataFrame:
+        """Fold ``elements`` (columns ``key``, ``record_id``, ``value``, ``event_time_ms``,
+        ``topic``, ``partition``, ``offset``, in the total order) into ``state`` (updated in
+        place); return the :attr:`fields` columns per element, with ``elements``' index."""
+
+    def drop(self, state: FoldState, key: str) -> None:
+        """The key's substream ended: forget its state (default: remove the key)."""
+        state.pop(key, None)
