@@ -23,6 +23,16 @@ from typing import Any
 
 from spark_ext.errors import ConfigError
 
+__all__ = [
+    "CONF_DIR",
+    "KafkaSettings",
+    "PathSettings",
+    "Profile",
+    "SparkSettings",
+    "load_profile",
+    "validate",
+]
+
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 #: State store providers selectable by name (issue: state checkpoints as an LSM).

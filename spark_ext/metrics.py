@@ -18,6 +18,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
+__all__ = ["BatchFigures", "ProgressListener", "figures_from_progress"]
+
 log = logging.getLogger(__name__)
 
 

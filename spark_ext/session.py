@@ -18,6 +18,8 @@ from pyspark.sql import SparkSession
 from spark_ext import jvm
 from spark_ext.config import STATE_STORES, Profile, load_profile
 
+__all__ = ["build_session", "prepare_environment", "spark_conf"]
+
 log = logging.getLogger(__name__)
 
 

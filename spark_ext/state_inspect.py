@@ -39,6 +39,15 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_ext.errors import SparkExtError
 
+__all__ = [
+    "CheckpointNotFound",
+    "PartitionState",
+    "StateInspector",
+    "StateOperator",
+    "StateOperatorNotFound",
+    "StateReport",
+]
+
 log = logging.getLogger(__name__)
 
 #: Operator names (``state-metadata``) whose state lives in named state variables.
