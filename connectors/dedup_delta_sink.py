@@ -173,6 +173,7 @@ class DeltaDedupSink:
         self.batches: list[DedupMetrics] = []
         self._purged_below = 0
         self._recovered = False
+        self._output: DeltaCommitter | None = None
 
     @property
     def catalog_app_id(self) -> str:
@@ -197,7 +198,11 @@ class DeltaDedupSink:
         return blooms
 
     def _committer(self) -> DeltaCommitter:
-        return DeltaCommitter(self.output_path, self.sink_id)
+        """The output's committer: one per sink, so the run epoch of :meth:`_start`'s fence
+        is the one every commit of this sink checks."""
+        if self._output is None:
+            self._output = DeltaCommitter(self.output_path, self.sink_id)
+        return self._output
 
     def _start(self, batch: DataFrame, batch_id: int) -> list[str]:
         """Check the columns; on the first batch, create the output and drop orphans."""
@@ -207,7 +212,9 @@ class DeltaDedupSink:
             raise ConfigError("dedup.columns", f"columns {missing} are not in {batch.columns}")
         if not self._recovered:
             ensure_table(self.output_path, batch.select(*columns).schema)
-            self._committer().recover()
+            # Refuses (TransactionExpiredError) when the txn is gone next to committed files;
+            # fences older drivers of this sink, then removes staging no snapshot references.
+            self._committer().recover(fence=True)
             self._recovered = True
         # Keys staged by earlier (killed) attempts of other batches are of no use.
         if self.keys_path.exists():

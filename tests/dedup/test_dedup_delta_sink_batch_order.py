@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from connectors.dedup_delta_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
-from spark_ext.sinks.errors import BatchRegressionError
+from spark_ext.sinks.errors import BatchRegressionError, TransactionExpiredError
 
 pytestmark = pytest.mark.integration
 
@@ -76,3 +77,23 @@ def test_replay_of_the_recorded_batch_is_skipped_and_writes_nothing(spark, tmp_p
     assert snapshot(tmp_path) == before
     out = spark.read.format("delta").load(str(tmp_path / "out"))
     assert out.count() == out.select("reading_id").distinct().count() == 11
+
+
+def test_restart_with_an_expired_txn_keeps_every_committed_file(spark, tmp_path):
+    """The output's txn reads as None (retention expired) next to committed files: the sink
+    refuses with a typed error instead of taking the files for orphans and deleting them."""
+    from deltalake import DeltaTable
+
+    first = make_sink(tmp_path)
+    for batch_id in range(2):
+        first(readings(spark, batch_id), batch_id)
+    out = DeltaTable(str(tmp_path / "out"))
+    out.alter.set_table_properties({"delta.setTransactionRetentionDuration": "interval 1 seconds"})
+    committed = [f.rsplit("/", 1)[-1] for f in DeltaTable(str(tmp_path / "out")).file_uris()]
+    time.sleep(2.5)
+    assert DeltaTable(str(tmp_path / "out")).transaction_version("orders") is None
+
+    with pytest.raises(TransactionExpiredError):
+        make_sink(tmp_path)(readings(spark, 2), 2)
+    assert all((tmp_path / "out" / name).exists() for name in committed)
+    assert DeltaTable(str(tmp_path / "out")).to_pyarrow_table().num_rows == 11
