@@ -95,7 +95,7 @@ def test_jittered_partitions_with_a_slow_one_lose_no_row_and_late_rows_are_exact
     for r in rows:
         r["x"] = r["partition"] * 1_000_000 + r["offset"]
     last = {p: 600 for p in range(PARTS)}
-    got, late = drain(t, batches(rows, slow=2, lag=120, size=90), closers(last, 10**7))
+    got, late = drain(t, batches(rows, slow=2, lag=120, size=10), closers(last, 10**7))
 
     folded = [x for xs in got["offsets"] for x in xs]
     late_ids = [
