@@ -1,15 +1,25 @@
-"""Ingest JSON events from Kafka into Delta, with a quarantine table for malformed rows.
+"""Ingest JSON events from Kafka into Delta, with a quarantine table for bad records.
 
 Run::
 
     python -m jobs.ingest_events --profile local --topic events --out var/data/ingest
 
-Guarantees: every record of the topic lands in exactly one of the two Delta tables
-(``events`` or ``quarantine``); each table is written by Spark's own Delta streaming sink,
-which is idempotent per (query id, batch id), so a restart from the checkpoint neither loses
-nor duplicates rows. Records are read ``read_committed``.
-Does not guarantee: any order of rows inside a table; the two tables are two queries, so
-after a crash one may be a batch ahead of the other until the restart catches up.
+One streaming query reads the topic once per micro-batch; in ``foreachBatch`` the batch is
+parsed once (:func:`spark_ext.quarantine.tag_json`), kept for the batch, and written to two
+Delta tables, each by the idempotent Delta sink (``txn`` = (sink id, batch id)):
+
+1. ``events``: the valid rows, ``txn(ingest.events, batch)``; fault point
+   ``ingest.1.events_written``.
+2. ``quarantine``: the rest, raw value as bytes, one reason per failure kind, and source
+   coordinates, ``txn(ingest.quarantine, batch)``; fault point ``ingest.2.quarantine_written``.
+
+Guarantees: every record of the topic (read ``read_committed``) lands exactly once in exactly
+one of the two tables, across any number of crashes and restarts from the checkpoint: a batch
+replayed after a crash between 1 and 2 is skipped by ``events`` and written to ``quarantine``.
+A batch id below the one a table recorded is a typed error (``BatchRegressionError``).
+Does not guarantee: any order of rows inside a table; that both tables show a batch at the
+same instant (they are two Delta commits: after a crash between 1 and 2, ``quarantine`` is
+one batch behind until the restart).
 """
 
 from __future__ import annotations
@@ -20,15 +30,32 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from spark_ext.quarantine import EVENT_SCHEMA, JsonContract, parse_json
+from connectors.delta_idempotent import DeltaIdempotentWriter
+from spark_ext.crash import declare
+from spark_ext.quarantine import (
+    EVENT_SCHEMA,
+    JsonContract,
+    quarantine_rows,
+    tag_json,
+    valid_rows,
+)
 
 log = logging.getLogger(__name__)
 
 CONTRACT = JsonContract(EVENT_SCHEMA, required=("event_id", "event_time"))
+#: Sink ids (``txn.appId``) of the two tables.
+EVENTS_SINK = "ingest.events"
+QUARANTINE_SINK = "ingest.quarantine"
+EVENTS_WRITTEN = declare("ingest.1.events_written", "driver", "events committed, quarantine not")
+QUARANTINE_WRITTEN = declare(
+    "ingest.2.quarantine_written", "driver", "both tables committed, Spark's commit log not"
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +76,30 @@ class IngestPaths:
         return self.root / "_checkpoints" / name
 
 
+class IngestBatch:
+    """``foreachBatch`` function: parse the batch once, write ``events`` then ``quarantine``."""
+
+    def __init__(self, paths: IngestPaths) -> None:
+        self.paths = paths
+        self.events = DeltaIdempotentWriter(str(paths.events), EVENTS_SINK)
+        self.quarantine = DeltaIdempotentWriter(str(paths.quarantine), QUARANTINE_SINK)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        tagged = tag_json(batch, CONTRACT)
+        # What both writes need, computed once: fields of valid rows, raw bytes of bad ones.
+        kept = tagged.select(
+            *[c for c in tagged.columns if c not in ("value", "key")],
+            F.when(F.col("_reason").isNotNull(), F.col("value")).alias("value"),
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            self.events(valid_rows(kept, CONTRACT), batch_id)
+            EVENTS_WRITTEN.reached(batch_id)
+            self.quarantine(quarantine_rows(kept), batch_id)
+            QUARANTINE_WRITTEN.reached(batch_id)
+        finally:
+            kept.unpersist()
+
+
 def start_ingest(
     spark: SparkSession,
     bootstrap: str,
@@ -56,30 +107,23 @@ def start_ingest(
     paths: IngestPaths,
     available_now: bool = True,
     max_offsets_per_trigger: int | None = None,
-) -> list[StreamingQuery]:
-    """Start the two queries (valid events, quarantine) and return them."""
+) -> StreamingQuery:
+    """Start the one ingest query (valid events and quarantine) and return it."""
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    parsed = parse_json(source, CONTRACT)
-    queries = []
-    for name, df, path in (
-        ("events", parsed.valid, paths.events),
-        ("quarantine", parsed.quarantine, paths.quarantine),
-    ):
-        writer = (
-            df.writeStream.format("delta")
-            .queryName(f"ingest_{name}")
-            .option("checkpointLocation", str(paths.checkpoint(name)))
-            .outputMode("append")
-        )
-        writer = (
-            writer.trigger(availableNow=True)
-            if available_now
-            else writer.trigger(processingTime="1 second")
-        )
-        queries.append(writer.start(str(path)))
-    return queries
+    writer = (
+        source.writeStream.foreachBatch(IngestBatch(paths))
+        .queryName("ingest_events")
+        .option("checkpointLocation", str(paths.checkpoint("ingest")))
+        .outputMode("append")
+    )
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime="1 second")
+    )
+    return writer.start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session(profile)
     ProgressListener.attach(spark)
     paths = IngestPaths(args.out or profile.paths.resolved_data_root() / "ingest")
-    for q in start_ingest(spark, profile.kafka.bootstrap_servers, args.topic, paths):
-        q.awaitTermination()
+    start_ingest(spark, profile.kafka.bootstrap_servers, args.topic, paths).awaitTermination()
     events = spark.read.format("delta").load(str(paths.events)).count()
     quarantined = spark.read.format("delta").load(str(paths.quarantine)).count()
     print(f"events table     {paths.events}: {events} rows")

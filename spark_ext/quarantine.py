@@ -17,16 +17,28 @@ from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    BinaryType,
+    DoubleType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 CORRUPT = "_corrupt_record"
 
-#: Quarantine reasons (the ``reason`` column holds one of these, ``missing_field`` with a name).
-REASON_NULL_VALUE = "null_value"
-REASON_MALFORMED = "malformed_json"
-REASON_MISSING = "missing_field"
+#: Quarantine reasons, one per failure kind (checked in this order; the two ``:`` reasons name
+#: the first field concerned).
+REASON_NULL_VALUE = "null_value"  # the record has no value (a tombstone)
+REASON_NOT_UTF8 = "not_utf8"  # the value's bytes are not valid UTF-8
+REASON_EMPTY = "empty_value"  # the value is empty or only whitespace
+REASON_MALFORMED = "malformed_json"  # the value is not JSON
+REASON_NOT_OBJECT = "not_an_object"  # valid JSON, but an array, string, number or null
+REASON_TYPE = "type_mismatch"  # ``type_mismatch:<field>``: present, but not of the field's type
+REASON_MISSING = "missing_field"  # ``missing_field:<field>``: a required field absent or null
 
-#: Columns of every quarantine table.
+#: Columns of every quarantine table; ``raw_value`` is the record's value as bytes, unchanged.
 QUARANTINE_COLUMNS = ("raw_value", "reason", "topic", "partition", "offset", "kafka_timestamp")
 
 EVENT_SCHEMA = StructType(
@@ -60,32 +72,78 @@ class Parsed(NamedTuple):
     quarantine: DataFrame
 
 
+def _type_mismatch(contract: JsonContract) -> Column:
+    """For a record the typed parse flagged: the first field present in the JSON object
+    whose typed value is null (the parser could not convert it), as ``type_mismatch:<f>``."""
+    variant = F.try_parse_json(F.col("value"))
+    reason = F.when(variant.isNull(), F.lit(REASON_MALFORMED)).when(
+        ~F.schema_of_variant(variant).startswith("OBJECT"), F.lit(REASON_NOT_OBJECT)
+    )
+    for name in contract.schema.fieldNames():
+        present = F.try_variant_get(variant, f"$.{name}", "string").isNotNull()
+        reason = reason.when(
+            present & F.col(f"_parsed.{name}").isNull(), F.lit(f"{REASON_TYPE}:{name}")
+        )
+    return reason.otherwise(F.lit(REASON_MALFORMED))
+
+
 def _reason(contract: JsonContract) -> Column:
-    reason = F.when(F.col("value").isNull(), F.lit(REASON_NULL_VALUE)).when(
-        F.col(f"_parsed.{CORRUPT}").isNotNull() | F.col("_parsed").isNull(), F.lit(REASON_MALFORMED)
+    """The quarantine reason of a row (null for a valid row); each branch only when needed."""
+    reason = (
+        F.when(F.col("value").isNull(), F.lit(REASON_NULL_VALUE))
+        .when(~F.is_valid_utf8(F.col("value")), F.lit(REASON_NOT_UTF8))
+        .when(F.trim(F.col("value")) == "", F.lit(REASON_EMPTY))
+        .when(F.col("_parsed").isNull(), F.lit(REASON_MALFORMED))
+        .when(F.col(f"_parsed.{CORRUPT}").isNotNull(), _type_mismatch(contract))
     )
     for name in contract.required:
         reason = reason.when(F.col(f"_parsed.{name}").isNull(), F.lit(f"{REASON_MISSING}:{name}"))
     return reason
 
 
+def tag_json(df: DataFrame, contract: JsonContract) -> DataFrame:
+    """``df`` (``value`` plus source coordinates) with ``_parsed`` and ``_reason`` (null: valid).
+
+    One parse of each value; :func:`valid_rows` and :func:`quarantine_rows` split the result.
+    ``value`` may be a string or binary column; a string column still holds the record's bytes
+    unchanged (Spark's binary-to-string cast does not decode), so ``raw_value`` is exact.
+    """
+    schema = StructType([*contract.schema.fields, StructField(CORRUPT, StringType())])
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    if isinstance(df.schema["value"].dataType, BinaryType):
+        df = df.withColumn("value", F.col("value").cast("string"))
+    return df.withColumn("_parsed", F.from_json("value", schema, options)).withColumn(
+        "_reason", _reason(contract)
+    )
+
+
+def _coordinates(df: DataFrame) -> list[str]:
+    return [c for c in ("topic", "partition", "offset", "kafka_timestamp") if c in df.columns]
+
+
+def valid_rows(tagged: DataFrame, contract: JsonContract) -> DataFrame:
+    """The rows of a :func:`tag_json` result that pass: the contract's fields, then coordinates."""
+    return tagged.where(F.col("_reason").isNull()).select(
+        *[F.col(f"_parsed.{f}").alias(f) for f in contract.schema.fieldNames()],
+        *_coordinates(tagged),
+    )
+
+
+def quarantine_rows(tagged: DataFrame) -> DataFrame:
+    """The rows of a :func:`tag_json` result that fail: :data:`QUARANTINE_COLUMNS`."""
+    return tagged.where(F.col("_reason").isNotNull()).select(
+        F.col("value").cast("binary").alias("raw_value"),
+        F.col("_reason").alias("reason"),
+        *_coordinates(tagged),
+    )
+
+
 def parse_json(df: DataFrame, contract: JsonContract) -> Parsed:
     """Split a stamped DataFrame (``value`` plus source coordinates) into valid and quarantine.
 
     ``valid`` has the contract's fields followed by the source coordinates; ``quarantine`` has
-    :data:`QUARANTINE_COLUMNS`. A value that is not JSON, has a field of the wrong type, or
-    lacks a required field is quarantined; the two outputs partition the input exactly.
+    :data:`QUARANTINE_COLUMNS`, the raw value as bytes and one reason per failure kind (see
+    the ``REASON_*`` constants). The two outputs partition the input exactly.
     """
-    schema = StructType([*contract.schema.fields, StructField(CORRUPT, StringType())])
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    coords = [c for c in ("topic", "partition", "offset", "kafka_timestamp") if c in df.columns]
-    parsed = df.withColumn("_parsed", F.from_json("value", schema, options)).withColumn(
-        "_reason", _reason(contract)
-    )
-    valid = parsed.where(F.col("_reason").isNull()).select(
-        *[F.col(f"_parsed.{f}").alias(f) for f in contract.schema.fieldNames()], *coords
-    )
-    quarantine = parsed.where(F.col("_reason").isNotNull()).select(
-        F.col("value").alias("raw_value"), F.col("_reason").alias("reason"), *coords
-    )
-    return Parsed(valid, quarantine)
+    tagged = tag_json(df, contract)
+    return Parsed(valid_rows(tagged, contract), quarantine_rows(tagged))

@@ -21,9 +21,9 @@ def test_every_record_lands_in_events_or_quarantine(spark, kafka_bootstrap, new_
     produce_events(kafka_bootstrap, topic, N, malformed_every=BAD_EVERY)
     paths = IngestPaths(tmp_path)
 
-    for q in start_ingest(spark, kafka_bootstrap, topic, paths, available_now=True):
-        await_done(q, 300)
-        assert q.exception() is None
+    q = start_ingest(spark, kafka_bootstrap, topic, paths, available_now=True)
+    await_done(q, 300)
+    assert q.exception() is None
 
     events = spark.read.format("delta").load(str(paths.events))
     quarantine = spark.read.format("delta").load(str(paths.quarantine))
@@ -35,7 +35,7 @@ def test_every_record_lands_in_events_or_quarantine(spark, kafka_bootstrap, new_
     good = [k for k, v in records(N, malformed_every=BAD_EVERY) if not k.startswith(b"bad")]
     assert events.select("event_id").distinct().count() == len(good)
     reasons = {r.reason for r in quarantine.select("reason").distinct().collect()}
-    assert reasons == {"malformed_json", "missing_field:event_id"}
+    assert reasons == {"malformed_json", "type_mismatch:amount", "missing_field:event_id"}
     # Every quarantined row keeps its source coordinates.
     assert quarantine.where("topic is null or partition is null or offset is null").count() == 0
 
@@ -51,11 +51,9 @@ def test_restart_from_checkpoint_reads_only_new_records(
     topic = new_topic("ingest", partitions=3)
     paths = IngestPaths(tmp_path)
     produce_events(kafka_bootstrap, topic, 60, malformed_every=BAD_EVERY)
-    for q in start_ingest(spark, kafka_bootstrap, topic, paths):
-        await_done(q, 300)
+    await_done(start_ingest(spark, kafka_bootstrap, topic, paths), 300)
     produce_events(kafka_bootstrap, topic, 60, seed=8, malformed_every=BAD_EVERY)
-    for q in start_ingest(spark, kafka_bootstrap, topic, paths):
-        await_done(q, 300)
+    await_done(start_ingest(spark, kafka_bootstrap, topic, paths), 300)
     events = spark.read.format("delta").load(str(paths.events))
     quarantine = spark.read.format("delta").load(str(paths.quarantine))
     assert events.count() + quarantine.count() == 120

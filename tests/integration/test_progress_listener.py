@@ -21,11 +21,10 @@ def test_listener_keeps_one_figure_per_batch(spark, kafka_bootstrap, new_topic, 
     listener = ProgressListener.attach(spark)
     try:
         with caplog.at_level(logging.INFO, logger="spark_ext.metrics"):
-            events_q, _ = start_ingest(
+            events_q = start_ingest(
                 spark, kafka_bootstrap, topic, IngestPaths(tmp_path), max_offsets_per_trigger=30
             )
             await_done(events_q, 300)
-            await_done(_, 300)
             batches = [p["batchId"] for p in events_q.recentProgress if p["numInputRows"]]
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and len(
