@@ -2,10 +2,9 @@
 
 Where the batch id is recorded
 ------------------------------
-Both sinks record "sink S has written batch B" as a committed offset of a *sink-progress
-consumer group* ``spark_ext.sink.<sink id>`` on partition 0 of the output topic, with
-``{"sink": S, "batch": B, ...}`` as the offset's metadata (:class:`SinkProgress`). No consumer
-ever joins that group; it is a small durable register the broker keeps.
+Both sinks record "sink S has written batch B" as committed offsets of a *sink-progress
+consumer group* ``spark_ext.sink.<sink id>`` on the output topic
+(:class:`~connectors.kafka_sink_progress.SinkProgress`).
 
 Two-phase (:class:`KafkaTwoPhaseDataSource`, format ``spark_ext_kafka_2pc``)
 ---------------------------------------------------------------------------
@@ -17,7 +16,7 @@ transactions (one per Spark partition, each also recording its own progress) wou
 1. ``staged`` -- each task writes its rows (``key``, ``value``, ``partition``) to an Arrow IPC
    file under ``staging_dir/<sink id>/b<batch>/``; the commit message names the file.
 2. ``before_commit`` -- the driver's ``commit(messages, batchId)`` starts a transactional
-   producer with ``transactional.id = spark_ext.<sink id>.commit`` and calls
+   producer with ``transactional.id = spark_ext.<sink id>.<topic>.commit`` and calls
    ``init_transactions``: this fences a zombie driver and completes or aborts whatever
    transaction a killed driver left open. Only then it reads the recorded batch; a batch not
    above it is a replay and is skipped.
@@ -36,45 +35,58 @@ requirement as a checkpoint location); the default is under the checkpoint.
 
 Idempotent (:class:`KafkaIdempotentWriter`, for ``foreachBatch``)
 ----------------------------------------------------------------
-Every record carries the header ``spark_ext.record_id`` = ``<sink>/<batch>/<slice>/<seq>``
-(``slice`` names the task's part of the batch by a digest of its records -- not by the task
-index, which Spark may change on a replay -- and ``seq`` is the row's position in it) and,
-when the row has no key, that id as its key. After all records of batch B are acknowledged
-the driver records B with the end offsets of every output partition. On a replay of B the
-sink knows what is already there by reading the output topic from the offsets recorded
-for B-1 and collecting the record ids of batch B it finds; those rows are not sent again.
-Records are produced without transactions: a consumer may see a batch while it is written.
+In :mod:`connectors.kafka_sink_idempotent` (records go from the tasks straight to the topic,
+named by their input coordinates); re-exported here. The progress register is in
+:mod:`connectors.kafka_sink_progress`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import shutil
+import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from pyspark.sql import DataFrame
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamArrowWriter,
     DataSourceStreamWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import StructType
 
 from connectors.kafka_sink_delivery import DeliveryCheck
 from connectors.kafka_sink_errors import (
     PartitionOutOfRangeError,
     ProduceFailedError,
     TopicMissingError,
+    TransactionExpiredError,
 )
+from connectors.kafka_sink_idempotent import (
+    KafkaIdempotentWriter,
+    OutputRegion,
+    SliceWriter,
+    partition_identity,
+    record_id,
+    written_ids,
+)
+from connectors.kafka_sink_progress import Recorded, SinkProgress
+from connectors.kafka_sink_records import (
+    LINGER_MS,
+    PRODUCER,
+    RECORD_ID_HEADER,
+    check_columns,
+    current_batch_id,
+    task_attempt,
+    to_bytes,
+)
+from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     SinkConfigError,
@@ -83,7 +95,6 @@ from spark_ext.sinks.errors import (
     WriterFencedError,
 )
 from spark_ext.sinks.protocol import (
-    KAFKA_IDEMPOTENT,
     KAFKA_TWO_PHASE,
     Protocol,
     TwoPhaseCommitter,
@@ -93,114 +104,33 @@ from spark_ext.sinks.protocol import (
 )
 
 log = logging.getLogger(__name__)
-logging.getLogger("kafka").setLevel(logging.WARNING)
+
+__all__ = [
+    "FORMAT",
+    "PRODUCER",
+    "RECORD_ID_HEADER",
+    "KafkaCommitter",
+    "KafkaIdempotentWriter",
+    "KafkaSinkSettings",
+    "KafkaStagingWriter",
+    "KafkaTwoPhaseDataSource",
+    "OutputRegion",
+    "Recorded",
+    "SinkProgress",
+    "SliceWriter",
+    "StagedRecords",
+    "check_columns",
+    "partition_identity",
+    "record_id",
+    "written_ids",
+]
 
 FORMAT = "spark_ext_kafka_2pc"
-RECORD_ID_HEADER = "spark_ext.record_id"
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
-#: Producer settings of both sinks (throughput without giving up ordering or acks).
-PRODUCER = {"acks": "all", "linger_ms": 20, "batch_size": 512 * 1024, "enable_idempotence": True}
-
-
-def check_columns(schema: StructType) -> None:
-    """The rows a Kafka sink takes: ``value`` (string/binary), optional ``key``, ``partition``."""
-    types = {f.name: f.dataType for f in schema.fields}
-    if "value" not in types:
-        raise SinkConfigError("df", "a Kafka sink needs a 'value' column")
-    extra = sorted(set(types) - {"key", "value", "partition"})
-    if extra:
-        raise SinkConfigError("df", f"unexpected columns {extra}: only key, value, partition")
-    for name in ("key", "value"):
-        if name in types and not isinstance(types[name], (StringType, BinaryType)):
-            raise SinkConfigError(f"df.{name}", f"must be string or binary, not {types[name]}")
-    if "partition" in types and not isinstance(types["partition"], IntegerType):
-        raise SinkConfigError("df.partition", f"must be int, not {types['partition']}")
-
-
-def _bytes(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    return str(value).encode()
-
-
-def current_batch_id() -> int:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
-    if value is None:
-        raise StagedDataMissingError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
-    return int(value)
-
-
-# -- the sink-progress register ----------------------------------------------------------
-@dataclass(frozen=True)
-class Recorded:
-    """What the progress group holds: the last batch and (idempotent sink) end offsets."""
-
-    batch_id: int
-    end_offsets: dict[int, int]
-
-
-class SinkProgress:
-    """The batch id a sink last wrote, as a committed offset of group ``spark_ext.sink.<id>``.
-
-    Read with ``isolation_level=read_committed`` (``require_stable``), so an offset committed
-    by a transaction still being completed is waited for, never read half-way.
-    """
-
-    def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.sink_id = validate_sink_id(sink_id)
-        self.group = f"spark_ext.sink.{sink_id}"
-
-    def _consumer(self) -> Any:
-        from kafka import KafkaConsumer
-
-        return KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-
-    def read(self) -> Recorded | None:
-        from kafka import TopicPartition
-
-        consumer = self._consumer()
-        try:
-            got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
-        finally:
-            consumer.close()
-        if got is None or not got.metadata:
-            return None
-        meta = json.loads(got.metadata)
-        if meta.get("sink") != self.sink_id:
-            return None
-        ends = {int(p): int(o) for p, o in meta.get("ends", {}).items()}
-        return Recorded(int(meta["batch"]), ends)
-
-    def offsets(self, batch_id: int, end_offsets: dict[int, int] | None = None) -> dict[Any, Any]:
-        """The offsets that record ``batch_id``: partition 0 carries the metadata."""
-        from kafka import TopicPartition
-        from kafka.structs import OffsetAndMetadata
-
-        ends = end_offsets or {}
-        meta = json.dumps({"sink": self.sink_id, "batch": batch_id, "ends": ends})
-        parts = sorted(set(ends) | {0})
-        return {
-            TopicPartition(self.topic, p): OffsetAndMetadata(ends.get(p, batch_id), meta, -1)
-            for p in parts
-        }
-
-    def record(self, batch_id: int, end_offsets: dict[int, int]) -> None:
-        """Record ``batch_id`` outside a transaction (the idempotent sink)."""
-        consumer = self._consumer()
-        try:
-            consumer.commit(self.offsets(batch_id, end_offsets))
-        finally:
-            consumer.close()
+#: Inside step 3: every record of the batch is flushed into the open transaction, which is
+#: neither recorded nor committed yet (``sleep`` here pushes the transaction past its timeout).
+IN_TRANSACTION = declare(
+    "kafka2pc.in_transaction", "driver", "records flushed into the open transaction, not committed"
+)
 
 
 # -- two-phase: step 1, staging on executors ----------------------------------------------
@@ -223,12 +153,9 @@ class KafkaStagingWriter(DataSourceStreamArrowWriter):
 
     # 1. staged (executor)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRecords:
-        from pyspark import TaskContext
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        attempt = ctx.attemptNumber() if ctx else 0
+        partition, attempt = task_attempt()
         batch_id = current_batch_id()
         folder = self.options.batch_dir(batch_id)
         os.makedirs(folder, exist_ok=True)
@@ -279,7 +206,7 @@ def staged_records(path: str) -> Iterator[tuple[bytes | None, bytes | None, int 
                 else [None] * len(values)
             )
             for k, v, p in zip(keys, values, parts, strict=True):
-                yield _bytes(k), _bytes(v), p
+                yield to_bytes(k), to_bytes(v), p
 
 
 @dataclass(frozen=True)
@@ -309,7 +236,7 @@ class KafkaSinkSettings:
 
     def producer_config(self) -> dict[str, Any]:
         """kafka-python settings of the transactional producer."""
-        request_timeout = min(30_000, self.delivery_timeout_ms - PRODUCER["linger_ms"])
+        request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
         return {
             **PRODUCER,
             "transactional_id": self.transactional_id,
@@ -320,7 +247,9 @@ class KafkaSinkSettings:
 
     @property
     def transactional_id(self) -> str:
-        return f"spark_ext.{self.sink_id}.commit"
+        """``spark_ext.<sink id>.<topic>.commit``: the topic is part of it, so one sink id
+        writing two topics does not fence itself (the FLINK-11654 pattern)."""
+        return f"spark_ext.{self.sink_id}.{self.topic}.commit"
 
     def sink_dir(self) -> str:
         return os.path.join(self.staging_dir, self.sink_id)
@@ -359,6 +288,16 @@ class KafkaSinkSettings:
 
 
 # -- two-phase: steps 2-4 on the driver ---------------------------------------------------
+def _fenced_errors() -> tuple[type[BaseException], ...]:
+    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+    return (ProducerFencedError, InvalidProducerEpochError)
+
+
+#: kafka-python errors that mean "another producer with this transactional id took over".
+FENCED = _fenced_errors()
+
+
 def topic_partitions(producer: Any, topic: str) -> set[int]:
     """The partition ids of ``topic`` (from the producer's metadata)."""
     from kafka.errors import KafkaTimeoutError
@@ -422,22 +361,50 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         return recorded.batch_id if recorded else None
 
     def commit_staged(self, batch_id: int, messages: Sequence[StagedRecords]) -> None:
-        from kafka.errors import KafkaError, ProducerFencedError
+        """Step 3, retried where that is safe.
+
+        * outcome unknown (a lost answer): settle with a fresh producer, read the recorded
+          batch back, retry only if it was not recorded;
+        * fenced while the transaction was younger than ``transaction_timeout_ms``: another
+          driver took over, :class:`WriterFencedError`, never retried;
+        * fenced after ``transaction_timeout_ms`` (K5): the broker aborted the expired
+          transaction; retried once in a fresh one, then :class:`TransactionExpiredError`
+          naming the setting.
+        """
+        from kafka.errors import KafkaError
 
         for m in messages:
             if not os.path.exists(m.path):
                 raise StagedDataMissingError(
                     f"staged records {m.path} of batch {batch_id} are gone"
                 )
+        timeout_ms = self.settings.transaction_timeout_ms
+        expired = 0
         for attempt in range(1, self.settings.max_attempts + 1):
+            started = time.monotonic()
             try:
                 rows = self._transaction(batch_id, messages)
                 log.info("%s batch %d: committed %d records", self.sink_id, batch_id, rows)
                 return
-            except ProducerFencedError as exc:
-                raise WriterFencedError(
-                    f"{self.settings.transactional_id} was fenced by a newer producer"
-                ) from exc
+            except (*FENCED, WriterFencedError) as exc:
+                elapsed_ms = int((time.monotonic() - started) * 1000)
+                if elapsed_ms < timeout_ms:
+                    raise WriterFencedError(
+                        f"{self.settings.transactional_id} was fenced by a newer producer"
+                    ) from exc
+                expired += 1
+                self.close()  # the next attempt initialises a fresh producer
+                if expired > 1:
+                    raise TransactionExpiredError(
+                        self.sink_id, batch_id, elapsed_ms, timeout_ms
+                    ) from exc
+                log.warning(
+                    "%s batch %d: transaction expired after %d ms (timeout %d ms); retrying",
+                    self.sink_id,
+                    batch_id,
+                    elapsed_ms,
+                    timeout_ms,
+                )
             except KafkaError as exc:
                 log.warning("%s batch %d: commit outcome unknown (%r)", self.sink_id, batch_id, exc)
                 if self._learn_outcome(batch_id):
@@ -467,8 +434,13 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                     rows += 1
             producer.flush()
             check.raise_if_failed(self.sink_id, batch_id)
-        except (ProduceFailedError, PartitionOutOfRangeError):
+            IN_TRANSACTION.reached(batch_id)
+        except (ProduceFailedError, PartitionOutOfRangeError) as exc:
             self._abort_open_transaction(batch_id)
+            if isinstance(getattr(exc, "cause", None), FENCED):
+                raise WriterFencedError(
+                    f"{self.settings.transactional_id} was fenced by a newer producer"
+                ) from exc
             raise
         producer.send_offsets_to_transaction(self.progress.offsets(batch_id), self.progress.group)
         producer.commit_transaction()
@@ -534,158 +506,3 @@ class KafkaTwoPhaseDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         check_columns(schema)
         return KafkaStagingWriter(KafkaSinkSettings.from_options(self.options), schema)
-
-
-# -- idempotent, foreachBatch -------------------------------------------------------------
-def record_id(sink_id: str, batch_id: int, partition: str, seq: int) -> str:
-    return f"{sink_id}/{batch_id}/{partition}/{seq}"
-
-
-def partition_identity(records: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> str:
-    """A name for a task's slice of a batch that does not depend on the task's index.
-
-    Spark does not promise that a batch re-run after a restart gives the same slice of input
-    to the same task index (the offset log is re-read, and the Kafka source plans its ranges
-    from it anew); record ids built from the task index duplicated rows in the crash test.
-    The digest of the slice's records does not move: a replayed batch has the same slices
-    with the same records in the same order (DESIGN.md invariant 2). Two slices of one batch
-    with identical records would share a name; their ids would then collide on a replay.
-    """
-    digest = hashlib.blake2b(digest_size=8)
-    for key, value, part in records:
-        for field in (key, value):
-            digest.update(
-                len(field).to_bytes(4, "big") + field if field is not None else b"\xff" * 4
-            )
-        digest.update(str(part).encode())
-    return digest.hexdigest()
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
-    try:
-        parts = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
-        ]
-        return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
-    finally:
-        consumer.close()
-
-
-def written_ids(
-    bootstrap: str, topic: str, since: dict[int, int], prefix: str, timeout_s: float = 30.0
-) -> set[str]:
-    """Record ids starting with ``prefix`` in ``topic`` after offsets ``since`` (per partition)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        consumer_timeout_ms=int(timeout_s * 1000),
-    )
-    found: set[str] = set()
-    try:
-        parts = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
-        ]
-        consumer.assign(parts)
-        ends = consumer.end_offsets(parts)
-        for tp in parts:
-            consumer.seek(tp, since.get(tp.partition, 0))
-        while any(consumer.position(tp) < ends[tp] for tp in parts):
-            polled = consumer.poll(timeout_ms=1000)
-            for records in polled.values():
-                for r in records:
-                    for name, value in r.headers or ():
-                        if name == RECORD_ID_HEADER and value.decode().startswith(prefix):
-                            found.add(value.decode())
-    finally:
-        consumer.close()
-    return found
-
-
-@dataclass(frozen=True)
-class _PartitionWriter:
-    """What each task of an idempotent batch runs (pickled to the executors)."""
-
-    bootstrap: str
-    topic: str
-    sink_id: str
-    batch_id: int
-    skip: frozenset[str]
-
-    def __call__(self, rows: Iterable[Any]) -> None:
-        from kafka import KafkaProducer
-
-        records = []
-        for row in rows:
-            d = row.asDict()
-            records.append((_bytes(d.get("key")), _bytes(d["value"]), d.get("partition")))
-        slice_id = partition_identity(records)
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER)
-        try:
-            half = len(records) // 2
-            for seq, (key, value, part) in enumerate(records):
-                if seq == half and half:
-                    producer.flush()
-                    # 2. partial: half of this partition is in the topic, half is not.
-                    KAFKA_IDEMPOTENT.reached(2, self.batch_id)
-                rid = record_id(self.sink_id, self.batch_id, slice_id, seq)
-                if rid in self.skip:
-                    continue
-                producer.send(
-                    self.topic,
-                    key=key if key is not None else rid.encode(),
-                    value=value,
-                    partition=part,
-                    headers=[(RECORD_ID_HEADER, rid.encode())],
-                )
-            producer.flush()
-        finally:
-            producer.close(timeout=10)
-
-
-class KafkaIdempotentWriter:
-    """``foreachBatch`` function writing each record once, recognised by its record id.
-
-    Parameters
-    ----------
-    bootstrap, topic
-        The output topic (it exists).
-    sink_id
-        Names the progress group and prefixes every record id; keep it across restarts.
-    """
-
-    protocol: Protocol = KAFKA_IDEMPOTENT
-
-    def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.sink_id = validate_sink_id(sink_id)
-        self.progress = SinkProgress(bootstrap, topic, sink_id)
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        check_columns(df.schema)
-        recorded = self.progress.read()
-        if recorded is not None and recorded.batch_id >= batch_id:
-            log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
-            return
-        since = recorded.end_offsets if recorded else {}
-        skip = written_ids(self.bootstrap, self.topic, since, f"{self.sink_id}/{batch_id}/")
-        if skip:
-            log.warning(
-                "%s batch %d: %d records already written", self.sink_id, batch_id, len(skip)
-            )
-        # 1. before_write: the batch is known, what it already wrote is known.
-        self.protocol.reached(1, batch_id)
-        write = _PartitionWriter(
-            self.bootstrap, self.topic, self.sink_id, batch_id, frozenset(skip)
-        )
-        df.foreachPartition(write)
-        # 3. written: every record of the batch is acknowledged by the broker.
-        self.protocol.reached(3, batch_id)
-        self.progress.record(batch_id, end_offsets(self.bootstrap, self.topic))
-        # 4. marked: the batch id is recorded; Spark's commit log comes next.
-        self.protocol.reached(4, batch_id)

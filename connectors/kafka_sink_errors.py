@@ -113,3 +113,10 @@ class TransactionExpiredError(SinkError):
             f"transaction_timeout_ms={timeout_ms}, and was aborted by the broker (also on a "
             "retry); raise transaction_timeout_ms or lower maxOffsetsPerTrigger; nothing committed"
         )
+
+
+class ProgressInconsistentError(SinkError):
+    """The committed offsets of a sink-progress group do not all belong to one recorded batch.
+
+    Nothing is written: the recorded end offsets are where a replay reads back from.
+    """

@@ -149,7 +149,8 @@ def exactly_once_to_kafka(
         Kafka bootstrap servers.
     sink_id
         Names this sink for good: the progress consumer group ``spark_ext.sink.<sink_id>``
-        records the last batch written; the transactional id is ``spark_ext.<sink_id>.commit``.
+        records the last batch written; the transactional id is
+        ``spark_ext.<sink_id>.<topic>.commit``.
     checkpoint
         Spark's checkpoint location.
     mode

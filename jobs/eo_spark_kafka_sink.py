@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     query = (
         forward(source)
+        .drop("record_id")
         .writeStream.foreachBatch(write)
         .option("checkpointLocation", str(args.checkpoint))
         .trigger(availableNow=True)

@@ -7,7 +7,9 @@ Run (spark-submit template)::
 
 Each output record has the input key and, as value, JSON of the input value with its source
 coordinates (``{"topic", "partition", "offset", "value"}``), so every output record names the
-input record it came from.
+input record it came from (``--payload-only``: the input value unchanged). The sink gets each
+row's input coordinates as its ``record_id`` (``topic/partition/offset``).
+A missing ``--topic`` fails at start with :class:`~connectors.kafka_sink_errors.TopicMissingError`.
 
 Guarantees: every record of ``--topic`` (read ``read_committed``) is in ``--out`` exactly once
 across any number of SIGKILLs and restarts from ``--checkpoint``: for ``read_committed``
@@ -34,11 +36,21 @@ from connectors import kafka
 log = logging.getLogger(__name__)
 
 
-def forward(stamped: DataFrame) -> DataFrame:
-    """Stamped Kafka rows -> (key, value) output rows naming their source record."""
+def forward(stamped: DataFrame, payload_only: bool = False) -> DataFrame:
+    """Stamped Kafka rows -> (key, value, record_id) output rows naming their source record.
+
+    ``record_id`` is ``topic/partition/offset`` of the input record (what the idempotent sink
+    names the record by); ``payload_only`` forwards the input value unchanged.
+    """
+    value = (
+        F.col("value")
+        if payload_only
+        else F.to_json(F.struct("topic", "partition", "offset", "value"))
+    )
     return stamped.select(
         "key",
-        F.to_json(F.struct("topic", "partition", "offset", "value")).alias("value"),
+        value.alias("value"),
+        F.concat_ws("/", "topic", "partition", "offset").alias("record_id"),
     )
 
 
@@ -56,9 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--processing-time", default=None, help="run continuously, not availableNow"
     )
+    parser.add_argument(
+        "--payload-only", action="store_true", help="forward the input value unchanged"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
+    from connectors.kafka_sink_records import require_topic
     from connectors.sinks import Trigger, exactly_once_to_kafka
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
@@ -66,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profile = load_profile(args.profile)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
+    require_topic(bootstrap, args.topic, role="input")
     kafka.create_topic(bootstrap, args.out, args.out_partitions)
     spark = build_session(profile)
     ProgressListener.attach(spark)
@@ -78,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         else Trigger(available_now=True)
     )
     query = exactly_once_to_kafka(
-        forward(source),
+        forward(source, payload_only=args.payload_only),
         args.out,
         bootstrap=bootstrap,
         sink_id=args.sink_id,

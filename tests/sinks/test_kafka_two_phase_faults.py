@@ -12,8 +12,18 @@ import pytest
 from kafka_two_brokers import two_brokers
 
 from connectors import kafka
-from connectors.kafka_sink import KafkaCommitter, KafkaSinkSettings, SinkProgress, StagedRecords
-from connectors.kafka_sink_errors import PartitionOutOfRangeError, ProduceFailedError
+from connectors.kafka_sink import (
+    IN_TRANSACTION,
+    KafkaCommitter,
+    KafkaSinkSettings,
+    SinkProgress,
+    StagedRecords,
+)
+from connectors.kafka_sink_errors import (
+    PartitionOutOfRangeError,
+    ProduceFailedError,
+    TransactionExpiredError,
+)
 from spark_ext.sinks.protocol import commit_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
@@ -96,3 +106,32 @@ def test_two_phase_commit_of_a_row_naming_a_missing_partition_raises_and_aborts(
     got = kafka.consume_all(cluster.bootstrap, "out-badpart", timeout_s=15)
     assert sorted(value for _, _, _, value in got) == [b"v0", b"v1", b"v2", b"v3"]
     assert SinkProgress(cluster.bootstrap, "out-badpart", "badpart").read().batch_id == 0
+
+
+def test_two_phase_batch_outliving_the_transaction_timeout_raises_a_typed_error_naming_it(
+    kafka_bootstrap, new_topic, tmp_path, monkeypatch
+):
+    """K5: the broker aborts a transaction older than ``transaction_timeout_ms``; the sink
+    must not report that as a fenced writer (never retried): it retries the batch in a fresh
+    transaction, and when that one expires too raises an error naming the setting."""
+    topic = new_topic("k5", partitions=2)
+    settings = KafkaSinkSettings(
+        bootstrap=kafka_bootstrap,
+        topic=topic,
+        sink_id="k5",
+        staging_dir=str(tmp_path),
+        transaction_timeout_ms=1000,
+    )
+    # The broker looks for expired transactions every 10 s (its default): sleep past that.
+    monkeypatch.setenv("SPARK_EXT_FAULT", f"{IN_TRANSACTION.name}@0:sleep=13")
+    committer = KafkaCommitter(settings)
+    try:
+        with pytest.raises(TransactionExpiredError) as err:
+            commit_batch(committer, 0, [stage(tmp_path / "p0.arrow")])
+    finally:
+        committer.close()
+
+    assert "transaction_timeout_ms=1000" in str(err.value)
+    assert err.value.elapsed_ms >= 1000
+    assert SinkProgress(kafka_bootstrap, topic, "k5").read() is None
+    assert kafka.consume_all(kafka_bootstrap, topic) == []

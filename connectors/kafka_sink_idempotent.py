@@ -1,0 +1,309 @@
+"""The idempotent Kafka sink (``foreachBatch``): every record once, recognised by its record id.
+
+Model
+-----
+Records are produced by the executor tasks straight to the output topic, without
+transactions. Every record carries the header ``spark_ext.record_id`` =
+``<sink id>/<batch id>/<name>`` (and that id as its key when the row has none), where
+``<name>`` is the row's ``record_id`` column: its *input coordinates* (e.g.
+``topic/partition/offset``), unique within the batch and the same when the batch is re-run
+(K3 of issue #14: names built from a digest of a task's records collide for two slices with
+the same records, and a replay then skips the unfinished one). Rows without a ``record_id``
+column (callers of :class:`KafkaIdempotentWriter` only; the builder
+``connectors.sinks.exactly_once_to_kafka`` requires it) are named ``<digest of the task's
+slice>/<position>``, which is exact only while no two slices of a batch hold the same records.
+
+Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_IDEMPOTENT`)
+1. ``before_write`` (driver): the recorded batch is read. A batch id equal to it is a replay
+   and is skipped; a lower one raises :class:`~spark_ext.sinks.errors.BatchRegressionError`
+   (X1), nothing written. The driver notes where the batch's records can start (the end
+   offsets recorded with the previous batch) and whether any record lies beyond them (an
+   earlier run wrote part of this batch). If the log start offset is above those offsets,
+   what is already written cannot be read back: :class:`ReplayUnprovableError` (K4).
+2. ``partial`` (executor task): the task's first record is acknowledged, the rest is not.
+   A task reads back the record ids of its batch already in the topic *itself*, at its start,
+   when the driver saw records beyond the recorded offsets or when it is a retried attempt
+   (K2: a skip set computed once on the driver misses what attempt 0 of a task sent).
+3. ``written`` (driver): every record of the batch is acknowledged (every produce future is
+   checked: a failed one raises :class:`ProduceFailedError`, K1).
+4. ``marked`` (driver): the batch id and the end offset of every partition are recorded
+   (one committed offset per partition, so any partition count fits, K6).
+
+What consumers see: any consumer (``read_committed`` or not) sees every record once; a batch
+becomes visible record by record while it is written. Not covered: speculative execution
+(two attempts of a task writing at once cannot be fenced without transactions:
+``spark.speculation`` is refused with :class:`SinkConfigError`), and a result stage
+re-attempted after a shuffle fetch failure (its tasks start again at attempt 0 and do not read
+back; PySpark does not expose the stage attempt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from connectors.kafka_sink_delivery import DeliveryCheck
+from connectors.kafka_sink_errors import ReplayUnprovableError
+from connectors.kafka_sink_progress import Recorded, SinkProgress
+from connectors.kafka_sink_records import (
+    PRODUCER,
+    RECORD_ID_COLUMN,
+    RECORD_ID_HEADER,
+    check_columns,
+    task_attempt,
+    to_bytes,
+)
+from spark_ext.sinks.errors import SinkConfigError, check_batch_order
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes | None, bytes | None, int | None]
+
+
+def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
+    """``<sink>/<batch>/<name>`` (a row's record id), or ``.../<slice>/<seq>`` (no record id)."""
+    base = f"{sink_id}/{batch_id}/{slice_name}"
+    return base if seq is None else f"{base}/{seq}"
+
+
+def partition_identity(records: Iterable[Record]) -> str:
+    """A name for a task's slice of a batch that does not depend on the task's index.
+
+    Used only for rows without a ``record_id`` column. Two slices of one batch with
+    identical records share the name (their ids collide on a replay): give rows a
+    ``record_id`` to be exact in that case.
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for key, value, part in records:
+        for field in (key, value):
+            digest.update(
+                len(field).to_bytes(4, "big") + field if field is not None else b"\xff" * 4
+            )
+        digest.update(str(part).encode())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class OutputRegion:
+    """Where the records of a batch can be: from ``since`` (per partition) on."""
+
+    since: dict[int, int]
+    #: Records lie beyond ``since``: an earlier run wrote part of the batch (or others write).
+    dirty: bool
+
+
+def _assigned_consumer(bootstrap: str, topic: str, **config: Any) -> tuple[Any, list[Any]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **config)
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+    return consumer, parts
+
+
+def _check_not_trimmed(
+    sink_id: str, batch_id: int, since: dict[int, int], begin: dict[int, int]
+) -> None:
+    trimmed = {p: (since.get(p, 0), b) for p, b in begin.items() if b > since.get(p, 0)}
+    if trimmed:
+        raise ReplayUnprovableError(sink_id, batch_id, trimmed)
+
+
+def output_region(
+    bootstrap: str, topic: str, sink_id: str, batch_id: int, recorded: Recorded | None
+) -> OutputRegion:
+    """Step 1's look at the topic: where batch ``batch_id`` can start, and if it did (K4)."""
+    consumer, parts = _assigned_consumer(bootstrap, topic)
+    try:
+        begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
+        end = {tp.partition: o for tp, o in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+    if recorded is None:
+        since = begin  # no batch recorded yet: the batch can only be after the log start
+    else:
+        since = {p: recorded.end_offsets.get(p, 0) for p in begin}
+        _check_not_trimmed(sink_id, batch_id, since, begin)
+    return OutputRegion(since, any(end[p] > since[p] for p in end))
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer, parts = _assigned_consumer(bootstrap, topic, isolation_level="read_committed")
+    try:
+        return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
+def written_ids(
+    bootstrap: str,
+    topic: str,
+    since: dict[int, int],
+    prefix: str,
+    sink_id: str = "",
+    batch_id: int = -1,
+    timeout_s: float = 60.0,
+) -> set[str]:
+    """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition).
+
+    Never guesses: a log start above ``since`` raises :class:`ReplayUnprovableError`, and an
+    offset out of range while reading raises (``auto_offset_reset='none'``) instead of jumping
+    to the end of the log.
+    """
+    consumer, parts = _assigned_consumer(
+        bootstrap, topic, auto_offset_reset="none", consumer_timeout_ms=int(timeout_s * 1000)
+    )
+    found: set[str] = set()
+    try:
+        consumer.assign(parts)
+        begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
+        _check_not_trimmed(sink_id, batch_id, since, begin)
+        ends = consumer.end_offsets(parts)
+        for tp in parts:
+            consumer.seek(tp, since.get(tp.partition, 0))
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            polled = consumer.poll(timeout_ms=1000)
+            for records in polled.values():
+                for r in records:
+                    for name, value in r.headers or ():
+                        if name == RECORD_ID_HEADER and value.decode().startswith(prefix):
+                            found.add(value.decode())
+    finally:
+        consumer.close()
+    return found
+
+
+def _rows(rows: Iterable[Any]) -> Iterator[tuple[Record, str | None]]:
+    for row in rows:
+        d = row.asDict()
+        yield (
+            (to_bytes(d.get("key")), to_bytes(d["value"]), d.get("partition")),
+            d.get(RECORD_ID_COLUMN),
+        )
+
+
+@dataclass(frozen=True)
+class SliceWriter:
+    """What each task of an idempotent batch runs (pickled to the executors)."""
+
+    bootstrap: str
+    topic: str
+    sink_id: str
+    batch_id: int
+    region: OutputRegion
+
+    def __call__(self, rows: Iterable[Any]) -> None:
+        from kafka import KafkaProducer
+
+        _, attempt = task_attempt()
+        prefix = record_id(self.sink_id, self.batch_id, "")
+        skip: set[str] = set()
+        if self.region.dirty or attempt > 0:  # K2: read back in the task, not on the driver
+            skip = written_ids(
+                self.bootstrap, self.topic, self.region.since, prefix, self.sink_id, self.batch_id
+            )
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER)
+        check = DeliveryCheck()
+        sent = 0
+        try:
+            for rid, (key, value, part) in self._named(rows):
+                if rid in skip:
+                    continue
+                future = producer.send(
+                    self.topic,
+                    key=key if key is not None else rid.encode(),
+                    value=value,
+                    partition=part,
+                    headers=[(RECORD_ID_HEADER, rid.encode())],
+                )
+                check.watch(future)
+                sent += 1
+                if sent == 1:
+                    producer.flush()
+                    # 2. partial: the first record is in the topic, the rest is not.
+                    KAFKA_IDEMPOTENT.reached(2, self.batch_id)
+            producer.flush()
+            check.raise_if_failed(self.sink_id, self.batch_id)
+        finally:
+            producer.close(timeout=10)
+
+    def _named(self, rows: Iterable[Any]) -> Iterator[tuple[str, Record]]:
+        """``(record id, record)`` of every row, in order."""
+        it = _rows(rows)
+        first = next(it, None)
+        if first is None:
+            return
+        if first[1] is not None:  # named by input coordinates: streamed
+            yield record_id(self.sink_id, self.batch_id, first[1]), first[0]
+            for record, name in it:
+                if name is None:
+                    raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "is null in a row")
+                yield record_id(self.sink_id, self.batch_id, name), record
+            return
+        records = [first[0], *(r for r, _ in it)]  # named by a digest: the whole slice first
+        slice_name = partition_identity(records)
+        for seq, record in enumerate(records):
+            yield record_id(self.sink_id, self.batch_id, slice_name, seq), record
+
+
+class KafkaIdempotentWriter:
+    """``foreachBatch`` function writing each record once, recognised by its record id.
+
+    Parameters
+    ----------
+    bootstrap, topic
+        The output topic (it exists).
+    sink_id
+        Names the progress group and prefixes every record id; keep it across restarts.
+
+    Example
+    -------
+    >>> df.writeStream.foreachBatch(KafkaIdempotentWriter(bootstrap, "out", "out_1"))  # doctest: +SKIP
+    """
+
+    protocol: Protocol = KAFKA_IDEMPOTENT
+
+    def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.sink_id = validate_sink_id(sink_id)
+        self.progress = SinkProgress(bootstrap, topic, sink_id)
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        check_columns(df.schema)
+        check_no_speculation(df)
+        recorded = self.progress.read()
+        if check_batch_order(self.sink_id, batch_id, recorded.batch_id if recorded else None):
+            log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
+            return
+        region = output_region(self.bootstrap, self.topic, self.sink_id, batch_id, recorded)
+        if region.dirty:
+            log.warning(
+                "%s batch %d: records beyond the recorded offsets; tasks read back",
+                self.sink_id,
+                batch_id,
+            )
+        # 1. before_write: the batch is known, where it can already be is known.
+        self.protocol.reached(1, batch_id)
+        df.foreachPartition(SliceWriter(self.bootstrap, self.topic, self.sink_id, batch_id, region))
+        # 3. written: every record of the batch is acknowledged by the broker.
+        self.protocol.reached(3, batch_id)
+        self.progress.record(batch_id, end_offsets(self.bootstrap, self.topic))
+        # 4. marked: the batch id is recorded; Spark's commit log comes next.
+        self.protocol.reached(4, batch_id)
+
+
+def check_no_speculation(df: DataFrame) -> None:
+    """:class:`SinkConfigError` if ``spark.speculation`` is on (see the module docstring)."""
+    value = df.sparkSession.conf.get("spark.speculation", "false") or "false"
+    if value.strip().lower() == "true":
+        raise SinkConfigError(
+            "spark.speculation",
+            "the idempotent Kafka sink cannot fence two attempts of a task writing at once; "
+            "turn speculation off or use mode='two_phase'",
+        )

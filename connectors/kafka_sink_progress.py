@@ -1,0 +1,124 @@
+"""Where the Kafka sinks record "sink S has written batch B": a sink-progress consumer group.
+
+Both sinks record it as committed offsets of the group ``spark_ext.sink.<sink id>`` on the
+output topic's partitions. No consumer ever joins that group; it is a small durable register
+the broker keeps.
+
+* Partition 0 carries the metadata ``{"sink": S, "batch": B, "parts": n}``.
+* The idempotent sink also records the end offset of every output partition *as that
+  partition's committed offset* (``parts`` = how many partitions carry one), each with the
+  metadata ``{"sink": S, "batch": B}`` so a reader can tell they belong to the same record.
+  Earlier versions put every end offset into partition 0's metadata, which passes the broker's
+  4096-byte ``offset.metadata.max.bytes`` at about 245 partitions (K6 of issue #14); that
+  format is still read.
+* The two-phase sink records no end offsets (``parts`` = 0); partition 0's offset is the
+  batch id.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from connectors.kafka_sink_errors import ProgressInconsistentError
+from spark_ext.sinks.protocol import validate_sink_id
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the progress group holds: the last batch and (idempotent sink) end offsets."""
+
+    batch_id: int
+    end_offsets: dict[int, int]
+
+
+class SinkProgress:
+    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink.<id>``.
+
+    Read with ``isolation_level=read_committed`` (``require_stable``), so an offset committed
+    by a transaction still being completed is waited for, never read half-way.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.sink_id = validate_sink_id(sink_id)
+        self.group = f"spark_ext.sink.{sink_id}"
+
+    def _consumer(self) -> Any:
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+
+    def read(self) -> Recorded | None:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
+            if got is None or not got.metadata:
+                return None
+            meta = json.loads(got.metadata)
+            if meta.get("sink") != self.sink_id:
+                return None
+            batch = int(meta["batch"])
+            if "ends" in meta:  # the earlier format: every end offset in this metadata
+                return Recorded(batch, {int(p): int(o) for p, o in meta["ends"].items()})
+            parts = int(meta.get("parts", 0))
+        finally:
+            consumer.close()
+        ends = {0: got.offset} if parts else {}
+        if parts > 1:
+            ends.update(self._tagged_offsets(batch, parts))
+        return Recorded(batch, ends)
+
+    def _tagged_offsets(self, batch: int, parts: int) -> dict[int, int]:
+        """Committed offsets of partitions 1..parts-1, each checked to be of ``batch``."""
+        from kafka import KafkaAdminClient, TopicPartition
+
+        tps = [TopicPartition(self.topic, p) for p in range(1, parts)]
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            got = admin.list_group_offsets({self.group: tps})[self.group]
+        finally:
+            admin.close()
+        ends = {}
+        for tp in tps:
+            part = got.get(tp)
+            tag = json.loads(part.metadata) if part is not None and part.metadata else {}
+            if tag.get("batch") != batch or tag.get("sink") != self.sink_id:
+                raise ProgressInconsistentError(
+                    f"group {self.group}: partition {tp.partition} of {self.topic} records "
+                    f"{tag or 'nothing'}, partition 0 records batch {batch}"
+                )
+            ends[tp.partition] = part.offset
+        return ends
+
+    def offsets(self, batch_id: int, end_offsets: dict[int, int] | None = None) -> dict[Any, Any]:
+        """The offsets that record ``batch_id`` (and the end offset of every partition)."""
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        ends = end_offsets or {}
+        if ends and sorted(ends) != list(range(len(ends))):
+            raise ValueError(f"end offsets of partitions {sorted(ends)} are not 0..n-1")
+        head = json.dumps({"sink": self.sink_id, "batch": batch_id, "parts": len(ends)})
+        tag = json.dumps({"sink": self.sink_id, "batch": batch_id})
+        out = {TopicPartition(self.topic, 0): OffsetAndMetadata(ends.get(0, batch_id), head, -1)}
+        for p in range(1, len(ends)):
+            out[TopicPartition(self.topic, p)] = OffsetAndMetadata(ends[p], tag, -1)
+        return out
+
+    def record(self, batch_id: int, end_offsets: dict[int, int]) -> None:
+        """Record ``batch_id`` outside a transaction (the idempotent sink): one commit."""
+        consumer = self._consumer()
+        try:
+            consumer.commit(self.offsets(batch_id, end_offsets))
+        finally:
+            consumer.close()

@@ -1,0 +1,107 @@
+"""What both Kafka sinks share: the rows they take, producer settings, topic checks, task facts.
+
+No Spark plan and no commit logic here: the column contract (:func:`check_columns`), the
+producer settings, the start-up checks that name a missing topic (:func:`require_topic`) and
+the facts a task looks up about itself (:func:`current_batch_id`, :func:`task_attempt`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+
+from connectors.kafka_sink_errors import TopicMissingError
+from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
+
+log = logging.getLogger(__name__)
+
+RECORD_ID_HEADER = "spark_ext.record_id"
+#: The optional column naming each row by its input coordinates (idempotent sink).
+RECORD_ID_COLUMN = "record_id"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+LINGER_MS = 20
+#: Producer settings of both sinks (throughput without giving up ordering or acks).
+PRODUCER: dict[str, Any] = {
+    "acks": "all",
+    "linger_ms": LINGER_MS,
+    "batch_size": 512 * 1024,
+    "enable_idempotence": True,
+}
+
+
+def check_columns(schema: StructType, require_record_id: bool = False) -> None:
+    """The rows a Kafka sink takes: ``value`` (string/binary), optional ``key``, ``partition``
+    (int) and ``record_id`` (string: the row's input coordinates, unique within a batch and
+    the same when the batch is re-run; required by the idempotent sink's builder)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    if "value" not in types:
+        raise SinkConfigError("df", "a Kafka sink needs a 'value' column")
+    extra = sorted(set(types) - {"key", "value", "partition", RECORD_ID_COLUMN})
+    if extra:
+        raise SinkConfigError(
+            "df", f"unexpected columns {extra}: only key, value, partition, {RECORD_ID_COLUMN}"
+        )
+    for name in ("key", "value"):
+        if name in types and not isinstance(types[name], (StringType, BinaryType)):
+            raise SinkConfigError(f"df.{name}", f"must be string or binary, not {types[name]}")
+    if "partition" in types and not isinstance(types["partition"], IntegerType):
+        raise SinkConfigError("df.partition", f"must be int, not {types['partition']}")
+    if RECORD_ID_COLUMN in types and not isinstance(types[RECORD_ID_COLUMN], StringType):
+        raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "must be string")
+    if require_record_id and RECORD_ID_COLUMN not in types:
+        raise SinkConfigError(
+            f"df.{RECORD_ID_COLUMN}",
+            "the idempotent Kafka sink needs a string column naming each row by its input "
+            "coordinates (e.g. concat_ws('/', topic, partition, offset)), unique within a batch "
+            "and the same when the batch is re-run",
+        )
+
+
+def to_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return str(value).encode()
+
+
+def current_batch_id() -> int:
+    """The micro-batch id of the Spark task this runs in (a local property of the job)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
+    if value is None:
+        raise StagedDataMissingError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
+    return int(value)
+
+
+def task_attempt() -> tuple[int, int]:
+    """``(partition id, attempt)`` of the Spark task this runs in; ``attempt`` is above 0 for a
+    retried or speculative attempt. (PySpark does not expose the stage attempt: a task of a
+    re-attempted result stage starts again at attempt 0.)"""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, 0
+    return ctx.partitionId(), ctx.attemptNumber()
+
+
+def existing_topics(bootstrap: str) -> set[str]:
+    """Names of the cluster's topics (a metadata request that never auto-creates a topic)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return set(admin.list_topics())
+    finally:
+        admin.close()
+
+
+def require_topic(bootstrap: str, topic: str, role: str = "output") -> None:
+    """:class:`TopicMissingError` naming ``topic`` unless it exists (checked at start-up)."""
+    if topic not in existing_topics(bootstrap):
+        raise TopicMissingError(topic, role)
