@@ -6,11 +6,15 @@ Usage::
     scripts/bench.sh                 # list the benchmarks
     scripts/bench.sh ingest          # run one (or several) by name
     scripts/bench.sh all
+    scripts/bench.sh dedup --repeat 5 --scale 0.1
 
 A benchmark is a module ``scripts/benchmarks/<name>.py`` with a docstring and
 ``run(ctx: BenchContext) -> list[Figure]``. Figures of one benchmark that share a ``metric`` are
 compared against the one marked ``baseline=True`` (Spark's own operator, measured in the same
-run). A benchmark prints figures; it is never a timed test.
+run). Every benchmark runs ``--repeat`` times (default 3; each run measures all its variants,
+so the variants are interleaved); the final table gives each figure's median with its min-max,
+and the run says whether the machine was idle (:class:`~benchmarks.common.LoadMonitor`).
+Quote only figures from an idle machine. A benchmark prints figures; it is never a timed test.
 """
 
 from __future__ import annotations
@@ -25,7 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from benchmarks.common import BenchContext, Figure, format_table  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    BenchContext,
+    Figure,
+    LoadMonitor,
+    format_summary,
+    format_table,
+    summarize,
+)
 
 BENCH_DIR = ROOT / "scripts" / "benchmarks"
 
@@ -49,7 +60,16 @@ def main() -> int:
         default=1.0,
         help="multiply every benchmark's input size (e.g. 0.1 for a quick look)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of every benchmark (each runs all its variants, so they are interleaved); "
+        "the table gives the median with min-max",
+    )
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
     logging.basicConfig(level=logging.WARNING)
     known = available()
     if not args.names:
@@ -61,16 +81,19 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; known: {sorted(known)}")
     ctx = BenchContext.create(scale=args.scale)
-    figures: list[Figure] = []
-    for name in names:
-        module = importlib.import_module(f"benchmarks.{name}")
-        print(f"== {name}: {known[name]}", flush=True)
-        got = module.run(ctx)
-        print(format_table(got), flush=True)
-        figures.extend(got)
-    if len(names) > 1:
-        print("== all")
-        print(format_table(figures))
+    runs: list[list[Figure]] = [[] for _ in range(args.repeat)]
+    with LoadMonitor() as load:
+        print(load.verdict(), flush=True)
+        for run in range(args.repeat):
+            for name in names:
+                module = importlib.import_module(f"benchmarks.{name}")
+                print(f"== {name} (run {run + 1}/{args.repeat}): {known[name]}", flush=True)
+                got = module.run(ctx)
+                print(format_table(got), flush=True)
+                runs[run].extend(got)
+    print(f"== median of {args.repeat} runs, variants interleaved")
+    print(format_summary(summarize(runs)))
+    print(load.verdict())
     return 0
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import statistics
 import tempfile
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,3 +80,107 @@ def format_table(figures: list[Figure]) -> str:
             f"{f.bench:18} {f.variant:34} {f.metric:22} {f.value:14,.1f} {f.unit:8} {ratio:>7}  {f.note}"
         )
     return "\n".join(lines)
+
+
+# -- repeated runs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One variant's figure over repeated runs: the median, with the range it came from."""
+
+    bench: str
+    variant: str
+    metric: str
+    median: float
+    low: float
+    high: float
+    runs: int
+    unit: str = ""
+    baseline: bool = False
+
+
+def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
+    """Median, min and max per (bench, variant, metric) over ``runs`` (each a full run of
+    every variant, so the variants are interleaved), in the order of the first run."""
+    values: dict[tuple[str, str, str], list[float]] = {}
+    first: dict[tuple[str, str, str], Figure] = {}
+    for run in runs:
+        for f in run:
+            key = (f.bench, f.variant, f.metric)
+            values.setdefault(key, []).append(f.value)
+            first.setdefault(key, f)
+    return [
+        Summary(
+            f.bench,
+            f.variant,
+            f.metric,
+            statistics.median(values[key]),
+            min(values[key]),
+            max(values[key]),
+            len(values[key]),
+            f.unit,
+            f.baseline,
+        )
+        for key, f in first.items()
+    ]
+
+
+def format_summary(summaries: Sequence[Summary]) -> str:
+    """A fixed-width table of medians with min-max; ``ratio`` is median over baseline median."""
+    base = {(s.bench, s.metric): s.median for s in summaries if s.baseline}
+    header = (
+        f"{'bench':18} {'variant':34} {'metric':22} {'median':>14} {'min-max':>25} "
+        f"{'unit':8} {'runs':>4} {'ratio':>7}"
+    )
+    lines = [header, "-" * len(header)]
+    for s in summaries:
+        b = base.get((s.bench, s.metric))
+        ratio = f"{s.median / b:.2f}" if b else ""
+        spread = f"{s.low:,.1f}-{s.high:,.1f}"
+        lines.append(
+            f"{s.bench:18} {s.variant:34} {s.metric:22} {s.median:14,.1f} {spread:>25} "
+            f"{s.unit:8} {s.runs:>4} {ratio:>7}"
+        )
+    return "\n".join(lines)
+
+
+class LoadMonitor:
+    """Samples the 1-minute load average while benchmarks run, to say whether the machine was
+    idle: figures from a loaded machine do not reproduce and must not be quoted as such.
+
+    "Idle" means the load average before the run, when nothing of ours runs yet, stays below
+    ``idle_share`` of the CPU count.
+    """
+
+    def __init__(self, interval_s: float = 2.0, idle_share: float = 0.25) -> None:
+        self.cpus = os.cpu_count() or 1
+        self.idle_share = idle_share
+        self.before = os.getloadavg()[0]
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(interval_s,), daemon=True)
+
+    def _sample(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def idle(self) -> bool:
+        return self.before < self.idle_share * self.cpus
+
+    def verdict(self) -> str:
+        during = statistics.mean(self.samples) if self.samples else self.before
+        state = "idle" if self.idle else "NOT idle (figures are indicative only)"
+        return (
+            f"machine {state}: 1-min load {self.before:.2f} before the run, {during:.2f} on "
+            f"average during it, {self.cpus} CPUs"
+        )
