@@ -6,12 +6,16 @@ Usage::
     python scripts/cluster.py start [--port 7077] [--workers 2] [--cores 1] [--memory 1g]
     python scripts/cluster.py status
     python scripts/cluster.py stop
+    python scripts/cluster.py check --master spark://127.0.0.1:7077   # exit 0 if it answers
 
 The master and each worker are JVMs started with pyspark's ``bin/spark-class`` launcher
 (``org.apache.spark.deploy.master.Master`` / ``...worker.Worker``), each in its own process
 group, with pid and log files under ``--dir`` (default ``var/cluster``). ``start`` returns
 once the master's JSON page lists every worker as ALIVE. Submit to it with
-``scripts/submit.sh --profile cluster`` (``conf/cluster.toml`` points at port 7077).
+``scripts/submit.sh --profile cluster`` (``conf/cluster.toml`` points at port 7077), which
+checks first that the master answers (``check``) instead of letting spark-submit retry.
+``status`` says plainly when no master runs; ``stop`` also removes the per-application folders
+(each holds a copy of the application's jars) the workers left under their work dirs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -103,15 +109,27 @@ class StandaloneCluster:
         except FileNotFoundError:
             return {}
 
-    def alive_workers(self) -> int:
-        """Workers the master lists as ALIVE (0 if the master does not answer)."""
+    def master_state(self) -> dict[str, object] | None:
+        """The master's JSON status page, or ``None`` when no master answers."""
         url = f"http://{self.config.host}:{self.config.webui_port}/json/"
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
-                info = json.load(resp)
+                return dict(json.load(resp))
         except OSError:
-            return 0
-        return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE")
+            return None
+
+    def alive_workers(self) -> int:
+        """Workers the master lists as ALIVE (0 if the master does not answer)."""
+        info = self.master_state()
+        workers = info.get("workers", []) if info else []
+        return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
+
+    def remove_application_folders(self) -> int:
+        """Remove the workers' per-application folders (``worker-*/app-*``); their count."""
+        apps = sorted(self.config.folder.glob("worker-*/app-*"))
+        for app in apps:
+            shutil.rmtree(app, ignore_errors=True)
+        return len(apps)
 
     def master_info(self) -> dict[str, object]:
         url = f"http://{self.config.host}:{self.config.webui_port}/json/"
@@ -170,6 +188,19 @@ class StandaloneCluster:
         for pid in pids.values():
             _signal_group(pid, signal.SIGKILL)
         self.config.state_file.unlink(missing_ok=True)
+        removed = self.remove_application_folders()
+        if removed:
+            log.info("removed %d application folders (their jars) from the work dirs", removed)
+
+
+def master_reachable(url: str, timeout_s: float = 3.0) -> bool:
+    """Whether something accepts connections at a ``spark://host:port`` master URL."""
+    host, _, port = url.removeprefix("spark://").partition(":")
+    try:
+        with socket.create_connection((host, int(port or 7077)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -195,7 +226,8 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("command", choices=["start", "stop", "status", "check"])
+    parser.add_argument("--master", default=None, help="check: the spark:// URL to try")
     parser.add_argument("--dir", type=Path, default=ClusterConfig.folder)
     parser.add_argument("--port", type=int, default=7077)
     parser.add_argument("--webui-port", type=int, default=8080)
@@ -220,7 +252,16 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "stop":
         cluster.stop()
         print("cluster stopped")
+    elif args.command == "check":
+        url = args.master or cluster.config.master_url
+        if not master_reachable(url):
+            print(f"no Spark master answers at {url}; start one: scripts/cluster.sh start")
+            return 2
+        print(f"master {url} answers")
     else:
+        if cluster.master_state() is None:
+            print(f"no master running at {cluster.config.master_url} (scripts/cluster.sh start)")
+            return 1
         alive = cluster.alive_workers()
         print(f"master {cluster.config.master_url}: {alive} workers alive")
         return 0 if alive else 1

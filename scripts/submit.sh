@@ -8,6 +8,18 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY="$ROOT/.venv/bin/python"
+# The job's --profile names the master; a spark:// master that does not answer is reported
+# at once (spark-submit would retry for about a minute and end in a Java stack trace).
+PROFILE=local
+ARGS=("$@")
+for ((i = 0; i < ${#ARGS[@]}; i++)); do
+  if [[ ${ARGS[$i]} == --profile && $((i + 1)) -lt ${#ARGS[@]} ]]; then PROFILE=${ARGS[$((i + 1))]}; fi
+  if [[ ${ARGS[$i]} == --profile=* ]]; then PROFILE=${ARGS[$i]#--profile=}; fi
+done
+MASTER=$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c "import sys; from spark_ext.config import load_profile; print(load_profile(sys.argv[1]).spark.master)" "$PROFILE")
+if [[ $MASTER == spark://* ]]; then
+  "$PY" "$ROOT/scripts/cluster.py" check --master "$MASTER" || exit 2
+fi
 JARS=$("$PY" -c "from spark_ext import jvm; print(','.join(str(p) for p in jvm.spark_jars()))")
 export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
