@@ -8,12 +8,27 @@ apart from a class that differs from the expected one.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from spark_ext.errors import SparkExtError
 
 if TYPE_CHECKING:
     from spark_ext.jobrun import JobRun
+
+
+_CAUSE = re.compile(r"\b\w*(?:Error|Exception|Fault|Agent)\b[:(]")
+
+
+def cause_lines(output: str, limit: int = 8) -> str:
+    """The lines of a failed run's output that name an exception (last ``limit``), so a cause
+    is not lost behind the query plan Spark prints after it."""
+    lines = [
+        line.strip()
+        for line in output.splitlines()
+        if _CAUSE.search(line) and not line.lstrip().startswith(("+-", ":", "at "))
+    ]
+    return "\n".join(list(dict.fromkeys(lines))[-limit:])
 
 
 class RecoveryError(SparkExtError, RuntimeError):
@@ -27,7 +42,8 @@ class JobRunFailed(RecoveryError):
         self.job, self.phase, self.run = job, phase, run
         super().__init__(
             f"{job}: {phase} run exited with {run.returncode} after {run.seconds:.0f}s\n"
-            f"{run.output_tail[-3000:]}"
+            f"cause: {cause_lines(run.output_tail) or 'none named'}\n"
+            f"{run.output_tail[-1500:]}"
         )
 
 
@@ -43,7 +59,8 @@ class FaultNotFired(RecoveryError):
         fired = ", ".join(f"{f['point']}:{f['kind']}@{f['batch']}" for f in run.faults) or "none"
         super().__init__(
             f"{job}: fault {fault} never fired (fired: {fired}); run exited with "
-            f"{run.returncode}\n{run.output_tail[-3000:]}"
+            f"{run.returncode}\ncause: {cause_lines(run.output_tail) or 'none named'}\n"
+            f"{run.output_tail[-1500:]}"
         )
 
 

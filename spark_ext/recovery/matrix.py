@@ -166,7 +166,10 @@ def format_matrix(cells: Sequence[MatrixCell]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     problems = [c for c in cells if c.status in (CellStatus.UNEXPECTED, CellStatus.ERROR)]
     for c in problems:
-        lines.append(f"{c.status}: {c.job} under {c.fault}: {c.error or c.observed}"[:400])
+        text = c.error or f"{c.observed}, declared {c.expected}"
+        summary = [t for t in text.splitlines() if t.strip()][:1]
+        summary += [t for t in text.splitlines() if t.startswith("cause: ")][:1]
+        lines.append(f"{c.status}: {c.job} under {c.fault}: " + " | ".join(summary)[:600])
     return "\n".join(lines)
 
 
@@ -194,6 +197,23 @@ def _colour_key(cell: MatrixCell) -> str:
             worst = r
             break
     return "typed error" if worst.error else worst.observed
+
+
+_SHORT = {
+    "rollback-repeating": "repeating",
+    "rollback-convergent": "convergent",
+    "rollback-divergent": "divergent",
+}
+
+
+def _cell_label(cell: MatrixCell) -> str:
+    """The text in a picture cell: each output's outcome, and what was declared if it differs."""
+    if not cell.results:
+        return str(cell.status)
+    lines = [_SHORT.get(r.observed, r.observed) for r in cell.results]
+    if cell.status is CellStatus.UNEXPECTED:
+        lines.append("declared: " + ", ".join(_SHORT.get(e, e) for e in cell.expected.split(", ")))
+    return "\n".join(dict.fromkeys(lines))
 
 
 def plot_matrix(cells: Sequence[MatrixCell]) -> tuple[bytes, dict[str, tuple[int, int, int, int]]]:
@@ -229,10 +249,7 @@ def plot_matrix(cells: Sequence[MatrixCell]) -> tuple[bytes, dict[str, tuple[int
                     hatch="//" if unexpected else None,
                 )
             )
-            label = {"as expected": "ok", "UNEXPECTED": "NOT AS DECLARED"}.get(
-                str(cell.status), str(cell.status)
-            )
-            ax.text(x + 0.5, y + 0.5, label, ha="center", va="center", fontsize=7)
+            ax.text(x + 0.5, y + 0.5, _cell_label(cell), ha="center", va="center", fontsize=6.5)
             boxes[cell.anchor] = (x, y, x + 1, y + 1)
     ax.set_xticks([i + 0.5 for i in range(len(faults))], [str(f) for f in faults], fontsize=8)
     ax.xaxis.tick_top()

@@ -69,6 +69,16 @@ def derive_profile(
     return dest
 
 
+#: Modules whose typed errors a failed run may name.
+ERROR_MODULES = (
+    "spark_ext.crash",
+    "spark_ext.sinks.errors",
+    "spark_ext.tracker.errors",
+    "spark_ext.dedup.errors",
+    "spark_ext.recovery.errors",
+)
+
+
 def typed_error_names() -> set[str]:
     """Class names of every :class:`~spark_ext.errors.SparkExtError` subclass of the project.
 
@@ -77,16 +87,8 @@ def typed_error_names() -> set[str]:
     """
     import importlib
 
-    for module in (
-        "spark_ext.sinks.errors",
-        "spark_ext.tracker.errors",
-        "spark_ext.crash",
-        "spark_ext.recovery.errors",
-    ):
-        try:
-            importlib.import_module(module)
-        except ImportError:  # pragma: no cover - a module being reorganised by its owner
-            continue
+    for module in ERROR_MODULES:
+        importlib.import_module(module)  # a module that fails to import is a loud failure
     names: set[str] = set()
     todo: list[type] = [SparkExtError]
     while todo:
