@@ -77,7 +77,7 @@ def start_two_queries(
     """Start ``up`` and ``down``; returns both queries and their shared agent."""
     from connectors import kafka
     from connectors.kafka_sink import KafkaIdempotentWriter
-    from jobs.tracker_windows import parse
+    from jobs.tracker_windows import parse, topic_partitions
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
     from spark_ext.tracked import Closing, DeltaSink, TrackedStream, forward_records
@@ -115,6 +115,7 @@ def start_two_queries(
             checkpoint=str(out / "_checkpoint_up"),
             late=DeltaSink(str(out / "late_up"), app_id=f"{agent_name}.{UP}.late"),
             trigger=trigger,
+            topic_partitions=topic_partitions(bootstrap, topic),
         )
     )
     forwarded = parse_forwarded(kafka.read_stream(spark, bootstrap, mid_topic))

@@ -80,6 +80,17 @@ def demo_records(
             yield None, marker(end), p
 
 
+def topic_partitions(bootstrap: str, topic: str) -> dict[str, int]:
+    """``{topic: partition count}`` from the topic's metadata (checked against --partitions)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return {topic: len(consumer.partitions_for_topic(topic) or ())}
+    finally:
+        consumer.close()
+
+
 def parse(raw: DataFrame) -> DataFrame:
     """Kafka rows -> event columns + coordinates (markers have ``close_through`` set)."""
     return raw.select(
@@ -130,6 +141,7 @@ def start_windows(
             checkpoint=str(out / "_checkpoint"),
             late=DeltaSink(str(out / "late"), app_id="tracker_windows.late"),
             trigger=Trigger(processing_time="0 seconds"),
+            topic_partitions=topic_partitions(bootstrap, topic),
         )
     )
     return query, agent

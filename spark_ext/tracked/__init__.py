@@ -13,6 +13,7 @@ This layer sits above both; each of them imports only downward (docs/design.md, 
 
 from spark_ext.tracked.envelope import LATE_COLUMNS
 from spark_ext.tracked.handler import BatchHandler, DeltaSink, forward_records
+from spark_ext.tracked.idle import IdlePolicy
 from spark_ext.tracked.query import Closing, TrackedQuery, TrackedStream
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "BatchHandler",
     "Closing",
     "DeltaSink",
+    "IdlePolicy",
     "TrackedQuery",
     "TrackedStream",
     "forward_records",

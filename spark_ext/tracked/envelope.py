@@ -45,6 +45,8 @@ REASON_NULL_TIME = "null event time"
 REASON_NO_SUBSTREAM = "forwarded row without a substream"
 REASON_DUPLICATE = "duplicate forwarded row (label already folded)"
 REASON_ENDED = "window already ended"
+REASON_IDLE = "partition declared idle: completeness downgraded (windows released without it)"
+REASON_UNDECLARED = "partition not declared (no window waits for it)"
 
 #: Source coordinates and late-row fields, carried by data rows so a row found late in the
 #: operator stage still names where it came from.

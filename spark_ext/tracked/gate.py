@@ -19,7 +19,8 @@ window ``[s, e)`` ends only after every partition reported progress ``>= e`` (re
 the next batch), so a row of that window still to come from partition ``p`` has
 ``t < e <= frontier(p)`` -- the gate sends it to the late output before any operator sees it.
 
-Rows with a null key or a null event time also go to the late output, with their reason.
+Rows with a null key or a null event time, and rows of a partition that was not declared
+(no window waits for it), also go to the late output, with their reason.
 
 This module is pure (pandas and NumPy, no Spark): :func:`gate_partition` is what the Spark
 stage (:mod:`spark_ext.tracked.stages`) and the in-memory :class:`~spark_ext.tracked.tester.PipelineTester`
@@ -44,6 +45,7 @@ from spark_ext.tracked.envelope import (
     REASON_NO_SUBSTREAM,
     REASON_NULL_KEY,
     REASON_NULL_TIME,
+    REASON_UNDECLARED,
 )
 from spark_ext.tracker.errors import ConfigError
 from spark_ext.tracker.labels import key_hashes, labels_of
@@ -74,6 +76,9 @@ class GateConfig:
         Rows come from an upstream tracked query: their substream and label are reused.
     input_columns
         The operator's input columns (carried in the envelope and in the late row's ``raw``).
+    sources
+        The declared source partitions (``topic:partition``); a row from any other partition
+        is not waited for by any window, so it goes to the late output. Empty: any partition.
     """
 
     windowing: Windowing
@@ -82,6 +87,7 @@ class GateConfig:
     disorder_ms: int | None
     upstream: bool
     input_columns: tuple[str, ...]
+    sources: frozenset[str] = frozenset()
 
 
 def substream_ids(namespace: str, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
@@ -185,6 +191,8 @@ def gate_partition(
     reasons[is_data & t_null] = REASON_NULL_TIME
     reasons[is_data & ~t_null & key_null] = REASON_NULL_KEY
     reasons[valid & (t < before)] = REASON_BELOW_FRONTIER
+    if cfg.sources and f"{topic}:{part}" not in cfg.sources:
+        reasons[is_data] = REASON_UNDECLARED
     if cfg.upstream:
         no_sub = valid & pdf["_fwd_substream"].isna().to_numpy()
         reasons[no_sub & (reasons == None)] = REASON_NO_SUBSTREAM  # noqa: E711

@@ -20,7 +20,9 @@ written yet.
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -30,7 +32,8 @@ from pyspark.sql import functions as F
 
 from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
-from spark_ext.tracked.envelope import KIND_LATE, KIND_REPORT, KIND_RESULT
+from spark_ext.tracked.envelope import KIND_LATE, KIND_REPORT, KIND_RESULT, REASON_IDLE
+from spark_ext.tracked.idle import IdlePolicy
 from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.reports import TaskReport, batch_reports
 
@@ -112,6 +115,35 @@ class BatchHandler:
     figures: TrackerFigures | None = None
     #: Late rows written by this handler (the late-rows metric), by reason.
     late_rows: dict[str, int] = field(default_factory=dict)
+    #: The namespace and declared partitions of the query, and its idle policy (optional).
+    namespace: str = ""
+    sources: tuple[str, ...] = ()
+    idle: IdlePolicy | None = None
+
+    def _idle_decisions(self) -> list[tuple[str, int]]:
+        if self.idle is None or not self.sources:
+            return []
+        state = self.agent.state()
+        ends = [
+            state.ends[s] for s in state.open_substreams() if s.startswith(self.namespace + "/")
+        ]
+        decisions = self.idle.decide(
+            self.sources, state.progress, min(ends) if ends else None, time.time() * 1000
+        )
+        return decisions
+
+    def _downgrades(self, df: DataFrame, decisions: list[tuple[str, int]]) -> DataFrame:
+        now = int(time.time() * 1000)
+        rows = []
+        for source, through in decisions:
+            topic, _, part = source.rpartition(":")
+            raw = json.dumps({"declared_at_ms": now, "through_ms": through}, sort_keys=True)
+            rows.append((topic, int(part), None, None, through, None, REASON_IDLE, raw))
+        schema = (
+            "src_topic string, src_partition long, src_offset long, key string, "
+            "event_time_ms long, window string, reason string, raw string"
+        )
+        return df.sparkSession.createDataFrame(rows, schema)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         df.persist()
@@ -133,6 +165,10 @@ class BatchHandler:
                 r["reason"]: r["n"]
                 for r in late.groupBy("reason").agg(F.count("*").alias("n")).collect()
             }
+            idle = self._idle_decisions()
+            if idle:  # completeness downgrades, recorded with the batch's late rows
+                late = late.unionByName(self._downgrades(df, idle))
+                counts[REASON_IDLE] = len(idle)
             if counts:
                 self.late_sink(late, batch_id)
                 for reason, n in counts.items():
@@ -144,6 +180,13 @@ class BatchHandler:
             )
             ends = self.agent.apply(reports)  # 3
             AFTER_REPORTS.reached(batch_id)
+            for source, through in idle:  # close the idle partitions (markers after their rows)
+                topic, _, part = source.rpartition(":")
+                assert self.idle is not None
+                self.idle.mark(topic, int(part), through)
+                log.warning(
+                    "[%s] partition %s idle: closed through %d", self.query, source, through
+                )
             self.figures = self.agent.figures()
             log.info(
                 "[%s] batch %d: %d reports, %d substreams ended; %s",

@@ -46,6 +46,7 @@ Example
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,9 +58,11 @@ from pyspark.sql.types import DataType, StructField, StructType, TimestampType
 from spark_ext.errors import ConfigError
 from spark_ext.operators.base import SubstreamOperator
 from spark_ext.sinks.trigger import Trigger
+from spark_ext.tracked.checks import check_agent_and_checkpoint, check_partitions
 from spark_ext.tracked.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
 from spark_ext.tracked.gate import GateConfig
 from spark_ext.tracked.handler import BatchHandler, Writer, as_callable
+from spark_ext.tracked.idle import IdlePolicy
 from spark_ext.tracked.stages import GateProcessor, make_group_func
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
@@ -111,6 +114,15 @@ class Closing:
         else:
             d = 0 if ordered else None
         return cls(tuple(f"{topic}:{p}" for p in range(partitions)), d)
+
+    @classmethod
+    def from_metadata(
+        cls, topic_partitions: Mapping[str, int], disorder: int | str | None = 0
+    ) -> Closing:
+        """Every partition of each topic, as its metadata lists them (``{topic: count}``)."""
+        d = None if disorder is None else cls.partitions("_", 1, disorder=disorder).disorder_ms
+        sources = tuple(f"{t}:{p}" for t, n in sorted(topic_partitions.items()) for p in range(n))
+        return cls(sources, d)
 
     @classmethod
     def upstream(cls) -> Closing:
@@ -240,6 +252,7 @@ class TrackedQuery:
             disorder_ms=self.stream.closing.disorder_ms,
             upstream=self.stream.upstream,
             input_columns=tuple(self.operator.input_columns),
+            sources=frozenset(self.stream.closing.sources),
         )
 
     def plan(self) -> DataFrame:
@@ -287,6 +300,8 @@ class TrackedQuery:
         checkpoint: str,
         late: Writer | None = None,
         trigger: Trigger | dict[str, Any] | None = None,
+        topic_partitions: Mapping[str, int] | None = None,
+        idle: IdlePolicy | None = None,
     ) -> StreamingQuery:
         """Declare the namespace to the agent and start the query.
 
@@ -299,15 +314,38 @@ class TrackedQuery:
         trigger
             A :class:`~spark_ext.sinks.trigger.Trigger` (or the keyword arguments of
             ``DataStreamWriter.trigger``); default: every second.
+        topic_partitions
+            Each source topic's partition count from its metadata: a declared partition set
+            that differs raises :class:`~spark_ext.tracker.errors.PartitionSetMismatch`.
+        idle
+            Declare a partition idle after a processing-time timeout
+            (:class:`~spark_ext.tracked.idle.IdlePolicy`): a completeness downgrade recorded in
+            the late-rows output. Without it an idle partition holds its windows until its
+            producer sends a close marker.
+
+        Raises
+        ------
+        CheckpointBehindAgent, AgentBehindCheckpoint
+            The agent and the checkpoint do not belong together (:mod:`spark_ext.tracked.checks`).
         """
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:
             raise ConfigError("TrackedQuery.start(late)", "give a writer for late rows")
         write_late = as_callable(late, "TrackedQuery.start(late)")
+        if topic_partitions is not None:
+            check_partitions(self.stream.closing.sources, topic_partitions)
+        check_agent_and_checkpoint(self.stream.agent.state(), self.name, checkpoint)
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
         out = self.plan()
         handler = self.handler = BatchHandler(
-            self.name, self.stream.agent, write, write_late, self.result_columns()
+            self.name,
+            self.stream.agent,
+            write,
+            write_late,
+            self.result_columns(),
+            namespace=self.windowing.namespace,
+            sources=self.stream.closing.sources,
+            idle=idle,
         )
         writer = out.writeStream.queryName(self.name).foreachBatch(handler)
         writer = writer.option("checkpointLocation", checkpoint)

@@ -174,6 +174,7 @@ class PipelineTester:
             closing.disorder_ms,
             upstream,
             tuple(operator.input_columns),
+            frozenset(closing.sources),
         )
         self.agent = agent if agent is not None else TrackerState()
         self.agent.declare(windowing.namespace, closing.sources)

@@ -131,6 +131,11 @@ class TrackerState:
     def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
         self.sources[namespace] = tuple(sorted(sources))
 
+    def last_batch(self, query: str) -> int | None:
+        """The highest batch of ``query`` whose reports were applied (None: none)."""
+        batches = [b for (q, _, _), b in self.high_water.items() if q == query]
+        return max(batches) if batches else None
+
     def is_duplicate(self, key: ReportKey) -> bool:
         return key.batch <= self.high_water.get(key.stream, -1)
 

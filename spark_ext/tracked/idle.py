@@ -1,0 +1,97 @@
+"""The idle-partition policy: a processing-time timeout after which a partition is closed.
+
+A partition whose producer stops sending (and sends no close marker) holds back every window
+of its namespace: nothing can prove its rows will not come. With :class:`IdlePolicy` the
+driver (:class:`~spark_ext.tracked.handler.BatchHandler`) declares such a partition *idle*
+when (1) an open window waits for it, (2) its frontier has not moved for ``timeout`` of
+processing time. Declaring it idle is:
+
+1. a close marker written to the partition itself through ``mark(topic, partition,
+   through_ms)`` -- the caller's producer (e.g. ``connectors.kafka.produce``), so the marker
+   follows every row already in the partition and moves the gate's frontier like any marker:
+   rows that come later below it go to the late output, never into state;
+2. a *completeness downgrade* row in the late-rows output (reason
+   :data:`~spark_ext.tracked.envelope.REASON_IDLE`, the partition, ``event_time_ms`` = the
+   frontier it was closed through, ``raw`` = ``{"declared_at_ms", "through_ms"}``): the
+   windows it releases are complete only for the partitions that kept their promise.
+
+``through_ms`` is the lowest frontier of the other declared partitions (so the idle one no
+longer holds anything back). Pure logic here (:func:`idle_decisions`); no Spark, no Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from spark_ext.tracker.substreams import duration_ms
+
+
+@dataclass
+class IdlePolicy:
+    """Declare a partition idle after ``timeout`` of processing time without progress.
+
+    Parameters
+    ----------
+    timeout
+        e.g. ``"30 seconds"``.
+    mark
+        ``mark(topic, partition, through_ms)`` writes a close marker to that partition.
+    """
+
+    timeout: int | str
+    mark: Callable[[str, int, int], None]
+    _last_move: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    _last_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def timeout_ms(self) -> int:
+        return duration_ms(self.timeout, "IdlePolicy.timeout")
+
+    def decide(
+        self,
+        sources: Sequence[str],
+        progress: Mapping[str, int],
+        oldest_open_end: int | None,
+        now_ms: float,
+    ) -> list[tuple[str, int]]:
+        """``(source, through_ms)`` to declare idle now (updates the policy's clocks)."""
+        return idle_decisions(
+            sources,
+            progress,
+            oldest_open_end,
+            now_ms,
+            self.timeout_ms,
+            self._last_move,
+            self._last_seen,
+        )
+
+
+def idle_decisions(
+    sources: Sequence[str],
+    progress: Mapping[str, int],
+    oldest_open_end: int | None,
+    now_ms: float,
+    timeout_ms: int,
+    last_move: dict[str, float],
+    last_seen: dict[str, int],
+) -> list[tuple[str, int]]:
+    """Which partitions to declare idle (see module docstring); updates the two clocks."""
+    none = -(2**63)
+    for s in sources:
+        p = progress.get(s, none)
+        if s not in last_move or p != last_seen.get(s):
+            last_move[s], last_seen[s] = now_ms, p
+    if oldest_open_end is None:
+        return []
+    out = []
+    for s in sources:
+        p = progress.get(s, none)
+        if p >= oldest_open_end or now_ms - last_move[s] < timeout_ms:
+            continue
+        others = [progress.get(o, none) for o in sources if o != s]
+        through = min(others) if others else oldest_open_end
+        if through > p:
+            out.append((s, through))
+            last_move[s] = now_ms  # another declaration only after another timeout
+    return out

@@ -1,0 +1,103 @@
+"""An idle partition: windows still end after a processing-time timeout, recorded as a
+completeness downgrade; its rows that come later below the frontier go to the late output."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from spark_ext.tracked.idle import idle_decisions
+
+
+def test_a_partition_without_progress_past_the_timeout_is_declared_idle_through_the_others():
+    last_move: dict[str, float] = {}
+    last_seen: dict[str, int] = {}
+    sources = ["t:0", "t:1", "t:2"]
+    progress = {"t:0": 50_000, "t:1": 40_000, "t:2": 5_000}
+
+    def decide(now, oldest_end=10_000):
+        return idle_decisions(sources, progress, oldest_end, now, 2_000, last_move, last_seen)
+
+    assert decide(0) == []  # clocks start
+    assert decide(1_999) == []
+    assert decide(2_000) == [("t:2", 40_000)]  # through the lowest other frontier
+    assert decide(3_000) == []  # not again before another timeout
+    progress["t:2"] = 41_000  # it moves again: active; now t:1 has been still for 10 s
+    assert decide(10_000, oldest_end=45_000) == [("t:1", 41_000)]
+    assert decide(11_000, oldest_end=45_000) == []  # t:2 moved 1 s ago
+
+
+def test_no_partition_is_declared_idle_while_no_window_waits_for_it():
+    last_move: dict[str, float] = {}
+    last_seen: dict[str, int] = {}
+    progress = {"t:0": 50_000, "t:1": 5_000}
+    assert idle_decisions(["t:0", "t:1"], progress, None, 0, 1, last_move, last_seen) == []
+    assert idle_decisions(["t:0", "t:1"], progress, None, 10_000, 1, last_move, last_seen) == []
+    # the oldest open window ends at 5 s: t:1 has passed it, nothing waits for it
+    assert idle_decisions(["t:0", "t:1"], progress, 5_000, 20_000, 1, last_move, last_seen) == []
+
+
+@pytest.mark.integration
+def test_an_idle_partition_is_closed_by_the_timeout_and_its_later_rows_are_late(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    from connectors.kafka import produce, read_stream
+    from jobs.tracker_windows import event, marker, parse
+    from spark_ext.operators import Count, WindowAggregate
+    from spark_ext.sinks.trigger import Trigger
+    from spark_ext.tracked import Closing, DeltaSink, IdlePolicy, TrackedStream
+    from spark_ext.tracked.envelope import REASON_BELOW_FRONTIER, REASON_IDLE
+    from spark_ext.tracker import LocalTrackingAgent, Tumbling
+
+    topic = new_topic("trk-idle", partitions=2)
+    agent = LocalTrackingAgent(tmp_path / "agent")
+
+    def mark(t: str, partition: int, through_ms: int) -> None:
+        produce(kafka_bootstrap, t, [(None, marker(through_ms), partition)])
+
+    q = (
+        TrackedStream(
+            parse(read_stream(spark, kafka_bootstrap, topic)),
+            key="user_id",
+            event_time="event_time",
+            agent=agent,
+            closing=Closing.partitions(topic, 2),
+            close_marker="close_through",
+        )
+        .apply(Tumbling("10 seconds", namespace="idle"), WindowAggregate(Count()))
+        .start(
+            DeltaSink(str(tmp_path / "windows"), app_id="idle"),
+            checkpoint=str(tmp_path / "chk"),
+            late=DeltaSink(str(tmp_path / "late"), app_id="idle.late"),
+            trigger=Trigger(processing_time="0 seconds"),
+            idle=IdlePolicy("2 seconds", mark),
+        )
+    )
+    try:
+        rows = [(b"u", event("u", 1.0, s * 1000), 0) for s in range(30)]
+        rows += [(b"v", event("v", 1.0, s * 1000), 1) for s in range(5)]  # then silence
+        produce(kafka_bootstrap, topic, rows)
+        q.processAllAvailable()
+        assert agent.state().open_substreams()  # [20 s, 30 s) waits for partition 1
+        deadline = time.monotonic() + 240
+        k = 0
+        while agent.state().open_substreams() and time.monotonic() < deadline:
+            k += 1  # partition 0 keeps closing (batches keep running); partition 1 says nothing
+            produce(kafka_bootstrap, topic, [(None, marker(60_000 + k), 0)])
+            q.processAllAvailable()
+            time.sleep(1)
+        assert agent.state().open_substreams() == []
+        produce(kafka_bootstrap, topic, [(b"v", event("v", 1.0, 3_000), 1)])  # too late now
+        produce(kafka_bootstrap, topic, [(None, marker(90_000), 0)])
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    windows = spark.read.format("delta").load(str(tmp_path / "windows")).toPandas()
+    late = spark.read.format("delta").load(str(tmp_path / "late")).toPandas()
+    assert int(windows["count"].sum()) == 35  # every row before the silence, in its window
+    data_late = late[late["reason"] != REASON_IDLE]
+    assert data_late[["src_partition", "reason"]].values.tolist() == [[1, REASON_BELOW_FRONTIER]]
+    downgrades = late[late["reason"] == REASON_IDLE]
+    assert len(downgrades) >= 1 and set(downgrades["src_partition"]) == {1}
+    assert downgrades["raw"].str.contains("declared_at_ms").all()

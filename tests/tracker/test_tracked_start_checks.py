@@ -1,0 +1,93 @@
+"""Operational mistakes are typed errors at start, never a silent stall or a silent loss."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_ext.errors import ConfigError
+from spark_ext.operators import Count, WindowAggregate
+from spark_ext.tracked import Closing, DeltaSink
+from spark_ext.tracked.checks import check_agent_and_checkpoint, check_partitions
+from spark_ext.tracked.envelope import REASON_UNDECLARED
+from spark_ext.tracked.tester import PipelineTester
+from spark_ext.tracker import Tumbling
+from spark_ext.tracker.agent import EndEvent, TrackerState
+from spark_ext.tracker.errors import (
+    AgentBehindCheckpoint,
+    CheckpointBehindAgent,
+    PartitionSetMismatch,
+)
+from spark_ext.tracker.reports import Report, ReportKey, TaskReport
+
+
+def agent_after(query: str, batches: int, ends: int = 0) -> TrackerState:
+    state = TrackerState()
+    state.accept(
+        Report(ReportKey(query, b, "assign", 0), TaskReport("assign", 0, progress={"t:0": b}))
+        for b in range(batches)
+    )
+    state.replay_ends(EndEvent(i + 1, f"w/{i}/{i + 1}", i, i + 1) for i in range(ends))
+    return state
+
+
+def checkpoint(tmp_path, committed: int | None, end_seq: int = 0):
+    (tmp_path / "commits").mkdir()
+    (tmp_path / "offsets").mkdir()
+    for b in range((committed if committed is not None else -1) + 1):
+        (tmp_path / "commits" / str(b)).write_text("v1\n{}\n")
+        lines = ["v1", json.dumps({"batchWatermarkMs": 0}), json.dumps({"t": {"0": b}})]
+        lines.append(json.dumps({"seq": end_seq}))
+        (tmp_path / "offsets" / str(b)).write_text("\n".join(lines) + "\n")
+    return str(tmp_path)
+
+
+def test_a_reset_checkpoint_with_the_agent_kept_is_a_typed_error_at_start(tmp_path):
+    with pytest.raises(CheckpointBehindAgent, match="reset"):
+        check_agent_and_checkpoint(agent_after("q", 6), "q", checkpoint(tmp_path, None))
+
+
+def test_an_agent_one_batch_ahead_of_the_checkpoint_is_a_replay_not_an_error(tmp_path):
+    # killed after the reports of batch 5 were applied, before Spark committed batch 5
+    check_agent_and_checkpoint(agent_after("q", 6), "q", checkpoint(tmp_path, 4))
+    check_agent_and_checkpoint(agent_after("other", 9), "q", str(tmp_path / "fresh"))
+
+
+def test_a_lost_agent_with_the_checkpoint_kept_is_a_typed_error_at_start(tmp_path):
+    chk = checkpoint(tmp_path, 3, end_seq=7)
+    check_agent_and_checkpoint(agent_after("q", 4, ends=7), "q", chk)  # the right agent
+    with pytest.raises(AgentBehindCheckpoint, match="lost"):
+        check_agent_and_checkpoint(TrackerState(), "q", chk)
+
+
+@pytest.mark.parametrize("declared", [4, 2])
+def test_a_declared_partition_set_that_is_not_the_topics_is_a_typed_error(declared):
+    sources = Closing.partitions("t", declared).sources
+    with pytest.raises(PartitionSetMismatch, match=r"0\.\.2"):
+        check_partitions(sources, {"t": 3})
+    check_partitions(Closing.from_metadata({"t": 3}).sources, {"t": 3})
+
+
+def test_rows_of_an_undeclared_partition_go_to_late_and_windows_still_end():
+    t = PipelineTester(
+        WindowAggregate(Count()), Tumbling(10_000, namespace="w"), Closing.partitions("src", 1)
+    )
+    _, late = t.run_batch(
+        [
+            {"partition": 0, "offset": 0, "key": "a", "event_time_ms": 1_000},
+            {"partition": 1, "offset": 0, "key": "a", "event_time_ms": 2_000},
+        ]
+    )
+    assert late[["src_partition", "reason"]].values.tolist() == [[1, REASON_UNDECLARED]]
+    t.run_batch([{"partition": 0, "offset": 1, "key": None, "event_time_ms": None, "close": 10**6}])
+    got, _ = t.run_batch([])
+    assert got["count"].tolist() == [1]
+    assert t.agent.open_substreams() == [] and t.groups == {}
+
+
+def test_delta_sink_needs_an_explicit_idempotence_key():
+    with pytest.raises(ConfigError, match="app_id"):
+        DeltaSink("/tmp/table", app_id="")
+    with pytest.raises(TypeError):
+        DeltaSink("/tmp/table")  # type: ignore[call-arg]  (was: txnAppId = the table path)
