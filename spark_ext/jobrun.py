@@ -133,9 +133,8 @@ def run_job(
             finally:
                 _kill_group(proc)  # a timed-out job, or leftovers (a stray worker, the JVM)
             out.seek(0)
-            tail = out.read()[
-                -40000:
-            ]  # the cause, not only the plan Spark prints after it.decode(errors="replace")
+            # 40 kB: the cause of a failure, not only the query plan Spark prints after it.
+            tail = out.read()[-40000:].decode(errors="replace")
         faults = tuple(fault_log_entries(extra[FAULT_LOG_ENV]))
     run = JobRun(proc.returncode, time.monotonic() - start, tail, faults)
     log.info("%s %s -> rc %s in %.1fs", module, " ".join(args), run.returncode, run.seconds)
