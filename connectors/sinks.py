@@ -164,7 +164,10 @@ def exactly_once_to_kafka(
         Default: ``<checkpoint>/_sink_staging``.
     transaction_timeout_ms
         (two-phase) Must not exceed the broker's ``transaction.max.timeout.ms``; checked here
-        by initialising the transactional producer (:class:`TransactionTimeoutError`).
+        by initialising the transactional producer (:class:`TransactionTimeoutError`). A batch
+        whose transaction outlives it is retried once, then fails with
+        ``TransactionExpiredError`` naming this setting: bound batches with
+        ``maxOffsetsPerTrigger`` so the largest one commits well within it.
 
     Notes
     -----
@@ -173,7 +176,12 @@ def exactly_once_to_kafka(
     ``read_uncommitted`` consumers of the two-phase sink see records of aborted transactions;
     idempotent-mode consumers may see a batch while it is being written; the progress group's
     offsets expire after the broker's ``offsets.retention.minutes`` without commits (7 days
-    by default), after which a replay of the last batch is no longer recognised.
+    by default), after which a replay of the last batch is no longer recognised. Refused at
+    start (typed): a missing ``topic``; in idempotent mode, rows without ``record_id`` and
+    ``spark.speculation`` on (two attempts of a task writing at once cannot be fenced without
+    transactions). Failures while writing are typed too (``connectors.kafka_sink_errors``):
+    an undelivered record (``ProduceFailedError``, nothing recorded), a ``partition`` the topic
+    lacks, output trimmed below the recorded offsets (``ReplayUnprovableError``).
     """
     from connectors.kafka_sink import (
         FORMAT,
