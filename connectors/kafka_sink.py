@@ -42,6 +42,7 @@ named by their input coordinates); re-exported here. The progress register is in
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -89,6 +90,7 @@ from connectors.kafka_sink_records import (
 from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
     CommitUncertainError,
+    DriverFencedError,
     SinkConfigError,
     StagedDataMissingError,
     TransactionTimeoutError,
@@ -220,6 +222,9 @@ class KafkaSinkSettings:
     transaction_timeout_ms: int = 300_000
     #: How long a record may wait for its acknowledgement (kafka-python ``delivery_timeout_ms``).
     delivery_timeout_ms: int = 120_000
+    #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
+    #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
+    run_epoch: int | None = None
     #: Transactions retried after one whose outcome was learned to be "aborted".
     max_attempts: int = 3
 
@@ -265,6 +270,7 @@ class KafkaSinkSettings:
             "staging_dir": self.staging_dir,
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
+            **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
         }
 
     @classmethod
@@ -278,11 +284,13 @@ class KafkaSinkSettings:
                 timeouts[name] = int(options.get(name, default))
             except ValueError as exc:
                 raise SinkConfigError(name, "must be an integer") from exc
+        epoch = options.get("run_epoch")
         return cls(
             bootstrap=options.get("bootstrap", ""),
             topic=options.get("topic", ""),
             sink_id=options.get("sink_id", ""),
             staging_dir=options.get("staging_dir", ""),
+            run_epoch=int(epoch) if epoch is not None else None,
             **timeouts,
         )
 
@@ -335,13 +343,21 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         self.settings = settings
         self.sink_id = settings.sink_id
         self.progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
+        #: The group whose committed offset on partition 0 is the latest run epoch.
+        self.run_group = f"spark_ext.sink.{settings.sink_id}.run"
         self._producer: Any = None
 
     def producer(self) -> Any:
-        """The transactional producer, initialised: zombies fenced, old transaction settled."""
+        """The transactional producer, initialised: zombies fenced, old transaction settled.
+
+        A driver whose run epoch is older than the recorded one is refused *before*
+        ``init_transactions`` (:class:`DriverFencedError`), so an old driver still running
+        never fences the live one's transaction.
+        """
         if self._producer is None:
             from kafka import KafkaProducer
 
+            self._check_run_epoch()
             s = self.settings
             producer = KafkaProducer(bootstrap_servers=s.bootstrap, **s.producer_config())
             # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
@@ -479,8 +495,56 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
     def clean(self, batch_id: int, messages: Sequence[StagedRecords], committed: bool) -> None:
         shutil.rmtree(self.settings.batch_dir(batch_id), ignore_errors=True)
 
-    def recover(self) -> None:
-        """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging."""
+    def _run_epoch_offset(self) -> Any:
+        from kafka import TopicPartition
+
+        return TopicPartition(self.settings.topic, 0)
+
+    def recorded_run_epoch(self) -> int | None:
+        """The run epoch the latest start of this sink recorded (``None`` before any)."""
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            group_id=self.run_group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        try:
+            got = consumer.committed(self._run_epoch_offset(), metadata=True)
+        finally:
+            consumer.close()
+        return None if got is None else int(got.offset)
+
+    def _check_run_epoch(self) -> None:
+        mine = self.settings.run_epoch
+        if mine is None:
+            return
+        current = self.recorded_run_epoch()
+        if current is not None and current != mine:
+            raise DriverFencedError(self.settings.topic, self.sink_id, mine, current)
+
+    def start_run(self) -> int:
+        """Fence every older driver of this sink and record a new run epoch; returns it."""
+        from kafka.structs import OffsetAndMetadata
+
+        producer = self.producer()  # init_transactions: older producers fenced first
+        epoch = (self.recorded_run_epoch() or 0) + 1
+        meta = json.dumps({"sink": self.sink_id, "run": epoch})
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            {self._run_epoch_offset(): OffsetAndMetadata(epoch, meta, -1)}, self.run_group
+        )
+        producer.commit_transaction()
+        log.info("%s: run epoch %d recorded", self.sink_id, epoch)
+        return epoch
+
+    def recover(self, fence: bool = False) -> int | None:
+        """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging.
+
+        With ``fence``, a new run epoch is recorded first and returned: pass it to this
+        start's committers (:attr:`KafkaSinkSettings.run_epoch`).
+        """
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
         if s.transaction_timeout_ms > limit:
@@ -489,11 +553,13 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                 f"{s.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms "
                 f"({limit}); the broker would refuse every transaction",
             )
+        epoch = self.start_run() if fence else None
         self.producer()
         folder = self.settings.sink_dir()
         if os.path.isdir(folder) and os.listdir(folder):
             log.warning("%s: removing staged batches of an earlier run", self.sink_id)
             shutil.rmtree(folder, ignore_errors=True)
+        return epoch
 
 
 class KafkaTwoPhaseDataSource(DataSource):

@@ -20,6 +20,7 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Literal
@@ -211,9 +212,11 @@ def exactly_once_to_kafka(
         )
         committer = KafkaCommitter(settings)
         try:
-            committer.recover()
+            # fences older drivers of this sink (run epoch), then removes orphaned staging
+            run_epoch = committer.recover(fence=True)
         finally:
             committer.close()
+        settings = dataclasses.replace(settings, run_epoch=run_epoch)
         df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":

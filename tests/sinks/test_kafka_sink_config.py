@@ -9,6 +9,7 @@ import pytest
 
 from connectors.kafka_sink import KafkaCommitter, KafkaSinkSettings
 from spark_ext.jobrun import REPO, run_job
+from spark_ext.sinks.errors import DriverFencedError
 from spark_ext.sinks.protocol import Outcome, commit_batch
 
 pytestmark = pytest.mark.integration
@@ -62,3 +63,37 @@ def test_kafka_job_with_a_missing_input_topic_fails_at_start_naming_it(tmp_path)
     assert not run.ok
     assert "TopicMissingError" in run.output_tail and missing in run.output_tail
     assert run.seconds < 60  # before any JVM starts, not after the query did
+
+
+def test_an_older_driver_of_a_two_phase_kafka_sink_is_refused_without_fencing_the_newer(
+    kafka_bootstrap, new_topic, tmp_path
+):
+    """Each start records a run epoch before it fences; a driver of an older start is refused
+    before it re-initialises the transactional id, so it cannot abort the live transaction."""
+    topic = new_topic("epoch", partitions=2)
+
+    def committer(run_epoch=None):
+        return KafkaCommitter(
+            KafkaSinkSettings(kafka_bootstrap, topic, "epoch", str(tmp_path), run_epoch=run_epoch)
+        )
+
+    def start() -> int:
+        c = committer()
+        try:
+            return c.recover(fence=True)
+        finally:
+            c.close()
+
+    old_epoch = start()
+    new_epoch = start()
+    assert new_epoch == old_epoch + 1
+    live, zombie = committer(new_epoch), committer(old_epoch)
+    try:
+        live.producer()
+        with pytest.raises(DriverFencedError) as err:
+            commit_batch(zombie, 0, [])
+        assert (err.value.epoch, err.value.current) == (old_epoch, new_epoch)
+        assert commit_batch(live, 0, []) is Outcome.COMMITTED  # its producer was not fenced
+    finally:
+        live.close()
+        zombie.close()
