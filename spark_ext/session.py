@@ -9,16 +9,42 @@ Example
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
+from collections.abc import Iterable
 
 from pyspark.sql import SparkSession
 
 from spark_ext import jvm
 from spark_ext.config import STATE_STORES, Profile, load_profile
+from spark_ext.errors import ConfigError
 
-__all__ = ["build_session", "prepare_environment", "spark_conf"]
+__all__ = [
+    "OPEN_NAMESPACES",
+    "build_session",
+    "check_spark_conf",
+    "prepare_environment",
+    "spark_conf",
+]
+
+#: Prefixes of Spark settings read by prefix rather than registered one by one (Hadoop, executor
+#: environment, catalogs, RocksDB's own options, Delta and Kafka settings whose classes may not
+#: be loaded yet): a key under one of them is accepted as it is.
+OPEN_NAMESPACES = (
+    "spark.hadoop.",
+    "spark.executorEnv.",
+    "spark.sql.catalog.",
+    "spark.sql.streaming.stateStore.rocksdb.",
+    "spark.databricks.delta.",
+    "spark.delta.",
+    "spark.kafka.",
+    "spark.sql.kafka.",
+    "spark.yarn.appMasterEnv.",
+    "spark.kubernetes.",
+    "spark.metrics.conf.",
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +86,29 @@ def prepare_environment() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+def _known_keys(spark: SparkSession) -> list[str]:
+    """Every setting the JVM has registered so far (core and SQL), for suggestions."""
+    entries = spark._jvm.org.apache.spark.internal.config.ConfigEntry.listAllEntries()
+    return sorted(str(e.key()) for e in entries.toArray())
+
+
+def check_spark_conf(spark: SparkSession, keys: Iterable[str]) -> None:
+    """Refuse ``[spark.conf]`` keys Spark does not know (a typo such as ``spark.executor.memroy``).
+
+    A key is known when the JVM has it registered (``ConfigEntry.findEntry``) or it lies under
+    one of :data:`OPEN_NAMESPACES`. Raises :class:`~spark_ext.errors.ConfigError` naming the
+    setting (``spark.conf.<key>``) with the closest known keys.
+    """
+    find = spark._jvm.org.apache.spark.internal.config.ConfigEntry.findEntry
+    unknown = [k for k in keys if not k.startswith(OPEN_NAMESPACES) and find(k) is None]
+    if not unknown:
+        return
+    key = sorted(unknown)[0]
+    near = difflib.get_close_matches(key, _known_keys(spark), n=3, cutoff=0.8)
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    raise ConfigError(f"spark.conf.{key}", f"Spark has no such setting{hint}")
+
+
 def build_session(profile: Profile | str = "local", **overrides: object) -> SparkSession:
     """Build (or return the running) SparkSession for ``profile``.
 
@@ -70,6 +119,9 @@ def build_session(profile: Profile | str = "local", **overrides: object) -> Spar
     overrides
         Section overrides passed to :func:`~spark_ext.config.load_profile` when ``profile``
         is a name, e.g. ``spark={"state_store": "hdfs"}``.
+
+    Raises :class:`~spark_ext.errors.ConfigError` for a ``[spark.conf]`` key Spark does not
+    know (:func:`check_spark_conf`), once the JVM that knows the keys is up.
     """
     if isinstance(profile, str):
         profile = load_profile(profile, **overrides)
@@ -78,6 +130,7 @@ def build_session(profile: Profile | str = "local", **overrides: object) -> Spar
     for key, value in spark_conf(profile).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    check_spark_conf(spark, profile.spark.conf)
     spark.sparkContext.setLogLevel("WARN")
     log.info(
         "SparkSession %s on %s (profile %s)", spark.version, profile.spark.master, profile.name

@@ -83,3 +83,32 @@ def test_session_conf_carries_delta_kafka_jars_and_fast_local_settings() -> None
     assert conf["spark.sql.shuffle.partitions"] == "2"
     assert conf["spark.ui.enabled"] == "false"
     assert "RocksDBStateStoreProvider" in conf["spark.sql.streaming.stateStore.providerClass"]
+
+
+@pytest.mark.integration
+def test_a_typo_under_spark_conf_fails_at_start_naming_it_with_the_known_key(spark) -> None:
+    from spark_ext.session import build_session
+
+    profile = load_profile("test", spark={"conf": {"spark.executor.memroy": "1g"}})
+    with pytest.raises(ConfigError) as info:
+        build_session(profile)
+    assert info.value.setting == "spark.conf.spark.executor.memroy"
+    assert "spark.executor.memory" in str(info.value)
+
+
+@pytest.mark.integration
+def test_every_shipped_profile_and_open_namespace_passes_the_spark_conf_check(spark) -> None:
+    from spark_ext.config import CONF_DIR
+    from spark_ext.session import check_spark_conf
+
+    for path in sorted(CONF_DIR.glob("*.toml")):
+        check_spark_conf(spark, load_profile(path).spark.conf)
+    check_spark_conf(
+        spark,
+        {
+            "spark.executor.memory": "1g",
+            "spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "true",
+            "spark.hadoop.fs.s3a.endpoint": "http://minio:9000",
+            "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+        },
+    )
