@@ -42,7 +42,13 @@ from spark_ext.dedup.batch import DEDUP_DELTA, BatchDecision, decide_batch
 from spark_ext.dedup.bucket import BucketDedup
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog
 from spark_ext.dedup.config import DedupConfig
-from spark_ext.dedup.errors import BloomFormatError, DedupError, DedupInputError, DedupStateError
+from spark_ext.dedup.errors import (
+    BloomFormatError,
+    DedupError,
+    DedupInputError,
+    DedupStateError,
+    LateRowsWithoutQuarantineError,
+)
 from spark_ext.dedup.filters import BloomFilter, RotatingBloom
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.operator import deduplicate
@@ -71,6 +77,7 @@ __all__ = [
     "DedupMetrics",
     "DedupSink",
     "DedupStateError",
+    "LateRowsWithoutQuarantineError",
     "RotatingBloom",
     "decide_batch",
     "deduplicate",

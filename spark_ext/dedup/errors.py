@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from spark_ext.errors import SparkExtError
 
-__all__ = ["BloomFormatError", "DedupError", "DedupInputError", "DedupStateError"]
+__all__ = [
+    "BloomFormatError",
+    "DedupError",
+    "DedupInputError",
+    "DedupStateError",
+    "LateRowsWithoutQuarantineError",
+]
 
 
 class DedupError(SparkExtError):
@@ -24,3 +30,18 @@ class DedupInputError(DedupError, ValueError):
 class DedupStateError(DedupError):
     """Saved filter state does not belong to this checkpoint (a version ahead of the running
     batch: the checkpoint was reset), or is damaged (checksum, magic, length)."""
+
+
+class LateRowsWithoutQuarantineError(DedupError):
+    """A batch holds late rows (arrived after their place in the order was released) and the
+    sink has no ``quarantine_path``: dropping them would lose rows without a trace
+    (docs/design.md, invariant 7). Raised before anything of the batch is written."""
+
+    def __init__(self, sink_id: str, batch_id: int, rows: int) -> None:
+        self.sink_id = sink_id
+        self.batch_id = batch_id
+        self.rows = rows
+        super().__init__(
+            f"sink {sink_id!r} batch {batch_id}: {rows} late rows and no quarantine_path to "
+            "write them to; give the sink one"
+        )

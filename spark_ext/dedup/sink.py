@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from spark_ext.crash import declare
 from spark_ext.dedup.catalog import DedupCatalog
 from spark_ext.dedup.config import DedupConfig
+from spark_ext.dedup.errors import LateRowsWithoutQuarantineError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.tags import KIND_LATE, KIND_METRICS, KIND_NEW
 from spark_ext.sinks.errors import check_batch_order
@@ -75,7 +76,9 @@ class DedupSink:
     output_columns
         Columns written (default: the batch's columns not starting with ``_``).
     quarantine_path
-        Delta table of late rows (``_kind == "late"``, ordering buffer only).
+        Delta table of late rows (``_kind == "late"``, ordering buffer only). Without one, a
+        batch with late rows raises
+        :class:`~spark_ext.dedup.errors.LateRowsWithoutQuarantineError` (nothing written).
     """
 
     def __init__(
@@ -134,6 +137,8 @@ class DedupSink:
                 DedupMetrics.from_json(r["_detail"])
                 for r in batch.where(F.col("_kind") == KIND_METRICS).select("_detail").collect()
             )
+            if metrics.late_rows and not self.quarantine_path:
+                raise LateRowsWithoutQuarantineError(self.sink_id, batch_id, metrics.late_rows)
             kept = batch.where(F.col("_kind") == KIND_NEW)
             if self.catalog is not None and self.config is not None:
                 record_id = F.col(self.config.id_column).cast("string")
