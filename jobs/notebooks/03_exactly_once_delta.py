@@ -11,36 +11,18 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402  (imports sit in the cells that use them, as in a notebook)
-import os
-import tempfile
-from pathlib import Path
-
-try:  # on Databricks `spark`, `dbutils` and `display` exist
-    dbutils.widgets.text("bootstrap", "127.0.0.1:9092")
-    BOOTSTRAP = dbutils.widgets.get("bootstrap")
-    ROOT = Path("/dbfs/tmp/spark_ext/exactly_once_delta")
-    show = display
-except NameError:
-    from spark_ext.session import build_session
-
-    spark = build_session(os.environ.get("NB_PROFILE", "local"))
-    BOOTSTRAP = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
-    ROOT = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
-
-    def show(df):
-        df.show(10, truncate=False)
-
+# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
 
 # COMMAND ----------
 
-import uuid
+# MAGIC %run ./_setup
 
+# COMMAND ----------
+
+# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from connectors.demo_events import produce_events
-from connectors.kafka import create_topic
 
-TOPIC = f"nb-eod-{uuid.uuid4().hex[:8]}"
-create_topic(BOOTSTRAP, TOPIC, partitions=3)
+TOPIC = new_topic("nb-eod", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
@@ -102,3 +84,7 @@ result = classify(
 )
 print(result.recovery_class, f"{result.observed_rows} rows, as in the clean run")
 assert result.recovery_class is RecoveryClass.PRECISE
+
+# COMMAND ----------
+
+print("topics deleted:", cleanup())

@@ -11,36 +11,19 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402  (imports sit in the cells that use them, as in a notebook)
-import os
-import tempfile
-from pathlib import Path
-
-try:  # on Databricks `spark`, `dbutils` and `display` exist
-    dbutils.widgets.text("bootstrap", "127.0.0.1:9092")
-    BOOTSTRAP = dbutils.widgets.get("bootstrap")
-    ROOT = Path("/dbfs/tmp/spark_ext/exactly_once_kafka")
-    show = display
-except NameError:
-    from spark_ext.session import build_session
-
-    spark = build_session(os.environ.get("NB_PROFILE", "local"))
-    BOOTSTRAP = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
-    ROOT = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
-
-    def show(df):
-        df.show(10, truncate=False)
-
+# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
 
 # COMMAND ----------
 
-import uuid
+# MAGIC %run ./_setup
 
+# COMMAND ----------
+
+# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from connectors.demo_events import produce_events
-from connectors.kafka import create_topic, read_stream
+from connectors.kafka import read_stream
 
-TOPIC = f"nb-eok-{uuid.uuid4().hex[:8]}"
-create_topic(BOOTSTRAP, TOPIC, partitions=3)
+TOPIC = new_topic("nb-eok", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
@@ -50,8 +33,7 @@ from jobs.exactly_once_kafka import forward
 
 
 def run(name: str) -> str:
-    out = f"{TOPIC}-{name}"
-    create_topic(BOOTSTRAP, out, partitions=3)
+    out = new_topic(f"nb-eok-{name}", partitions=3)
     query = exactly_once_to_kafka(
         forward(read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)),
         out,
@@ -94,3 +76,7 @@ result = classify(
 )
 print(result.recovery_class, f"{result.observed_rows} records, as in the clean run")
 assert result.recovery_class is RecoveryClass.PRECISE
+
+# COMMAND ----------
+
+print("topics deleted:", cleanup())

@@ -10,36 +10,18 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402  (imports sit in the cells that use them, as in a notebook)
-import os
-import tempfile
-from pathlib import Path
-
-try:  # on Databricks `spark`, `dbutils` and `display` exist
-    dbutils.widgets.text("bootstrap", "127.0.0.1:9092")
-    BOOTSTRAP = dbutils.widgets.get("bootstrap")
-    ROOT = Path("/dbfs/tmp/spark_ext/dedup_delta")
-    show = display
-except NameError:
-    from spark_ext.session import build_session
-
-    spark = build_session(os.environ.get("NB_PROFILE", "local"))
-    BOOTSTRAP = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
-    ROOT = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
-
-    def show(df):
-        df.show(10, truncate=False)
-
+# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
 
 # COMMAND ----------
 
-import uuid
+# MAGIC %run ./_setup
 
-from connectors.kafka import create_topic
+# COMMAND ----------
+
+# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from jobs.ordering_dedup import produce_readings
 
-TOPIC = f"nb-dedup-{uuid.uuid4().hex[:8]}"
-create_topic(BOOTSTRAP, TOPIC, partitions=2)
+TOPIC = new_topic("nb-dedup", partitions=2)
 produced = produce_readings(BOOTSTRAP, TOPIC, sensors=3, per_sensor=20, duplicate_every=4)
 
 # COMMAND ----------
@@ -80,3 +62,7 @@ assert one_batch.count() == one_batch.select("reading_id").distinct().count() ==
 assert many.catalog_duplicates > 0
 assert_df_equality(one_batch, many_batches, ignore_row_order=True)
 print("each reading exactly once, whatever the batches")
+
+# COMMAND ----------
+
+print("topics deleted:", cleanup())

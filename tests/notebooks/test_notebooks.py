@@ -2,30 +2,34 @@
 
 A notebook is a ``.py`` file in Databricks' source format: first line
 ``# Databricks notebook source``, cells separated by ``# COMMAND ----------``, text cells as
-``# MAGIC %md`` lines. Locally it is plain Python; it builds (here: reuses) the SparkSession
-and asserts the claims it walks through, so running it is the test.
+``# MAGIC %md`` lines. It installs the project (``%pip``) and shares its set-up the Databricks
+way (``%run ./_setup``); :func:`jobs.notebooks.run_notebook` runs it here as Databricks would,
+following ``%run``. It builds (here: reuses) the SparkSession and asserts the claims it walks
+through, so running it is the test.
 """
 
 from __future__ import annotations
 
-import runpy
 from pathlib import Path
 
 import pytest
 
+from jobs.notebooks import HEADER, NotebookSetupError, check_root, run_notebook
+from jobs.notebooks import cells as notebook_cells
 from spark_ext.jobrun import REPO
 
-NOTEBOOKS = sorted((REPO / "jobs" / "notebooks").glob("*.py"))
-HEADER = "# Databricks notebook source"
-SEPARATOR = "# COMMAND ----------"
+FOLDER = REPO / "jobs" / "notebooks"
+NOTEBOOKS = sorted(FOLDER.glob("[0-9]*.py"))
+SETUP = FOLDER / "_setup.py"
+#: Notebooks whose owners have not moved them to ``%run ./_setup`` yet.
+OWN_SETUP = {"00_recovery_harness.py", "05_tracker_windows.py"}
 
 #: Notebooks that start job processes (the harness) and kill them: crash tests.
 STARTS_JOBS = {"00_recovery_harness.py"}
 
 
 def cells(path: Path) -> list[str]:
-    body = path.read_text().split("\n", 1)[1]
-    return [c.strip() for c in body.split(SEPARATOR)]
+    return notebook_cells(path)
 
 
 def test_there_is_a_notebook_per_guarantee():
@@ -41,11 +45,11 @@ def test_there_is_a_notebook_per_guarantee():
     } <= names
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*NOTEBOOKS, SETUP], ids=lambda p: p.stem)
 def test_notebook_is_in_databricks_source_format(path: Path):
     assert path.read_text().splitlines()[0] == HEADER
     parts = cells(path)
-    assert len(parts) >= 3 and all(parts), "empty cell"
+    assert len(parts) >= (2 if path == SETUP else 3) and all(parts), "empty cell"
     assert parts[0].startswith("# MAGIC %md"), "a notebook opens with a text cell"
     for cell in parts:
         lines = cell.splitlines()
@@ -67,6 +71,76 @@ def test_notebook_runs_top_to_bottom(path: Path, spark, kafka_bootstrap, tmp_pat
     monkeypatch.setenv("NB_PROFILE", "test")
     monkeypatch.setenv("NB_BOOTSTRAP", kafka_bootstrap)
     monkeypatch.setenv("NB_ROOT", str(tmp_path))
-    namespace = runpy.run_path(str(path), run_name="__main__")
+    namespace = run_notebook(path)
     if path.name not in STARTS_JOBS:
         assert namespace["spark"] is spark  # the notebook reused the running session
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if p.name not in OWN_SETUP], ids=lambda p: p.stem
+)
+def test_notebook_installs_the_wheel_then_runs_the_shared_setup(path: Path):
+    parts = cells(path)
+    install = next(i for i, c in enumerate(parts) if c.startswith("# MAGIC %pip install"))
+    setup = parts.index("# MAGIC %run ./_setup")
+    assert install < setup, "the wheel is installed before the set-up imports it"
+    assert all(not c.startswith("#") or c.startswith("# MAGIC %md") for c in parts[:install])
+    code = "\n".join(c for c in parts if not c.startswith("# MAGIC"))
+    for needless in ("dbutils.widgets", "build_session", "127.0.0.1", "/dbfs"):
+        assert needless not in code, f"{needless} belongs to ./_setup"
+    assert parts[-1].startswith('print("topics deleted:", cleanup())'), "the run cleans up"
+
+
+@pytest.mark.parametrize(
+    ("root", "ok"),
+    [
+        ("/Volumes/main/default/spark_ext", True),
+        ("dbfs:/tmp/spark_ext", False),
+        ("/dbfs/tmp/spark_ext", False),
+        ("tmp/spark_ext", False),
+    ],
+)
+def test_run_root_must_be_one_path_spark_and_python_read_alike(root: str, ok: bool):
+    if ok:
+        assert check_root(root) == Path(root)
+    else:
+        with pytest.raises(NotebookSetupError) as info:
+            check_root(root)
+        assert info.value.setting == "root"
+
+
+def test_workspace_setup_requires_the_bootstrap_widget():
+    from jobs.notebooks import setup
+
+    class Widgets:
+        def __init__(self):
+            self.values = {}
+
+        def text(self, name, default, label=None):
+            self.values.setdefault(name, default)
+
+        def get(self, name):
+            return self.values[name]
+
+    class DbUtils:
+        widgets = Widgets()
+
+    with pytest.raises(NotebookSetupError) as info:
+        setup({"dbutils": DbUtils(), "spark": object(), "display": print})
+    assert info.value.setting == "bootstrap"
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name not in OWN_SETUP][:1])
+def test_runner_follows_percent_run_into_the_setup(path: Path, monkeypatch, tmp_path):
+    """%run ./_setup defines the shared names before the notebook's own cells use them."""
+    calls = []
+    import jobs.notebooks as nb
+
+    def fake_setup(namespace):
+        calls.append(sorted(namespace))
+        raise RuntimeError("stop after the set-up")
+
+    monkeypatch.setattr(nb, "setup", fake_setup)
+    with pytest.raises(RuntimeError, match="stop after the set-up"):
+        run_notebook(path)
+    assert len(calls) == 1
