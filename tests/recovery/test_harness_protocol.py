@@ -230,3 +230,32 @@ def test_matrix_marks_cells_and_links_each_picture_cell_to_its_diff(tmp_path: Pa
     assert "<img src='matrix.png' usemap='#matrix'" in page
     assert page.count("<area shape='rect'") == 3 and "href='#fake-kill'" in page
     assert "<section id='fake-kill'>" in page and "<section id='fake-kill-events'>" in page
+
+
+def test_a_failed_runs_error_names_its_cause_not_only_the_plan_printed_after_it():
+    from spark_ext.recovery.errors import cause_lines
+
+    tail = (
+        "spark_ext.tracker.errors.CheckpointBehindAgent: query 'w': the agent applied batch 2\n"
+        "pyspark.errors.exceptions.captured.StreamingQueryException: [STREAM_FAILED] boom\n"
+        + "   +- ~Project [a#1 AS SomethingError: x]\n"
+        * 200
+    )
+    run = JobRun(1, 1.0, tail)
+    message = str(JobRunFailed("w", "restarted", run))
+    assert "CheckpointBehindAgent: query 'w'" in message and "STREAM_FAILED" in message
+    assert "SomethingError" not in cause_lines(tail)
+
+
+def test_derived_profiles_add_spark_settings_and_point_at_another_broker(tmp_path: Path):
+    from spark_ext.config import load_profile
+    from spark_ext.recovery.harness import SPECULATION_CONF
+    from spark_ext.recovery.profiles import derive_profile
+
+    path = derive_profile("faults", tmp_path / "p.toml", SPECULATION_CONF, "127.0.0.1:19200")
+    profile = load_profile(path)
+    assert (
+        profile.spark.master == "local[2,2]" and profile.spark.conf["spark.speculation"] == "true"
+    )
+    assert profile.spark.conf["spark.sql.adaptive.enabled"] == "false"  # kept from the base
+    assert profile.kafka.bootstrap_servers == "127.0.0.1:19200"
