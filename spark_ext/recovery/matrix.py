@@ -166,9 +166,9 @@ def format_matrix(cells: Sequence[MatrixCell]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     problems = [c for c in cells if c.status in (CellStatus.UNEXPECTED, CellStatus.ERROR)]
     for c in problems:
-        text = c.error or f"{c.observed}, declared {c.expected}"
-        summary = [t for t in text.splitlines() if t.strip()][:1]
-        summary += [t for t in text.splitlines() if t.startswith("cause: ")][:1]
+        detail = c.error or f"{c.observed}, declared {c.expected}"
+        summary = [t for t in detail.splitlines() if t.strip()][:1]
+        summary += [t for t in detail.splitlines() if t.startswith("cause: ")][:1]
         lines.append(f"{c.status}: {c.job} under {c.fault}: " + " | ".join(summary)[:600])
     return "\n".join(lines)
 
