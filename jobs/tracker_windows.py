@@ -64,16 +64,29 @@ def marker(through_ms: int) -> bytes:
     return json.dumps({"close_through": iso(through_ms)}).encode()
 
 
-def demo_records(
-    n: int, partitions: int, users: int = 7, step_ms: int = 700, close: bool = True
-) -> Iterator[tuple[bytes | None, bytes, int]]:
-    """``n`` events over ``partitions`` (time-ordered per partition), then a final marker each.
+def demo_time(i: int, step_ms: int = 700, jitter_ms: int = 0) -> int:
+    """Event time of demo event ``i``: ``i * step_ms``, minus a fixed pseudo-random jitter."""
+    return i * step_ms - ((i * 7919) % (jitter_ms + 1) if jitter_ms else 0)
 
-    Amounts are whole numbers so sums are exact whatever the order of addition.
+
+def demo_records(
+    n: int,
+    partitions: int,
+    users: int = 7,
+    step_ms: int = 700,
+    close: bool = True,
+    jitter_ms: int = 0,
+) -> Iterator[tuple[bytes | None, bytes, int]]:
+    """``n`` events over ``partitions``, then a final marker each.
+
+    With ``jitter_ms`` each event is up to that much earlier than ``i * step_ms``
+    (:func:`demo_time`): out of order inside its partition. Amounts are whole numbers so sums
+    are exact whatever the order of addition.
     """
     for i in range(n):
         p = i % partitions
-        yield f"u{i % users}".encode(), event(f"u{i % users}", float(i % 13), i * step_ms), p
+        t = demo_time(i, step_ms, jitter_ms)
+        yield f"u{i % users}".encode(), event(f"u{i % users}", float(i % 13), t), p
     if close:
         end = n * step_ms + 60_000
         for p in range(partitions):

@@ -7,7 +7,7 @@ import pytest
 from chispa import assert_df_equality
 
 from connectors.kafka import produce
-from jobs.tracker_windows import EPOCH, demo_records
+from jobs.tracker_windows import EPOCH, demo_records, demo_time
 from spark_ext.jobrun import run_job
 from spark_ext.tracker.agent import LocalTrackingAgent
 
@@ -73,3 +73,43 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
     ends = LocalTrackingAgent(out / "tracker").end_events(0, 10**9)
     assert [e.seq for e in ends] == list(range(1, 12))  # 11 windows, each ended once
     assert len({e.substream for e in ends}) == 11
+
+
+JITTER_MS, DISORDER_MS = 6_000, 1_000
+
+
+def broken_promises() -> set[tuple[int, int]]:
+    """(partition, offset) of the jittered demo events beyond the 1 s allowed disorder."""
+    out, top = set(), {}
+    for i in range(N):
+        p, offset, t = i % PARTITIONS, i // PARTITIONS, demo_time(i, STEP_MS, JITTER_MS)
+        if p in top and t < top[p] - DISORDER_MS:
+            out.add((p, offset))
+        top[p] = max(top.get(p, t), t)
+    return out
+
+
+def test_a_kill_between_the_writes_and_the_reports_keeps_windows_plus_late_rows_equal_to_the_input(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """Jitter of 6 s inside each partition, 1 s allowed: killed after batch 2's windows and
+    late rows were written, before its reports were applied; the restart replays batch 2
+    (both Delta writes skip it) and every input row is in exactly one of the two tables."""
+    topic = new_topic("trk-crash-jit", partitions=PARTITIONS)
+    produce(
+        kafka_bootstrap, topic, demo_records(N, PARTITIONS, step_ms=STEP_MS, jitter_ms=JITTER_MS)
+    )
+    out = tmp_path / "out"
+    args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
+    args += ["--out", str(out), "--max-offsets", "60", "--disorder-ms", str(DISORDER_MS)]
+    killed = run_job("jobs.tracker_windows", args, fault="tracker.after_sink@2:kill", timeout_s=600)
+    assert killed.killed and killed.fired("tracker.after_sink", "kill"), killed.output_tail
+    again = run_job("jobs.tracker_windows", args, timeout_s=600)
+    assert again.ok, again.output_tail
+
+    windows = spark.read.format("delta").load(str(out / "windows")).toPandas()
+    late = spark.read.format("delta").load(str(out / "late")).toPandas()
+    assert int(windows["count"].sum()) + len(late) == N
+    got = {(int(p), int(o)) for p, o in zip(late["src_partition"], late["src_offset"], strict=True)}
+    assert got == broken_promises() and len(got) == len(late) > 0
+    assert not windows.duplicated(["window_start_ms", "key"]).any()
