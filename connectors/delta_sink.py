@@ -11,7 +11,7 @@
    recorded version ``== batchId`` means a replay: nothing is committed; a lower batch id is
    :class:`~spark_ext.sinks.errors.BatchRegressionError`. No ``txn`` while the log holds
    files of this sink (the ``txn`` expired: ``delta.setTransactionRetentionDuration``) is
-   :class:`~spark_ext.sinks.errors.TransactionExpiredError`: nothing written, nothing deleted.
+   :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`: nothing written, nothing deleted.
 3. one delta-rs commit adds every staged file, ``txn(sink id, batchId)`` and the run epoch
    ``txn(<sink id>#run, epoch)``. It is made against the snapshot read in step 3 with no
    silent retry: if another commit landed in between, the sink re-reads the snapshot and
@@ -25,11 +25,13 @@ Files are deleted only when no loadable snapshot references them
 log), so neither ``abort`` after a commit that became durable, nor the clean-up of a skipped
 replay after an ``OPTIMIZE``, ever removes a committed file (docs/design.md, invariant 6).
 
-Each start (:meth:`DeltaCommitter.recover`) first *fences* older drivers of the same sink: it
-commits ``txn(<sink id>#run, epoch + 1)``, and every batch commit checks, against the snapshot
-it commits on, that the epoch is still its own (:class:`~spark_ext.sinks.errors.
-DriverFencedError` otherwise). Only then does it delete staged files no snapshot references:
-orphans of a killed driver and late task attempts.
+Each start of :func:`connectors.sinks.exactly_once_to_delta` (``recover(fence=True)``) first
+*fences* older drivers of the same sink: it commits ``txn(<sink id>#run, epoch + 1)`` and
+hands the epoch to the stream writer; every batch commit checks, against the snapshot it
+commits on, that the epoch is still its own (:class:`~spark_ext.sinks.errors.DriverFencedError`
+otherwise). Only then does it delete staged files no snapshot references: orphans of a killed
+driver and late task attempts. ``recover()`` without ``fence`` deletes the same files but
+stops no older driver (a caller that runs its committers without an epoch).
 
 Supported tables: unpartitioned, without CHECK constraints, generated/identity columns,
 column mapping, row tracking, and without a NOT NULL column the rows may break
@@ -43,15 +45,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamArrowWriter,
@@ -62,6 +60,13 @@ from pyspark.sql.types import StructType
 
 from connectors.delta_idempotent import DeltaIdempotentWriter
 from connectors.delta_log import referenced_files
+from connectors.delta_staging import (
+    STAGED_NAME,
+    StagedFile,
+    current_batch_id,
+    stage_batches,
+    staged_name,
+)
 from connectors.delta_table import (
     arrow_schema,
     check_table_schema,
@@ -72,12 +77,11 @@ from connectors.delta_table import (
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
+    DeltaTxnExpiredError,
     DriverFencedError,
-    NotAStreamTaskError,
     SchemaMismatchError,
     SinkConfigError,
     StagedDataMissingError,
-    TransactionExpiredError,
 )
 from spark_ext.sinks.protocol import (
     DELTA_TWO_PHASE,
@@ -87,6 +91,7 @@ from spark_ext.sinks.protocol import (
     commit_batch,
     validate_sink_id,
 )
+from spark_ext.sinks.task import task_attempt
 
 log = logging.getLogger(__name__)
 
@@ -108,76 +113,11 @@ __all__ = [
 ]
 
 FORMAT = "spark_ext_delta_2pc"
-#: Local property Spark's micro-batch engine sets on every job of a batch.
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
 #: ``txn.appId`` suffix under which a sink records its run epoch (a sink id has no ``#``).
 RUN_SUFFIX = "#run"
-STAGED_NAME = re.compile(
-    r"^spark_ext-(?P<sink>.+)-b(?P<batch>\d+)-p(?P<part>\d+)-a(?P<attempt>\d+)-[0-9a-f]+\.parquet$"
-)
 
 
-# -- step 1: staging on executors --------------------------------------------------------
-@dataclass(frozen=True)
-class StagedFile(WriterCommitMessage):
-    """Commit message of one task: the Parquet file it staged in the table folder."""
-
-    path: str  # relative to the table root; "" when the partition had no rows
-    size: int
-    rows: int
-    batch_id: int
-    partition: int
-    schema_shape: str
-
-
-def current_batch_id() -> int:
-    """The micro-batch id of the running task (a local property Spark sets per batch)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
-    if value is None:
-        raise NotAStreamTaskError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
-    return int(value)
-
-
-def staged_name(sink_id: str, batch_id: int, partition: int, attempt: int) -> str:
-    return (
-        f"spark_ext-{sink_id}-b{batch_id:012d}-p{partition:05d}-a{attempt}-"
-        f"{uuid.uuid4().hex[:12]}.parquet"
-    )
-
-
-def stage_batches(
-    batches: Iterable[pa.RecordBatch],
-    path: str,
-    sink_id: str,
-    schema: StructType,
-    batch_id: int,
-    partition: int,
-    attempt: int,
-) -> StagedFile:
-    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder.
-
-    No Delta snapshot references the file until the driver commits it. An empty partition
-    stages nothing (the message's ``path`` is ``""``).
-    """
-    target = arrow_schema(schema)
-    name = staged_name(sink_id, batch_id, partition, attempt)
-    full = os.path.join(path, name)
-    rows = 0
-    with pq.ParquetWriter(full, target, compression="snappy") as out:
-        for batch in batches:
-            if batch.num_rows:
-                out.write_batch(batch.cast(target) if batch.schema != target else batch)
-                rows += batch.num_rows
-    size = os.path.getsize(full)
-    if rows == 0:
-        os.remove(full)
-        name, size = "", 0
-    return StagedFile(name, size, rows, batch_id, partition, schema_shape(schema.json()))
-
-
+# -- step 1 (executor) and the driver's commit/abort: the stream writer ----------------
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
@@ -191,11 +131,7 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
 
     # 1. staged (executor)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        attempt = ctx.attemptNumber() if ctx else 0
+        partition, attempt = task_attempt()
         staged = stage_batches(
             iterator, self.path, self.sink_id, self.schema, current_batch_id(), partition, attempt
         )
@@ -266,14 +202,14 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
     def last_committed_batch(self) -> int | None:
         """The recorded batch, or ``None`` for a sink that never committed to the table.
 
-        Raises :class:`TransactionExpiredError` when the ``txn`` is gone but the log holds
+        Raises :class:`DeltaTxnExpiredError` when the ``txn`` is gone but the log holds
         files of this sink: a replay could no longer be told from a new batch.
         """
         version: int | None = self._table().transaction_version(self.sink_id)
         if version is None:
             committed = self._committed_files()
             if committed:
-                raise TransactionExpiredError(self.path, self.sink_id, len(committed))
+                raise DeltaTxnExpiredError(self.path, self.sink_id, len(committed))
         return version
 
     def _check_epoch(self, table: Any) -> None:
@@ -416,7 +352,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             files are about to be deleted). Commits check the epoch only when the committer
             was given it; without ``fence`` an older driver is not stopped.
 
-        Raises :class:`TransactionExpiredError` (before touching anything) when the ``txn``
+        Raises :class:`DeltaTxnExpiredError` (before touching anything) when the ``txn``
         of this sink is gone but the log holds its files.
         """
         self.last_committed_batch()

@@ -6,7 +6,7 @@ correct only for a table that asks nothing more of a writer than "files with the
 no partition values, no NOT NULL column the rows may break, no CHECK constraint, generated or
 identity column, column mapping (physical names) or row tracking. :func:`check_writable`
 refuses every other table at start with :class:`UnsupportedTableFeatureError` naming the
-feature (docs/design.md, "Delta sinks"); the idempotent sink writes through Spark's Delta
+feature (see :mod:`connectors.delta_sink`); the idempotent sink writes through Spark's Delta
 writer, which honours them all, and only needs :func:`check_table_schema`.
 
 Example

@@ -111,7 +111,7 @@ class NotAStreamTaskError(SinkError):
     """
 
 
-class TransactionExpiredError(SinkError):
+class DeltaTxnExpiredError(SinkError):
     """The target holds this sink's committed output but no ``txn`` for its sink id.
 
     Delta drops a ``txn`` older than ``delta.setTransactionRetentionDuration`` when a snapshot

@@ -28,7 +28,7 @@ from spark_ext.sinks.errors import (
     BatchRegressionError,
     DriverFencedError,
     NotAStreamTaskError,
-    TransactionExpiredError,
+    DeltaTxnExpiredError,
 )
 from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome, abort_batch, commit_batch
 
@@ -154,11 +154,11 @@ def test_expired_txn_next_to_committed_files_is_a_typed_error_and_nothing_is_del
     time.sleep(2.5)
     assert DeltaTable(path).transaction_version(SINK) is None  # what delta-rs reads now
 
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DeltaTxnExpiredError):
         DeltaCommitter(path, SINK).recover()
     assert_reads_back(spark, path, BATCH0 + BATCH1)
     # A pending replay of batch 1 is refused too, not committed a second time.
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DeltaTxnExpiredError):
         spark_commit(DeltaCommitter(path, SINK), 1, stage(path, 1, BATCH1))
     assert_reads_back(spark, path, BATCH0 + BATCH1)
 

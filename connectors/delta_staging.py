@@ -1,0 +1,87 @@
+"""Step 1 of the two-phase Delta sink, in the executor task: stage rows as one Parquet file.
+
+A staged file sits in the table folder, named
+``spark_ext-<sink id>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet`` (:data:`STAGED_NAME`),
+and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta_sink`).
+The commit message (:class:`StagedFile`) names the file, its size, rows and the schema shape it
+was written with. :class:`~spark_ext.dedup_sink.DeltaDedupSink` stages the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from connectors.delta_table import arrow_schema, schema_shape
+from spark_ext.sinks.task import BATCH_ID_PROPERTY, current_batch_id
+
+__all__ = [
+    "BATCH_ID_PROPERTY",
+    "STAGED_NAME",
+    "StagedFile",
+    "current_batch_id",
+    "stage_batches",
+    "staged_name",
+]
+
+STAGED_NAME = re.compile(
+    r"^spark_ext-(?P<sink>.+)-b(?P<batch>\d+)-p(?P<part>\d+)-a(?P<attempt>\d+)-[0-9a-f]+\.parquet$"
+)
+
+
+@dataclass(frozen=True)
+class StagedFile(WriterCommitMessage):
+    """Commit message of one task: the Parquet file it staged in the table folder."""
+
+    path: str  # relative to the table root; "" when the partition had no rows
+    size: int
+    rows: int
+    batch_id: int
+    partition: int
+    schema_shape: str
+
+
+def staged_name(sink_id: str, batch_id: int, partition: int, attempt: int) -> str:
+    """A new, unique staged-file name for one task attempt (matches :data:`STAGED_NAME`)."""
+    return (
+        f"spark_ext-{sink_id}-b{batch_id:012d}-p{partition:05d}-a{attempt}-"
+        f"{uuid.uuid4().hex[:12]}.parquet"
+    )
+
+
+def stage_batches(
+    batches: Iterable[pa.RecordBatch],
+    path: str,
+    sink_id: str,
+    schema: StructType,
+    batch_id: int,
+    partition: int,
+    attempt: int,
+) -> StagedFile:
+    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder.
+
+    No Delta snapshot references the file until the driver commits it. An empty partition
+    stages nothing (the message's ``path`` is ``""``).
+    """
+    target = arrow_schema(schema)
+    name = staged_name(sink_id, batch_id, partition, attempt)
+    full = os.path.join(path, name)
+    rows = 0
+    with pq.ParquetWriter(full, target, compression="snappy") as out:
+        for batch in batches:
+            if batch.num_rows:
+                out.write_batch(batch.cast(target) if batch.schema != target else batch)
+                rows += batch.num_rows
+    size = os.path.getsize(full)
+    if rows == 0:
+        os.remove(full)
+        name, size = "", 0
+    return StagedFile(name, size, rows, batch_id, partition, schema_shape(schema.json()))
