@@ -344,6 +344,13 @@ class LocalTrackingAgent(TrackingAgent):
             pos = nl + 1
         self._offset += pos
 
+    def _reload(self) -> None:
+        """Rebuild the state from the log (after a failed append; rare, so no copy per apply)."""
+        self._state = TrackerState()
+        self._offset = 0
+        self._ends = []
+        self._catch_up(repair=True)
+
     def _replay(self, record: dict[str, Any]) -> None:
         self._ends.extend(replay_record(self._state, record))
 
@@ -368,7 +375,6 @@ class LocalTrackingAgent(TrackingAgent):
     def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
         with self._locked():
             self._catch_up(repair=True)
-            before = copy.deepcopy(self._state)
             accepted = self._state.accept(reports)
             if not accepted:
                 return []
@@ -378,7 +384,7 @@ class LocalTrackingAgent(TrackingAgent):
                 BEFORE_APPEND.reached(batch)
                 self._append(apply_record(accepted, ends))
             except BaseException:
-                self._state = before
+                self._reload()  # the log, not memory, says what was applied
                 raise
             AFTER_APPEND.reached(batch)
             self._ends.extend(ends)

@@ -149,3 +149,38 @@ def test_agent_killed_and_restarted_loses_no_report_and_repeats_no_end_event(tmp
     returned = [e[0] for batch in published for e in batch]
     assert len(returned) == len(set(returned))  # no end event handed out twice
     assert set(returned) <= {e.seq for e in expected}
+
+
+def test_a_failed_append_leaves_the_agent_as_its_log_says_without_copying_state_per_batch(
+    tmp_path, monkeypatch
+):
+    """apply() no longer deep-copies the whole state every batch (item 5 of issue 12): a
+    failed append rebuilds the state from the log instead, so the reports count as unapplied."""
+    import copy as copy_module
+
+    from spark_ext.tracker.reports import Report, ReportKey, TaskReport
+
+    agent = LocalTrackingAgent(tmp_path)
+    agent.declare("w", ["t:0"])
+
+    def report(batch: int, t: int) -> Report:
+        body = TaskReport(
+            "assign", 0, xors={f"w/{t}/{t + 10}": 0}, ends={f"w/{t}/{t + 10}": t + 10}
+        )
+        body.progress["t:0"] = t + 10
+        return Report(ReportKey("q", batch, "assign", 0), body)
+
+    copies = []
+    monkeypatch.setattr(copy_module, "deepcopy", lambda *a, **k: copies.append(1) or a[0])
+    assert [e.substream for e in agent.apply([report(0, 0)])] == ["w/0/10"]
+    assert copies == []
+
+    def broken(record):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(agent, "_append", broken)
+    with pytest.raises(OSError):
+        agent.apply([report(1, 10)])
+    monkeypatch.undo()
+    assert agent.last_seq() == 1 and not agent._state.is_duplicate(ReportKey("q", 1, "assign", 0))
+    assert [e.substream for e in agent.apply([report(1, 10)])] == ["w/10/20"]  # re-sent: applied
