@@ -92,8 +92,12 @@ def _reason(contract: JsonContract) -> Column:
     reason = (
         F.when(F.col("value").isNull(), F.lit(REASON_NULL_VALUE))
         .when(~F.is_valid_utf8(F.col("value")), F.lit(REASON_NOT_UTF8))
-        .when(F.trim(F.col("value")) == "", F.lit(REASON_EMPTY))
-        .when(F.col("_parsed").isNull(), F.lit(REASON_MALFORMED))
+        .when(  # from_json gives no struct for a blank value: only then look why
+            F.col("_parsed").isNull(),
+            F.when(F.trim(F.col("value")) == "", F.lit(REASON_EMPTY)).otherwise(
+                F.lit(REASON_MALFORMED)
+            ),
+        )
         .when(F.col(f"_parsed.{CORRUPT}").isNotNull(), _type_mismatch(contract))
     )
     for name in contract.required:
