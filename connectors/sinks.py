@@ -80,13 +80,23 @@ def exactly_once_to_delta(
         The table exists with another schema (raised here, before any batch runs).
     SinkConfigError
         A bad ``sink_id``, ``mode`` or a batch DataFrame.
+    UnsupportedTableFeatureError
+        (two-phase) The table is partitioned, has a NOT NULL column the rows may break, CHECK
+        constraints, generated or identity columns, column mapping or row tracking; ``feature``
+        names it. Use ``mode="idempotent"`` for such a table.
+    DeltaTxnExpiredError
+        (two-phase) The table holds files of this sink but no ``txn`` for it (expired by
+        ``delta.setTransactionRetentionDuration``): nothing is written or deleted.
 
     Notes
     -----
     Guaranteed: each batch is in the table exactly once, as ONE Delta version (in both
     modes), so readers of the table (Spark's Delta reader, ``deltalake``) never see part of a
-    batch. Not guaranteed: staged files of a driver killed between its commit and its clean-up
-    stay in the folder, unreferenced, until ``VACUUM`` removes them.
+    batch; no file a loadable snapshot references is ever deleted by the sink. Two-phase: each
+    start adds one Delta version (the run epoch that fences an older driver of this sink still
+    running: its commits fail with ``DriverFencedError``) and removes staged files no snapshot
+    references. Not guaranteed: files staged by a late task attempt after its batch committed
+    stay in the folder, unreferenced, until the next start.
     """
     from connectors.delta_sink import (
         FORMAT,
