@@ -34,7 +34,6 @@ Steps of one micro-batch (``foreachBatch``), with their crash points:
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
+from jobs.startup import job_parser, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import parse_json
 
@@ -188,28 +188,16 @@ def start(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--out", type=Path, default=None, help="folder of the tables")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser = job_parser(__doc__.splitlines()[0], topic="events")
     parser.add_argument("--alpha", type=float, default=0.5, help="EWMA weight of a new event")
     args = parser.parse_args(argv)
     if not 0 < args.alpha <= 1:
         parser.error(f"--alpha must be in (0, 1], got {args.alpha}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    paths = AtLeastOncePaths(args.out or profile.paths.resolved_data_root() / "at_least_once")
+    job = start_job(args, "at_least_once")
+    spark, paths = job.spark, AtLeastOncePaths(job.out)
     query = start(
         spark,
-        profile.kafka.bootstrap_servers,
+        job.bootstrap,
         args.topic,
         paths,
         args.max_offsets_per_trigger,

@@ -24,7 +24,6 @@ Steps of one micro-batch (``foreachBatch``), with their crash points:
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
+from jobs.startup import job_parser, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import parse_json
 
@@ -150,25 +150,10 @@ def start(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--out", type=Path, default=None, help="folder of the tables")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    paths = AtMostOncePaths(args.out or profile.paths.resolved_data_root() / "at_most_once")
-    query = start(
-        spark, profile.kafka.bootstrap_servers, args.topic, paths, args.max_offsets_per_trigger
-    )
+    args = job_parser(__doc__.splitlines()[0], topic="events").parse_args(argv)
+    job = start_job(args, "at_most_once")
+    spark, paths = job.spark, AtMostOncePaths(job.out)
+    query = start(spark, job.bootstrap, args.topic, paths, args.max_offsets_per_trigger)
     query.awaitTermination()
     events = spark.read.format("delta").load(str(paths.events)).count()
     print(f"at_most_once: events table {paths.events}: {events} rows")

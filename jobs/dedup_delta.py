@@ -23,7 +23,6 @@ of event time); exactly-once if ``--out`` (checkpoint, state, catalog) is split 
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 import sys
@@ -37,6 +36,7 @@ from pyspark.sql.streaming import StreamingQuery
 from connectors import kafka
 from connectors.dedup_delta_sink import DeltaDedupSink
 from jobs.ordering_dedup import READING_SCHEMA
+from jobs.startup import job_parser, start_job
 from spark_ext.dedup import DedupConfig
 
 log = logging.getLogger(__name__)
@@ -131,30 +131,16 @@ def start(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
-    parser.add_argument("--topic", default="readings")
-    parser.add_argument("--out", type=Path, default=None, help="folder of tables + checkpoint")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser = job_parser(__doc__.splitlines()[0], topic="readings")
     parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
     parser.add_argument("--fp-rate", type=float, default=0.01)
     parser.add_argument("--rotation-ms", type=int, default=3_600_000)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
-    paths = DedupPaths(args.out or profile.paths.resolved_data_root() / "dedup")
+    job = start_job(args, "dedup")
+    spark, paths = job.spark, DedupPaths(job.out)
     query, sink = start(
         spark,
-        bootstrap,
+        job.bootstrap,
         args.topic,
         paths,
         args.max_offsets_per_trigger,

@@ -25,7 +25,6 @@ what the buffer fixes) or ``--no-dedup`` (duplicates are folded twice).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import re
@@ -50,6 +49,7 @@ from pyspark.sql.types import (
 )
 
 from connectors import kafka
+from jobs.startup import job_parser, start_job
 from spark_ext.dedup import DedupConfig, DedupSink
 from spark_ext.operators.ewma import ewma
 from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
@@ -271,14 +271,9 @@ def start_pipeline(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
-    parser.add_argument("--topic", default="readings")
+    parser = job_parser(__doc__.splitlines()[0], topic="readings")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic")
     parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=None, help="folder of tables + checkpoint")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument("--no-buffer", action="store_true", help="naive: fold in arrival order")
     parser.add_argument("--no-dedup", action="store_true")
     parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
@@ -286,17 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rotation-ms", type=int, default=3_600_000)
     parser.add_argument("--alpha", type=float, default=0.3, help="EWMA smoothing in (0, 1]")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
-    paths = PipelinePaths(args.out or profile.paths.resolved_data_root() / "ordering")
+    job = start_job(args, "ordering")
+    spark, bootstrap, paths = job.spark, job.bootstrap, PipelinePaths(job.out)
     options = PipelineOptions(
         partitions=args.partitions,
         shards=args.shards,
