@@ -178,9 +178,9 @@ class LoadMonitor:
         return self.before < self.idle_share * self.cpus
 
     def verdict(self) -> str:
-        during = statistics.mean(self.samples) if self.samples else self.before
+        """Idle or not, with the load before the run and (once sampled) during it."""
         state = "idle" if self.idle else "NOT idle (figures are indicative only)"
-        return (
-            f"machine {state}: 1-min load {self.before:.2f} before the run, {during:.2f} on "
-            f"average during it, {self.cpus} CPUs"
+        during = (
+            f", {statistics.mean(self.samples):.2f} on average during it" if self.samples else ""
         )
+        return f"machine {state}: 1-min load {self.before:.2f} before the run{during}, {self.cpus} CPUs"
