@@ -15,6 +15,8 @@ Example
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from spark_ext.errors import ConfigError
 
 __all__ = [
     "CONF_DIR",
+    "PROJECT_ROOT",
     "KafkaSettings",
     "PathSettings",
     "Profile",
@@ -33,7 +36,24 @@ __all__ = [
     "validate",
 ]
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+def _conf_dir() -> Path:
+    """Where the profiles are: ``$SPARK_EXT_CONF_DIR``; else the checkout's ``conf/``; else the
+    copy ``pip install`` puts under ``<prefix>/share/spark_ext/conf``."""
+    override = os.environ.get("SPARK_EXT_CONF_DIR")
+    if override:
+        return Path(override).resolve()
+    checkout = Path(__file__).resolve().parent.parent / "conf"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "spark_ext" / "conf"
+
+
+#: The folder of the named profiles (``conf/<name>.toml``).
+CONF_DIR = _conf_dir()
+#: Relative ``paths.data_root`` values are under the checkout, or the working folder of an
+#: installed project.
+PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
 
 #: State store providers selectable by name (issue: state checkpoints as an LSM).
 #: Every profile sets the same keys, so applying one to a session replaces the previous one:
@@ -105,7 +125,7 @@ class PathSettings:
 
     def resolved_data_root(self) -> Path:
         root = Path(self.data_root)
-        return root if root.is_absolute() else CONF_DIR.parent / root
+        return root if root.is_absolute() else (PROJECT_ROOT or Path.cwd()) / root
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import pytest
 from spark_ext.jobrun import REPO
 
 #: What the wheel is built from (copied, so the build leaves nothing in the shared checkout).
-SOURCES = ("pyproject.toml", "README.md", "spark_ext", "connectors", "jobs")
+SOURCES = ("pyproject.toml", "README.md", "spark_ext", "connectors", "jobs", "conf")
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,23 @@ def test_installed_packages_are_the_ones_imported_and_typed(installed, tmp_path)
     for path in (package, registry, connectors):
         assert path.is_relative_to(installed), f"{path} is not the installed copy"
     assert (package / "py.typed").is_file()
+
+
+def test_installed_project_finds_its_profiles_and_keeps_data_in_the_working_folder(
+    installed, tmp_path
+):
+    code = (
+        "from spark_ext.config import load_profile; p = load_profile('local'); "
+        "print(p.name); print(p.paths.resolved_data_root())"
+    )
+    out = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_clean_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    name, data_root = out.stdout.split()
+    assert name == "local"
+    assert Path(data_root) == tmp_path / "var" / "data"
