@@ -89,7 +89,8 @@ class TrackerFigures:
     in_flight
         Elements sent and not yet finished, over all open substreams.
     ended
-        Substreams ended so far (kept to recognise late reports).
+        Substreams ended so far (a count: the state keeps one released frontier per
+        namespace, not every ended substream).
     late_reports
         Reports that touched an already-ended substream (broken close promises).
     last_seq
@@ -124,7 +125,11 @@ class TrackerState:
     ends: dict[str, int] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
     progress: dict[str, int] = field(default_factory=dict)
-    ended: dict[str, int] = field(default_factory=dict)
+    #: Namespace -> (end_ms, id) of its newest ended substream. Substreams of a namespace
+    #: end in (end, id) order, so everything at or below it has ended (or never will be
+    #: open again: a report for it is late). Bounded: one entry per namespace.
+    released: dict[str, tuple[int, str]] = field(default_factory=dict)
+    ended_counts: dict[str, int] = field(default_factory=dict)
     seq: int = 0
     late_reports: int = 0
 
@@ -151,23 +156,29 @@ class TrackerState:
             accepted.append(r)
         return accepted
 
+    def is_ended(self, substream: str) -> bool:
+        """``substream`` is at or below its namespace's released frontier."""
+        sub = Substream.parse(substream)
+        r = self.released.get(sub.namespace)
+        return r is not None and (sub.end_ms, substream) <= r
+
     def _fold(self, r: Report) -> None:
         b = r.body
         for s, x in b.xors.items():
-            if s in self.ended:
+            if self.is_ended(s):
                 self.late_reports += 1
                 log.warning("report %s touches ended substream %s (late element)", r.key, s)
                 continue
             self.xors[s] = self.xors.get(s, 0) ^ x
         for s, c in b.counts.items():
-            if s not in self.ended:
+            if not self.is_ended(s):
                 self.counts[s] = self.counts.get(s, 0) + c
         for s, e in b.ends.items():
-            if s not in self.ended:
+            if not self.is_ended(s):
                 self.ends.setdefault(s, e)
         for p, t in b.progress.items():
             self.progress[p] = max(self.progress.get(p, t), t)
-        self.closed |= {s for s in b.closes if s not in self.ended}
+        self.closed |= {s for s in b.closes if not self.is_ended(s)}
 
     def source_closed(self, substream: str) -> bool:
         if substream in self.closed:
@@ -181,9 +192,7 @@ class TrackerState:
 
     def open_substreams(self) -> list[str]:
         """Substreams seen and not ended, in (end time, id) order."""
-        return sorted(
-            (s for s in self.ends if s not in self.ended), key=lambda s: (self.ends[s], s)
-        )
+        return sorted(self.ends, key=lambda s: (self.ends[s], s))
 
     def settle(self) -> list[EndEvent]:
         """End every open substream that is closed and balanced; number the events.
@@ -214,7 +223,11 @@ class TrackerState:
             self._forget(e.substream, e.seq)
 
     def _forget(self, s: str, seq: int) -> None:
-        self.ended[s] = seq
+        sub = Substream.parse(s)
+        mark = (sub.end_ms, s)
+        if mark > self.released.get(sub.namespace, (-(2**63), "")):
+            self.released[sub.namespace] = mark
+        self.ended_counts[sub.namespace] = self.ended_counts.get(sub.namespace, 0) + 1
         self.xors.pop(s, None)
         self.counts.pop(s, None)
         self.ends.pop(s, None)
@@ -226,11 +239,10 @@ class TrackerState:
 
     def figures(self) -> TrackerFigures:
         """The state-size figures (no copy of the state)."""
-        open_ = [s for s in self.ends if s not in self.ended]
         return TrackerFigures(
-            open_substreams=len(open_),
-            in_flight=sum(self.counts.get(s, 0) for s in open_),
-            ended=len(self.ended),
+            open_substreams=len(self.ends),
+            in_flight=sum(self.counts.get(s, 0) for s in self.ends),
+            ended=sum(self.ended_counts.values()),
             late_reports=self.late_reports,
             last_seq=self.seq,
         )

@@ -184,3 +184,37 @@ def test_a_failed_append_leaves_the_agent_as_its_log_says_without_copying_state_
     monkeypatch.undo()
     assert agent.last_seq() == 1 and not agent._state.is_duplicate(ReportKey("q", 1, "assign", 0))
     assert [e.substream for e in agent.apply([report(1, 10)])] == ["w/10/20"]  # re-sent: applied
+
+
+def test_ended_substreams_are_not_kept_and_a_report_below_the_released_frontier_is_late():
+    """The state keeps one released frontier per namespace, not every ended substream; a
+    report for a substream below it (never seen before) is late -- it used to open a new
+    substream that nothing could end, blocking every later window of the namespace."""
+    from spark_ext.tracker.agent import TrackerState
+    from spark_ext.tracker.reports import Report, ReportKey, TaskReport
+
+    state = TrackerState()
+    state.declare("w", ["t:0"])
+
+    def report(batch: int, window: int, progress: int) -> Report:
+        sid = f"w/{window}/{window + 10}"
+        body = TaskReport("assign", 0, xors={sid: 5}, counts={sid: 1}, ends={sid: window + 10})
+        body.progress["t:0"] = progress
+        return Report(ReportKey("q", batch, "assign", 0), body)
+
+    def finished(batch: int, window: int) -> Report:
+        sid = f"w/{window}/{window + 10}"
+        return Report(
+            ReportKey("q", batch, "operator", 0),
+            TaskReport("operator", 0, xors={sid: 5}, counts={sid: -1}),
+        )
+
+    for b in range(100):
+        state.accept([report(b, b * 10, b * 10 + 10), finished(b, b * 10)])
+        assert len(state.settle()) == 1
+    assert state.figures().ended == 100 and len(state.xors) == len(state.ends) == 0
+    assert not hasattr(state, "ended") or len(state.ended) < 100  # bounded, not one per window
+    state.accept([report(100, 5, 1000)])  # window [5, 15): never seen, long released
+    assert state.late_reports == 1 and state.open_substreams() == []
+    state.accept([report(101, 1000, 1010), finished(101, 1000)])
+    assert [e.substream for e in state.settle()] == ["w/1000/1010"]  # not blocked
