@@ -53,36 +53,29 @@ Example
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    LongType,
     StringType,
-    StructField,
-    StructType,
     TimestampNTZType,
     TimestampType,
 )
 
+from connectors.dedup_delta_staging import MESSAGE_SCHEMA, Staged, coords_of, rewrite, stager
 from connectors.delta_sink import (
     DeltaCommitter,
     DeltaIdempotentWriter,
     StagedFile,
     ensure_table,
     schema_shape,
-    stage_batches,
-    staged_name,
 )
 from spark_ext.dedup.batch import (
     DEDUP_DELTA,
@@ -105,29 +98,6 @@ from spark_ext.sinks.protocol import commit_batch, validate_sink_id
 __all__ = ["DeltaDedupSink"]
 
 log = logging.getLogger(__name__)
-
-#: Rows per row group of the staged Parquet files.
-ROW_GROUP = 131_072
-
-_MESSAGE_SCHEMA = StructType(
-    [
-        StructField("path", StringType()),
-        StructField("size", LongType()),
-        StructField("rows", LongType()),
-        StructField("partition", LongType()),
-        StructField("keys", StringType()),
-        StructField("null_rows", LongType()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class _Staged:
-    """What one task of step 1 staged: the output file and the file of its rows' keys."""
-
-    file: StagedFile
-    keys: str  # Arrow IPC file of the keys, row for row; "" when the task had no rows
-    null_rows: int
 
 
 class DeltaDedupSink:
@@ -212,7 +182,7 @@ class DeltaDedupSink:
             raise ConfigError("dedup.columns", f"columns {missing} are not in {batch.columns}")
         if not self._recovered:
             ensure_table(self.output_path, batch.select(*columns).schema)
-            # Refuses (TransactionExpiredError) when the txn is gone next to committed files;
+            # Refuses (DeltaTxnExpiredError) when the txn is gone next to committed files;
             # fences older drivers of this sink, then removes staging no snapshot references.
             self._committer().recover(fence=True)
             self._recovered = True
@@ -257,7 +227,7 @@ class DeltaDedupSink:
                 "bucket": pa.array(decision.bucket, pa.int32()).filter(kept),
                 "hash": table.column(KEY_HASH).filter(kept),
                 "record_id": table.column(KEY_ID).filter(kept),
-                "coords": _coords(table, c.coordinate_columns).filter(kept),
+                "coords": coords_of(table, c.coordinate_columns).filter(kept),
                 "batch_id": pa.array(np.full(int(decision.keep.sum()), batch_id, np.int64)),
             }
         )
@@ -299,7 +269,7 @@ class DeltaDedupSink:
         )
 
     # -- step 1 ----------------------------------------------------------------------------
-    def _stage(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[_Staged]:
+    def _stage(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[Staged]:
         c = self.config
         types = {f.name: f.dataType for f in batch.schema.fields}
         record_id = F.col(c.id_column).cast("string")
@@ -316,7 +286,7 @@ class DeltaDedupSink:
         out_schema = batch.select(*columns).schema
         key_names = self._key_columns()
         keys_dir = str(self.keys_path / f"b{batch_id:012d}")
-        stage = _stager(
+        stage = stager(
             self.output_path,
             self.sink_id,
             out_schema,
@@ -326,10 +296,10 @@ class DeltaDedupSink:
             (id_source, et_source, *c.coordinate_columns),
         )
         source = batch.select(*[F.col(x) for x in dict.fromkeys([*columns, *key_names])], *extra)
-        rows = source.mapInArrow(stage, _MESSAGE_SCHEMA).collect()
+        rows = source.mapInArrow(stage, MESSAGE_SCHEMA).collect()
         shape = schema_shape(out_schema.json())
         staged = [
-            _Staged(
+            Staged(
                 StagedFile(r["path"], r["size"], r["rows"], batch_id, r["partition"], shape),
                 r["keys"],
                 r["null_rows"],
@@ -338,7 +308,7 @@ class DeltaDedupSink:
         ]
         return sorted(staged, key=lambda s: s.file.partition)
 
-    def _read_keys(self, staged: list[_Staged]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    def _read_keys(self, staged: list[Staged]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
         """The keys of every staged row, with the staged file (index) and row of each."""
         tables, files, rows = [], [], []
         for i, s in enumerate(staged):
@@ -366,7 +336,7 @@ class DeltaDedupSink:
     def _drop_rows(
         self,
         batch: DataFrame,
-        staged: list[_Staged],
+        staged: list[Staged],
         file_of_row: np.ndarray,
         row_in_file: np.ndarray,
         keep: np.ndarray,
@@ -385,7 +355,7 @@ class DeltaDedupSink:
         sc = batch.sparkSession.sparkContext
         rewritten = (
             sc.parallelize(work, len(work))
-            .map(lambda w: (w[0], _rewrite(path, sink_id, *w[1:])))
+            .map(lambda w: (w[0], rewrite(path, sink_id, *w[1:])))
             .collect()
         )
         for i, (name, size, rows) in rewritten:
@@ -394,7 +364,7 @@ class DeltaDedupSink:
         return files
 
     def _quarantine_nulls(
-        self, batch: DataFrame, batch_id: int, count: int, staged: list[_Staged]
+        self, batch: DataFrame, batch_id: int, count: int, staged: list[Staged]
     ) -> None:
         keys = self._key_columns()
         if self.quarantine_path is None:
@@ -414,116 +384,3 @@ class DeltaDedupSink:
             batch.where(~valid).withColumn("_reason", reason), batch_id
         )
         log.warning("%s batch %d: %d rows quarantined (null key)", self.sink_id, batch_id, count)
-
-
-def _coords(table: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """The ``"/"``-joined coordinates of every row (the catalog's ``coords``)."""
-    parts = [pc.cast(table.column(c), pa.string()) for c in columns]
-    if len(parts) == 1:
-        return parts[0].combine_chunks()
-    return pc.binary_join_element_wise(*parts, "/").combine_chunks()
-
-
-def _stager(
-    path: str,
-    sink_id: str,
-    schema: StructType,
-    batch_id: int,
-    keys_dir: str,
-    key_names: list[str],
-    key_sources: tuple[str, ...],
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of step 1: stage the task's rows (output columns) as a
-    Parquet file in the table folder and their keys as an Arrow file in ``keys_dir``; yield
-    the commit message. Rows with a null key are left out and counted.
-
-    ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
-    and the coordinates; the keys file has them as ``_dedup_id``, ``_dedup_et_us`` (int64
-    microseconds) and the coordinate names, after ``_dedup_hash``.
-    """
-    out_names = schema.fieldNames()
-    id_source, et_source, *coordinates = key_sources
-    key_file_names = [KEY_HASH, KEY_ID, KEY_ET, *coordinates]
-
-    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        attempt = ctx.attemptNumber() if ctx else 0
-        os.makedirs(keys_dir, exist_ok=True)
-        keys_file = os.path.join(keys_dir, f"p{partition:05d}-a{attempt}.arrow")
-        nulls = 0
-        writer: pa.ipc.RecordBatchFileWriter | None = None
-
-        def rows() -> Iterator[pa.RecordBatch]:
-            """The output columns of the valid rows, in row groups of about ROW_GROUP rows."""
-            nonlocal nulls, writer
-            pending: list[pa.RecordBatch] = []
-            pending_rows = 0
-            for b in batches:
-                if not b.num_rows:
-                    continue
-                if any(b.column(name).null_count for name in key_names):
-                    valid = pc.is_valid(b.column(key_names[0]))
-                    for name in key_names[1:]:
-                        valid = pc.and_(valid, pc.is_valid(b.column(name)))
-                    before = b.num_rows
-                    b = b.filter(valid)
-                    nulls += before - b.num_rows
-                et = b.column(et_source)
-                keys = pa.RecordBatch.from_arrays(
-                    [
-                        b.column(KEY_HASH),
-                        b.column(id_source),
-                        pc.cast(pc.cast(et, pa.timestamp("us", et.type.tz)), pa.int64()),
-                        *[b.column(n) for n in coordinates],
-                    ],
-                    names=key_file_names,
-                )
-                if writer is None:
-                    writer = pa.ipc.new_file(keys_file, keys.schema)
-                writer.write_batch(keys)
-                pending.append(
-                    pa.RecordBatch.from_arrays([b.column(n) for n in out_names], names=out_names)
-                )
-                pending_rows += b.num_rows
-                if pending_rows >= ROW_GROUP:
-                    yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
-                    pending, pending_rows = [], 0
-            if pending:
-                yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
-
-        staged = stage_batches(rows(), path, sink_id, schema, batch_id, partition, attempt)
-        if writer is not None:
-            writer.close()
-        yield pa.RecordBatch.from_pydict(
-            {
-                "path": [staged.path],
-                "size": [staged.size],
-                "rows": [staged.rows],
-                "partition": [partition],
-                "keys": [keys_file if writer is not None else ""],
-                "null_rows": [nulls],
-            }
-        )
-
-    return stage
-
-
-def _rewrite(
-    path: str, sink_id: str, name: str, rows: int, partition: int, batch_id: int, drop: bytes
-) -> tuple[str, int, int]:
-    """A staged file without the rows at ``drop`` (int64 positions): a new staged file."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(os.path.join(path, name))
-    mask = np.ones(rows, dtype=bool)
-    mask[np.frombuffer(drop, dtype=np.int64)] = False
-    kept = table.filter(pa.array(mask))
-    if kept.num_rows == 0:
-        return "", 0, 0
-    new = staged_name(sink_id, batch_id, partition, 0)
-    full = os.path.join(path, new)
-    pq.write_table(kept, full, compression="snappy")
-    return new, os.path.getsize(full), kept.num_rows

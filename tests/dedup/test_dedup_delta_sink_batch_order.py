@@ -12,7 +12,7 @@ import pytest
 
 from connectors.dedup_delta_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
-from spark_ext.sinks.errors import BatchRegressionError, TransactionExpiredError
+from spark_ext.sinks.errors import BatchRegressionError, DeltaTxnExpiredError
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,7 @@ def test_restart_with_an_expired_txn_keeps_every_committed_file(spark, tmp_path)
     time.sleep(2.5)
     assert DeltaTable(str(tmp_path / "out")).transaction_version("orders") is None
 
-    with pytest.raises(TransactionExpiredError):
+    with pytest.raises(DeltaTxnExpiredError):
         make_sink(tmp_path)(readings(spark, 2), 2)
     assert all((tmp_path / "out" / name).exists() for name in committed)
     assert DeltaTable(str(tmp_path / "out")).to_pyarrow_table().num_rows == 11

@@ -26,6 +26,7 @@ MODULES = [
     "spark_ext.metrics",
     "spark_ext.state_inspect",
     "connectors.dedup_delta_sink",
+    "connectors.dedup_delta_staging",
 ]
 
 
