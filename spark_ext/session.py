@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -88,7 +89,8 @@ def prepare_environment() -> None:
 
 def _known_keys(spark: SparkSession) -> list[str]:
     """Every setting the JVM has registered so far (core and SQL), for suggestions."""
-    entries = spark._jvm.org.apache.spark.internal.config.ConfigEntry.listAllEntries()
+    jvm: Any = spark._jvm
+    entries = jvm.org.apache.spark.internal.config.ConfigEntry.listAllEntries()
     return sorted(str(e.key()) for e in entries.toArray())
 
 
@@ -99,7 +101,8 @@ def check_spark_conf(spark: SparkSession, keys: Iterable[str]) -> None:
     one of :data:`OPEN_NAMESPACES`. Raises :class:`~spark_ext.errors.ConfigError` naming the
     setting (``spark.conf.<key>``) with the closest known keys.
     """
-    find = spark._jvm.org.apache.spark.internal.config.ConfigEntry.findEntry
+    jvm: Any = spark._jvm
+    find = jvm.org.apache.spark.internal.config.ConfigEntry.findEntry
     unknown = [k for k in keys if not k.startswith(OPEN_NAMESPACES) and find(k) is None]
     if not unknown:
         return
