@@ -1,0 +1,135 @@
+"""The two-phase Kafka sink's staging: typed options and the Arrow files tasks stage records in.
+
+Step 1 of :data:`~spark_ext.sinks.protocol.KAFKA_TWO_PHASE` writes these files on the
+executors (:class:`connectors.kafka_sink.KafkaStagingWriter`); the driver reads them back in
+step 3 (:class:`connectors.kafka_sink_commit.KafkaCommitter`). No Kafka client here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+from pyspark.sql.datasource import WriterCommitMessage
+
+from connectors.kafka_sink_records import LINGER_MS, PRODUCER, to_bytes
+from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
+from spark_ext.sinks.protocol import validate_sink_id
+
+
+@dataclass(frozen=True)
+class StagedRecords(WriterCommitMessage):
+    """Commit message of one task: the Arrow file holding its records."""
+
+    path: str
+    rows: int
+    batch_id: int
+    partition: int
+
+
+def staged_records(path: str) -> Iterator[tuple[bytes | None, bytes | None, int | None]]:
+    """``(key, value, partition)`` of every record in a staged Arrow file."""
+    if not os.path.exists(path):
+        raise StagedDataMissingError(f"staged records {path} are gone")
+    with pa.memory_map(path) as source:
+        reader = ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            names = batch.schema.names
+            values = batch.column("value").to_pylist()
+            keys = batch.column("key").to_pylist() if "key" in names else [None] * len(values)
+            parts = (
+                batch.column("partition").to_pylist()
+                if "partition" in names
+                else [None] * len(values)
+            )
+            for k, v, p in zip(keys, values, parts, strict=True):
+                yield to_bytes(k), to_bytes(v), p
+
+
+@dataclass(frozen=True)
+class KafkaSinkSettings:
+    """Typed options of the two-phase Kafka sink (validated when the query is built)."""
+
+    bootstrap: str
+    topic: str
+    sink_id: str
+    staging_dir: str
+    transaction_timeout_ms: int = 300_000
+    #: How long a record may wait for its acknowledgement (kafka-python ``delivery_timeout_ms``).
+    delivery_timeout_ms: int = 120_000
+    #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
+    #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
+    run_epoch: int | None = None
+    #: Transactions retried after one whose outcome was learned to be "aborted".
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        validate_sink_id(self.sink_id)
+        if not self.topic:
+            raise SinkConfigError("topic", "the output topic is required")
+        if not self.staging_dir:
+            raise SinkConfigError("staging_dir", "a staging folder is required")
+        if self.transaction_timeout_ms < 1000:
+            raise SinkConfigError("transaction_timeout_ms", "must be at least 1000")
+        if self.delivery_timeout_ms < 1000:
+            raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
+
+    def producer_config(self) -> dict[str, Any]:
+        """kafka-python settings of the transactional producer."""
+        request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
+        return {
+            **PRODUCER,
+            "transactional_id": self.transactional_id,
+            "transaction_timeout_ms": self.transaction_timeout_ms,
+            "delivery_timeout_ms": self.delivery_timeout_ms,
+            "request_timeout_ms": request_timeout,
+        }
+
+    @property
+    def transactional_id(self) -> str:
+        """``spark_ext.<sink id>.<topic>.commit``: the topic is part of it, so one sink id
+        writing two topics does not fence itself (the FLINK-11654 pattern)."""
+        return f"spark_ext.{self.sink_id}.{self.topic}.commit"
+
+    def sink_dir(self) -> str:
+        return os.path.join(self.staging_dir, self.sink_id)
+
+    def batch_dir(self, batch_id: int) -> str:
+        return os.path.join(self.sink_dir(), f"b{batch_id:012d}")
+
+    def as_options(self) -> dict[str, str]:
+        return {
+            "bootstrap": self.bootstrap,
+            "topic": self.topic,
+            "sink_id": self.sink_id,
+            "staging_dir": self.staging_dir,
+            "transaction_timeout_ms": str(self.transaction_timeout_ms),
+            "delivery_timeout_ms": str(self.delivery_timeout_ms),
+            **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
+        }
+
+    @classmethod
+    def from_options(cls, options: Any) -> KafkaSinkSettings:
+        timeouts = {}
+        for name, default in (
+            ("transaction_timeout_ms", 300_000),
+            ("delivery_timeout_ms", 120_000),
+        ):
+            try:
+                timeouts[name] = int(options.get(name, default))
+            except ValueError as exc:
+                raise SinkConfigError(name, "must be an integer") from exc
+        epoch = options.get("run_epoch")
+        return cls(
+            bootstrap=options.get("bootstrap", ""),
+            topic=options.get("topic", ""),
+            sink_id=options.get("sink_id", ""),
+            staging_dir=options.get("staging_dir", ""),
+            run_epoch=int(epoch) if epoch is not None else None,
+            **timeouts,
+        )
