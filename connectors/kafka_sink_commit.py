@@ -53,6 +53,8 @@ def _fenced_errors() -> tuple[type[BaseException], ...]:
 
 #: kafka-python errors that mean "another producer with this transactional id took over".
 FENCED = _fenced_errors()
+#: Fenced, as kafka-python reports it or as this sink re-raised it.
+FENCED_OR_WRITER: tuple[type[BaseException], ...] = (*FENCED, WriterFencedError)
 
 
 def topic_partitions(producer: Any, topic: str) -> set[int]:
@@ -94,6 +96,8 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         self.progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
         #: The group whose committed offset on partition 0 is the latest run epoch.
         self.run_group = f"spark_ext.sink.{settings.sink_id}.run"
+        #: The run epoch :meth:`recover` recorded with ``fence=True`` (else ``None``).
+        self.started_epoch: int | None = None
         self._producer: Any = None
 
     def producer(self) -> Any:
@@ -151,7 +155,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                 rows = self._transaction(batch_id, messages)
                 log.info("%s batch %d: committed %d records", self.sink_id, batch_id, rows)
                 return
-            except (*FENCED, WriterFencedError) as exc:
+            except FENCED_OR_WRITER as exc:
                 elapsed_ms = int((time.monotonic() - started) * 1000)
                 if elapsed_ms < timeout_ms:
                     raise WriterFencedError(
@@ -288,11 +292,11 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False) -> int | None:
+    def recover(self, fence: bool = False) -> None:
         """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging.
 
-        With ``fence``, a new run epoch is recorded first and returned: pass it to this
-        start's committers (:attr:`KafkaSinkSettings.run_epoch`).
+        With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass it to
+        this start's committers (:attr:`KafkaSinkSettings.run_epoch`).
         """
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
@@ -302,10 +306,10 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                 f"{s.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms "
                 f"({limit}); the broker would refuse every transaction",
             )
-        epoch = self.start_run() if fence else None
+        if fence:
+            self.started_epoch = self.start_run()
         self.producer()
         folder = self.settings.sink_dir()
         if os.path.isdir(folder) and os.listdir(folder):
             log.warning("%s: removing staged batches of an earlier run", self.sink_id)
             shutil.rmtree(folder, ignore_errors=True)
-        return epoch

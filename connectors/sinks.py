@@ -223,10 +223,10 @@ def exactly_once_to_kafka(
         committer = KafkaCommitter(settings)
         try:
             # fences older drivers of this sink (run epoch), then removes orphaned staging
-            run_epoch = committer.recover(fence=True)
+            committer.recover(fence=True)
         finally:
             committer.close()
-        settings = dataclasses.replace(settings, run_epoch=run_epoch)
+        settings = dataclasses.replace(settings, run_epoch=committer.started_epoch)
         df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":

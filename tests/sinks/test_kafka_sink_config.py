@@ -80,9 +80,11 @@ def test_an_older_driver_of_a_two_phase_kafka_sink_is_refused_without_fencing_th
     def start() -> int:
         c = committer()
         try:
-            return c.recover(fence=True)
+            c.recover(fence=True)
         finally:
             c.close()
+        assert c.started_epoch is not None
+        return c.started_epoch
 
     old_epoch = start()
     new_epoch = start()
