@@ -242,6 +242,12 @@ class TrackedQuery:
         )
 
     def _output_schema(self) -> StructType:
+        taken = {f.name for f in RESULT_ENVELOPE} & set(self.operator.output_schema.names)
+        if taken:
+            raise ConfigError(
+                f"{type(self.operator).__name__}.output_schema",
+                f"columns {sorted(taken)} are the pipeline's own; rename them",
+            )
         return StructType(RESULT_ENVELOPE + list(self.operator.output_schema.fields))
 
     def gate_config(self) -> GateConfig:

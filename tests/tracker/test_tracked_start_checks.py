@@ -91,3 +91,11 @@ def test_delta_sink_needs_an_explicit_idempotence_key():
         DeltaSink("/tmp/table", app_id="")
     with pytest.raises(TypeError):
         DeltaSink("/tmp/table")  # type: ignore[call-arg]  (was: txnAppId = the table path)
+
+
+def test_an_operator_column_named_like_a_pipeline_column_is_a_typed_error_at_plan_time():
+    from spark_ext.tracked.query import TrackedQuery
+
+    query = TrackedQuery(None, Tumbling(10), WindowAggregate(Count(name="reason")), "q", 2)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="reason"):
+        query._output_schema()
