@@ -26,9 +26,9 @@ from connectors.delta_sink import (
 from spark_ext.crash import FAULT_ENV
 from spark_ext.sinks.errors import (
     BatchRegressionError,
+    DeltaTxnExpiredError,
     DriverFencedError,
     NotAStreamTaskError,
-    DeltaTxnExpiredError,
 )
 from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome, abort_batch, commit_batch
 
