@@ -134,10 +134,11 @@ class DeltaTxnExpiredError(SinkError):
 class DriverFencedError(SinkError):
     """A newer start of the same sink fenced this driver; this driver's batch is not committed.
 
-    Each start of a two-phase Delta sink records a run epoch in the table before it removes
-    orphaned staging, and every commit is made against a snapshot whose epoch it checks, so an
-    older driver still running (a re-run notebook cell, a hung driver) can never commit files
-    the newer start deleted. Never retried: the older driver must stop.
+    Each start of a two-phase sink records a run epoch before it removes orphaned staging (the
+    Delta sink: ``txn(<sink id>#run, epoch)`` in the table, checked on the snapshot every commit
+    is made against; the Kafka sink: see :mod:`connectors.kafka_sink`), so an older driver
+    still running (a re-run notebook cell, a hung driver) can never commit staging the newer
+    start deleted. Never retried: the older driver must stop.
     """
 
     def __init__(self, target: str, sink_id: str, epoch: int, current: int) -> None:
