@@ -49,6 +49,7 @@ from connectors import kafka
 from jobs.ingest_events import CONTRACT
 from jobs.startup import job_parser, start_job
 from spark_ext.crash import declare
+from spark_ext.operators.ewma import ewma
 from spark_ext.quarantine import parse_json
 
 log = logging.getLogger(__name__)
@@ -98,13 +99,14 @@ def fold_ewma(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
     folded in ``(event_time, event_id)`` order, so a batch always folds the same way.
     """
     state = rows[rows["kind"] == 0]
-    ewma = float(state["ewma"].iloc[0]) if len(state) else None
+    before = float(state["ewma"].iloc[0]) if len(state) else None
     count = int(state["events"].iloc[0]) if len(state) else 0
     events = rows[rows["kind"] == 1].sort_values(["event_time", "event_id"])
-    for amount in events["amount"]:
-        ewma = float(amount) if ewma is None else alpha * float(amount) + (1 - alpha) * ewma
-        count += 1
-    return pd.DataFrame({"user_id": [rows["user_id"].iloc[0]], "ewma": [ewma], "events": [count]})
+    folded = ewma(events["amount"].to_numpy(dtype=float), alpha, before)
+    after = float(folded[-1]) if len(folded) else before
+    return pd.DataFrame(
+        {"user_id": [rows["user_id"].iloc[0]], "ewma": [after], "events": [count + len(folded)]}
+    )
 
 
 class AtLeastOnceWriter:
