@@ -4,7 +4,11 @@ Steps as in :mod:`spark_ext.sinks.protocol` (``IDEMPOTENT``, Delta has 1 and 3):
 
 1. ``before_write``: the schema fits the table, and the batch id is checked against the
    ``txn`` version recorded for the sink id: equal is a replay (nothing written), lower is
-   :class:`~spark_ext.sinks.errors.BatchRegressionError` (nothing written).
+   :class:`~spark_ext.sinks.errors.BatchRegressionError` (nothing written). No ``txn`` while
+   the table's history holds commits of this sink (each carries ``userMetadata`` =
+   ``spark_ext.sink_id=<sink id>``) means the ``txn`` expired
+   (``delta.setTransactionRetentionDuration``):
+   :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`, nothing written.
 3. ``written``: one Delta commit with the rows and ``txn(appId=sink id, version=batch id)``
    (``txnAppId``/``txnVersion``), so a replay that slips past step 1 is skipped by Delta.
 """
@@ -16,7 +20,11 @@ import logging
 from pyspark.sql import DataFrame
 
 from connectors.delta_table import check_table_schema
-from spark_ext.sinks.errors import ConcurrentWriterError, check_batch_order
+from spark_ext.sinks.errors import (
+    ConcurrentWriterError,
+    DeltaTxnExpiredError,
+    check_batch_order,
+)
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, Protocol, validate_sink_id
 
 log = logging.getLogger(__name__)
@@ -32,6 +40,24 @@ def recorded_batch(path: str, sink_id: str) -> int | None:
     except TableNotFoundError:
         return None
     return version
+
+
+def user_metadata(sink_id: str) -> str:
+    """The ``userMetadata`` every commit of the idempotent sink ``sink_id`` carries."""
+    return f"spark_ext.sink_id={sink_id}"
+
+
+def commits_of(path: str, sink_id: str) -> int:
+    """How many commits in the table's history carry :func:`user_metadata` of ``sink_id``."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        history = DeltaTable(path).history()
+    except TableNotFoundError:
+        return 0
+    tag = user_metadata(sink_id)
+    return sum(1 for h in history if h.get("userMetadata") == tag)
 
 
 class DeltaIdempotentWriter:
@@ -65,7 +91,12 @@ class DeltaIdempotentWriter:
 
         check_table_schema(self.path, df.schema)
         # 1. before_write: a replay is skipped, a regression raises; nothing written either way.
-        if check_batch_order(self.sink_id, batch_id, recorded_batch(self.path, self.sink_id)):
+        recorded = recorded_batch(self.path, self.sink_id)
+        if recorded is None:
+            ours = commits_of(self.path, self.sink_id)
+            if ours:
+                raise DeltaTxnExpiredError(self.path, self.sink_id, ours)
+        if check_batch_order(self.sink_id, batch_id, recorded):
             log.info("%s batch %d: already committed, replay skipped", self.sink_id, batch_id)
             self.protocol.reached(1, batch_id)
             return
@@ -77,6 +108,7 @@ class DeltaIdempotentWriter:
                     .mode("append")
                     .option("txnAppId", self.sink_id)
                     .option("txnVersion", str(batch_id))
+                    .option("userMetadata", user_metadata(self.sink_id))
                     .save(self.path)
                 )
                 break

@@ -124,9 +124,10 @@ class DeltaTxnExpiredError(SinkError):
     def __init__(self, target: str, sink_id: str, files: int) -> None:
         self.target = target
         self.sink_id = sink_id
-        self.files = files
+        self.files = files  # files (two-phase) or commits (idempotent) of the sink found
         super().__init__(
-            f"{target}: {files} files of sink {sink_id!r} are in the table but its txn is gone "
+            f"{target}: {files} files/commits of sink {sink_id!r} are in the table but its txn "
+            "is gone "
             "(expired by delta.setTransactionRetentionDuration?); refusing to write or clean"
         )
 

@@ -111,3 +111,27 @@ def test_idempotent_sink_batch_below_the_recorded_one_raises_and_writes_nothing(
     assert spark.read.format("delta").load(table).count() == 4
     writer(df, 1)  # the recorded batch again: a replay, skipped
     assert DeltaTable(table).to_pyarrow_table().num_rows == 4
+
+
+def test_idempotent_sink_with_an_expired_txn_next_to_its_commits_raises_and_writes_nothing(
+    spark, tmp_path
+):
+    import time
+
+    from spark_ext.sinks.errors import DeltaTxnExpiredError
+
+    table = str(tmp_path / "t")
+    writer = DeltaIdempotentWriter(table, "s")
+    df = spark.createDataFrame([("a", 1), ("b", 2)], "id string, n long")
+    writer(df, 0)
+    writer(df, 1)
+    DeltaTable(table).alter.set_table_properties(
+        {"delta.setTransactionRetentionDuration": "interval 1 second"}
+    )
+    time.sleep(2.5)
+    assert DeltaTable(table).transaction_version("s") is None  # expired, as delta-rs reads it
+    version = DeltaTable(table).version()
+    with pytest.raises(DeltaTxnExpiredError):
+        writer(df, 1)  # Spark replays batch 1 after a long stop
+    assert DeltaTable(table).version() == version
+    assert spark.read.format("delta").load(table).count() == 4
