@@ -1,8 +1,9 @@
 """What both Kafka sinks share: the rows they take, producer settings, topic checks, task facts.
 
 No Spark plan and no commit logic here: the column contract (:func:`check_columns`), the
-producer settings, the start-up checks that name a missing topic (:func:`require_topic`) and
-the facts a task looks up about itself (:func:`current_batch_id`, :func:`task_attempt`).
+producer settings, the start-up checks that name a missing topic (:func:`require_topic`); the
+facts a task looks up about itself come from :mod:`spark_ext.sinks.task` (shared with the
+Delta sinks) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -13,14 +14,27 @@ from typing import Any
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from connectors.kafka_sink_errors import TopicMissingError
-from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
+from spark_ext.sinks.errors import SinkConfigError
+from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "LINGER_MS",
+    "PRODUCER",
+    "RECORD_ID_COLUMN",
+    "RECORD_ID_HEADER",
+    "check_columns",
+    "current_batch_id",
+    "existing_topics",
+    "require_topic",
+    "task_attempt",
+    "to_bytes",
+]
 
 RECORD_ID_HEADER = "spark_ext.record_id"
 #: The optional column naming each row by its input coordinates (idempotent sink).
 RECORD_ID_COLUMN = "record_id"
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
 LINGER_MS = 20
 #: Producer settings of both sinks (throughput without giving up ordering or acks).
 PRODUCER: dict[str, Any] = {
@@ -65,29 +79,6 @@ def to_bytes(value: Any) -> bytes | None:
     if isinstance(value, bytearray):
         return bytes(value)
     return str(value).encode()
-
-
-def current_batch_id() -> int:
-    """The micro-batch id of the Spark task this runs in (a local property of the job)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
-    if value is None:
-        raise StagedDataMissingError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
-    return int(value)
-
-
-def task_attempt() -> tuple[int, int]:
-    """``(partition id, attempt)`` of the Spark task this runs in; ``attempt`` is above 0 for a
-    retried or speculative attempt. (PySpark does not expose the stage attempt: a task of a
-    re-attempted result stage starts again at attempt 0.)"""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    if ctx is None:
-        return 0, 0
-    return ctx.partitionId(), ctx.attemptNumber()
 
 
 def existing_topics(bootstrap: str) -> set[str]:
