@@ -98,16 +98,17 @@ class Summary:
     runs: int
     unit: str = ""
     baseline: bool = False
+    note: str = ""
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
-    """Median, min and max per (bench, variant, metric) over ``runs`` (each a full run of
+    """Median, min and max per (bench, variant, metric, note) over ``runs`` (each a full run of
     every variant, so the variants are interleaved), in the order of the first run."""
-    values: dict[tuple[str, str, str], list[float]] = {}
-    first: dict[tuple[str, str, str], Figure] = {}
+    values: dict[tuple[str, str, str, str], list[float]] = {}
+    first: dict[tuple[str, str, str, str], Figure] = {}
     for run in runs:
         for f in run:
-            key = (f.bench, f.variant, f.metric)
+            key = (f.bench, f.variant, f.metric, f.note)
             values.setdefault(key, []).append(f.value)
             first.setdefault(key, f)
     return [
@@ -121,6 +122,7 @@ def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
             len(values[key]),
             f.unit,
             f.baseline,
+            f.note,
         )
         for key, f in first.items()
     ]
@@ -131,7 +133,7 @@ def format_summary(summaries: Sequence[Summary]) -> str:
     base = {(s.bench, s.metric): s.median for s in summaries if s.baseline}
     header = (
         f"{'bench':18} {'variant':34} {'metric':22} {'median':>14} {'min-max':>25} "
-        f"{'unit':8} {'runs':>4} {'ratio':>7}"
+        f"{'unit':8} {'runs':>4} {'ratio':>7}  note"
     )
     lines = [header, "-" * len(header)]
     for s in summaries:
@@ -140,7 +142,7 @@ def format_summary(summaries: Sequence[Summary]) -> str:
         spread = f"{s.low:,.1f}-{s.high:,.1f}"
         lines.append(
             f"{s.bench:18} {s.variant:34} {s.metric:22} {s.median:14,.1f} {spread:>25} "
-            f"{s.unit:8} {s.runs:>4} {ratio:>7}"
+            f"{s.unit:8} {s.runs:>4} {ratio:>7}  {s.note}"
         )
     return "\n".join(lines)
 

@@ -34,3 +34,15 @@ def test_load_monitor_says_whether_the_machine_was_idle():
     verdict = load.verdict()
     assert ("NOT idle" in verdict) != load.idle
     assert f"{load.cpus} CPUs" in verdict
+
+
+def test_figures_that_differ_only_by_note_are_summarized_apart():
+    def run(before: float, after: float) -> list[Figure]:
+        return [
+            Figure("dedup", "sink", "expected FP rate", before, "%", note="before last"),
+            Figure("dedup", "sink", "expected FP rate", after, "%", note="after last"),
+        ]
+
+    before, after = summarize([run(0.6, 1.0), run(0.6, 1.0)])
+    assert (before.median, before.runs, before.note) == (0.6, 2, "before last")
+    assert (after.median, after.runs, after.note) == (1.0, 2, "after last")
