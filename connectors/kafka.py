@@ -15,32 +15,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_ext.kafka_admin import create_topic as create_topic  # re-exported
+
 log = logging.getLogger(__name__)
-logging.getLogger("kafka").setLevel(logging.WARNING)
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 3, **configs: str) -> None:
-    """Create ``name`` with ``partitions`` partitions (replication 1); no-op if it exists."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics(
-            [
-                NewTopic(
-                    name,
-                    num_partitions=partitions,
-                    replication_factor=1,
-                    topic_configs=dict(configs),
-                )
-            ]
-        )
-    except TopicAlreadyExistsError:
-        pass
-    finally:
-        admin.close()
 
 
 def produce(

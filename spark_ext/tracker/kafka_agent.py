@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_ext.crash import declare
+from spark_ext.kafka_admin import create_topic
 from spark_ext.tracker.agent import (
     EndEvent,
     TrackerFigures,
@@ -75,7 +76,6 @@ log = logging.getLogger(__name__)
 BEFORE_SEND = declare("tracker.agent.before_send", "driver", "transaction begun, nothing sent")
 BEFORE_COMMIT = declare("tracker.agent.before_commit", "driver", "log and ends sent, not committed")
 AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends committed")
-logging.getLogger("kafka").setLevel(logging.WARNING)
 
 #: How often a failed transaction (fenced, broker unreachable) is retried before giving up.
 ATTEMPTS = 4
@@ -261,8 +261,6 @@ class KafkaTrackingAgent(TrackingAgent):
 
     # -- Kafka plumbing ----------------------------------------------------------------------
     def _create_topics(self) -> None:
-        from connectors.kafka import create_topic
-
         try:
             for topic in (self.topics.log, self.topics.ends):
                 create_topic(self.bootstrap, topic, 1, **{"retention.ms": "-1"})
@@ -314,17 +312,21 @@ class KafkaTrackingAgent(TrackingAgent):
         BEFORE_SEND.reached(batch)
         body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
         sent = p.send(self.topics.log, value=body, partition=0)
-        last_end = None
-        for e in ends:
-            last_end = p.send(
+        end_futures = [
+            p.send(
                 self.topics.ends,
                 key=e.substream.encode(),
                 value=json.dumps(e.to_list(), separators=(",", ":")).encode(),
                 partition=0,
             )
+            for e in ends
+        ]
         p.flush()
+        # Every future, not just the last: kafka-python commits a transaction without a
+        # batch that expired after delivery_timeout_ms (the KAFKA-5385 class of bug).
         offset = sent.get(timeout=READ_TIMEOUT_S).offset
-        end_offset = last_end.get(timeout=READ_TIMEOUT_S).offset if last_end else None
+        end_offsets = [f.get(timeout=READ_TIMEOUT_S).offset for f in end_futures]
+        end_offset = end_offsets[-1] if end_offsets else None
         BEFORE_COMMIT.reached(batch)
         p.commit_transaction()
         AFTER_COMMIT.reached(batch)
@@ -341,6 +343,8 @@ class KafkaTrackingAgent(TrackingAgent):
     def _transact(self, build: Any, batch: int | None) -> list[EndEvent] | None:
         """Steps 1-6 with retries; ``build(state)`` mutates a state copy and returns
         ``(record, ends)``, or ``None`` when there is nothing to write (returned as is)."""
+        from kafka.errors import KafkaError
+
         last: Exception | None = None
         for attempt in range(ATTEMPTS):
             try:
@@ -356,7 +360,7 @@ class KafkaTrackingAgent(TrackingAgent):
             except TrackerUnavailable as e:
                 last = e
                 continue
-            except Exception as e:  # fenced, timed out, broker gone: outcome settled by step 1
+            except KafkaError as e:  # fenced, timed out, broker gone: outcome settled by step 1
                 last = e
                 log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
                 self._close_producer()

@@ -120,3 +120,18 @@ def test_kafka_agent_killed_between_steps_loses_no_report_and_repeats_no_end_eve
         ]
         assert len(returned) == len(set(returned)), point  # no end event handed out twice
         assert set(returned) <= {1, 2, 3, 4, 5}
+
+
+def test_a_bug_in_the_agent_surfaces_as_itself_not_as_tracker_unavailable(kafka_bootstrap):
+    """Only Kafka's own failures are retried; a bug was retried four times and reported as
+    ``TrackerUnavailable``, hiding its type and its trace."""
+    agent = KafkaTrackingAgent(kafka_bootstrap, agent_name())
+    calls = []
+
+    def broken(state):
+        calls.append(state)
+        raise KeyError("a bug, not an outage")
+
+    with pytest.raises(KeyError, match="a bug"):
+        agent._transact(broken, batch=0)
+    assert len(calls) == 1
