@@ -23,18 +23,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """The SplitMix64 finaliser on every element (a bijection of 64-bit integers)."""
-    with np.errstate(over="ignore"):
-        z = x + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
+from spark_ext.hashing import splitmix64
 
 
 @lru_cache(maxsize=4096)
@@ -74,11 +63,6 @@ def label_of(topic: str, partition: int, offset: int) -> int:
 def key_hashes(keys: Iterable[str]) -> npt.NDArray[np.uint64]:
     """Stable unsigned 64-bit hashes of grouping keys (used to pick an operator shard)."""
     return splitmix64(np.fromiter((string_seed(str(k)) for k in keys), dtype=np.uint64))
-
-
-def shard_of(key: str, shards: int) -> int:
-    """The operator shard of ``key`` among ``shards`` (stable across processes)."""
-    return int(key_hashes([key])[0] % np.uint64(shards))
 
 
 def xor_fold(labels: Iterable[int]) -> int:
