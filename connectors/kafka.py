@@ -2,7 +2,7 @@
 
 Reading uses Spark's own connector (``spark-sql-kafka-0-10``). Every row keeps its source
 coordinates (topic, partition, offset, timestamp), which labels, record ids and quarantine
-rows are derived from (DESIGN.md invariant 2).
+rows are derived from (docs/design.md invariant 2).
 """
 
 from __future__ import annotations

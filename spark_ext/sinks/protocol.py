@@ -1,7 +1,7 @@
 """The sink commit protocol: prepare on executors, commit on the driver, keyed by (sink, batch).
 
 Spark re-runs a micro-batch whose sink commit landed but whose commit-log entry did not
-(DESIGN.md invariant 1). Every exactly-once sink here therefore records, atomically with the
+(docs/design.md invariant 1). Every exactly-once sink here therefore records, atomically with the
 data, the id of the last batch it committed for its *sink id*, and treats a batch whose id is
 not above the recorded one as a replay: it is recognised and skipped.
 

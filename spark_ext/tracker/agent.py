@@ -79,7 +79,7 @@ class EndEvent:
 
 @dataclass(frozen=True)
 class TrackerFigures:
-    """The agent's state size (DESIGN.md invariant 4: state is bounded and measured).
+    """The agent's state size (docs/design.md invariant 4: state is bounded and measured).
 
     Attributes
     ----------
