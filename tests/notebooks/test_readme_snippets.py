@@ -20,7 +20,11 @@ README = REPO / "README.md"
 
 #: Sections whose snippets are run here. The owners of the other sections add theirs as they
 #: make them self-contained (see the module docstring for what that takes).
-RUN_SECTIONS = ("## Python API", "### Deterministic ordering and dedup")
+RUN_SECTIONS = (
+    "## Python API",
+    "### Deterministic ordering and dedup",
+    "### Substream end without watermarks",
+)
 
 
 def snippets(text: str) -> list[tuple[str, int, str]]:
