@@ -24,6 +24,7 @@ RUN_SECTIONS = (
     "## Python API",
     "### Deterministic ordering and dedup",
     "### Substream end without watermarks",
+    "### Exactly-once sinks",
 )
 
 
