@@ -1,7 +1,7 @@
 """What a Delta table's log says about the files in its folder: which ones a snapshot needs.
 
 A file in the table folder may be deleted only if no snapshot a reader can still load
-references it (DESIGN.md invariant 6). That is more than the current snapshot: a file an
+references it (docs/design.md invariant 6). That is more than the current snapshot: a file an
 ``OPTIMIZE`` or ``DELETE`` removed is still read by time travel to the versions before, until
 ``VACUUM`` deletes it after ``delta.deletedFileRetentionDuration``. delta-rs exposes only the
 current snapshot's files, so this module reads the log itself: every ``add`` and ``remove``

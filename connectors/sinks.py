@@ -3,7 +3,7 @@
 What is guaranteed (for every sink here): after any number of driver crashes and restarts
 from the same ``checkpoint`` with the same ``sink_id``, the target holds every row of every
 micro-batch Spark processed exactly once -- provided the query is deterministic (a replayed
-batch computes the same rows, DESIGN.md invariant 2) and only one query writes with a given
+batch computes the same rows, docs/design.md invariant 2) and only one query writes with a given
 ``sink_id`` at a time.
 
 What is not guaranteed: order of rows across tasks; exactly-once if ``sink_id`` or

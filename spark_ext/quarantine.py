@@ -1,6 +1,6 @@
 """Parse raw records against a contract; rows that fail go to quarantine with the reason.
 
-Nothing is dropped silently (DESIGN.md invariant 3): every input row ends up either in the
+Nothing is dropped silently (docs/design.md invariant 3): every input row ends up either in the
 valid output or in the quarantine output, which keeps the raw value, a reason and the
 source coordinates (topic, partition, offset).
 

@@ -4,7 +4,7 @@ Broker 1 is the controller and a broker and holds every internal topic (transact
 consumer offsets: they are created before broker 2 joins), so the transaction coordinator and
 the group coordinator keep answering while broker 2 -- the leader of the partitions a test
 places on it -- is paused with SIGSTOP. That is the fault "a partition unavailable past the
-producer's delivery timeout" (docs/design.md, fault points; DESIGN.md invariant 5).
+producer's delivery timeout" (docs/design.md, fault points and invariant 5).
 
 The shared broker on 127.0.0.1:9092 is never touched.
 """
