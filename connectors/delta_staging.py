@@ -4,7 +4,7 @@ A staged file sits in the table folder, named
 ``spark_ext-<sink id>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet`` (:data:`STAGED_NAME`),
 and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta_sink`).
 The commit message (:class:`StagedFile`) names the file, its size, rows and the schema shape it
-was written with. :class:`~spark_ext.dedup_sink.DeltaDedupSink` stages the same way.
+was written with. :class:`~connectors.dedup_delta_sink.DeltaDedupSink` stages the same way.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The target table of the Delta sinks: its schema, and whether staged Parquet can be added to it.
 
-The two-phase sink (and :class:`~spark_ext.dedup_sink.DeltaDedupSink`, which shares its
+The two-phase sink (and :class:`~connectors.dedup_delta_sink.DeltaDedupSink`, which shares its
 commit) adds Parquet files written by the tasks to the table with delta-rs. Such an add is
 correct only for a table that asks nothing more of a writer than "files with these columns":
 no partition values, no NOT NULL column the rows may break, no CHECK constraint, generated or
