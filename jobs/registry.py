@@ -256,7 +256,7 @@ class TrackerWindowsCase(RecoveryCase):
         return [
             *("--profile", ctx.profile, "--topic", ctx.topic("in")),
             *("--partitions", str(self.partitions), "--out", str(slot.out)),
-            *("--max-offsets", str(self.max_offsets)),
+            *("--max-offsets-per-trigger", str(self.max_offsets)),
         ]
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mid-topic", default=None, help="default: <topic>-windows")
     parser.add_argument("--agent", default=None, help="agent name; default: <topic>")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-offsets", type=int, default=100)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=100)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         args.mid_topic or f"{args.topic}-windows",
         out,
         args.agent or args.topic,
-        args.max_offsets,
+        args.max_offsets_per_trigger,
     )
     try:
         run_until_complete(up, down, agent)

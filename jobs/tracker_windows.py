@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default="tracked-events")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-offsets", type=int, default=100)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=100)
     parser.add_argument("--disorder-ms", type=int, default=0, help="allowed disorder per partition")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         args.topic,
         args.partitions,
         out,
-        args.max_offsets,
+        args.max_offsets_per_trigger,
         args.disorder_ms,
     )
     try:

@@ -21,6 +21,7 @@ as a picture and exits 1 when a cell differs from its declaration or could not b
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from spark_ext.errors import ConfigError, SparkExtError
-from spark_ext.jobrun import REPO, job_environment
+from spark_ext.jobrun import job_environment
 
 if TYPE_CHECKING:
     from spark_ext.recovery import FaultClass, RecoveryHarness
@@ -38,19 +39,17 @@ log = logging.getLogger(__name__)
 
 
 def _registry() -> ModuleType:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from jobs import registry
+    from jobs import registry  # installed with the project (pip install .), no sys.path edits
 
     return registry
 
 
 def job_module(name: str) -> str:
-    """The module of job ``name``: a registered job, or any ``jobs/<name>.py``."""
+    """The module of job ``name``: a registered job, or any module ``jobs.<name>``."""
     registry = _registry()
     if name in registry.JOBS:
         return str(registry.JOBS[name].module)
-    if (REPO / "jobs" / f"{name}.py").exists():
+    if name.isidentifier() and importlib.util.find_spec(f"jobs.{name}") is not None:
         return f"jobs.{name}"
     raise registry.UnknownJobError(name, registry.names())
 

@@ -39,7 +39,7 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
     produce(kafka_bootstrap, topic, demo_records(N, PARTITIONS, step_ms=STEP_MS))
     out = tmp_path / "out"
     args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
-    args += ["--out", str(out), "--max-offsets", "60"]
+    args += ["--out", str(out), "--max-offsets-per-trigger", "60"]
 
     # 1. SIGKILL after batch 1 wrote its windows AND applied its reports, before Spark
     #    committed it: the restart replays batch 1 and re-sends the same report keys.
@@ -101,7 +101,14 @@ def test_a_kill_between_the_writes_and_the_reports_keeps_windows_plus_late_rows_
     )
     out = tmp_path / "out"
     args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
-    args += ["--out", str(out), "--max-offsets", "60", "--disorder-ms", str(DISORDER_MS)]
+    args += [
+        "--out",
+        str(out),
+        "--max-offsets-per-trigger",
+        "60",
+        "--disorder-ms",
+        str(DISORDER_MS),
+    ]
     killed = run_job("jobs.tracker_windows", args, fault="tracker.after_sink@2:kill", timeout_s=600)
     assert killed.killed and killed.fired("tracker.after_sink", "kill"), killed.output_tail
     again = run_job("jobs.tracker_windows", args, timeout_s=600)

@@ -59,7 +59,7 @@ def test_downstream_windows_are_emitted_once_complete_closed_by_the_upstream_tra
     produce(kafka_bootstrap, topic, demo_records(N, PARTITIONS, step_ms=STEP_MS))
     name = f"two-{uuid.uuid4().hex[:8]}"
     args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
-    args += ["--out", str(tmp_path), "--agent", name, "--max-offsets", "50"]
+    args += ["--out", str(tmp_path), "--agent", name, "--max-offsets-per-trigger", "50"]
     killed = run_job(
         "jobs.tracker_two_queries", args, crash_at="tracker.after_reports@1", timeout_s=600
     )
