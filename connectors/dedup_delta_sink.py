@@ -141,7 +141,6 @@ class DeltaDedupSink:
         self.catalog = DedupCatalog(config.catalog_path)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
-        self._purged_below = 0
         self._recovered = False
         self._output: DeltaCommitter | None = None
 
@@ -250,10 +249,7 @@ class DeltaDedupSink:
         DEDUP_DELTA.reached(4, batch_id)
 
         metrics = decision.metrics
-        floor = metrics.newest_generation - c.generations + 1
-        if floor > self._purged_below:
-            self.catalog.purge(floor)
-            self._purged_below = floor
+        self.catalog.purge_outside(metrics.newest_generation, c.generations)
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
         log.info(

@@ -67,6 +67,7 @@ class DedupCatalog:
 
     def __init__(self, path: str) -> None:
         self.path = str(path)
+        self._purged_below = 0
 
     def _open(self) -> Any:
         """The table at its newest version, or ``None`` before the first append."""
@@ -171,3 +172,13 @@ class DedupCatalog:
         if table is not None:
             table.delete(f"generation < {int(older_than_generation)}")
             self._changed()
+
+    def purge_outside(self, newest_generation: int, generations: int) -> None:
+        """Purge the generations below the dedup window ending at ``newest_generation``.
+
+        Deletes only when the window's floor moved since this catalog's last purge.
+        """
+        floor = newest_generation - generations + 1
+        if floor > self._purged_below:
+            self.purge(floor)
+            self._purged_below = floor

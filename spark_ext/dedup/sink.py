@@ -97,7 +97,6 @@ class DedupSink:
         self.catalog = DedupCatalog(config.catalog_path) if config else None
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
-        self._purged_below = 0
 
     @property
     def catalog_app_id(self) -> str:
@@ -166,10 +165,7 @@ class DedupSink:
         finally:
             batch.unpersist()
         if self.catalog is not None and self.config is not None:
-            floor = metrics.newest_generation - self.config.generations + 1
-            if floor > self._purged_below:
-                self.catalog.purge(floor)
-                self._purged_below = floor
+            self.catalog.purge_outside(metrics.newest_generation, self.config.generations)
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
         log.info(

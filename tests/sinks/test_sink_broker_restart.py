@@ -7,7 +7,6 @@ query -- and the committed output must hold every input record exactly once.
 
 from __future__ import annotations
 
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,21 +19,11 @@ from connectors.kafka_sink import SinkProgress
 from connectors.local_kafka import BrokerConfig, LocalKafkaBroker
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import run_job
+from tests.sinks.kafka_two_brokers import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 EVENTS = 360
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @pytest.fixture
