@@ -27,11 +27,11 @@ consumer see some slices of a batch before the others. So:
 3. ``committed`` -- ONE transaction: every staged record, ``flush()``, every produce future
    checked (K1: kafka-python commits a transaction whose records expired after
    ``delivery_timeout_ms``; any failure aborts it and raises
-   :class:`~connectors.kafka_sink_errors.ProduceFailedError`), then the progress offset
+   :class:`~spark_ext.sinks.errors.ProduceFailedError`), then the progress offset
    (``send_offsets_to_transaction``) holding the batch id, then commit. A lost answer is
    settled by a fresh producer and the recorded batch read back; a transaction that outlived
    ``transaction_timeout_ms`` (aborted by the broker) is retried once, then
-   :class:`~connectors.kafka_sink_errors.TransactionExpiredError` names the setting (K5).
+   :class:`~spark_ext.sinks.errors.TransactionExpiredError` names the setting (K5).
    Driver side: :mod:`connectors.kafka_sink_commit`.
 4. ``cleaned`` -- the batch's staging folder is deleted.
 

@@ -17,19 +17,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from connectors.kafka_sink_delivery import DeliveryCheck
-from connectors.kafka_sink_errors import (
-    PartitionOutOfRangeError,
-    ProduceFailedError,
-    TopicMissingError,
-    TransactionExpiredError,
-)
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     DriverFencedError,
+    PartitionOutOfRangeError,
+    ProduceFailedError,
     StagedDataMissingError,
+    TopicMissingError,
+    TransactionExpiredError,
     TransactionTimeoutError,
     WriterFencedError,
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from connectors.kafka_sink_errors import ProduceFailedError
+from spark_ext.sinks.errors import ProduceFailedError
 
 
 class DeliveryCheck:

@@ -48,7 +48,6 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from connectors.kafka_sink_delivery import DeliveryCheck
-from connectors.kafka_sink_errors import ReplayUnprovableError
 from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_records import (
     PRODUCER,
@@ -58,7 +57,7 @@ from connectors.kafka_sink_records import (
     task_attempt,
     to_bytes,
 )
-from spark_ext.sinks.errors import SinkConfigError, check_batch_order
+from spark_ext.sinks.errors import ReplayUnprovableError, SinkConfigError, check_batch_order
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 log = logging.getLogger(__name__)

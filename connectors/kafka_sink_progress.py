@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.kafka_sink_errors import ProgressInconsistentError
+from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
 

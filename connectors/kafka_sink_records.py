@@ -13,8 +13,7 @@ from typing import Any
 
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from connectors.kafka_sink_errors import TopicMissingError
-from spark_ext.sinks.errors import SinkConfigError
+from spark_ext.sinks.errors import SinkConfigError, TopicMissingError
 from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)

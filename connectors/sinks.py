@@ -154,7 +154,7 @@ def exactly_once_to_kafka(
         ``record_id`` (string): the row's input coordinates, unique within a batch and the
         same when the batch is re-run -- required with ``mode="idempotent"``.
     topic
-        The output topic; it must exist (:class:`~connectors.kafka_sink_errors.TopicMissingError`
+        The output topic; it must exist (:class:`~spark_ext.sinks.errors.TopicMissingError`
         otherwise, raised here).
     bootstrap
         Kafka bootstrap servers.
@@ -190,7 +190,7 @@ def exactly_once_to_kafka(
     by default), after which a replay of the last batch is no longer recognised. Refused at
     start (typed): a missing ``topic``; in idempotent mode, rows without ``record_id`` and
     ``spark.speculation`` on (two attempts of a task writing at once cannot be fenced without
-    transactions). Failures while writing are typed too (``connectors.kafka_sink_errors``):
+    transactions). Failures while writing are typed too (``spark_ext.sinks.errors``):
     an undelivered record (``ProduceFailedError``, nothing recorded), a ``partition`` the topic
     lacks, output trimmed below the recorded offsets (``ReplayUnprovableError``).
     """

@@ -9,7 +9,7 @@ Each output record has the input key and, as value, JSON of the input value with
 coordinates (``{"topic", "partition", "offset", "value"}``), so every output record names the
 input record it came from (``--payload-only``: the input value unchanged). The sink gets each
 row's input coordinates as its ``record_id`` (``topic/partition/offset``).
-A missing ``--topic`` fails at start with :class:`~connectors.kafka_sink_errors.TopicMissingError`.
+A missing ``--topic`` fails at start with :class:`~spark_ext.sinks.errors.TopicMissingError`.
 
 Guarantees: every record of ``--topic`` (read ``read_committed``) is in ``--out`` exactly once
 across any number of SIGKILLs and restarts from ``--checkpoint``: for ``read_committed``

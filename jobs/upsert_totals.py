@@ -32,6 +32,7 @@ import logging
 import sys
 from pathlib import Path
 
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -67,7 +68,8 @@ class UpsertWriter:
         import pyarrow as pa
         from deltalake import DeltaTable, write_deltalake
 
-        frame = batch.select(*TOTAL_COLUMNS).toPandas().sort_values("user_id")
+        frame: pd.DataFrame = batch.select(*TOTAL_COLUMNS).toPandas()
+        frame = frame.sort_values("user_id")
         if frame.empty:
             return
         frame["events"] = frame["events"].astype("int64")

@@ -57,7 +57,7 @@ def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None
     """``writer`` as ``fn(df, batch_id)``; a ConfigError names ``setting`` if it is neither."""
     write = getattr(writer, "write", None)
     if callable(write):
-        return write  # type: ignore[no-any-return]
+        return write
     if callable(writer):
         return writer
     raise ConfigError(setting, f"must be callable (df, batch_id) or have write(); got {writer!r}")

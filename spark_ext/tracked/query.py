@@ -109,6 +109,7 @@ class Closing:
         """
         if partitions <= 0:
             raise ConfigError("Closing.partitions", f"must be positive, got {partitions}")
+        d: int | None
         if disorder is not None:
             d = 0 if disorder in (0, "0") else duration_ms(disorder, "Closing.disorder")
         else:

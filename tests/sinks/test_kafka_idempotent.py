@@ -11,10 +11,14 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
 from connectors import kafka
 from connectors.kafka_sink import KafkaIdempotentWriter, SinkProgress
-from connectors.kafka_sink_errors import ReplayUnprovableError, TopicMissingError
 from connectors.kafka_sink_records import RECORD_ID_HEADER, existing_topics
 from connectors.sinks import exactly_once_to_kafka
-from spark_ext.sinks.errors import BatchRegressionError, SinkConfigError
+from spark_ext.sinks.errors import (
+    BatchRegressionError,
+    ReplayUnprovableError,
+    SinkConfigError,
+    TopicMissingError,
+)
 
 pytestmark = pytest.mark.integration
 

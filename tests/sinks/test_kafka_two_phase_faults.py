@@ -19,7 +19,7 @@ from connectors.kafka_sink import (
     SinkProgress,
     StagedRecords,
 )
-from connectors.kafka_sink_errors import (
+from spark_ext.sinks.errors import (
     PartitionOutOfRangeError,
     ProduceFailedError,
     TransactionExpiredError,

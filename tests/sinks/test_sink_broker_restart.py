@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kafka.errors import KafkaError
+from kafka_two_brokers import free_ports
 
 from connectors import kafka
 from connectors.demo_events import produce_events
@@ -19,7 +20,6 @@ from connectors.kafka_sink import SinkProgress
 from connectors.local_kafka import BrokerConfig, LocalKafkaBroker
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import run_job
-from tests.sinks.kafka_two_brokers import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
