@@ -68,14 +68,14 @@ def test_duplicates_and_kills_give_the_clean_duplicate_free_output(
         crash_at="dedup.after_catalog@1",
         timeout_s=600,
     )
-    assert first.killed, first.output_tail
+    assert first.killed and first.fired("dedup.after_catalog", "kill"), first.output_tail
     second = run_job(
         "jobs.ordering_dedup",
         [*args, "--max-offsets-per-trigger", "60"],
         crash_at="dedup.after_output@2",
         timeout_s=600,
     )
-    assert second.killed, second.output_tail
+    assert second.killed and second.fired("dedup.after_output", "kill"), second.output_tail
     query, _ = start_pipeline(
         spark, kafka_bootstrap, dup_topic, PipelinePaths(root), PipelineOptions()
     )

@@ -71,7 +71,9 @@ def test_kills_at_every_step_give_the_clean_duplicate_free_output(
             crash_at=point,
             timeout_s=600,
         )
-        assert run.killed, f"{point}: {run.output_tail}"
+        assert run.killed and run.fired(point.partition("@")[0], "kill"), (
+            f"{point}: {run.output_tail}"
+        )
     query, _ = start(spark, kafka_bootstrap, dup_topic, paths, max_offsets_per_trigger=70)
     await_done(query, 600)
     assert query.exception() is None

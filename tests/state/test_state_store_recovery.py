@@ -72,7 +72,7 @@ def crashed_and_restarted(tmp_path_factory: pytest.TempPathFactory, shape) -> Pa
         crash_at=f"{CRASH_POINT}@{CRASH_BATCH}",
         timeout_s=600,
     )
-    assert crashed.killed, crashed.output_tail
+    assert crashed.killed and crashed.fired(CRASH_POINT, "kill"), crashed.output_tail
     for store in shape.stores:  # killed mid-stream: no store reached the final batch
         commits = [int(p.name) for p in (root / store / "commits").iterdir() if p.name.isdigit()]
         assert CRASH_BATCH <= max(commits) < shape.final_batch, (store, commits)

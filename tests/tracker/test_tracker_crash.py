@@ -46,7 +46,7 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
     killed = run_job(
         "jobs.tracker_windows", args, crash_at="tracker.after_reports@1", timeout_s=600
     )
-    assert killed.killed, killed.output_tail
+    assert killed.killed and killed.fired("tracker.after_reports", "kill"), killed.output_tail
 
     # 2. Restart from the checkpoint; the first attempt of a task of batch 2 fails after its
     #    data went out (Spark retries it: master local[2,4]).

@@ -63,7 +63,7 @@ def test_downstream_windows_are_emitted_once_complete_closed_by_the_upstream_tra
     killed = run_job(
         "jobs.tracker_two_queries", args, crash_at="tracker.after_reports@1", timeout_s=600
     )
-    assert killed.killed, killed.output_tail
+    assert killed.killed and killed.fired("tracker.after_reports", "kill"), killed.output_tail
     again = run_job("jobs.tracker_two_queries", args, timeout_s=600)
     assert again.ok, again.output_tail
 
