@@ -11,7 +11,6 @@ accepts a ``transformWithStateInPandas`` before one (measured on Spark 4.2).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import LongType, StructField, StructType
 
+from spark_ext.crash import declare
 from spark_ext.operators.base import Group, SubstreamOperator
 from spark_ext.tracked.envelope import (
     GATE_STAGE,
@@ -36,37 +36,22 @@ from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
 from spark_ext.tracked.runner import GroupState, late_output, run_group
 from spark_ext.tracker.reports import ReportBuilder
 
-FAIL_TASK_ENV = "SPARK_EXT_FAIL_TASK_AT"
-
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 
 
-class InjectedTaskFailure(RuntimeError):
-    """Raised on purpose by a test (``SPARK_EXT_FAIL_TASK_AT=<stage>@<batch>``)."""
+#: Fault point of the gate: a gate task's rows went out, its report not yet. A ``raise`` here
+#: (attempt 0 only) is a task retried after its data left: Spark discards the failed attempt's
+#: output, report rows included, and the retry must give the same windows.
+GATE_EMITTED = declare("tracked.gate.emitted", "executor", "gate rows sent, report not yet")
 
 
-def maybe_fail_task(stage: str) -> None:
-    """Fail the first attempt of task 0 of ``stage`` in the chosen batch (task-retry tests).
-
-    Spark retries the task (when ``spark.task.maxFailures`` > 1, e.g. master ``local[2,4]``)
-    and discards the failed attempt's output, report rows included.
-    """
-    spec = os.environ.get(FAIL_TASK_ENV)
-    if not spec:
-        return
+def _stream_batch_id() -> int | None:
+    """The micro-batch id of the running task, ``None`` outside a streaming task (testers)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    target, _, batch = spec.partition("@")
-    if ctx is None or target != stage or ctx.partitionId() != 0 or ctx.attemptNumber() != 0:
-        return
-    if batch and ctx.getLocalProperty("streaming.sql.batchId") != batch:
-        return
-    mark = os.environ.get(FAIL_TASK_ENV + "_MARK")
-    if mark:
-        with open(mark, "a") as f:
-            f.write(f"{stage}@{batch}\n")
-    raise InjectedTaskFailure(f"injected failure in {stage}, batch {batch}, attempt 0")
+    value = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    return int(value) if value is not None else None
 
 
 def task_partition() -> int:
@@ -118,7 +103,7 @@ class GateProcessor(StatefulProcessor):
             self.frontier.update((new,))
         for f in frames:
             yield conform(f, self.columns)
-        maybe_fail_task(GATE_STAGE)  # after the data rows went out, before the report
+        GATE_EMITTED.reached(_stream_batch_id())  # data rows out, report not yet
         report = builder.build()
         if not report.is_empty():
             yield report_row(report.to_json(), part % self.cfg.shards, self.columns)

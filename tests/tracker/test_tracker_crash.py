@@ -48,17 +48,17 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
     )
     assert killed.killed and killed.fired("tracker.after_reports", "kill"), killed.output_tail
 
-    # 2. Restart from the checkpoint; the first attempt of a task of batch 2 fails after its
-    #    data went out (Spark retries it: master local[2,4]).
-    mark = tmp_path / "failed_tasks"
+    # 2. Restart from the checkpoint; attempt 0 of the gate tasks of batch 2 fails after its
+    #    data went out (Spark retries them: master local[2,4]).
     rerun = run_job(
         "jobs.tracker_windows",
         [*args, "--master", "local[2,4]"],
-        env={"SPARK_EXT_FAIL_TASK_AT": "assign@2", "SPARK_EXT_FAIL_TASK_AT_MARK": str(mark)},
+        fault="tracked.gate.emitted@2:raise",
         timeout_s=600,
     )
     assert rerun.ok, rerun.output_tail
-    assert mark.read_text().splitlines() == ["assign@2"]  # the failure really happened, once
+    failed = [f for f in rerun.faults if f["point"] == "tracked.gate.emitted"]
+    assert failed and all(f["attempt"] == 0 and f["batch"] == 2 for f in failed), rerun.faults
 
     got = spark.read.format("delta").load(str(out / "windows"))
     assert_df_equality(
