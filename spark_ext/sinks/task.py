@@ -19,15 +19,21 @@ from spark_ext.sinks.errors import NotAStreamTaskError
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 
 
-def current_batch_id() -> int:
-    """The micro-batch id of the running task; :class:`NotAStreamTaskError` outside one."""
+def stream_batch_id() -> int | None:
+    """The micro-batch id of the running task, ``None`` outside a streaming task."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     value = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
-    if value is None:
+    return int(value) if value is not None else None
+
+
+def current_batch_id() -> int:
+    """The micro-batch id of the running task; :class:`NotAStreamTaskError` outside one."""
+    batch_id = stream_batch_id()
+    if batch_id is None:
         raise NotAStreamTaskError(f"no {BATCH_ID_PROPERTY} local property: not a stream task")
-    return int(value)
+    return batch_id
 
 
 def task_attempt() -> tuple[int, int]:

@@ -24,6 +24,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from spark_ext.crash import declare
 from spark_ext.operators.base import Group, SubstreamOperator
+from spark_ext.sinks.task import stream_batch_id
 from spark_ext.tracked.envelope import (
     GATE_STAGE,
     KIND_REPORT,
@@ -43,15 +44,6 @@ _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 #: (attempt 0 only) is a task retried after its data left: Spark discards the failed attempt's
 #: output, report rows included, and the retry must give the same windows.
 GATE_EMITTED = declare("tracked.gate.emitted", "executor", "gate rows sent, report not yet")
-
-
-def _stream_batch_id() -> int | None:
-    """The micro-batch id of the running task, ``None`` outside a streaming task (testers)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    value = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
-    return int(value) if value is not None else None
 
 
 def task_partition() -> int:
@@ -103,7 +95,7 @@ class GateProcessor(StatefulProcessor):
             self.frontier.update((new,))
         for f in frames:
             yield conform(f, self.columns)
-        GATE_EMITTED.reached(_stream_batch_id())  # data rows out, report not yet
+        GATE_EMITTED.reached(stream_batch_id())  # data rows out, report not yet
         report = builder.build()
         if not report.is_empty():
             yield report_row(report.to_json(), part % self.cfg.shards, self.columns)
