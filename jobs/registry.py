@@ -26,6 +26,7 @@ from typing import Any
 from jobs.at_least_once import AFTER_WRITE as AT_LEAST_ONCE_AFTER_WRITE
 from jobs.at_most_once import AFTER_OFFSET_COMMIT as AT_MOST_ONCE_AFTER_OFFSET_COMMIT
 from jobs.eo_spark_kafka_sink import WRITTEN as SPARK_KAFKA_WRITTEN
+from jobs.tracker_windows import EPOCH
 from jobs.upsert_totals import AFTER_UPSERT
 from spark_ext.crash import FaultPoint
 from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
@@ -45,15 +46,29 @@ from spark_ext.recovery import (
     RunSlot,
     read_delta_rows,
 )
-from spark_ext.sinks.errors import BatchRegressionError
-from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE, KAFKA_TWO_PHASE
+from spark_ext.sinks.errors import (
+    BatchRegressionError,
+    DeltaTxnExpiredError,
+    ReplayUnprovableError,
+)
+from spark_ext.sinks.protocol import (
+    DELTA_IDEMPOTENT,
+    DELTA_TWO_PHASE,
+    KAFKA_IDEMPOTENT,
+    KAFKA_TWO_PHASE,
+)
 from spark_ext.tracked.handler import AFTER_SINK as TRACKER_AFTER_SINK
+from spark_ext.tracked.stages import GATE_EMITTED as TRACKER_GATE_EMITTED
 from spark_ext.tracker.errors import CheckpointBehindAgent
 
 #: The typed error a checkpoint reset must end in when the output is kept (invariant 6).
 REGRESSION = ExpectedError.of(BatchRegressionError)
 #: The tracker's: its agent applied batches the reset checkpoint never reached.
 BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
+#: A replay whose evidence (the output topic) retention trimmed (invariant 6).
+UNPROVABLE = ExpectedError.of(ReplayUnprovableError)
+#: A Delta output whose ``txn`` retention expired next to the sink's committed files.
+TXN_EXPIRED = ExpectedError.of(DeltaTxnExpiredError)
 PRECISE = RecoveryClass.PRECISE
 #: How long the broker faults keep the broker paused (past kafka-python's default
 #: ``delivery_timeout_ms`` of 120 s) or down.
@@ -184,6 +199,14 @@ class ExactlyOnceDeltaCase(KafkaToDeltaCase):
         args += ["--sink-id", "events", "--max-offsets-per-trigger", "100"]
         return [*args, *self.extra_args]
 
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """``txn-retention``: the table's ``txn`` expires (the sink's files stay)."""
+        from spark_ext.recovery.retention import expire_txns
+
+        if fault is not FaultClass.TXN_RETENTION:
+            super().expire_output(ctx, slot, fault)
+        expire_txns(slot.out / "events")
+
 
 #: A Kafka -> Kafka job's output record, by the input record it names.
 FORWARDED = OutputSpec(columns=("key", "src_partition", "src_offset", "src_value"))
@@ -201,6 +224,14 @@ class KafkaToKafkaCase(KafkaToDeltaCase):
         args += ["--out", ctx.topic(f"out-{slot.name}"), "--checkpoint", str(slot.out / "_chk")]
         args += ["--max-offsets-per-trigger", "100"]
         return [*args, *self.extra_args]
+
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """``output-trim``: every record written to the run's output topic so far is trimmed."""
+        from spark_ext.recovery.retention import trim_topic
+
+        if fault is not FaultClass.OUTPUT_TRIM:
+            super().expire_output(ctx, slot, fault)
+        trim_topic(ctx.bootstrap, ctx.topic(f"out-{slot.name}"))
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         import json
@@ -229,17 +260,40 @@ WINDOWS = OutputSpec(
 )
 
 
+#: ``disorder``: one row per input row, by the window it belongs to and its key.
+WINDOW_OF_ROW = OutputSpec(columns=("window_start_ms", "key"))
+#: ``disorder``: the demo input's jitter inside a partition, and the disorder it is promised.
+JITTER_MS, PROMISED_DISORDER_MS = 6_000, 1_000
+WINDOW_MS = 10_000
+EPOCH_MS = int(EPOCH.timestamp() * 1000)
+
+
+def window_start_ms(event_time_ms: int) -> int:
+    """Start of the 10 s tumbling window of :mod:`jobs.tracker_windows` holding the time."""
+    return event_time_ms - event_time_ms % WINDOW_MS
+
+
 class TrackerWindowsCase(RecoveryCase):
-    """:mod:`jobs.tracker_windows` on its own demo input (time-ordered partitions, closed)."""
+    """:mod:`jobs.tracker_windows` on its own demo input (time-ordered partitions, closed).
+
+    ``disorder``: the same demo events jittered by up to :data:`JITTER_MS` inside each
+    partition while the job is promised :data:`PROMISED_DISORDER_MS`; every input row must be
+    in exactly one window count or one late row.
+    """
+
+    accounting = WINDOW_OF_ROW
 
     def __init__(self, events: int = 150, partitions: int = 3, max_offsets: int = 60) -> None:
         self.name = "tracker_windows"
         self.module = "jobs.tracker_windows"
         self.crash = CrashPlan.at(TRACKER_AFTER_SINK, 1)
         self.cells = cells(
+            # Attempt 0 of every gate task of batch 1 raises after sending its rows.
+            FaultCell(FaultClass.TASK_RAISE, TRACKER_GATE_EMITTED, 1),
             FaultCell(FaultClass.DRIVER_RAISE, TRACKER_AFTER_SINK, 1),
             # The agent outlives the checkpoint: the tracker refuses to run behind it.
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=BEHIND_AGENT),
+            FaultCell(FaultClass.DISORDER, expected=PRECISE),
         )
         self.outputs = (ExpectedOutput("windows", WINDOWS, RecoveryClass.PRECISE),)
         self.description = "windows released by the tracker, written idempotently per batch"
@@ -262,6 +316,41 @@ class TrackerWindowsCase(RecoveryCase):
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         return read_delta_rows(slot.out / output, WINDOWS.read_columns())
 
+    def prepare_disordered(self, ctx: HarnessContext) -> list[dict[str, Any]]:
+        from connectors.kafka import create_topic, produce
+        from jobs.tracker_windows import demo_records, demo_time
+
+        create_topic(ctx.bootstrap, ctx.topic("in"), self.partitions)
+        records = list(demo_records(self.events, self.partitions, jitter_ms=JITTER_MS))
+        produce(ctx.bootstrap, ctx.topic("in"), records)
+        events = [key.decode() for key, _, _ in records if key is not None]
+        return [
+            {
+                "window_start_ms": window_start_ms(EPOCH_MS + demo_time(i, jitter_ms=JITTER_MS)),
+                "key": key,
+            }
+            for i, key in enumerate(events)
+        ]
+
+    def disorder_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [*self.job_args(ctx, slot), "--disorder-ms", str(PROMISED_DISORDER_MS)]
+
+    def accounted_rows(
+        self, ctx: HarnessContext, slot: RunSlot
+    ) -> tuple[list[dict[str, Any]], int]:
+        windows = read_delta_rows(slot.out / "windows", ("window_start_ms", "key", "count"))
+        late = read_delta_rows(slot.out / "late", ("key", "event_time_ms"))
+        rows = [
+            {"window_start_ms": w["window_start_ms"], "key": w["key"]}
+            for w in windows
+            for _ in range(int(w["count"]))
+        ]
+        rows += [
+            {"window_start_ms": window_start_ms(int(r["event_time_ms"])), "key": r["key"]}
+            for r in late
+        ]
+        return rows, len(late)
+
 
 #: The two-query tracker job's downstream totals: one row per window.
 TOTALS = OutputSpec(
@@ -278,7 +367,10 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         self.module = "jobs.tracker_two_queries"
         self.outputs = (ExpectedOutput("totals", TOTALS, RecoveryClass.PRECISE),)
         self.description = "downstream windows closed by the upstream query's tracker"
-        self.cells = {**self.cells, **cells(*broker_cells(TRACKER_AFTER_SINK))}
+        # No late-rows output is read back downstream: no disorder cell (yet).
+        self.accounting = None
+        own = {f: c for f, c in self.cells.items() if f is not FaultClass.DISORDER}
+        self.cells = {**own, **cells(*broker_cells(TRACKER_AFTER_SINK))}
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [
@@ -491,6 +583,7 @@ JOBS: dict[str, RecoveryCase] = {
                 FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
                 FaultCell(FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0),
                 *broker_cells(DELTA_TWO_PHASE.fault(3)),
+                FaultCell(FaultClass.TXN_RETENTION, DELTA_TWO_PHASE.fault(3), 1, TXN_EXPIRED),
             ),
         ),
         ExactlyOnceDeltaCase(
@@ -501,6 +594,7 @@ JOBS: dict[str, RecoveryCase] = {
             cells=cells(
                 FaultCell(FaultClass.DRIVER_RAISE, DELTA_IDEMPOTENT.fault(3), 1),
                 FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+                FaultCell(FaultClass.TXN_RETENTION, DELTA_IDEMPOTENT.fault(3), 1, TXN_EXPIRED),
             ),
         ),
         KafkaToKafkaCase(
@@ -516,6 +610,25 @@ JOBS: dict[str, RecoveryCase] = {
                 FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
                 FaultCell(FaultClass.SPECULATION, KAFKA_TWO_PHASE.fault(1), 1, seconds=5.0),
                 *broker_cells(KAFKA_TWO_PHASE.fault(3)),
+                # The batch id is in the transaction: the replay is recognised without the
+                # records retention trimmed.
+                FaultCell(FaultClass.OUTPUT_TRIM, KAFKA_TWO_PHASE.fault(3), 1, PRECISE),
+            ),
+        ),
+        KafkaToKafkaCase(
+            "exactly_once_kafka_idempotent",
+            "jobs.exactly_once_kafka",
+            CrashPlan.at(KAFKA_IDEMPOTENT.fault(3), 1),
+            [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
+            "idempotent Kafka sink: a replay re-sends only the record ids not yet in the topic",
+            extra_args=("--sink-id", "forwarded", "--mode", "idempotent"),
+            cells=cells(
+                FaultCell(FaultClass.TASK_RAISE, KAFKA_IDEMPOTENT.fault(2), 1),
+                FaultCell(FaultClass.DRIVER_RAISE, KAFKA_IDEMPOTENT.fault(3), 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+                # The replay is proven by reading back what it wrote: once retention trimmed
+                # that, it is refused, never guessed.
+                FaultCell(FaultClass.OUTPUT_TRIM, KAFKA_IDEMPOTENT.fault(3), 1, UNPROVABLE),
             ),
         ),
         KafkaToKafkaCase(

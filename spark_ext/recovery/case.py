@@ -145,6 +145,34 @@ class RecoveryCase(ABC):
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         """Every row the runs of ``slot`` left in ``output`` (empty if nothing was written)."""
 
+    # -- retention faults (output-trim, txn-retention) --------------------------------------
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """Do to ``slot``'s outputs what retention does under ``fault`` (between a kill and the
+        restart): trim the output topic (``output-trim``), expire the Delta ``txn``
+        (``txn-retention``). A case declaring such a cell implements it."""
+        raise NotImplementedError(f"{self.name} does not implement {fault}")
+
+    # -- event-time disorder -----------------------------------------------------------------
+    #: ``disorder``: the columns on which the input and output-plus-late rows are compared,
+    #: one row per input row (``None``: the case has no disorder cell).
+    accounting: OutputSpec | None = None
+
+    def prepare_disordered(self, ctx: HarnessContext) -> list[dict[str, Any]]:
+        """Create input whose event times break the partitions' promise; return one row per
+        input row, on :attr:`accounting`'s columns."""
+        raise NotImplementedError(f"{self.name} has no disordered input")
+
+    def disorder_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        """Arguments of a run on the disordered input (the promise it is given included)."""
+        return self.job_args(ctx, slot)
+
+    def accounted_rows(
+        self, ctx: HarnessContext, slot: RunSlot
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One row per input row the run accounted for (folded into an output, or late), and
+        how many of them are late rows."""
+        raise NotImplementedError(f"{self.name} has no late-rows output")
+
     def checkpoints(self, ctx: HarnessContext, slot: RunSlot) -> list[Path]:
         """The Spark checkpoints of the runs of ``slot`` (folders with ``offsets`` and
         ``commits``), which ``checkpoint-reset`` deletes while the output is kept."""

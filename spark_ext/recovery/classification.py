@@ -255,3 +255,26 @@ def classify(expected: Sequence[Row], observed: Sequence[Row], spec: OutputSpec)
         final_state_equal=state_equal,
         state_diffs=state_diffs,
     )
+
+
+def without(rows: Sequence[Row], removed: Sequence[Row], spec: OutputSpec) -> list[Row]:
+    """``rows`` minus ``removed`` as multisets on ``spec``'s columns (each removal once).
+
+    Used where something outside the job removed output rows (retention trimming a topic):
+    the clean output without those rows is what a precise recovery must leave.
+
+    Example
+    -------
+    >>> spec = OutputSpec(columns=("id",))
+    >>> without([{"id": 1}, {"id": 1}, {"id": 2}], [{"id": 1}], spec)
+    [{'id': 1}, {'id': 2}]
+    """
+    left = Counter(_project(r, spec.columns) for r in removed)
+    out: list[Row] = []
+    for row in rows:
+        key = _project(row, spec.columns)
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            out.append(row)
+    return out

@@ -23,6 +23,15 @@ fault class            how the harness injects it
                        timeout, then resumed
 ``broker-restart``     that broker is SIGKILLed when the point is reached and restarted on
                        its data
+``output-trim``        SIGKILL at the point (a batch written, not yet recorded as done), then
+                       the output topic trimmed below its end (``delete_records``, what
+                       retention does), then a restart: the replay must be recognised or
+                       refused with a typed error, never guessed
+``txn-retention``      SIGKILL at the point, then the Delta output's ``txn`` expired
+                       (``delta.setTransactionRetentionDuration`` of one second, waited out),
+                       then a restart
+``disorder``           the input's event times jitter inside each partition beyond the
+                       promised disorder; output plus late rows must hold every input row once
 =====================  ======================================================================
 
 Example
@@ -56,6 +65,9 @@ class FaultClass(StrEnum):
     SPECULATION = "speculation"
     BROKER_PAUSE = "broker-pause"
     BROKER_RESTART = "broker-restart"
+    OUTPUT_TRIM = "output-trim"
+    TXN_RETENTION = "txn-retention"
+    DISORDER = "disorder"
 
 
 #: One line per fault class, for the CLI and the report.
@@ -67,6 +79,9 @@ FAULT_DOCS: dict[FaultClass, str] = {
     FaultClass.SPECULATION: "spark.speculation on, a straggler task (sleep) at the point",
     FaultClass.BROKER_PAUSE: "own broker SIGSTOPped past the delivery timeout, resumed",
     FaultClass.BROKER_RESTART: "own broker SIGKILLed and restarted on its data",
+    FaultClass.OUTPUT_TRIM: "killed at the point, output topic trimmed (retention), restart",
+    FaultClass.TXN_RETENTION: "killed at the point, Delta txn expired (retention), restart",
+    FaultClass.DISORDER: "input event times out of order beyond the partition's promise",
 }
 
 #: Fault classes whose point runs in a task, and those whose point runs on the driver.
@@ -74,6 +89,10 @@ EXECUTOR_FAULTS = frozenset({FaultClass.TASK_RAISE, FaultClass.SPECULATION})
 DRIVER_FAULTS = frozenset({FaultClass.DRIVER_RAISE})
 #: Fault classes that need a broker of the harness's own.
 BROKER_FAULTS = frozenset({FaultClass.BROKER_PAUSE, FaultClass.BROKER_RESTART})
+#: Fault classes acting on the output between a kill at the point and the restart.
+RETENTION_FAULTS = frozenset({FaultClass.OUTPUT_TRIM, FaultClass.TXN_RETENTION})
+#: Fault classes that may do without a point (``disorder``: the kill at its point is optional).
+POINT_OPTIONAL_FAULTS = frozenset({FaultClass.CHECKPOINT_RESET, FaultClass.DISORDER})
 
 
 @dataclass(frozen=True)
@@ -117,7 +136,8 @@ class FaultCell:
     fault
         The fault class.
     point
-        The declared fault point (``None`` for ``checkpoint-reset``, which needs none).
+        The declared fault point (``None`` for ``checkpoint-reset``, which needs none; for
+        ``disorder`` a point adds a kill there and a restart).
     batch
         The batch in which the point fires (``None``: the first time it is reached).
     expected
@@ -135,8 +155,10 @@ class FaultCell:
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        if (self.fault is FaultClass.CHECKPOINT_RESET) != (self.point is None):
-            raise ValueError(f"{self.fault}: needs a fault point exactly unless checkpoint-reset")
+        if self.fault is FaultClass.CHECKPOINT_RESET and self.point is not None:
+            raise ValueError("checkpoint-reset takes no fault point")
+        if self.fault not in POINT_OPTIONAL_FAULTS and self.point is None:
+            raise ValueError(f"{self.fault} needs a fault point")
         if self.point is not None:
             if self.fault in EXECUTOR_FAULTS and self.point.side == "driver":
                 raise ValueError(f"{self.fault} needs an executor point, not {self.point.name}")
@@ -150,7 +172,7 @@ class FaultCell:
         """What the point does when reached: broker faults and stragglers only sleep there."""
         if self.point is None:
             return None
-        if self.fault is FaultClass.KILL:
+        if self.fault in RETENTION_FAULTS | {FaultClass.KILL, FaultClass.DISORDER}:
             return FaultKind.KILL
         if self.fault in (FaultClass.TASK_RAISE, FaultClass.DRIVER_RAISE):
             return FaultKind.RAISE

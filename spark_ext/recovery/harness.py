@@ -55,6 +55,7 @@ from spark_ext.recovery.errors import (
 )
 from spark_ext.recovery.faults import (
     BROKER_FAULTS,
+    RETENTION_FAULTS,
     FaultCell,
     FaultClass,
     observed_error,
@@ -241,12 +242,20 @@ class RecoveryHarness:
             from spark_ext.recovery.broker_faults import run_broker_cell
 
             return run_broker_cell(self, case, cell)
+        if fault is FaultClass.DISORDER:
+            from spark_ext.recovery.disorder import run_disorder_cell
+
+            return run_disorder_cell(self, case, cell)
         if clean is None:
             ctx = self.context(case)
             case.prepare(ctx)
             clean = self.clean_run(case, ctx)
         if fault is FaultClass.CHECKPOINT_RESET:
             return self._checkpoint_reset(case, cell, clean)
+        if fault in RETENTION_FAULTS:
+            from spark_ext.recovery.retention import run_retention_cell
+
+            return run_retention_cell(self, case, cell, clean)
         return self._fault_run(case, cell, clean)
 
     def _fault_ctx(self, cell: FaultCell, ctx: HarnessContext) -> HarnessContext:

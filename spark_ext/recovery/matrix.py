@@ -37,6 +37,9 @@ from spark_ext.recovery.report import TABLE_COLUMNS, result_id, result_section, 
 
 log = logging.getLogger(__name__)
 
+#: Fault classes whose cells run in a context of their own, without the job's clean run.
+OWN_CONTEXT_FAULTS = BROKER_FAULTS | {FaultClass.DISORDER}
+
 
 class CellStatus(StrEnum):
     """How a cell's outcome compares with the job's declaration."""
@@ -93,7 +96,7 @@ def _order(faults: Sequence[FaultClass]) -> list[FaultClass]:
     rank = {f: i for i, f in enumerate(FaultClass)}
 
     def key(f: FaultClass) -> tuple[int, int]:
-        group = 2 if f in BROKER_FAULTS else 1 if f is FaultClass.CHECKPOINT_RESET else 0
+        group = 2 if f in OWN_CONTEXT_FAULTS else 1 if f is FaultClass.CHECKPOINT_RESET else 0
         return group, rank[f]
 
     return sorted(dict.fromkeys(faults), key=key)
@@ -111,13 +114,13 @@ def run_job_cells(
             cells.append(MatrixCell(case.name, fault, not_applicable=True))
             continue
         try:
-            if fault not in BROKER_FAULTS and clean is None and not clean_error:
+            if fault not in OWN_CONTEXT_FAULTS and clean is None and not clean_error:
                 ctx = harness.context(case)
                 case.prepare(ctx)
                 clean = harness.clean_run(case, ctx)
         except RecoveryError as exc:
             clean_error = f"{type(exc).__name__}: {exc}"
-        if fault not in BROKER_FAULTS and clean_error:
+        if fault not in OWN_CONTEXT_FAULTS and clean_error:
             cells.append(MatrixCell(case.name, fault, error=clean_error))
             continue
         try:

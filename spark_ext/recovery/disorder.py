@@ -1,0 +1,90 @@
+"""The ``disorder`` fault: input whose event times break the partitions' promise.
+
+A tracked job promises per partition how far event times may run backwards
+(``--disorder-ms``); real topics break such promises. Invariant 7 of docs/design.md: a row
+beyond the promise goes to the late-rows output with its reason, never into state nothing
+flushes. The cell feeds the job input jittered further than promised
+(:meth:`~spark_ext.recovery.case.RecoveryCase.prepare_disordered`), runs it (killed at the
+cell's point and restarted, when the cell names one) and compares, row per input row, the
+input with what the job accounted for: each output row expanded to the input rows it folds,
+plus each late row (:meth:`~spark_ext.recovery.case.RecoveryCase.accounted_rows`).
+``precise`` means every input row is accounted for exactly once. A run without a single
+late row proves nothing about the promise being broken: :class:`FaultNotFired`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.classification import RecoveryClass, classify
+from spark_ext.recovery.errors import (
+    EmptyCleanOutput,
+    FaultNotApplicable,
+    FaultNotFired,
+    JobRunFailed,
+)
+from spark_ext.recovery.faults import FaultCell
+
+if TYPE_CHECKING:
+    from spark_ext.recovery.harness import RecoveryHarness
+
+log = logging.getLogger(__name__)
+
+#: The name of the compared "output" of a disorder cell: every output and the late rows.
+ACCOUNTED = "output+late"
+
+
+def run_disorder_cell(
+    harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell
+) -> list[RecoveryResult]:
+    """Run ``case`` on disordered input (killed at ``cell``'s point if it has one)."""
+    from spark_ext.recovery.harness import assert_fired
+
+    spec = case.accounting
+    if spec is None:
+        raise FaultNotApplicable(case.name, str(cell.fault), "the case accounts no late rows")
+    ctx = harness.context(case, f"{case.name}-{cell.fault}")
+    ctx = dataclasses.replace(ctx, profile=harness.fault_profile)
+    expected_rows = case.prepare_disordered(ctx)
+    if not expected_rows:
+        raise EmptyCleanOutput(case.name, "input", str(ctx.workdir))
+    slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+    log.info("%s: %s", case.name, cell.describe())
+    run = harness.runner(
+        case.module, case.disorder_args(ctx, slot), fault=cell.spec(), timeout_s=harness.timeout_s
+    )
+    seconds = {"fault": run.seconds}
+    assert_fired(case.name, cell, run)
+    before = len(case.accounted_rows(ctx, slot)[0])
+    note = "finished on its own"
+    if not run.ok:
+        again = harness.runner(
+            case.module, case.disorder_args(ctx, slot), timeout_s=harness.timeout_s
+        )
+        seconds["restarted"] = again.seconds
+        if not again.ok:
+            raise JobRunFailed(case.name, f"{cell.fault} restarted", again)
+        note = "killed, restarted"
+    rows, late = case.accounted_rows(ctx, slot)
+    if late == 0:
+        raise FaultNotFired(case.name, f"{cell.describe()} (no row went late)", run)
+    expected = case.expected(cell.fault)
+    want = next(iter(expected.values()), RecoveryClass.PRECISE)
+    result = RecoveryResult(
+        case.name,
+        ACCOUNTED,
+        want,
+        cell.describe(),
+        classify(expected_rows, rows, spec),
+        before,
+        seconds,
+        fault=cell.fault,
+        note=f"{note}; {late} of {len(expected_rows)} input rows late",
+    )
+    log.info(
+        "%s %s: %s (expected %s)", result.label, cell.fault, result.observed, result.expected_label
+    )
+    return [result]

@@ -1,0 +1,146 @@
+"""Retention faults: the output loses evidence between a write and the replay of its batch.
+
+Invariant 6 of docs/design.md: a replay whose evidence was trimmed is a typed error, never a
+guess. Each cell kills the job at its point (a batch written, not yet recorded as done in
+Spark's commit log), then acts on the output as retention would, then restarts the job:
+
+``output-trim``
+    Every partition of the output topic is trimmed to its end offset (``delete_records``,
+    what ``retention.ms`` does to old segments): every record written so far is gone. An
+    idempotent Kafka sink, which proves a replay by reading back what it wrote, must refuse
+    with :class:`~spark_ext.sinks.errors.ReplayUnprovableError`; a two-phase sink, which
+    records its batch id in the transaction, recognises the replay and stays precise on what
+    retention left.
+``txn-retention``
+    The Delta output's ``delta.setTransactionRetentionDuration`` is set to one second and
+    waited out, so the ``txn`` of the sink reads as none next to its committed files: the
+    sinks must stop with :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`.
+
+Judged like this: a restart that stops with a typed error must have written nothing after the
+action (its output equals the output right after the action); a restart that finishes must
+leave the clean output minus the rows the action removed
+(:func:`~spark_ext.recovery.classification.without`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.classification import classify, without
+from spark_ext.recovery.errors import JobRunFailed
+from spark_ext.recovery.faults import FaultCell, observed_error
+from spark_ext.recovery.profiles import typed_error_names
+
+if TYPE_CHECKING:
+    from spark_ext.recovery.harness import CleanRun, RecoveryHarness
+
+log = logging.getLogger(__name__)
+
+#: The retention the ``txn-retention`` cells give the output, and how long they wait it out.
+TXN_RETENTION = "interval 1 seconds"
+TXN_RETENTION_WAIT_S = 2.5
+
+
+def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
+    """Delete every record of ``topic`` below its end offsets; returns the new log starts.
+
+    What ``retention.ms`` does to segments older than the retention, applied at once.
+    """
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        parts = [
+            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
+        ]
+        begin = consumer.beginning_offsets(parts)
+        end = consumer.end_offsets(parts)
+    finally:
+        consumer.close()
+    todo = {tp: end[tp] for tp in parts if end[tp] > begin[tp]}
+    if todo:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            admin.delete_records(todo)
+        finally:
+            admin.close()
+    log.info("trimmed %s to %s", topic, {tp.partition: o for tp, o in todo.items()})
+    return {tp.partition: o for tp, o in todo.items()}
+
+
+def expire_txns(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> None:
+    """Make every ``txn`` of the Delta table at ``table`` expire (one commit of a property).
+
+    Sets ``delta.setTransactionRetentionDuration`` to :data:`TXN_RETENTION` and waits it out:
+    a snapshot read afterwards no longer holds the sink's ``txn``.
+    """
+    from deltalake import DeltaTable
+
+    DeltaTable(str(table)).alter.set_table_properties(
+        {"delta.setTransactionRetentionDuration": TXN_RETENTION}
+    )
+    time.sleep(wait_s)
+    log.info("txn retention of %s set to %s and waited out", table, TXN_RETENTION)
+
+
+def run_retention_cell(
+    harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell, clean: CleanRun
+) -> list[RecoveryResult]:
+    """Kill ``case`` at ``cell``'s point, expire its output as retention would, restart it."""
+    from spark_ext.recovery.harness import assert_fired
+
+    ctx = dataclasses.replace(clean.ctx, profile=harness.fault_profile)
+    slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+    shutil.rmtree(slot.out, ignore_errors=True)
+    log.info("%s: %s", case.name, cell.describe())
+    run = harness.runner(
+        case.module, case.job_args(ctx, slot), fault=cell.spec(), timeout_s=harness.timeout_s
+    )
+    assert_fired(case.name, cell, run)
+    written = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
+    case.expire_output(ctx, slot, cell.fault)
+    kept = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
+    removed = {o.name: without(written[o.name], kept[o.name], o.spec) for o in case.outputs}
+    again = harness.runner(case.module, case.restart_args(ctx, slot), timeout_s=harness.timeout_s)
+    error = None if again.ok else observed_error(again.output_tail, typed_error_names())
+    if not again.ok and error is None:
+        raise JobRunFailed(case.name, f"{cell.fault} restarted (no typed error named)", again)
+    note = f"killed, {sum(map(len, removed.values()))} rows expired, " + (
+        f"restart stopped with {error}" if error else "restarted"
+    )
+    expected = case.expected(cell.fault)
+    results = []
+    for out in case.outputs:
+        final = case.read_output(ctx, slot, out.name)
+        # A typed error must leave what the action left; a recovery, the clean output less
+        # what the action removed.
+        baseline = (
+            kept[out.name] if error else without(clean.rows[out.name], removed[out.name], out.spec)
+        )
+        result = RecoveryResult(
+            case.name,
+            out.name,
+            expected[out.name],
+            cell.describe(),
+            classify(baseline, final, out.spec),
+            len(kept[out.name]),
+            {"clean": clean.seconds, "fault": run.seconds, "restarted": again.seconds},
+            fault=cell.fault,
+            error=error,
+            note=note,
+        )
+        log.info(
+            "%s %s: %s (expected %s)",
+            result.label,
+            cell.fault,
+            result.observed,
+            result.expected_label,
+        )
+        results.append(result)
+    return results

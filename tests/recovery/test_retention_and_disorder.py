@@ -1,0 +1,76 @@
+"""Retention and disorder, the faults outside a job: each cell gets its declared outcome.
+
+``output-trim``: the job is killed after a batch's records are written, the output topic is
+trimmed (what retention does), the job restarted. The idempotent Kafka sink proves a replay by
+reading back its records, so it must stop with ``ReplayUnprovableError`` and write nothing;
+the two-phase Kafka sink keeps the batch id in its transaction and stays precise on what
+retention left. ``txn-retention``: the Delta output's ``txn`` expires between the kill and the
+restart: ``DeltaTxnExpiredError``, nothing written. ``disorder``: the tracker's input jitters
+6 s inside each partition where 1 s was promised: every input row is in exactly one window
+count or one late row.
+
+CI runs the idempotent Kafka sink's trim and the tracker's disorder; the other cells run with
+``SPARK_EXT_MATRIX_ALL=1`` (and in ``spark-ext matrix``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jobs import registry
+from spark_ext.recovery import FaultClass, RecoveryClass, RecoveryResult
+
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
+
+ALL = os.environ.get("SPARK_EXT_MATRIX_ALL") == "1"
+full_matrix = pytest.mark.skipif(not ALL, reason="SPARK_EXT_MATRIX_ALL=1 runs this cell")
+
+
+def run(harness, job: str, fault: FaultClass, results: list[RecoveryResult]) -> RecoveryResult:
+    [result] = harness.run_cell(registry.get(job), fault)
+    results.append(result)
+    c = result.comparison
+    assert result.as_expected, (
+        f"{result.label} under {fault}: {result.observed}, declared {result.expected_label} "
+        f"({result.note})\nmissing: {[d.row for d in c.missing[:5]]}\n"
+        f"extra: {[d.row for d in c.extra[:5]]}"
+    )
+    return result
+
+
+def test_idempotent_kafka_sink_refuses_a_replay_whose_output_retention_trimmed(
+    harness, recovery_results
+):
+    result = run(harness, "exactly_once_kafka_idempotent", FaultClass.OUTPUT_TRIM, recovery_results)
+    assert result.error == "ReplayUnprovableError"
+    assert "rows expired" in result.note and not result.note.startswith("killed, 0 rows")
+
+
+@full_matrix
+def test_two_phase_kafka_sink_recognises_a_replay_whose_output_retention_trimmed(
+    harness, recovery_results
+):
+    result = run(harness, "exactly_once_kafka", FaultClass.OUTPUT_TRIM, recovery_results)
+    assert result.error is None and result.recovery_class is RecoveryClass.PRECISE
+    # Retention removed rows, and the rest of the clean output is there once.
+    assert 0 < result.comparison.expected_rows
+
+
+@full_matrix
+@pytest.mark.parametrize("job", ["exactly_once_delta", "exactly_once_delta_idempotent"])
+def test_delta_sinks_stop_on_a_txn_expired_between_write_and_replay(
+    harness, recovery_results, job: str
+):
+    result = run(harness, job, FaultClass.TXN_RETENTION, recovery_results)
+    assert result.error == "DeltaTxnExpiredError"
+
+
+def test_tracker_accounts_every_row_of_input_disordered_beyond_its_promise_once(
+    harness, recovery_results
+):
+    result = run(harness, "tracker_windows", FaultClass.DISORDER, recovery_results)
+    assert result.recovery_class is RecoveryClass.PRECISE
+    late = int(result.note.split("; ")[1].split()[0])
+    assert 0 < late < result.comparison.expected_rows
