@@ -25,6 +25,10 @@ kind                    what happens when the point is reached (in that batch)
 
 ``SPARK_EXT_CRASH_AT=<point>[@<batch>]`` (the older spelling) means ``kill``.
 
+With ``SPARK_EXT_FAULT_TRACE=1`` every point reached is logged too (kind ``reached``, written
+before the point's own fault fires): a SIGKILL at a random moment then names the last step
+each run completed (:attr:`spark_ext.jobrun.JobRun.last_step`).
+
 Every firing is recorded: a line ``SPARK_EXT_FAULT <point> kind=<k> batch=<b>`` on stderr and,
 when ``SPARK_EXT_FAULT_LOG`` names a file, one JSON line appended to it (point, kind, batch,
 side, task attempt, pid). The harness asserts that *its* fault fired from that log, never from
@@ -68,6 +72,11 @@ FAULT_ENV = "SPARK_EXT_FAULT"
 CRASH_ENV = "SPARK_EXT_CRASH_AT"
 #: A file to which every fired fault appends one JSON line.
 FAULT_LOG_ENV = "SPARK_EXT_FAULT_LOG"
+#: ``1``: every point reached appends a ``reached`` line to the fault log, fault or not, so a
+#: kill at a random moment can be placed among the steps (the last one reached before it).
+TRACE_ENV = "SPARK_EXT_FAULT_TRACE"
+#: The ``kind`` of a fault-log line that records a point reached, not a fault fired.
+REACHED = "reached"
 #: Set by :func:`spark_ext.jobrun.run_job`: this process tree is a job session of its own.
 JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
 
@@ -164,6 +173,8 @@ class FaultPoint:
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
+        if TRACE_ENV in os.environ and os.environ[TRACE_ENV] == "1":
+            _append(self, REACHED, batch_id, _task_attempt())
         if FAULT_ENV not in os.environ and CRASH_ENV not in os.environ:
             return
         spec = requested_fault()
@@ -247,11 +258,16 @@ def _record(point: FaultPoint, spec: FaultSpec, batch_id: int | None, attempt: i
     )
     sys.stderr.write(f"SPARK_EXT_FAULT {point.name} kind={spec.kind.value} batch={batch_id}\n")
     sys.stderr.flush()
+    _append(point, spec.kind.value, batch_id, attempt)
+
+
+def _append(point: FaultPoint, kind: str, batch_id: int | None, attempt: int | None) -> None:
+    """Append one JSON line to the fault log, if ``SPARK_EXT_FAULT_LOG`` names one."""
     path = os.environ.get(FAULT_LOG_ENV)
     if path:
         entry = {
             "point": point.name,
-            "kind": spec.kind.value,
+            "kind": kind,
             "batch": batch_id,
             "side": "driver" if attempt is None else "executor",
             "attempt": attempt,

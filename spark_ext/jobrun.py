@@ -5,7 +5,9 @@ This is how crash tests and the recovery harness kill "the driver": the job runs
 the JVM it launches and the Python workers all die together, either at a declared fault point
 (``fault=``, see :mod:`spark_ext.crash`) or after a delay chosen by the caller. Every fault that
 fired is read back from the run's own fault log (:attr:`JobRun.faults`): a test asserts that
-*its* fault fired, not merely that the job died.
+*its* fault fired, not merely that the job died. A kill at a random moment (``kill_after_s``,
+``kill_when``) runs traced (``SPARK_EXT_FAULT_TRACE=1``): every fault point reached is logged,
+so :attr:`JobRun.last_step` names the step the kill landed after.
 
 Example
 -------
@@ -25,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,8 @@ from spark_ext.crash import (
     FAULT_ENV,
     FAULT_LOG_ENV,
     JOB_SESSION_ENV,
+    REACHED,
+    TRACE_ENV,
     FaultSpec,
     fault_log_entries,
 )
@@ -52,6 +56,17 @@ class JobRun:
     output_tail: str
     #: The faults that fired in this run, from its fault log (see :mod:`spark_ext.crash`).
     faults: tuple[dict[str, object], ...] = ()
+    #: Traced runs only: every fault point reached, in the order reached.
+    steps: tuple[dict[str, object], ...] = ()
+
+    @property
+    def last_step(self) -> str | None:
+        """``point@batch`` of the last step reached before the run ended (traced runs), so a
+        kill at a random moment says where it landed; ``None`` if no step was reached."""
+        if not self.steps:
+            return None
+        last = self.steps[-1]
+        return f"{last['point']}@{last['batch']}"
 
     @property
     def killed(self) -> bool:
@@ -69,7 +84,11 @@ class JobRun:
 
 def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a job subprocess gets: this interpreter, loopback, no crash point."""
-    env = {k: v for k, v in os.environ.items() if k not in (CRASH_ENV, FAULT_ENV, FAULT_LOG_ENV)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (CRASH_ENV, FAULT_ENV, FAULT_LOG_ENV, TRACE_ENV)
+    }
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -88,6 +107,8 @@ def run_job(
     env: Mapping[str, str] | None = None,
     fault: str | FaultSpec | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    kill_when: Callable[[], bool] | None = None,
+    trace: bool | None = None,
 ) -> JobRun:
     """Run ``python -m module args`` to its end, or until it is killed.
 
@@ -101,7 +122,14 @@ def run_job(
         The job's working directory (default: the caller's), so relative paths in ``args``
         mean what they mean to the caller.
     kill_after_s
-        Kill the job's process group with SIGKILL after this many seconds.
+        Kill the job's process group with SIGKILL after this many seconds (counted from the
+        moment ``kill_when`` first holds, if given).
+    kill_when
+        Polled every 0.2 s while the job runs; once true, the kill is ``kill_after_s`` (default
+        0) away. A job that ends first is not killed.
+    trace
+        Log every fault point reached (:attr:`JobRun.steps`); by default on for the random
+        kills (``kill_after_s`` or ``kill_when``).
     timeout_s
         A job still running after this long is killed and :class:`TimeoutError` raised.
     """
@@ -109,11 +137,15 @@ def run_job(
     if crash_at and fault:
         raise ValueError("give crash_at or fault, not both")
     spec = str(FaultSpec.parse(str(fault or crash_at))) if (fault or crash_at) else None
+    if trace is None:
+        trace = kill_after_s is not None or kill_when is not None
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-ext-run-") as tmp:
         fault_log = Path(tmp) / "faults.jsonl"
         if spec:
             extra[FAULT_ENV] = spec
+        if trace:
+            extra[TRACE_ENV] = "1"
         extra.setdefault(FAULT_LOG_ENV, str(fault_log))
         with open(Path(tmp) / "output", "w+b") as out:
             proc = subprocess.Popen(
@@ -124,21 +156,53 @@ def run_job(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-            deadline = start + (kill_after_s if kill_after_s is not None else timeout_s)
             try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                if kill_after_s is None:
-                    raise TimeoutError(f"{module} still running after {timeout_s}s") from None
+                _wait(proc, module, start, timeout_s, kill_after_s, kill_when)
             finally:
                 _kill_group(proc)  # a timed-out job, or leftovers (a stray worker, the JVM)
             out.seek(0)
             # 40 kB: the cause of a failure, not only the query plan Spark prints after it.
             tail = out.read()[-40000:].decode(errors="replace")
-        faults = tuple(fault_log_entries(extra[FAULT_LOG_ENV]))
-    run = JobRun(proc.returncode, time.monotonic() - start, tail, faults)
-    log.info("%s %s -> rc %s in %.1fs", module, " ".join(args), run.returncode, run.seconds)
+        entries = fault_log_entries(extra[FAULT_LOG_ENV])
+    faults = tuple(e for e in entries if e["kind"] != REACHED)
+    steps = tuple(e for e in entries if e["kind"] == REACHED)
+    run = JobRun(proc.returncode, time.monotonic() - start, tail, faults, steps)
+    landed = f", last step {run.last_step}" if trace and run.killed else ""
+    log.info(
+        "%s %s -> rc %s in %.1fs%s", module, " ".join(args), run.returncode, run.seconds, landed
+    )
     return run
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    module: str,
+    start: float,
+    timeout_s: float,
+    kill_after_s: float | None,
+    kill_when: Callable[[], bool] | None,
+) -> None:
+    """Wait for the job to end, for the kill moment, or for the timeout (then raise)."""
+    deadline = start + timeout_s
+    if kill_when is None:
+        if kill_after_s is not None:
+            deadline = start + kill_after_s
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            if kill_after_s is None:
+                raise TimeoutError(f"{module} still running after {timeout_s}s") from None
+        return
+    while proc.poll() is None:
+        if kill_when():
+            try:
+                proc.wait(timeout=kill_after_s or 0.0)
+            except subprocess.TimeoutExpired:
+                pass
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{module} still running after {timeout_s}s")
+        time.sleep(0.2)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -221,9 +221,10 @@ class RecoveryHarness:
                 raise FaultNotFired(case.name, case.crash.describe(), run)
         elif not run.killed:
             raise FaultNotFired(case.name, case.crash.describe(), run)
-        return self._restart_and_compare(
-            case, ctx, slot, clean, run, FaultClass.KILL, case.crash.describe()
-        )
+        described = case.crash.describe()
+        if case.crash.kill_after_s is not None:  # a random moment: say where it landed
+            described += f" (after {run.last_step or 'no step'})"
+        return self._restart_and_compare(case, ctx, slot, clean, run, FaultClass.KILL, described)
 
     # -- one cell of the matrix --------------------------------------------------------------
     def run_cell(

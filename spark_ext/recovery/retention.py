@@ -17,9 +17,10 @@ Spark's commit log), then acts on the output as retention would, then restarts t
     sinks must stop with :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`.
 
 Judged like this: a restart that stops with a typed error must have written nothing after the
-action (its output equals the output right after the action); a restart that finishes must
-leave the clean output minus the rows the action removed
-(:func:`~spark_ext.recovery.classification.without`).
+action (its output equals the output right after the action). A restart that finishes is
+judged on what consumers saw: the rows the action removed
+(:func:`~spark_ext.recovery.classification.without`) plus the output after the restart,
+against the clean output; a replay written again after the trim is ``rollback-repeating``.
 """
 
 from __future__ import annotations
@@ -118,17 +119,19 @@ def run_retention_cell(
     results = []
     for out in case.outputs:
         final = case.read_output(ctx, slot, out.name)
-        # A typed error must leave what the action left; a recovery, the clean output less
-        # what the action removed.
-        baseline = (
-            kept[out.name] if error else without(clean.rows[out.name], removed[out.name], out.spec)
-        )
+        # A typed error must leave what the action left. A recovery is judged on what
+        # consumers saw: the rows the action removed and what is there now, against the clean
+        # output (a replay written again after the trim shows as repeated rows).
+        if error:
+            comparison = classify(kept[out.name], final, out.spec)
+        else:
+            comparison = classify(clean.rows[out.name], [*removed[out.name], *final], out.spec)
         result = RecoveryResult(
             case.name,
             out.name,
             expected[out.name],
             cell.describe(),
-            classify(baseline, final, out.spec),
+            comparison,
             len(kept[out.name]),
             {"clean": clean.seconds, "fault": run.seconds, "restarted": again.seconds},
             fault=cell.fault,

@@ -182,3 +182,41 @@ def test_every_sink_protocol_step_is_a_declared_point() -> None:
     names = {p.name for p in declared()}
     assert set(DELTA_TWO_PHASE.points()) | set(KAFKA_IDEMPOTENT.points()) <= names
     assert DELTA_TWO_PHASE.fault(1).side == "executor"
+
+
+def test_a_kill_at_a_random_moment_names_the_last_step_the_run_reached(tmp_path) -> None:
+    """A traced run (random kills) logs every point reached: the kill is placed after the last
+    one, here step 2 of batch 1, while a step the job never reached is not named."""
+    go = tmp_path / "go"
+    script = tmp_path / "job_with_steps.py"
+    script.write_text(
+        "import os, time\n"
+        "from spark_ext.crash import declare\n"
+        "steps = [declare(f'rand.{n}.step', 'driver') for n in (1, 2, 3)]\n"
+        "for batch in (0, 1):\n"
+        "    for n, step in enumerate(steps, 1):\n"
+        "        step.reached(batch)\n"
+        "        if (batch, n) == (1, 2):\n"
+        f"            open({str(go)!r}, 'w').close()\n"
+        "            time.sleep(60)\n"
+    )
+    (tmp_path / "__init__.py").write_text("")
+    run = run_job(
+        f"{tmp_path.name}.job_with_steps",
+        env={"PYTHONPATH": str(tmp_path.parent)},
+        kill_when=go.exists,
+        kill_after_s=0.2,
+        timeout_s=60,
+    )
+    assert run.killed and run.faults == ()
+    assert run.last_step == "rand.2.step@1"
+    assert [(s["point"], s["batch"]) for s in run.steps][-3:] == [
+        ("rand.3.step", 0),
+        ("rand.1.step", 1),
+        ("rand.2.step", 1),
+    ]
+
+
+def test_an_untraced_run_logs_no_steps() -> None:
+    run = run_job("json.tool", ["--help"], timeout_s=60)
+    assert run.ok and run.steps == () and run.last_step is None
