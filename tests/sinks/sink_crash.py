@@ -5,14 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import random
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 
-from spark_ext.jobrun import REPO, JobRun, job_environment, run_job
+from spark_ext.jobrun import REPO, JobRun, run_job
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +50,7 @@ def kill_at_random_times(
     -- the sink's recorded batch id -- moved past its value at the start of that run, so
     the kill lands among the steps of the batches that follow, not during JVM start-up.
     A run that finishes before its kill ends the loop (the caller checks the kill count).
+    Each run is traced: ``run.last_step`` names the step its kill landed after.
     """
     rng = random.Random(seed)
     runs = []
@@ -64,6 +60,9 @@ def kill_at_random_times(
         if run.ok:
             return runs
         assert run.killed, run.output_tail
+        # Where it landed, from the run's fault log (progress moved, so steps were reached).
+        assert run.last_step, f"a random kill reached no fault point:\n{run.output_tail}"
+        log.warning("random kill %d of %d landed after %s", len(runs), kills, run.last_step)
     final = run_job(module, args, timeout_s=JOB_TIMEOUT_S)
     assert final.ok, final.output_tail
     runs.append(final)
@@ -74,32 +73,15 @@ def _run_killed_after_progress(
     module: str, args: Sequence[str], progress: Callable[[], int], delay_s: float
 ) -> JobRun:
     start_progress = progress()
-    start = time.monotonic()
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            cwd=REPO,
-            env=job_environment(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            while proc.poll() is None and time.monotonic() - start < JOB_TIMEOUT_S:
-                if progress() > start_progress:
-                    time.sleep(delay_s)
-                    break
-                time.sleep(0.2)
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-        out.seek(0)
-        tail = out.read()[-8000:].decode(errors="replace")
-    run = JobRun(proc.returncode, time.monotonic() - start, tail)
-    log.info("killed %.1fs after progress: rc %s", delay_s, run.returncode)
+    run = run_job(
+        module,
+        args,
+        kill_when=lambda: progress() > start_progress,
+        kill_after_s=delay_s,
+        timeout_s=JOB_TIMEOUT_S,
+        cwd=REPO,
+    )  # traced: run.last_step is the step the kill landed after
+    log.info("killed %.1fs after progress: rc %s, after %s", delay_s, run.returncode, run.last_step)
     return run
 
 
