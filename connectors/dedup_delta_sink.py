@@ -1,46 +1,49 @@
-"""Dedup decided on the driver in front of the two-phase Delta sink: no shuffle, no state store.
+"""Dedup decided per bucket on the executors, in front of the two-phase Delta sink.
 
-:func:`spark_ext.dedup.operator.deduplicate` is a stateful operator: every row is shuffled to its
-bucket and travels through a Python worker and back, and its sink then writes output and
-catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedup as a
-``foreachBatch`` sink that reads the batch once:
+:func:`spark_ext.dedup.operator.deduplicate` is a stateful operator: every row travels through
+Spark's state store machinery and a Python worker and back, and its sink then writes output
+and catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedup as a
+``foreachBatch`` sink that reads the batch once and keeps no per-row data on the driver:
 
-1. ``decided``: one ``mapInArrow`` pass over the batch. Each task stages its rows as a Parquet
-   file in the output table's folder (referenced by no Delta version yet) and their *keys* --
-   the id's ``xxhash64``, the id, the event time, the coordinates -- as an Arrow file under
-   ``state_path``. The driver reads the keys and decides every row: a copy of an id seen
-   earlier in the batch is a duplicate (exact; the first in the total order event time,
-   coordinates is kept); a row the Bloom filter of its bucket has certainly not seen is new;
-   on a Bloom "maybe" the exact catalog is asked, where only rows of *earlier* batches count
-   (``batch_id < N``), so a replay of batch N decides exactly as its first attempt did.
-2. ``cataloged``: the kept ids are appended to the catalog (a Delta table partitioned by filter
-   generation) by delta-rs in one commit with ``txn(<sink id>.catalog, N)`` (a replay finds
-   the txn and skips). Meanwhile tasks rewrite each staged file that holds a dropped row,
-   without it (Parquet to Parquet, no row goes through the JVM again).
-3. ``written``: one delta-rs commit adds the staged files to the output with
-   ``txn(<sink id>, N)`` (:class:`connectors.delta_sink.DeltaCommitter`, whose own crash
-   points are ``delta2pc.2``-``delta2pc.4``); leftovers are removed.
-4. ``saved``: the filters after batch N are saved as state version N (an atomic file under
-   ``state_path``); batch N always starts from the newest version below N, so a batch killed
-   after saving is replayed from the same filters.
+1. ``staged`` (executor tasks): the rows are shuffled to their bucket (``xxhash64`` of the
+   id); the task of a bucket loads the bucket's Bloom filters -- the newest version below
+   batch N -- and decides its rows (:func:`spark_ext.dedup.batch.decide_batch`): a copy of
+   an id seen earlier in the batch is a duplicate (exact; the first in the total order event
+   time, coordinates is kept); a row the filter has certainly not seen is new; on a Bloom
+   "maybe" the exact catalog is asked for that bucket, where only rows of *earlier* batches
+   count (``batch_id < N``). The task stages the kept rows as a Parquet file in the output
+   table's folder and their catalog rows in the catalog's folder (no Delta version
+   references either yet), then saves the bucket's filters after the batch as version N.
+   Its commit message names the files and counts (one row per bucket, whatever the rows).
+2. ``cataloged``: one delta-rs commit adds the staged catalog files with
+   ``txn(<sink id>.catalog, N)`` (a replay finds the txn and skips).
+3. ``written``: one delta-rs commit adds the staged output files with ``txn(<sink id>, N)``
+   (:class:`connectors.delta_sink.DeltaCommitter`, whose own points are ``delta2pc.2``-``4``).
+4. ``cleaned``: staged files the commits did not take (losing task attempts, a skipped
+   replay) are removed and the catalog's generations outside the window purged.
 
-Steps 2-4 are idempotent per (sink id, batch id), so a SIGKILL at any point and Spark's replay
-of the batch from its checkpoint give the output of a run that never crashed. Crash points are
-``dedup_delta.<step number>.<step name>``.
+Replays: a retried task attempt and a replay of batch N load the filters' version below N
+and ask the catalog for batches below N, so they decide exactly as the first attempt did;
+the version N an earlier attempt saved is overwritten with the same bytes. Steps 2 and 3 are
+idempotent per (sink id, batch id), so a SIGKILL at any point and Spark's replay of the batch
+from its checkpoint give the output of a run that never crashed. A batch whose output and
+catalog both recorded it is skipped whole. Fault points are ``dedup_delta.<step number>.<step
+name>`` (step 1 in the tasks).
 
 The decision itself (pure, no Spark) is :func:`spark_ext.dedup.batch.decide_batch`, the
-filters' versioned state :class:`spark_ext.dedup.state.BloomStateStore`, the catalog
-:class:`spark_ext.dedup.catalog.DedupCatalog` (the one schema every dedup writer uses); this
-module is the Spark and Delta I/O around them, in the connectors layer (docs/design.md, Layers).
-Semantics are those of :mod:`spark_ext.dedup` (same :class:`~spark_ext.dedup.DedupConfig`):
-copies whose original's generation rotated out of the filters are treated as new. Rows whose
-id, event time or a coordinate is null are not deduplicated: they go to ``quarantine_path``
-with the reason (or the batch fails with :class:`DedupInputError` without one).
+filters' versioned state :class:`spark_ext.dedup.state.BucketStateStore`, the catalog
+:class:`spark_ext.dedup.catalog.DedupCatalog` (one schema for every dedup writer), the task
+side and the catalog's commit :mod:`connectors.dedup_delta_staging`; this module is the
+driver, in the connectors layer (docs/design.md, Layers). Semantics are those of
+:mod:`spark_ext.dedup` (same :class:`~spark_ext.dedup.DedupConfig`): copies whose original's
+generation rotated out of the filters are treated as new. Rows whose id, event time or a
+coordinate is null are not deduplicated: they go to ``quarantine_path`` with the reason (or
+the batch fails with :class:`DedupInputError` without one).
 
-Scaling: the driver holds one batch's keys (about 40 bytes a row) and the filters; executors
-read, stage and rewrite. ``state_path`` and the output folder must be reachable from both
-(local or mounted paths, like the two-phase Delta sink). For batches far beyond a few million
-rows per trigger, use the stateful operator, which spreads the buckets over tasks.
+Scaling: the driver holds one message per bucket (file names, sizes, counts, metrics); each
+task holds its buckets' rows of the batch and their filters. ``state_path``, the catalog
+and the output folder must be reachable from driver and executors (local or mounted paths,
+like the two-phase Delta sink). ``DedupConfig.buckets`` is the parallelism of step 1.
 
 Example
 -------
@@ -54,22 +57,22 @@ from __future__ import annotations
 
 import logging
 import shutil
-import struct
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    StringType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import StringType, TimestampNTZType, TimestampType
 
-from connectors.dedup_delta_staging import MESSAGE_SCHEMA, Staged, coords_of, rewrite, stager
+from connectors.dedup_delta_staging import (
+    MESSAGE_SCHEMA,
+    CatalogFile,
+    catalog_files,
+    clean_catalog,
+    commit_catalog,
+    decider,
+)
 from connectors.delta_sink import (
     DeltaCommitter,
     DeltaIdempotentWriter,
@@ -77,45 +80,66 @@ from connectors.delta_sink import (
     ensure_table,
     schema_shape,
 )
-from spark_ext.dedup.batch import (
-    DEDUP_DELTA,
-    KEY_ET,
-    KEY_HASH,
-    KEY_ID,
-    REASON_NULL_KEY,
-    decide_batch,
-)
+from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
 from spark_ext.dedup.catalog import DedupCatalog
 from spark_ext.dedup.config import DedupConfig
-from spark_ext.dedup.errors import BloomFormatError, DedupInputError, DedupStateError
-from spark_ext.dedup.filters import RotatingBloom
+from spark_ext.dedup.errors import DedupInputError
 from spark_ext.dedup.metrics import DedupMetrics
-from spark_ext.dedup.state import BloomStateStore
+from spark_ext.dedup.state import BucketStateStore
 from spark_ext.errors import ConfigError
 from spark_ext.sinks.errors import check_batch_order
 from spark_ext.sinks.protocol import commit_batch, validate_sink_id
 
-__all__ = ["DeltaDedupSink"]
+__all__ = ["BucketResult", "DeltaDedupSink"]
 
 log = logging.getLogger(__name__)
 
+#: The column that sends each row to the task of its bucket (see :func:`_route_keys`).
+ROUTE = "_dedup_route"
+
+
+@dataclass(frozen=True)
+class BucketResult:
+    """What the driver gets back for one bucket of a batch: names, sizes, counts, metrics."""
+
+    bucket: int
+    output: StagedFile
+    catalog: tuple[CatalogFile, ...]
+    null_rows: int
+    metrics: DedupMetrics
+
+
+def _route_keys(spark: SparkSession, buckets: int) -> list[int]:
+    """For each bucket ``b``, an int whose Spark hash partitioning into ``buckets`` partitions
+    is partition ``b`` (``pmod(hash(v), buckets) == b``): one bucket per task, none doubled."""
+    found = (
+        spark.range(0, 64 * buckets + 64)
+        .select(F.col("id").cast("int").alias("v"))
+        .select("v", F.expr(f"pmod(hash(v), {buckets})").alias("p"))
+        .groupBy("p")
+        .agg(F.min("v").alias("v"))
+        .collect()
+    )
+    by_partition = {int(r["p"]): int(r["v"]) for r in found}
+    return [by_partition.get(b, b) for b in range(buckets)]
+
 
 class DeltaDedupSink:
-    """``foreachBatch`` sink: Bloom-fronted dedup decided on the driver, output to Delta.
+    """``foreachBatch`` sink: Bloom-fronted dedup decided per bucket in tasks, output to Delta.
 
     Parameters
     ----------
     config
         What to deduplicate on (:class:`~spark_ext.dedup.DedupConfig`; ``catalog_path`` is the
-        exact catalog).
+        exact catalog, ``buckets`` the tasks of step 1).
     output_path
         The Delta table of kept rows (created on the first batch).
     sink_id
         Keys idempotence: ``txn(sink_id, batch)`` on the output, ``txn(sink_id.catalog,
         batch)`` on the catalog. Stable for the life of the output.
     state_path
-        Folder of the filters' versioned state and of the staged keys; belongs with the
-        query's checkpoint. Like the output folder, executors and driver must both reach it.
+        Folder of the filters' versioned state; belongs with the query's checkpoint. Like the
+        output folder, executors and driver must both reach it.
     quarantine_path
         Delta table for rows with a null id, event time or coordinate (with ``_reason``).
     output_columns
@@ -134,15 +158,18 @@ class DeltaDedupSink:
         self.config = config
         self.output_path = str(output_path)
         self.sink_id = validate_sink_id(sink_id)
-        self.state = BloomStateStore(Path(state_path) / "filters")
-        self.keys_path = Path(state_path) / "keys"
+        self.state = BucketStateStore(Path(state_path) / "filters")
+        self.legacy_keys_path = Path(state_path) / "keys"
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
         self.catalog = DedupCatalog(config.catalog_path)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
+        #: What the tasks reported for the last batch: one entry per bucket with rows.
+        self.last_results: list[BucketResult] = []
         self._recovered = False
         self._output: DeltaCommitter | None = None
+        self._routes: list[int] | None = None
 
     @property
     def catalog_app_id(self) -> str:
@@ -152,20 +179,6 @@ class DeltaDedupSink:
         c = self.config
         return [c.id_column, c.event_time_column, *c.coordinate_columns]
 
-    def _load_blooms(self, batch_id: int) -> dict[int, RotatingBloom]:
-        version, stored = self.state.load_before(batch_id)
-        blooms = {}
-        for bucket, data in stored.items():
-            bloom = self.config.new_bloom()
-            try:
-                bloom.load_bytes(data)
-            except (BloomFormatError, struct.error) as exc:
-                raise DedupStateError(
-                    f"{self.state.path} v{version} bucket {bucket}: {exc}"
-                ) from exc
-            blooms[bucket] = bloom
-        return blooms
-
     def _committer(self) -> DeltaCommitter:
         """The output's committer: one per sink, so the run epoch of :meth:`_start`'s fence
         is the one every commit of this sink checks."""
@@ -173,7 +186,7 @@ class DeltaDedupSink:
             self._output = DeltaCommitter(self.output_path, self.sink_id)
         return self._output
 
-    def _start(self, batch: DataFrame, batch_id: int) -> list[str]:
+    def _start(self, batch: DataFrame) -> list[str]:
         """Check the columns; on the first batch, create the output and drop orphans."""
         columns = self.output_columns or batch.columns
         missing = [x for x in {*self._key_columns(), *columns} if x not in batch.columns]
@@ -184,72 +197,63 @@ class DeltaDedupSink:
             # Refuses (DeltaTxnExpiredError) when the txn is gone next to committed files;
             # fences older drivers of this sink, then removes staging no snapshot references.
             self._committer().recover(fence=True)
+            clean_catalog(self.config.catalog_path, self.catalog_app_id)
+            # Keys staged by the driver-decided sink of earlier versions are of no use.
+            shutil.rmtree(self.legacy_keys_path, ignore_errors=True)
+            self._routes = _route_keys(batch.sparkSession, self.config.buckets)
             self._recovered = True
-        # Keys staged by earlier (killed) attempts of other batches are of no use.
-        if self.keys_path.exists():
-            for old in self.keys_path.iterdir():
-                if old.name != f"b{batch_id:012d}":
-                    shutil.rmtree(old, ignore_errors=True)
         return columns
 
-    def _check_batch_order(self, batch_id: int) -> None:
+    def _recorded(self) -> tuple[int | None, int | None]:
+        """The batch recorded on the output and on the catalog (``None``: none yet)."""
+        output = None
+        if (Path(self.output_path) / "_delta_log").is_dir():
+            output = self._committer().last_committed_batch()
+        return output, self.catalog.last_batch(self.catalog_app_id)
+
+    def _check_batch_order(self, batch_id: int) -> bool:
         """X1 (docs/design.md, invariant 6): a batch below the one recorded on the output or
         the catalog raises :class:`~spark_ext.sinks.errors.BatchRegressionError` before
-        anything of it is staged and before the start-up recovery; the recorded batch itself is
-        a replay and runs again (its commits are skipped, its filters are saved again)."""
-        if (Path(self.output_path) / "_delta_log").is_dir():
-            check_batch_order(self.sink_id, batch_id, self._committer().last_committed_batch())
-        check_batch_order(
-            self.catalog_app_id, batch_id, self.catalog.last_batch(self.catalog_app_id)
-        )
+        anything of it is staged and before the start-up recovery. Returns whether both
+        recorded this very batch (a replay of a batch done but for Spark's commit log)."""
+        output, catalog = self._recorded()
+        done = check_batch_order(self.sink_id, batch_id, output)
+        return check_batch_order(self.catalog_app_id, batch_id, catalog) and done
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         c = self.config
-        self._check_batch_order(batch_id)
-        columns = self._start(batch, batch_id)
-
-        # 1. one pass: stage every row, and its keys; decide on the driver.
-        staged = self._stage(batch, columns, batch_id)
-        nulls = sum(s.null_rows for s in staged)
-        if nulls:
-            self._quarantine_nulls(batch, batch_id, nulls, staged)
-        table, file_of_row, row_in_file = self._read_keys(staged)
-        blooms = self._load_blooms(batch_id)
-        decision = decide_batch(table, c, blooms, self.catalog.lookup_hashes, batch_id)
-        DEDUP_DELTA.reached(1, batch_id)
-
-        # 2. catalog (delta-rs, in the background) while the tasks drop the duplicates.
-        kept = pa.array(decision.keep)
-        catalog_rows = pa.table(
-            {
-                "generation": pa.array(decision.generation, pa.int64()).filter(kept),
-                "bucket": pa.array(decision.bucket, pa.int32()).filter(kept),
-                "hash": table.column(KEY_HASH).filter(kept),
-                "record_id": table.column(KEY_ID).filter(kept),
-                "coords": coords_of(table, c.coordinate_columns).filter(kept),
-                "batch_id": pa.array(np.full(int(decision.keep.sum()), batch_id, np.int64)),
-            }
-        )
-        with ThreadPoolExecutor(1) as pool:
-            appended = pool.submit(
-                self.catalog.append_arrow, catalog_rows, self.catalog_app_id, batch_id
+        replay = self._check_batch_order(batch_id)
+        columns = self._start(batch)
+        if replay:
+            log.info(
+                "%s batch %d: output and catalog have it (replay), skipped", self.sink_id, batch_id
             )
-            files = self._drop_rows(batch, staged, file_of_row, row_in_file, decision.keep)
-            if not appended.result():
-                log.info("%s batch %d: catalog already has it (replay)", self.sink_id, batch_id)
+            return
+
+        # 1. in the tasks: decide each bucket, stage output and catalog rows, save filters.
+        results = self._decide(batch, columns, batch_id)
+        self.last_results = results
+        outputs = [r.output for r in results]
+        nulls = sum(r.null_rows for r in results)
+        if nulls:
+            self._quarantine_nulls(batch, batch_id, nulls, outputs)
+
+        # 2. the catalog: one delta-rs commit with txn(<sink id>.catalog, batch id).
+        files = [f for r in results for f in r.catalog]
+        if not commit_catalog(c.catalog_path, self.catalog_app_id, batch_id, files):
+            log.info("%s batch %d: catalog already has it (replay)", self.sink_id, batch_id)
         DEDUP_DELTA.reached(2, batch_id)
 
         # 3. the output: one delta-rs commit with txn(sink id, batch id).
-        commit_batch(self._committer(), batch_id, files)
+        commit_batch(self._committer(), batch_id, outputs)
         DEDUP_DELTA.reached(3, batch_id)
 
-        # 4. the filters after this batch.
-        self.state.save(batch_id, {b: f.to_bytes() for b, f in blooms.items()})
-        shutil.rmtree(self.keys_path / f"b{batch_id:012d}", ignore_errors=True)
+        # 4. leftovers of the batch, and the catalog's generations outside the window.
+        clean_catalog(c.catalog_path, self.catalog_app_id, batch_id)
+        metrics = DedupMetrics.of_buckets(r.metrics for r in results)
+        self.catalog.purge_outside(metrics.newest_generation, c.generations)
         DEDUP_DELTA.reached(4, batch_id)
 
-        metrics = decision.metrics
-        self.catalog.purge_outside(metrics.newest_generation, c.generations)
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
         log.info(
@@ -265,7 +269,7 @@ class DeltaDedupSink:
         )
 
     # -- step 1 ----------------------------------------------------------------------------
-    def _stage(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[Staged]:
+    def _decide(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[BucketResult]:
         c = self.config
         types = {f.name: f.dataType for f in batch.schema.fields}
         record_id = F.col(c.id_column).cast("string")
@@ -280,91 +284,44 @@ class DeltaDedupSink:
             extra.append(F.col(c.event_time_column).cast("timestamp").alias(KEY_ET))
             et_source = KEY_ET
         out_schema = batch.select(*columns).schema
-        key_names = self._key_columns()
-        keys_dir = str(self.keys_path / f"b{batch_id:012d}")
-        stage = stager(
+        decide = decider(
+            c,
             self.output_path,
             self.sink_id,
             out_schema,
             batch_id,
-            keys_dir,
-            key_names,
+            str(self.state.root),
             (id_source, et_source, *c.coordinate_columns),
         )
-        source = batch.select(*[F.col(x) for x in dict.fromkeys([*columns, *key_names])], *extra)
-        rows = source.mapInArrow(stage, MESSAGE_SCHEMA).collect()
-        shape = schema_shape(out_schema.json())
-        staged = [
-            Staged(
-                StagedFile(r["path"], r["size"], r["rows"], batch_id, r["partition"], shape),
-                r["keys"],
-                r["null_rows"],
+        routes = F.array(*[F.lit(v) for v in self._routes or range(c.buckets)])
+        bucket = F.pmod(F.col(KEY_HASH), F.lit(c.buckets)).cast("int")
+        source = (
+            batch.select(
+                *[F.col(x) for x in dict.fromkeys([*columns, *self._key_columns()])], *extra
             )
-            for r in rows
+            .withColumn(ROUTE, F.element_at(routes, bucket + 1))
+            .repartition(c.buckets, ROUTE)
+        )
+        shape = schema_shape(out_schema.json())
+        results = [
+            BucketResult(
+                r["bucket"],
+                StagedFile(r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape),
+                tuple(catalog_files(r["catalog"])),
+                r["null_rows"],
+                DedupMetrics.from_json(r["metrics"]),
+            )
+            for r in source.mapInArrow(decide, MESSAGE_SCHEMA).collect()
         ]
-        return sorted(staged, key=lambda s: s.file.partition)
-
-    def _read_keys(self, staged: list[Staged]) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-        """The keys of every staged row, with the staged file (index) and row of each."""
-        tables, files, rows = [], [], []
-        for i, s in enumerate(staged):
-            if not s.keys:
-                continue
-            with pa.memory_map(s.keys) as source:
-                keys = pa.ipc.open_file(source).read_all()
-            tables.append(keys)
-            files.append(np.full(keys.num_rows, i, dtype=np.int64))
-            rows.append(np.arange(keys.num_rows, dtype=np.int64))
-        schema = pa.schema(
-            [
-                (KEY_HASH, pa.int64()),
-                (KEY_ID, pa.string()),
-                (KEY_ET, pa.int64()),
-            ]
-        )
-        if not tables:
-            empty = np.zeros(0, np.int64)
-            coords = [(x, pa.string()) for x in self.config.coordinate_columns]
-            return pa.schema([*schema, *coords]).empty_table(), empty, empty
-        return pa.concat_tables(tables), np.concatenate(files), np.concatenate(rows)
-
-    # -- between 1 and 3 -------------------------------------------------------------------
-    def _drop_rows(
-        self,
-        batch: DataFrame,
-        staged: list[Staged],
-        file_of_row: np.ndarray,
-        row_in_file: np.ndarray,
-        keep: np.ndarray,
-    ) -> list[StagedFile]:
-        """Rewrite (in tasks) each staged file holding a dropped row, without those rows."""
-        files = [s.file for s in staged]
-        dropped = np.flatnonzero(~keep)
-        if not len(dropped):
-            return files
-        work = []
-        for i in np.unique(file_of_row[dropped]):
-            rows = row_in_file[dropped[file_of_row[dropped] == i]]
-            f = files[int(i)]
-            work.append((int(i), f.path, f.rows, f.partition, f.batch_id, rows.tobytes()))
-        path, sink_id = self.output_path, self.sink_id
-        sc = batch.sparkSession.sparkContext
-        rewritten = (
-            sc.parallelize(work, len(work))
-            .map(lambda w: (w[0], rewrite(path, sink_id, *w[1:])))
-            .collect()
-        )
-        for i, (name, size, rows) in rewritten:
-            old = files[i]
-            files[i] = StagedFile(name, size, rows, old.batch_id, old.partition, old.schema_shape)
-        return files
+        return sorted(results, key=lambda r: r.bucket)
 
     def _quarantine_nulls(
-        self, batch: DataFrame, batch_id: int, count: int, staged: list[Staged]
+        self, batch: DataFrame, batch_id: int, count: int, staged: list[StagedFile]
     ) -> None:
         keys = self._key_columns()
         if self.quarantine_path is None:
-            self._committer().clean(batch_id, [s.file for s in staged], committed=False)
+            self._committer().clean(batch_id, staged, committed=False)
+            clean_catalog(self.config.catalog_path, self.catalog_app_id, batch_id)
             raise DedupInputError(
                 f"batch {batch_id}: {count} rows have a null in {keys}; give the sink a "
                 "quarantine_path to keep them aside"

@@ -1,14 +1,28 @@
-"""The executor side of :class:`connectors.dedup_delta_sink.DeltaDedupSink`: what its tasks run.
+"""The staged files of :class:`connectors.dedup_delta_sink.DeltaDedupSink`: what its tasks write
+and how the driver commits (or removes) the catalog's share of them.
 
-Step 1 (``_stager``, in ``mapInArrow``): each task stages its rows as one Parquet file in the
-output table's folder and their keys as an Arrow file; the commit message names both. Between
-steps 1 and 3 (``_rewrite``, one task per file): a staged file holding a dropped row is
-rewritten without it. The driver side, and the steps, are in :mod:`connectors.dedup_delta_sink`.
+Step 1 (:func:`decider`, in ``mapInArrow`` after the rows were shuffled to their bucket's
+task): for each of its buckets a task loads the bucket's filters (the newest version below the
+batch), decides the bucket's rows (:func:`spark_ext.dedup.batch.decide_batch`, the catalog asked
+on a Bloom "maybe", only for that bucket), stages the kept rows as a Parquet file in the output
+table's folder and their catalog rows as one Parquet file per generation in the catalog's
+folder (no Delta version references either yet), and saves the bucket's filters after the
+batch as its version ``N``. The commit message is one row per bucket: file names, sizes, row
+counts and the bucket's metrics -- bounded by buckets and generations, never by rows.
+
+Step 2 (:func:`commit_catalog`, on the driver): one delta-rs commit adds the catalog files with
+``txn(<sink id>.catalog, N)``; :func:`clean_catalog` removes staged catalog files no snapshot
+references (losing task attempts, a skipped replay, orphans of a killed driver).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
+import struct
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -17,33 +31,61 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta_sink import StagedFile, stage_batches, staged_name
-from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID
+from connectors.delta_log import referenced_files
+from connectors.delta_staging import stage_batches, staged_name
+from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, decide_batch
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog
+from spark_ext.dedup.config import DedupConfig
+from spark_ext.dedup.errors import BloomFormatError, DedupStateError
+from spark_ext.dedup.state import BucketStateStore
+from spark_ext.sinks.errors import CommitUncertainError, check_batch_order
 
-__all__ = ["MESSAGE_SCHEMA", "ROW_GROUP", "Staged", "coords_of", "rewrite", "stager"]
+__all__ = [
+    "MESSAGE_SCHEMA",
+    "ROW_GROUP",
+    "CatalogFile",
+    "clean_catalog",
+    "commit_catalog",
+    "coords_of",
+    "decider",
+]
+
+log = logging.getLogger(__name__)
 
 #: Rows per row group of the staged Parquet files.
 ROW_GROUP = 131_072
 
+#: One row per bucket a task decided (``catalog``: JSON list of :class:`CatalogFile` fields).
 MESSAGE_SCHEMA = StructType(
     [
+        StructField("bucket", LongType()),
         StructField("path", StringType()),
         StructField("size", LongType()),
         StructField("rows", LongType()),
-        StructField("partition", LongType()),
-        StructField("keys", StringType()),
+        StructField("catalog", StringType()),
         StructField("null_rows", LongType()),
+        StructField("metrics", StringType()),
     ]
 )
 
+#: A staged catalog file: ``generation=<g>/spark_ext-<sink id>.catalog-b<batch>-...parquet``.
+_CATALOG_STAGED = re.compile(
+    r"^generation=-?\d+/spark_ext-(?P<sink>.+)-b(?P<batch>\d+)-p\d+-a\d+-[0-9a-f]+\.parquet$"
+)
+#: Columns of a catalog data file (the partition column lives in the path).
+_FILE_SCHEMA = pa.schema([f for f in CATALOG_SCHEMA if f.name not in PARTITION_BY])
+
 
 @dataclass(frozen=True)
-class Staged:
-    """What one task of step 1 staged: the output file and the file of its rows' keys."""
+class CatalogFile:
+    """One staged catalog file: its generation, path (relative to the catalog), size, rows
+    and its Delta statistics (min/max of ``bucket``, ``hash``, ``batch_id``)."""
 
-    file: StagedFile
-    keys: str  # Arrow IPC file of the keys, row for row; "" when the task had no rows
-    null_rows: int
+    generation: int
+    path: str
+    size: int
+    rows: int
+    stats: str
 
 
 def coords_of(table: pa.Table, columns: Sequence[str]) -> pa.Array:
@@ -54,106 +96,212 @@ def coords_of(table: pa.Table, columns: Sequence[str]) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "/").combine_chunks()
 
 
-def stager(
-    path: str,
+def _stats(rows: pa.Table) -> str:
+    cols = ("bucket", "hash", "batch_id")
+    lo = {c: pc.min(rows.column(c)).as_py() for c in cols}
+    hi = {c: pc.max(rows.column(c)).as_py() for c in cols}
+    nulls = dict.fromkeys(_FILE_SCHEMA.names, 0)
+    return json.dumps(
+        {"numRecords": rows.num_rows, "minValues": lo, "maxValues": hi, "nullCount": nulls}
+    )
+
+
+def stage_catalog(
+    catalog_path: str, app_id: str, rows: pa.Table, batch_id: int, bucket: int, attempt: int
+) -> list[CatalogFile]:
+    """Stage ``rows`` (:data:`~spark_ext.dedup.catalog.CATALOG_SCHEMA`) as one Parquet file per
+    generation under ``catalog_path``; no Delta version references them yet."""
+    import pyarrow.parquet as pq
+
+    out = []
+    generations = rows.column("generation").to_numpy()
+    for gen in np.unique(generations):
+        part = rows.filter(pa.array(generations == gen)).select(_FILE_SCHEMA.names)
+        part = part.cast(_FILE_SCHEMA)
+        name = f"generation={int(gen)}/" + staged_name(app_id, batch_id, bucket, attempt)
+        full = os.path.join(catalog_path, name)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        pq.write_table(part, full, compression="snappy", row_group_size=ROW_GROUP)
+        out.append(CatalogFile(int(gen), name, os.path.getsize(full), part.num_rows, _stats(part)))
+    return out
+
+
+def decider(
+    config: DedupConfig,
+    output_path: str,
     sink_id: str,
     schema: StructType,
     batch_id: int,
-    keys_dir: str,
-    key_names: list[str],
+    state_root: str,
     key_sources: tuple[str, ...],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of step 1: stage the task's rows (output columns) as a
-    Parquet file in the table folder and their keys as an Arrow file in ``keys_dir``; yield
-    the commit message. Rows with a null key are left out and counted.
+    """The ``mapInArrow`` function of step 1: decide each bucket of the task's rows, stage the
+    kept rows and their catalog rows, save the bucket's filters; yield one message per bucket.
 
     ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
-    and the coordinates; the keys file has them as ``_dedup_id``, ``_dedup_et_us`` (int64
-    microseconds) and the coordinate names, after ``_dedup_hash``.
+    and the coordinates. Rows with a null in the key columns of ``config`` are left out and
+    counted (the driver quarantines them).
     """
     out_names = schema.fieldNames()
     id_source, et_source, *coordinates = key_sources
-    key_file_names = [KEY_HASH, KEY_ID, KEY_ET, *coordinates]
+    key_names = [config.id_column, config.event_time_column, *config.coordinate_columns]
+    catalog_app_id = f"{sink_id}.catalog"
 
-    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+    def decide(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from spark_ext.sinks.task import task_attempt
 
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        attempt = ctx.attemptNumber() if ctx else 0
-        os.makedirs(keys_dir, exist_ok=True)
-        keys_file = os.path.join(keys_dir, f"p{partition:05d}-a{attempt}.arrow")
-        nulls = 0
-        writer: pa.ipc.RecordBatchFileWriter | None = None
+        _, attempt = task_attempt()
+        chunks = [b for b in batches if b.num_rows]
+        if not chunks:
+            return
+        table = pa.Table.from_batches(chunks).combine_chunks()
+        valid = pc.is_valid(table.column(key_names[0]))
+        for name in key_names[1:]:
+            valid = pc.and_(valid, pc.is_valid(table.column(name)))
+        valid_np = valid.to_numpy(zero_copy_only=False)
+        hashes = table.column(KEY_HASH).to_numpy().view(np.uint64)
+        buckets = (hashes % np.uint64(config.buckets)).astype(np.int64)
+        store = BucketStateStore(state_root)
+        catalog = DedupCatalog(config.catalog_path)
+        messages: dict[str, list[object]] = {f.name: [] for f in MESSAGE_SCHEMA.fields}
+        for b in (int(x) for x in np.unique(buckets)):
+            mine = buckets == b
+            rows = table.filter(pa.array(mine & valid_np))
+            bloom = config.new_bloom()
+            version, data = store.load_before(b, batch_id)
+            if data is not None:
+                try:
+                    bloom.load_bytes(data)
+                except (BloomFormatError, struct.error) as exc:
+                    raise DedupStateError(f"{state_root} v{version} bucket {b}: {exc}") from exc
+            et = rows.column(et_source)
+            keys = pa.table(
+                {
+                    KEY_HASH: rows.column(KEY_HASH),
+                    KEY_ID: rows.column(id_source),
+                    KEY_ET: pc.cast(pc.cast(et, pa.timestamp("us", et.type.tz)), pa.int64()),
+                    **{c: rows.column(c) for c in coordinates},
+                }
+            )
 
-        def rows() -> Iterator[pa.RecordBatch]:
-            """The output columns of the valid rows, in row groups of about ROW_GROUP rows."""
-            nonlocal nulls, writer
-            pending: list[pa.RecordBatch] = []
-            pending_rows = 0
-            for b in batches:
-                if not b.num_rows:
-                    continue
-                if any(b.column(name).null_count for name in key_names):
-                    valid = pc.is_valid(b.column(key_names[0]))
-                    for name in key_names[1:]:
-                        valid = pc.and_(valid, pc.is_valid(b.column(name)))
-                    before = b.num_rows
-                    b = b.filter(valid)
-                    nulls += before - b.num_rows
-                et = b.column(et_source)
-                keys = pa.RecordBatch.from_arrays(
-                    [
-                        b.column(KEY_HASH),
-                        b.column(id_source),
-                        pc.cast(pc.cast(et, pa.timestamp("us", et.type.tz)), pa.int64()),
-                        *[b.column(n) for n in coordinates],
-                    ],
-                    names=key_file_names,
-                )
-                if writer is None:
-                    writer = pa.ipc.new_file(keys_file, keys.schema)
-                writer.write_batch(keys)
-                pending.append(
-                    pa.RecordBatch.from_arrays([b.column(n) for n in out_names], names=out_names)
-                )
-                pending_rows += b.num_rows
-                if pending_rows >= ROW_GROUP:
-                    yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
-                    pending, pending_rows = [], 0
-            if pending:
-                yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
+            def lookup(h: np.ndarray, before: int, bucket: int = b) -> pa.Table:
+                return catalog.lookup_hashes(h, before, bucket=bucket)
 
-        staged = stage_batches(rows(), path, sink_id, schema, batch_id, partition, attempt)
-        if writer is not None:
-            writer.close()
-        yield pa.RecordBatch.from_pydict(
-            {
-                "path": [staged.path],
-                "size": [staged.size],
-                "rows": [staged.rows],
-                "partition": [partition],
-                "keys": [keys_file if writer is not None else ""],
-                "null_rows": [nulls],
-            }
+            decision = decide_batch(keys, config, {b: bloom}, lookup, batch_id)
+            keep = pa.array(decision.keep)
+            kept = rows.filter(keep).select(out_names)
+            staged = stage_batches(
+                kept.to_batches(max_chunksize=ROW_GROUP),
+                output_path,
+                sink_id,
+                schema,
+                batch_id,
+                b,
+                attempt,
+            )
+            catalog_rows = pa.table(
+                {
+                    "generation": pa.array(decision.generation, pa.int64()).filter(keep),
+                    "bucket": pa.array(np.full(len(kept), b, np.int32)),
+                    "hash": keys.column(KEY_HASH).filter(keep),
+                    "record_id": keys.column(KEY_ID).filter(keep),
+                    "coords": coords_of(keys, coordinates).filter(keep),
+                    "batch_id": pa.array(np.full(len(kept), batch_id, np.int64)),
+                }
+            )
+            files = stage_catalog(
+                config.catalog_path, catalog_app_id, catalog_rows, batch_id, b, attempt
+            )
+            store.save(b, batch_id, bloom.to_bytes())
+            for name, value in (
+                ("bucket", b),
+                ("path", staged.path),
+                ("size", staged.size),
+                ("rows", staged.rows),
+                ("catalog", json.dumps([list(f.__dict__.values()) for f in files])),
+                ("null_rows", int(mine.sum()) - rows.num_rows),
+                ("metrics", decision.metrics.to_json()),
+            ):
+                messages[name].append(value)
+        # Every bucket of the task is staged and its filters after the batch are saved.
+        DEDUP_DELTA.reached(1, batch_id)
+        yield pa.RecordBatch.from_pydict(messages)
+
+    return decide
+
+
+def catalog_files(message: str) -> list[CatalogFile]:
+    """The :class:`CatalogFile` list of one message's ``catalog`` field."""
+    return [CatalogFile(*f) for f in json.loads(message)]
+
+
+def commit_catalog(catalog_path: str, app_id: str, batch_id: int, files: list[CatalogFile]) -> bool:
+    """Step 2: one delta-rs commit adds ``files`` with ``txn(app_id, batch_id)``.
+
+    Returns ``False`` for a replay (the batch is recorded: nothing committed). A commit call
+    that raises after the commit landed (a post-commit hook) counts as committed.
+    """
+    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.transaction import AddAction
+
+    table = DeltaTable.create(
+        catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY
+    )
+    if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
+        return False
+    if not files:  # nothing to record; an empty batch leaves no trace to skip
+        return True
+    now_ms = int(time.time() * 1000)
+    adds = [
+        AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
+        for f in files
+    ]
+    try:
+        table.create_write_transaction(
+            adds,
+            mode="append",
+            schema=table.schema(),
+            partition_by=PARTITION_BY,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, batch_id, now_ms)],
+                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
+            ),
         )
+    except Exception as exc:
+        try:
+            recorded = DeltaTable(catalog_path).transaction_version(app_id)
+        except Exception as again:
+            raise CommitUncertainError(
+                f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table could "
+                f"not be read back ({again})"
+            ) from exc
+        if recorded != batch_id:
+            raise
+        log.warning(
+            "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
+        )
+    return True
 
-    return stage
 
-
-def rewrite(
-    path: str, sink_id: str, name: str, rows: int, partition: int, batch_id: int, drop: bytes
-) -> tuple[str, int, int]:
-    """A staged file without the rows at ``drop`` (int64 positions): a new staged file."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(os.path.join(path, name))
-    mask = np.ones(rows, dtype=bool)
-    mask[np.frombuffer(drop, dtype=np.int64)] = False
-    kept = table.filter(pa.array(mask))
-    if kept.num_rows == 0:
-        return "", 0, 0
-    new = staged_name(sink_id, batch_id, partition, 0)
-    full = os.path.join(path, new)
-    pq.write_table(kept, full, compression="snappy")
-    return new, os.path.getsize(full), kept.num_rows
+def clean_catalog(catalog_path: str, app_id: str, batch_id: int | None = None) -> int:
+    """Remove staged catalog files of ``app_id`` (of ``batch_id`` only, when given) that no
+    snapshot of the catalog references; returns how many."""
+    root = os.path.join(catalog_path, "_delta_log")
+    referenced = referenced_files(catalog_path) if os.path.isdir(root) else set()
+    removed = 0
+    for folder in os.listdir(catalog_path) if os.path.isdir(catalog_path) else []:
+        if not folder.startswith("generation="):
+            continue
+        for name in os.listdir(os.path.join(catalog_path, folder)):
+            rel = f"{folder}/{name}"
+            match = _CATALOG_STAGED.match(rel)
+            if not match or match["sink"] != app_id or rel in referenced:
+                continue
+            if batch_id is not None and int(match["batch"]) != batch_id:
+                continue
+            try:
+                os.remove(os.path.join(catalog_path, rel))
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed

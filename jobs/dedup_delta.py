@@ -12,7 +12,7 @@ same reading again a little later) and control records (``close``/``end``, skipp
 Guarantees: the ``unique`` table holds every distinct ``reading_id`` of the topic exactly once
 (the first delivery in the order event time, topic, partition, offset among the copies of one
 micro-batch; the earlier batch's copy across batches), across SIGKILLs of the job at any step of
-the sink (``dedup_delta.1.decided`` ... ``dedup_delta.4.saved``, ``delta2pc.*``) and restarts
+the sink (``dedup_delta.1.staged`` ... ``dedup_delta.4.cleaned``, ``delta2pc.*``) and restarts
 from the checkpoint, whatever ``--max-offsets-per-trigger`` each run uses. Records whose JSON
 lacks the id or the event time go to the ``quarantine`` table with the reason. Exactly-once
 here is at-least-once delivery plus dedup: no Spark state store is used; the Bloom filters are

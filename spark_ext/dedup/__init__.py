@@ -12,9 +12,10 @@ Modules, from the pure logic up to Spark:
 ``metrics``        :class:`DedupMetrics`: counters add up, gauges (state size) do not
 ``catalog``        :class:`DedupCatalog`: the exact catalog, one Delta schema for every writer
 ``bucket``         :class:`BucketDedup`: one bucket's decision (Bloom, in-batch, catalog)
-``batch``          :func:`decide_batch`: a whole batch decided at once; the steps of the
-                   driver-decided sink (:data:`DEDUP_DELTA`)
-``state``          :class:`BloomStateStore`: versioned filter state outside Spark
+``batch``          :func:`decide_batch`: a batch (or a bucket of it) decided at once; the
+                   steps of the Delta dedup sink (:data:`DEDUP_DELTA`)
+``state``          :class:`BloomStateStore`, :class:`BucketStateStore`: versioned filter
+                   state outside Spark (per bucket for the Delta dedup sink's tasks)
 ``tags``           the ``_kind`` values of tagged rows (``KIND_*``)
 ``operator``       :func:`deduplicate`: the Spark stateful operator (filters in Spark state)
 ``sink``           :class:`DedupSink`: ``foreachBatch`` sink of tagged rows
@@ -22,9 +23,10 @@ Modules, from the pure logic up to Spark:
 =================  ===========================================================================
 
 Two ways to run it: :func:`deduplicate` + :class:`DedupSink` (buckets spread over tasks, filters
-in Spark's state store), or :class:`connectors.dedup_delta_sink.DeltaDedupSink` (decided on the
-driver in one pass, two-phase Delta output; in the connectors layer because it writes Delta
-through :mod:`connectors.delta_sink`). Both use the same :class:`DedupConfig` and catalog.
+in Spark's state store), or :class:`connectors.dedup_delta_sink.DeltaDedupSink` (each bucket
+decided in its own task with filters versioned outside Spark, the driver only commits;
+two-phase Delta output; in the connectors layer because it writes Delta through
+:mod:`connectors.delta_sink`). Both use the same :class:`DedupConfig` and catalog.
 
 Importing this package declares its fault points (``dedup.after_catalog``,
 ``dedup.after_output`` and ``dedup_delta.<n>.<step>``).
@@ -53,7 +55,7 @@ from spark_ext.dedup.filters import BloomFilter, RotatingBloom
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.operator import deduplicate
 from spark_ext.dedup.sink import AFTER_CATALOG, AFTER_OUTPUT, DedupSink
-from spark_ext.dedup.state import BloomStateStore
+from spark_ext.dedup.state import BloomStateStore, BucketStateStore
 from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_LATE, KIND_METRICS, KIND_NEW
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "BloomFormatError",
     "BloomStateStore",
     "BucketDedup",
+    "BucketStateStore",
     "DedupCatalog",
     "DedupConfig",
     "DedupError",

@@ -1,13 +1,15 @@
-"""A whole batch decided at once, as pure logic (NumPy and Arrow, no Spark): :func:`decide_batch`.
+"""A batch (or one bucket of it) decided at once, as pure logic (NumPy and Arrow, no Spark):
+:func:`decide_batch`.
 
 The decision of :class:`connectors.dedup_delta_sink.DeltaDedupSink`, whose steps are declared
 here (:data:`DEDUP_DELTA`, fault points ``dedup_delta.<number>.<step>``):
 
-1. ``decided``: every row of the batch is staged by the tasks, its keys are read back and
-   :func:`decide_batch` decides each row on the driver;
+1. ``staged`` (executor tasks): each task decided its buckets' rows with :func:`decide_batch`,
+   staged the kept rows and their catalog rows (referenced by no Delta version yet) and saved
+   its buckets' filters after batch ``N`` as their version ``N``;
 2. ``cataloged``: the kept ids are in the catalog (``txn(<sink id>.catalog, N)``);
 3. ``written``: the kept rows are in the output (``txn(<sink id>, N)``);
-4. ``saved``: the filters after batch ``N`` are saved as state version ``N``.
+4. ``cleaned``: staged files no commit took are removed, the catalog purged to the window.
 
 The decision: of the copies of an id in the batch the first in the total order (event time,
 coordinates) is kept (exact, in memory); a row the Bloom filter of its bucket has certainly
@@ -44,10 +46,10 @@ __all__ = [
 DEDUP_DELTA = Protocol(
     "dedup_delta",
     (
-        Step(1, "decided", "driver"),
+        Step(1, "staged", "executor"),
         Step(2, "cataloged", "driver"),
         Step(3, "written", "driver"),
-        Step(4, "saved", "driver"),
+        Step(4, "cleaned", "driver"),
     ),
 )
 

@@ -109,18 +109,22 @@ class DedupCatalog:
             )
         )
 
-    def lookup_hashes(self, hashes: np.ndarray, before_batch: int) -> pa.Table:
+    def lookup_hashes(
+        self, hashes: np.ndarray, before_batch: int, bucket: int | None = None
+    ) -> pa.Table:
         """Rows (``bucket``, ``generation``, ``hash``, ``record_id``) whose hash is one of
-        ``hashes`` (int64) and whose batch is below ``before_batch``."""
+        ``hashes`` (int64) and whose batch is below ``before_batch`` (of ``bucket`` only, when
+        given: files whose statistics hold no row of it are not read)."""
         columns = ["bucket", "generation", "hash", "record_id"]
         table = self._open() if len(hashes) else None
         if table is None:
             return pa.schema([CATALOG_SCHEMA.field(c) for c in columns]).empty_table()
-        return table.to_pyarrow_dataset().to_table(
-            columns=columns,
-            filter=(pc.field("batch_id") < before_batch)
-            & pc.field("hash").isin(pa.array(hashes, pa.int64())),
+        where = (pc.field("batch_id") < before_batch) & pc.field("hash").isin(
+            pa.array(hashes, pa.int64())
         )
+        if bucket is not None:
+            where = (pc.field("bucket") == bucket) & where
+        return table.to_pyarrow_dataset().to_table(columns=columns, filter=where)
 
     def last_batch(self, app_id: str) -> int | None:
         """The batch id recorded for ``app_id`` (``None``: none, or no table yet)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from spark_ext.dedup.errors import DedupStateError
 from spark_ext.errors import ConfigError
 
-__all__ = ["BloomStateStore"]
+__all__ = ["BloomStateStore", "BucketStateStore"]
 
 _STATE_MAGIC = b"SXD1"
 _STATE_HEADER = struct.Struct("<4sqI")  # magic, version, number of buckets
@@ -95,3 +95,47 @@ class BloomStateStore:
             out[bucket] = body[offset : offset + length]
             offset += length
         return out
+
+
+class BucketStateStore:
+    """The filters of each bucket, versioned by batch, in a folder of their own per bucket.
+
+    Used where each bucket is decided by its own task
+    (:class:`connectors.dedup_delta_sink.DeltaDedupSink`): the task of bucket ``b`` in batch
+    ``N`` loads the newest version below ``N`` of ``b`` and saves version ``N`` of ``b`` (one
+    :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``). A retried task attempt,
+    or a replay of batch ``N``, loads the same version below ``N`` (the version ``N`` an
+    earlier attempt saved is overwritten atomically with the same bytes), so it decides as
+    the first attempt did. A bucket without rows in a batch keeps its older version.
+
+    State of the earlier layout (every bucket in one file per version, directly under
+    ``root``) is read when it is newer than the bucket's own.
+    """
+
+    def __init__(self, root: str | Path, keep: int = 3) -> None:
+        self.root = Path(root)
+        self.keep = keep
+        self._legacy = BloomStateStore(self.root, keep)
+
+    def bucket(self, bucket: int) -> BloomStateStore:
+        """The versioned store of one bucket."""
+        return BloomStateStore(self.root / f"bucket-{bucket:05d}", self.keep)
+
+    def load_before(self, bucket: int, batch_id: int) -> tuple[int | None, bytes | None]:
+        """``(version, filter bytes)`` of ``bucket`` newest below ``batch_id`` (or ``None``s)."""
+        version, stored = self.bucket(bucket).load_before(batch_id)
+        legacy_version, legacy = self._legacy.load_before(batch_id)
+        if legacy_version is not None and bucket in legacy:
+            if version is None or legacy_version > version:
+                return legacy_version, legacy[bucket]
+        return version, stored.get(bucket)
+
+    def save(self, bucket: int, batch_id: int, data: bytes) -> None:
+        """Save ``bucket``'s filters after ``batch_id`` (atomic; older versions pruned)."""
+        self.bucket(bucket).save(batch_id, {bucket: data})
+
+    def buckets(self) -> list[int]:
+        """Buckets with saved state in the per-bucket layout."""
+        if not self.root.exists():
+            return []
+        return sorted(int(p.name.split("-")[1]) for p in self.root.glob("bucket-*") if p.is_dir())

@@ -1,4 +1,5 @@
-"""DeltaDedupSink's driver-side decision and its filter state, as pure logic (no Spark)."""
+"""DeltaDedupSink's decision (run per bucket in its tasks) and its filter state, as pure logic
+(no Spark)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from spark_ext.dedup import (
     CATALOG_SCHEMA,
     BloomStateStore,
+    BucketStateStore,
     DedupConfig,
     DedupStateError,
     decide_batch,
@@ -218,6 +220,28 @@ def test_a_damaged_state_file_is_a_typed_error(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(DedupStateError, match="checksum"):
         store.load_before(1)
+
+
+def test_bucket_state_a_retried_task_reads_the_version_below_the_batch_not_its_own(tmp_path):
+    """Attempt 0 of batch 3's task saved bucket 1's version 3, then failed: attempt 1 (and any
+    replay of batch 3) must start from the version below 3, as attempt 0 did."""
+    store = BucketStateStore(tmp_path, keep=2)
+    store.save(1, 2, b"after 2")
+    store.save(1, 3, b"after 3, attempt 0")
+    assert store.load_before(1, 3) == (2, b"after 2")
+    assert store.load_before(0, 3) == (None, None)  # a bucket without state yet
+    store.save(1, 3, b"after 3, attempt 0")  # the retry rewrites the same bytes
+    assert store.load_before(1, 4) == (3, b"after 3, attempt 0")
+    assert store.buckets() == [1]
+
+
+def test_bucket_state_reads_the_one_file_per_version_layout_when_newer(tmp_path):
+    BloomStateStore(tmp_path).save(4, {0: b"legacy 4", 2: b"legacy 4 of 2"})
+    store = BucketStateStore(tmp_path)
+    assert store.load_before(2, 5) == (4, b"legacy 4 of 2")
+    store.save(2, 5, b"own 5")
+    assert store.load_before(2, 6) == (5, b"own 5")
+    assert store.load_before(0, 6) == (4, b"legacy 4")
 
 
 def test_state_store_keeps_at_least_two_versions(tmp_path):
