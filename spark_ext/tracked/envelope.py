@@ -6,8 +6,13 @@ of one schema whose ``kind`` says what a row is:
 
 ``data``
     An element, assigned to one substream (a window) and one operator shard.
+``progress``
+    A source partition's frontier after the batch (``tracked`` = ``topic:partition``,
+    ``end_ms`` = the frontier), replicated by the gate to every shard: the shards release
+    the windows it completes in the same micro-batch (:mod:`spark_ext.tracked.shard`).
 ``end``
-    An end event of the tracker, fanned out to every shard.
+    An end event of the tracker, fanned out to every shard (substreams closed by an
+    upstream query).
 ``report``
     A task's XOR report (:class:`~spark_ext.tracker.reports.TaskReport` as JSON), passed
     through the operator stage to the driver.
@@ -26,9 +31,12 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField
 
 KIND_DATA = "data"
 KIND_END = "end"
+KIND_PROGRESS = "progress"
 KIND_REPORT = "report"
 KIND_RESULT = "result"
 KIND_LATE = "late"
+#: The group of the gate's progress rows.
+PROGRESS_GROUP = "__progress__"
 #: The group of report rows passed through from the gate.
 REPORTS_GROUP = "__reports__"
 #: The group of late rows passed through from the gate.

@@ -14,10 +14,12 @@ Rows are taken in offset order. A data row whose event time is below the frontie
 stood *just before that row* broke its partition's promise: it goes to the late-rows output
 (reason, source coordinates, the window it missed, the raw row), never into operator state.
 Every other row is assigned to its substreams, labelled and reported as *sent*; the gate's
-report also carries the partition's new frontier as *progress*. Why this loses nothing: a
-window ``[s, e)`` ends only after every partition reported progress ``>= e`` (read back by
-the next batch), so a row of that window still to come from partition ``p`` has
-``t < e <= frontier(p)`` -- the gate sends it to the late output before any operator sees it.
+report also carries the partition's new frontier as *progress*, and so do ``progress`` rows,
+one per operator shard, which release windows in the same micro-batch
+(:mod:`spark_ext.tracked.shard`). Why this loses nothing: a window ``[s, e)`` ends only after
+every partition's frontier is ``>= e``, so a row of that window still to come from partition
+``p`` has ``t < e <= frontier(p)`` -- the gate sends it to the late output before any
+operator sees it.
 
 Rows with a null key or a null event time, and rows of a partition that was not declared
 (no window waits for it), also go to the late output, with their reason.
@@ -40,7 +42,9 @@ from spark_ext.tracked.envelope import (
     ALL_SUBSTREAMS,
     KIND_DATA,
     KIND_LATE,
+    KIND_PROGRESS,
     LATE_GROUP,
+    PROGRESS_GROUP,
     REASON_BELOW_FRONTIER,
     REASON_NO_SUBSTREAM,
     REASON_NULL_KEY,
@@ -145,6 +149,19 @@ def late_rows(
     )
 
 
+def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
+    """``source``'s frontier as one ``progress`` envelope row per operator shard."""
+    return pd.DataFrame(
+        {
+            "substream": [PROGRESS_GROUP] * shards,
+            "shard": np.arange(shards, dtype=np.int32),
+            "kind": [KIND_PROGRESS] * shards,
+            "tracked": [source] * shards,
+            "end_ms": np.full(shards, frontier, dtype=np.int64),
+        }
+    )
+
+
 def gate_partition(
     pdf: pd.DataFrame, frontier: int, cfg: GateConfig, builder: ReportBuilder
 ) -> tuple[list[pd.DataFrame], int]:
@@ -164,7 +181,8 @@ def gate_partition(
     Returns
     -------
     frames, frontier
-        Envelope frames (data rows, then late rows) and the partition's new frontier.
+        Envelope frames (data rows, late rows, then -- for a declared partition -- its
+        new frontier as one ``progress`` row per shard) and the partition's new frontier.
     """
     if pdf.empty:
         return [], frontier
@@ -215,6 +233,8 @@ def gate_partition(
         )
     if new_frontier > NO_FRONTIER:
         builder.add_progress(f"{topic}:{part}", new_frontier)
+        if f"{topic}:{part}" in cfg.sources:
+            frames.append(progress_rows(f"{topic}:{part}", new_frontier, cfg.shards))
         if not cfg.per_substream:
             bucket = cfg.windowing.closed_before(new_frontier)
             if bucket is not None:

@@ -2,15 +2,22 @@
 
 ::
 
-    source rows ──gate (transformWithStateInPandas, key: source partition)──┐
-        frontier per partition; late rows out; label, substreams, shard;     │
-        XOR "sent" report + the partition's progress                         ├─ union
-    end events ──fan out to shards───────────────────────────────────────────┘
-    (spark_ext_tracker source)
-        ─ groupBy(substream, shard).applyInPandasWithState(operator)
+    source rows ──gate (transformWithStateInPandas, key: source partition)───────┐
+        frontier per partition; late rows out; label, substreams, shard;          │
+        XOR "sent" report; the partition's frontier as a progress row per shard   ├─ union
+    end events ──fan out to shards (only without declared partitions)─────────────┘
+    (spark_ext_tracker source: substreams closed by an upstream query)
+        ─ groupBy(shard).transformWithStateInPandas(operator)      (spark_ext.tracked.shard)
+              groups + partition frontiers in MapState; every window ending at or below
+              min(frontier) is released in this same micro-batch;
               XOR "finished" report, results, late rows
         ─ foreachBatch (driver, :class:`~spark_ext.tracked.handler.BatchHandler`):
               results -> writer, late rows -> late writer, reports -> agent
+
+In one query no driver round trip is on a window's critical path: the batch that reads the
+row or marker moving the last partition's frontier past a window's end writes the window.
+The agent still receives every report (XOR, progress): it ends substreams for its figures,
+the idle policy and queries downstream.
 
 Where reports go: executors return them *with the batch* (as rows of the operator's output)
 and the driver applies them to the agent in ``foreachBatch``; a failed task attempt's report
@@ -63,7 +70,8 @@ from spark_ext.tracked.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END
 from spark_ext.tracked.gate import GateConfig
 from spark_ext.tracked.handler import BatchHandler, Writer, as_callable
 from spark_ext.tracked.idle import IdlePolicy
-from spark_ext.tracked.stages import GateProcessor, make_group_func
+from spark_ext.tracked.shard import ShardConfig
+from spark_ext.tracked.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
 from spark_ext.tracker.substreams import Windowing, duration_ms
@@ -270,6 +278,27 @@ class TrackedQuery:
         data = prepared.groupBy("_topic", "_partition").transformWithStateInPandas(
             gate, envelope, "append", "none"
         )
+        union = data
+        if not self.stream.closing.sources:  # substreams closed by an upstream query
+            union = data.unionByName(self._end_events(envelope))
+        # Every row carries a label (0 where none): a null turns the 64-bit column into float64
+        # on its way to pandas.
+        union = union.withColumn("label", F.coalesce(F.col("label"), F.lit(0).cast("long")))
+        output = self._output_schema()
+        cfg = ShardConfig(
+            self.operator,
+            self.windowing,
+            tuple(self.stream.closing.sources),
+            self.forward_namespace,
+            self.stream.upstream,
+            tuple(f.name for f in output),
+        )
+        return union.groupBy("shard").transformWithStateInPandas(
+            OperatorProcessor(cfg, union.columns), output, "append", "none"
+        )
+
+    def _end_events(self, envelope: StructType) -> DataFrame:
+        """The agent's end events of the namespace, one ``end`` row per shard."""
         spark = self.stream.df.sparkSession
         register(spark)
         ends = (
@@ -278,10 +307,11 @@ class TrackedQuery:
             .option("namespaces", self.windowing.namespace)
             .load()
         )
-        per_substream = self.operator.per_substream
         nulls = {f.name: F.lit(None).cast(f.dataType) for f in envelope}
         nulls.update(
-            substream=(F.col("substream") if per_substream else F.lit(ALL_SUBSTREAMS)),
+            substream=(
+                F.col("substream") if self.operator.per_substream else F.lit(ALL_SUBSTREAMS)
+            ),
             shard=F.explode(F.sequence(F.lit(0), F.lit(self.shards - 1))),
             kind=F.lit(KIND_END),
             tracked=F.col("substream"),
@@ -289,17 +319,7 @@ class TrackedQuery:
             end_ms=F.col("end_ms"),
             label=F.col("seq"),
         )
-        control = ends.select(*[c.alias(n) for n, c in nulls.items()])
-        union = data.unionByName(control)
-        func = make_group_func(
-            self.operator,
-            self.forward_namespace,
-            self.stream.upstream,
-            [f.name for f in self._output_schema()],
-        )
-        return union.groupBy("substream", "shard").applyInPandasWithState(
-            func, self._output_schema(), "blob string", "append", "NoTimeout"
-        )
+        return ends.select(*[c.alias(n) for n, c in nulls.items()])
 
     def start(
         self,

@@ -2,16 +2,20 @@
 
 * :class:`GateProcessor` -- ``transformWithStateInPandas`` keyed by source partition: keeps
   the partition's frontier (one value in state) and runs :func:`~spark_ext.tracked.gate.gate_partition`.
-* :func:`make_group_func` -- ``applyInPandasWithState`` keyed by ``(substream, shard)``: runs
-  :func:`~spark_ext.tracked.runner.run_group`, passes report and late rows through.
+* :class:`OperatorProcessor` -- ``transformWithStateInPandas`` keyed by shard: runs
+  :func:`~spark_ext.tracked.shard.run_shard` (groups and partition frontiers in ``MapState``,
+  windows released in the batch that completes them), passes report and late rows through.
 
-Why two different state APIs: Spark refuses two ``applyInPandasWithState`` in one query, and
-accepts a ``transformWithStateInPandas`` before one (measured on Spark 4.2).
+Why ``transformWithStateInPandas`` for both: Spark refuses two ``applyInPandasWithState`` in
+one query but chains two ``transformWithStateInPandas`` (time mode ``none``, append; measured
+on Spark 4.2), and its ``MapState`` lets a shard touch only the groups of a batch, where
+``applyInPandasWithState`` keeps one value per key (every open window of the shard in one
+blob, read and rewritten every batch).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -20,21 +24,13 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.crash import declare
-from spark_ext.operators.base import Group, SubstreamOperator
 from spark_ext.sinks.task import stream_batch_id
-from spark_ext.tracked.envelope import (
-    GATE_STAGE,
-    KIND_REPORT,
-    KIND_RESULT,
-    LATE_GROUP,
-    REPORTS_GROUP,
-    conform,
-)
+from spark_ext.tracked.envelope import GATE_STAGE, KIND_REPORT, REPORTS_GROUP, conform
 from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.tracked.runner import GroupState, late_output, run_group
+from spark_ext.tracked.shard import ShardConfig, run_shard
 from spark_ext.tracker.reports import ReportBuilder
 
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
@@ -104,46 +100,74 @@ class GateProcessor(StatefulProcessor):
         pass
 
 
-def make_group_func(
-    operator: SubstreamOperator,
-    forward_namespace: str | None,
-    dedup: bool,
-    columns: list[str],
-) -> Callable[[Any, Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
-    """The executor side of the operator stage (one call per group per batch)."""
-    inputs = list(operator.input_columns)
+_GROUP_KEY = StructType([StructField("group", StringType())])
+_GROUP_VALUE = StructType([StructField("state", StringType())])
+_SOURCE_KEY = StructType([StructField("source", StringType())])
 
-    def func(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        substream, shard = str(key[0]), int(key[1])
-        rows = pd.concat(list(frames), ignore_index=True)
-        if substream == REPORTS_GROUP:
-            yield conform(pd.DataFrame({"kind": KIND_REPORT, "report": rows["report"]}), columns)
-            return
-        if substream == LATE_GROUP:
-            yield late_output(rows, inputs, columns)
-            return
-        gstate = GroupState.from_json(state.get[0] if state.exists else None)
-        out = run_group(
-            operator,
-            Group(substream, shard),
-            gstate,
-            rows,
-            task_partition(),
-            forward_namespace,
-            dedup,
-        )
-        if gstate.changed or gstate.op.changed:
-            if gstate.removed:
-                state.remove()
-            else:
-                state.update((gstate.to_json(),))
-        if out.results is not None and len(out.results):
-            yield conform(out.results.assign(kind=KIND_RESULT, report=None), columns)
-        if out.late is not None and len(out.late):
-            yield late_output(out.late, inputs, columns)
-        if not out.report.is_empty():
-            yield conform(
-                pd.DataFrame({"kind": [KIND_REPORT], "report": [out.report.to_json()]}), columns
-            )
 
-    return func
+class _TwsStore:
+    """:class:`~spark_ext.tracked.shard.ShardStore` on ``transformWithStateInPandas`` state.
+
+    Two ``MapState``s (group id -> group state JSON, ``topic:partition`` -> frontier) and
+    one ``ValueState`` (the released frontier): a shard reads and writes only the groups a
+    batch touches, not one blob of every open window.
+    """
+
+    def __init__(self, handle: StatefulProcessorHandle) -> None:
+        self._groups = handle.getMapState("groups", _GROUP_KEY, _GROUP_VALUE)
+        self._frontiers = handle.getMapState("frontiers", _SOURCE_KEY, _FRONTIER_SCHEMA)
+        self._released = handle.getValueState("released", _FRONTIER_SCHEMA)
+
+    def group(self, gid: str) -> str | None:
+        if not self._groups.containsKey((gid,)):
+            return None
+        return str(self._groups.getValue((gid,))[0])
+
+    def put_group(self, gid: str, blob: str) -> None:
+        self._groups.updateValue((gid,), (blob,))
+
+    def drop_group(self, gid: str) -> None:
+        self._groups.removeKey((gid,))
+
+    def group_ids(self) -> list[str]:
+        if not self._groups.exists():
+            return []
+        return [str(k[0]) for k in self._groups.keys()]
+
+    def frontiers(self) -> dict[str, int]:
+        if not self._frontiers.exists():
+            return {}
+        return {str(k[0]): int(v[0]) for k, v in self._frontiers.iterator()}
+
+    def put_frontier(self, source: str, frontier: int) -> None:
+        self._frontiers.updateValue((source,), (frontier,))
+
+    def released(self) -> int:
+        v = self._released.get()
+        return int(v[0]) if v is not None else NO_FRONTIER
+
+    def put_released(self, through: int) -> None:
+        self._released.update((through,))
+
+
+class OperatorProcessor(StatefulProcessor):
+    """The operator stage of one shard (see :mod:`spark_ext.tracked.shard`)."""
+
+    def __init__(self, cfg: ShardConfig, envelope_columns: list[str]) -> None:
+        self.cfg = cfg
+        self.inputs = envelope_columns
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.store = _TwsStore(handle)
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        pdf = pd.concat(list(rows), ignore_index=True)
+        if list(pdf.columns) != self.inputs:  # Spark 4.2 hands them over as _0, _1, ...
+            pdf.columns = self.inputs
+        shard = int(key[0])
+        yield from run_shard(self.cfg, shard, pdf, self.store, task_partition())
+
+    def close(self) -> None:
+        pass

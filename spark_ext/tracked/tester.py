@@ -30,12 +30,15 @@ from spark_ext.tracked.envelope import (
     GATE_STAGE,
     KIND_DATA,
     KIND_END,
+    KIND_LATE,
+    KIND_REPORT,
+    KIND_RESULT,
     LATE_COLUMNS,
-    LATE_GROUP,
     RESULT_ENVELOPE,
 )
 from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.tracked.runner import GroupState, late_output, run_group
+from spark_ext.tracked.runner import GroupState, run_group
+from spark_ext.tracked.shard import DictStore, ShardConfig, run_shard
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
@@ -179,7 +182,20 @@ class PipelineTester:
         self.agent = agent if agent is not None else TrackerState()
         self.agent.declare(windowing.namespace, closing.sources)
         self.frontiers: dict[tuple[str, int], int] = {}
-        self.groups: dict[tuple[str, int], str] = {}
+        #: Each operator shard's state (groups, partition frontiers, released frontier).
+        self.stores: dict[int, DictStore] = {}
+        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in operator.output_schema]
+        self.shard_cfg = ShardConfig(
+            operator,
+            windowing,
+            tuple(closing.sources),
+            forward_namespace,
+            upstream,
+            tuple(columns),
+        )
+        self.result_columns = [f.name for f in operator.output_schema] + (
+            ["fwd_substream", "fwd_label"] if forward_namespace else []
+        )
         self.pending: list[EndEvent] = []
         self.batch = 0
 
@@ -222,57 +238,44 @@ class PipelineTester:
                 envelope += frames
                 reports.append(builder.build())
         ends = [e for e in self.pending if e.namespace == self.windowing.namespace]
-        for e in ends:
-            for shard in range(self.shards):
-                envelope.append(
-                    pd.DataFrame(
-                        {
-                            "substream": [
-                                e.substream if self.operator.per_substream else ALL_SUBSTREAMS
-                            ],
-                            "shard": [shard],
-                            "kind": [KIND_END],
-                            "tracked": [e.substream],
-                            "start_ms": [e.start_ms],
-                            "end_ms": [e.end_ms],
-                            "label": [e.seq],
-                            "event_time_ms": [None],
-                        }
-                    )
+        for e in ends if not self.cfg.sources else []:  # an upstream closes the substreams
+            envelope.append(
+                pd.DataFrame(
+                    {
+                        "substream": [
+                            e.substream if self.operator.per_substream else ALL_SUBSTREAMS
+                        ]
+                        * self.shards,
+                        "shard": list(range(self.shards)),
+                        "kind": [KIND_END] * self.shards,
+                        "tracked": [e.substream] * self.shards,
+                        "start_ms": [e.start_ms] * self.shards,
+                        "end_ms": [e.end_ms] * self.shards,
+                        "label": [e.seq] * self.shards,
+                        "event_time_ms": [None] * self.shards,
+                    }
                 )
-        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in self.operator.output_schema]
+            )
         results: list[pd.DataFrame] = []
         late: list[pd.DataFrame] = []
-        inputs = list(self.operator.input_columns)
-        for f in envelope:  # late rows carry no label: never mix them into a label column
-            if len(f) and (f["substream"] == LATE_GROUP).all():
-                late.append(late_output(f.reset_index(drop=True), inputs, columns))
-        envelope = [f for f in envelope if len(f) and not (f["substream"] == LATE_GROUP).all()]
+        # Every row carries a label (0 where none: late, progress), as in the Spark plan: a
+        # null would turn the 64-bit label column into float64.
+        envelope = [f if "label" in f else f.assign(label=np.int64(0)) for f in envelope if len(f)]
         if envelope:
             env = pd.concat(envelope, ignore_index=True)
-            for (sub, shard), part in env.groupby(["substream", "shard"], sort=True):
-                part = part.reset_index(drop=True)
-                key = (str(sub), int(shard))
-                state = GroupState.from_json(self.groups.get(key))
-                out = run_group(
-                    self.operator,
-                    Group(*key),
-                    state,
-                    part,
-                    int(shard),
-                    self.forward_namespace,
-                    self.upstream,
-                )
-                if state.changed or state.op.changed:
-                    if state.removed:
-                        self.groups.pop(key, None)
-                    else:
-                        self.groups[key] = state.to_json()
-                if out.results is not None and len(out.results):
-                    results.append(out.results)
-                if out.late is not None and len(out.late):
-                    late.append(late_output(out.late, inputs, columns))
-                reports.append(out.report)
+            for shard, part in env.groupby("shard", sort=True):
+                store = self.stores.setdefault(int(shard), DictStore())
+                for frame in run_shard(
+                    self.shard_cfg, int(shard), part.reset_index(drop=True), store, int(shard)
+                ):
+                    kinds = frame["kind"]
+                    results.append(frame[kinds == KIND_RESULT])
+                    late.append(frame[kinds == KIND_LATE])
+                    reports += [
+                        TaskReport.from_json(r) for r in frame["report"][kinds == KIND_REPORT]
+                    ]
+        results = [r.loc[:, self.result_columns] for r in results if len(r)]
+        late = [x for x in late if len(x)]
         self.pending = self.agent_apply(reports)
         self.batch += 1
         res = pd.concat(results, ignore_index=True) if results else self.operator.empty_output()
@@ -284,6 +287,15 @@ class PipelineTester:
             else pd.DataFrame(columns=LATE_COLUMNS)
         )
         return res, lat
+
+    @property
+    def groups(self) -> dict[tuple[str, int], str]:
+        """Every operator group still holding state: ``(group id, shard) -> state JSON``."""
+        return {
+            (gid, shard): blob
+            for shard, store in sorted(self.stores.items())
+            for gid, blob in sorted(store.groups.items())
+        }
 
     def agent_apply(self, reports: list[TaskReport]) -> list[EndEvent]:
         """Apply one batch's reports as the driver would; returns the end events caused."""

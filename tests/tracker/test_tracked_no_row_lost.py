@@ -149,8 +149,7 @@ def test_a_late_row_does_not_open_a_second_overlapping_session():
     )
     rows = [{"partition": 0, "offset": i, "key": "a", "event_time_ms": i * 1_000} for i in range(4)]
     rows += [{"partition": 0, "offset": 4, "key": "a", "event_time_ms": 40_000}]
-    t.run_batch(rows)
-    first, _ = t.run_batch([])  # the session [0, 8 s) is emitted here
+    first, _ = t.run_batch(rows)  # the session [0, 8 s) is emitted by this very batch
     # a row at 2 s arrives after its partition passed 40 s: late, not a second session
     r, late = t.run_batch([{"partition": 0, "offset": 5, "key": "a", "event_time_ms": 2_000}])
     got, late2 = drain(t, [], closers({0: 6}, 100_000))
@@ -192,8 +191,9 @@ def test_a_duplicated_forwarded_row_neither_stalls_nor_double_counts_the_downstr
         {"partition": 0, "offset": i, "key": f"u{i % 3}", "event_time_ms": i * 1_000}
         for i in range(12)
     ]
-    up.run_batch(rows)
+    first, _ = up.run_batch(rows)  # window [0, 10 s) is released by this batch
     fwd, _ = drain(up, [], closers({0: 12}, 60_000))
+    fwd = cat([first, fwd])
     assert len(fwd) == 5 and fwd["fwd_substream"].notna().all()
     records = [
         {

@@ -80,8 +80,9 @@ def test_rows_of_an_undeclared_partition_go_to_late_and_windows_still_end():
         ]
     )
     assert late[["src_partition", "reason"]].values.tolist() == [[1, REASON_UNDECLARED]]
-    t.run_batch([{"partition": 0, "offset": 1, "key": None, "event_time_ms": None, "close": 10**6}])
-    got, _ = t.run_batch([])
+    got, _ = t.run_batch(
+        [{"partition": 0, "offset": 1, "key": None, "event_time_ms": None, "close": 10**6}]
+    )
     assert got["count"].tolist() == [1]
     assert t.agent.open_substreams() == [] and t.groups == {}
 

@@ -1,0 +1,241 @@
+"""The operator stage of one shard: its groups, the partitions' progress, in-batch release.
+
+The operator stage of a tracked query is keyed by shard. A shard receives, in one call per
+micro-batch, every envelope row of the batch addressed to it:
+
+* ``data`` rows of its keys (one per substream membership), from the gate;
+* ``progress`` rows: each source partition's frontier after this batch, replicated by the
+  gate to *every* shard (so every shard is called whenever a frontier moved);
+* ``end`` rows: end events of the tracking agent, fanned out to every shard -- only in a
+  query whose substreams are closed by an upstream query (no declared source partitions);
+* ``report`` and ``late`` rows of the gate, passed through.
+
+The shard keeps, in Spark state (:class:`ShardStore`), the state of each of its groups (one
+per open substream, or one ``"*"`` group for per-shard operators such as sessions) and each
+declared partition's frontier. After folding the batch's data rows it computes the
+*released frontier* ``F = min(frontier(p) for every declared partition p)`` and flushes,
+in end order, every open window whose end is ``<= F`` -- in the same call, so a window is
+released by the micro-batch that read the row (or marker) completing it, without the
+driver round trip through the agent (docs/design.md, the tracker). Per-shard operators get
+one end signal for the latest bucket ending at or before ``F``.
+
+Why nothing is lost: a row still to come for a released window ``[s, e)`` from partition
+``p`` has ``t < e <= F <= frontier(p)``, so the gate sends it to the late output.
+
+Pure (pandas, no Spark): :class:`~spark_ext.tracked.stages.OperatorProcessor` runs it on
+``transformWithStateInPandas`` state, :class:`~spark_ext.tracked.tester.PipelineTester` on
+dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pandas as pd
+
+from spark_ext.operators.base import Group, SubstreamOperator
+from spark_ext.tracked.envelope import (
+    ALL_SUBSTREAMS,
+    KIND_DATA,
+    KIND_END,
+    KIND_LATE,
+    KIND_PROGRESS,
+    KIND_REPORT,
+    KIND_RESULT,
+    conform,
+)
+from spark_ext.tracked.gate import NO_FRONTIER
+from spark_ext.tracked.runner import GroupState, late_output, run_group
+from spark_ext.tracker.substreams import Substream, Windowing
+
+
+class ShardStore(Protocol):
+    """A shard's state: group states (JSON), partition frontiers, the released frontier."""
+
+    def group(self, gid: str) -> str | None: ...
+
+    def put_group(self, gid: str, blob: str) -> None: ...
+
+    def drop_group(self, gid: str) -> None: ...
+
+    def group_ids(self) -> list[str]: ...
+
+    def frontiers(self) -> dict[str, int]: ...
+
+    def put_frontier(self, source: str, frontier: int) -> None: ...
+
+    def released(self) -> int: ...
+
+    def put_released(self, through: int) -> None: ...
+
+
+@dataclass
+class DictStore:
+    """:class:`ShardStore` in memory (the testers)."""
+
+    groups: dict[str, str] = field(default_factory=dict)
+    progress: dict[str, int] = field(default_factory=dict)
+    through: int = NO_FRONTIER
+
+    def group(self, gid: str) -> str | None:
+        return self.groups.get(gid)
+
+    def put_group(self, gid: str, blob: str) -> None:
+        self.groups[gid] = blob
+
+    def drop_group(self, gid: str) -> None:
+        self.groups.pop(gid, None)
+
+    def group_ids(self) -> list[str]:
+        return list(self.groups)
+
+    def frontiers(self) -> dict[str, int]:
+        return dict(self.progress)
+
+    def put_frontier(self, source: str, frontier: int) -> None:
+        self.progress[source] = frontier
+
+    def released(self) -> int:
+        return self.through
+
+    def put_released(self, through: int) -> None:
+        self.through = through
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    """What a shard needs, fixed when the query is planned.
+
+    Attributes
+    ----------
+    operator, windowing
+        The operator and the substreams it is flushed by.
+    sources
+        Declared source partitions (``topic:partition``) whose frontiers release windows in
+        the query. Empty: windows end only by the agent's end events (an upstream closes them).
+    forward_namespace
+        Forward results into this downstream namespace (see :func:`~spark_ext.tracked.runner.run_group`).
+    dedup
+        Rows are forwarded by an upstream query (duplicates go to the late output).
+    columns
+        The stage's output columns.
+    """
+
+    operator: SubstreamOperator
+    windowing: Windowing
+    sources: tuple[str, ...]
+    forward_namespace: str | None
+    dedup: bool
+    columns: tuple[str, ...]
+
+
+def _end_row(sub: Substream) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "kind": [KIND_END],
+            "tracked": [sub.id],
+            "start_ms": [sub.start_ms],
+            "end_ms": [sub.end_ms],
+            "label": [sub.end_ms],
+            "event_time_ms": [None],
+        }
+    )
+
+
+def released_frontier(frontiers: dict[str, int], sources: tuple[str, ...]) -> int:
+    """``min`` of the declared partitions' frontiers (:data:`NO_FRONTIER` if one has none)."""
+    if not sources:
+        return NO_FRONTIER
+    return min(frontiers.get(s, NO_FRONTIER) for s in sources)
+
+
+def run_shard(
+    cfg: ShardConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
+) -> list[pd.DataFrame]:
+    """One shard's call in one micro-batch (module docstring); returns output frames."""
+    columns = list(cfg.columns)
+    inputs = list(cfg.operator.input_columns)
+    out: list[pd.DataFrame] = []
+    kind = rows["kind"]
+    reports = rows[kind == KIND_REPORT]
+    if len(reports):
+        frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
+        out.append(conform(frame, columns))
+    late = rows[kind == KIND_LATE]
+    if len(late):
+        out.append(late_output(late.reset_index(drop=True), inputs, columns))
+    progress = rows[kind == KIND_PROGRESS]
+    if len(progress) and cfg.sources:
+        known = store.frontiers()
+        declared = set(cfg.sources)
+        for source, part in progress.groupby("tracked", sort=True):
+            top = int(part["end_ms"].max())
+            if str(source) in declared and top > known.get(str(source), NO_FRONTIER):
+                store.put_frontier(str(source), top)
+    work = rows[kind.isin([KIND_DATA, KIND_END])]
+    for gid, part in work.groupby("substream", sort=True):
+        out += _run(cfg, str(gid), shard, part.reset_index(drop=True), store, task_partition)
+    frontier = released_frontier(store.frontiers(), cfg.sources)
+    if frontier > store.released():
+        out += _release(cfg, shard, frontier, store, task_partition)
+        store.put_released(frontier)
+    return out
+
+
+def _release(
+    cfg: ShardConfig, shard: int, frontier: int, store: ShardStore, task_partition: int
+) -> list[pd.DataFrame]:
+    """Flush every open window ending at or before ``frontier``, in end order."""
+    out: list[pd.DataFrame] = []
+    if cfg.operator.per_substream:
+        due = sorted(
+            (sub.end_ms, sub.id)
+            for sub in (Substream.parse(g) for g in store.group_ids() if g != ALL_SUBSTREAMS)
+            if sub.end_ms <= frontier
+        )
+        for _, gid in due:
+            out += _run(cfg, gid, shard, _end_row(Substream.parse(gid)), store, task_partition)
+        return out
+    bucket = cfg.windowing.closed_before(frontier)
+    before = store.released()
+    done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
+    if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
+        out += _run(cfg, ALL_SUBSTREAMS, shard, _end_row(bucket), store, task_partition)
+    return out
+
+
+def _run(
+    cfg: ShardConfig,
+    gid: str,
+    shard: int,
+    rows: pd.DataFrame,
+    store: ShardStore,
+    task_partition: int,
+) -> list[pd.DataFrame]:
+    """One group's :func:`~spark_ext.tracked.runner.run_group`, its state read and written back."""
+    columns = list(cfg.columns)
+    state = GroupState.from_json(store.group(gid))
+    res = run_group(
+        cfg.operator,
+        Group(gid, shard),
+        state,
+        rows,
+        task_partition,
+        cfg.forward_namespace,
+        cfg.dedup,
+    )
+    if state.changed or state.op.changed:
+        if state.removed:
+            store.drop_group(gid)
+        else:
+            store.put_group(gid, state.to_json())
+    out: list[pd.DataFrame] = []
+    if res.results is not None and len(res.results):
+        out.append(conform(res.results.assign(kind=KIND_RESULT, report=None), columns))
+    if res.late is not None and len(res.late):
+        out.append(late_output(res.late, list(cfg.operator.input_columns), columns))
+    if not res.report.is_empty():
+        frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [res.report.to_json()]})
+        out.append(conform(frame, columns))
+    return out

@@ -1,0 +1,86 @@
+"""Through Spark and Kafka: a window's row is written by the micro-batch that read its closing rows.
+
+Two partitions; the first produce fills window [0, 10 s) and is drained; the second produce
+carries each partition's first row past 10 s. The result writer (a ``foreachBatch`` callable)
+records the batch id of every row it is given; the query's progress says which batch read
+the closing rows. Before, the window came one batch later (end event written by the driver
+after that batch, read back by the next).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from connectors.kafka import produce, read_stream
+from jobs.tracker_windows import event, parse
+from spark_ext.operators import Count, WindowAggregate
+from spark_ext.sinks.trigger import Trigger
+from spark_ext.tracked import Closing, TrackedStream
+from spark_ext.tracker import LocalTrackingAgent, Tumbling
+
+pytestmark = pytest.mark.integration
+
+
+class Recorder:
+    """A result writer that keeps ``(batch_id, row)`` of every row it is handed."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict]] = []
+
+    def __call__(self, df, batch_id: int) -> None:
+        self.rows += [(batch_id, r.asDict()) for r in df.collect()]
+
+
+def first_batch_reading(progress: list[dict], topic: str, ends: dict[str, int]) -> int:
+    """The first batch whose Kafka end offsets reach ``ends`` (partition -> offset)."""
+    for p in progress:
+        for src in p["sources"]:
+            offsets = src.get("endOffset") or {}
+            if isinstance(offsets, str):
+                offsets = json.loads(offsets)
+            got = offsets.get(topic, {}) if isinstance(offsets, dict) else {}
+            if got and all(int(got.get(k, -1)) >= v for k, v in ends.items()):
+                return int(p["batchId"])
+    raise AssertionError(f"no batch read {ends}: {[p['batchId'] for p in progress]}")
+
+
+def test_window_row_is_written_by_the_batch_that_read_its_closing_rows(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    topic = new_topic("trk-same-batch", partitions=2)
+    results, late = Recorder(), Recorder()
+    q = (
+        TrackedStream(
+            parse(read_stream(spark, kafka_bootstrap, topic)),
+            key="user_id",
+            event_time="event_time",
+            agent=LocalTrackingAgent(tmp_path / "agent"),
+            closing=Closing.partitions(topic, 2),
+            close_marker="close_through",
+        )
+        .apply(Tumbling("10 seconds", namespace="same"), WindowAggregate(Count()))
+        .start(
+            results,
+            checkpoint=str(tmp_path / "chk"),
+            late=late,
+            trigger=Trigger(processing_time="0 seconds"),
+        )
+    )
+    try:
+        produce(
+            kafka_bootstrap,
+            topic,
+            [(b"a", event("a", 1.0, s * 1000), p) for p in (0, 1) for s in range(1, 9)],
+        )
+        q.processAllAvailable()
+        produce(kafka_bootstrap, topic, [(b"b", event("b", 1.0, 10_500), p) for p in (0, 1)])
+        q.processAllAvailable()
+        closing_batch = first_batch_reading(q.recentProgress, topic, {"0": 9, "1": 9})
+    finally:
+        q.stop()
+
+    windows = [(b, r["key"], r["count"]) for b, r in results.rows]
+    assert windows == [(closing_batch, "a", 16)]
+    assert late.rows == []
