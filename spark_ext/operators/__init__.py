@@ -1,4 +1,4 @@
-"""Stateful operators on ``applyInPandasWithState``, flushed when the tracker ends a substream."""
+"""Stateful operators flushed when their substream (window) ends; run by :mod:`spark_ext.tracked`."""
 
 from spark_ext.operators.aggregations import Count, Max, Mean, Sum, UserFunction
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator

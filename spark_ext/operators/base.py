@@ -1,11 +1,12 @@
 """The operator base class: per-group state, process rows, flush a substream on its end.
 
-An operator runs inside ``applyInPandasWithState``, grouped by ``(substream, shard)``:
-the rows of one window of a few keys meet in one group, and the end of a window is one
-control row per shard -- so a flush touches only that window's state, never all keys, and
-no watermark is involved. Operators whose state outlives one substream (sessions, EWMA)
-group by ``("*", shard)`` and treat an end event at ``end_ms`` as "everything of this
-namespace before ``end_ms`` is complete" (the agent ends substreams in end-time order).
+An operator's state is kept per group ``(substream, shard)``: the rows of one window of a
+few keys meet in one group, and the end of a window is one end signal per shard -- so a
+flush touches only that window's state, never all keys, and no watermark is involved
+(:mod:`spark_ext.tracked.shard` keeps a shard's groups in ``MapState`` and ends windows in
+end order). Operators whose state outlives one substream (sessions, EWMA) use one group
+``("*", shard)`` and treat an end signal at ``end_ms`` as "everything of this namespace
+before ``end_ms`` is complete".
 
 The pipeline (:mod:`spark_ext.tracked`) hands an operator only data rows, already
 sorted by ``(event_time_ms, label)`` -- a total order derived from source coordinates, so a
@@ -51,7 +52,7 @@ class Group:
 class OperatorState:
     """One group's state: a JSON-able value, read with :meth:`get`, written with :meth:`update`.
 
-    In Spark it is kept as one string column of the ``GroupState``; in
+    In Spark it is kept as one JSON string per group in the shard's ``MapState``; in
     :class:`~spark_ext.tracked.tester.OperatorTester` as a dict entry. JSON keeps it
     readable and language-neutral; operators keep state small (one window of a few keys).
     """

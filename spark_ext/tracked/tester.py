@@ -139,9 +139,11 @@ class PipelineTester:
     """A whole tracked query in memory, batch by batch: gate, operator groups, agent.
 
     The same executor functions Spark runs (:func:`~spark_ext.tracked.gate.gate_partition`,
-    :func:`~spark_ext.tracked.runner.run_group`) and the agent's pure state
+    :func:`~spark_ext.tracked.shard.run_shard`) and the agent's pure state
     (:class:`~spark_ext.tracker.agent.TrackerState`), wired as a micro-batch query wires
-    them: the end events caused by batch N's reports are read by batch N+1.
+    them: a window is released by the batch whose rows move every declared partition's
+    frontier past its end; with no declared partitions (an upstream closes the substreams)
+    the end events caused by batch N's reports are read by batch N+1.
 
     Not modelled: Spark's task retries and checkpoint recovery (the real-Spark tests cover
     them); a "task" here is one source partition (gate) or one shard (operator).
