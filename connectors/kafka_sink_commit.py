@@ -108,7 +108,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         if self._producer is None:
             from kafka import KafkaProducer
 
-            self._check_run_epoch()
+            self.check_run_epoch()
             s = self.settings
             producer = KafkaProducer(bootstrap_servers=s.bootstrap, **s.producer_config())
             # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
@@ -267,7 +267,8 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             consumer.close()
         return None if got is None else int(got.offset)
 
-    def _check_run_epoch(self) -> None:
+    def check_run_epoch(self) -> None:
+        """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch."""
         mine = self.settings.run_epoch
         if mine is None:
             return
@@ -290,11 +291,12 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False) -> None:
+    def recover(self, fence: bool = False, staging: bool = True) -> None:
         """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging.
 
         With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass it to
-        this start's committers (:attr:`KafkaSinkSettings.run_epoch`).
+        this start's committers (:attr:`KafkaSinkSettings.run_epoch`). ``staging=False``: the
+        sink stages nothing (one transaction per task slice).
         """
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
@@ -307,6 +309,8 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         if fence:
             self.started_epoch = self.start_run()
         self.producer()
+        if not staging:
+            return
         folder = self.settings.sink_dir()
         if os.path.isdir(folder) and os.listdir(folder):
             log.warning("%s: removing staged batches of an earlier run", self.sink_id)

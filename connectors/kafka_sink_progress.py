@@ -12,7 +12,8 @@ the broker keeps.
   4096-byte ``offset.metadata.max.bytes`` at about 245 partitions (K6 of issue #14); that
   format is still read.
 * The two-phase sink records no end offsets (``parts`` = 0); partition 0's offset is the
-  batch id.
+  batch id. With one transaction per task slice it also records ``slices``: how many slices
+  (transactional ids) the sink has used, so a start can abort what a crash left open.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Recorded:
 
     batch_id: int
     end_offsets: dict[int, int]
+    #: (sliced two-phase sink) How many task slices the sink has ever used: the transactional
+    #: ids ``...s0`` to ``...s<slices-1>`` a start-up checks for lingering transactions.
+    slices: int = 0
 
 
 class SinkProgress:
@@ -68,6 +72,7 @@ class SinkProgress:
             if meta.get("sink") != self.sink_id:
                 return None
             batch = int(meta["batch"])
+            slices = int(meta.get("slices", 0))
             if "ends" in meta:  # the earlier format: every end offset in this metadata
                 return Recorded(batch, {int(p): int(o) for p, o in meta["ends"].items()})
             parts = int(meta.get("parts", 0))
@@ -76,7 +81,7 @@ class SinkProgress:
         ends = {0: got.offset} if parts else {}
         if parts > 1:
             ends.update(self._tagged_offsets(batch, parts))
-        return Recorded(batch, ends)
+        return Recorded(batch, ends, slices)
 
     def _tagged_offsets(self, batch: int, parts: int) -> dict[int, int]:
         """Committed offsets of partitions 1..parts-1, each checked to be of ``batch``."""
@@ -100,7 +105,9 @@ class SinkProgress:
             ends[tp.partition] = part.offset
         return ends
 
-    def offsets(self, batch_id: int, end_offsets: dict[int, int] | None = None) -> dict[Any, Any]:
+    def offsets(
+        self, batch_id: int, end_offsets: dict[int, int] | None = None, slices: int = 0
+    ) -> dict[Any, Any]:
         """The offsets that record ``batch_id`` (and the end offset of every partition)."""
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
@@ -108,17 +115,18 @@ class SinkProgress:
         ends = end_offsets or {}
         if ends and sorted(ends) != list(range(len(ends))):
             raise ValueError(f"end offsets of partitions {sorted(ends)} are not 0..n-1")
-        head = json.dumps({"sink": self.sink_id, "batch": batch_id, "parts": len(ends)})
+        fields = {"sink": self.sink_id, "batch": batch_id, "parts": len(ends)}
+        head = json.dumps({**fields, "slices": slices} if slices else fields)
         tag = json.dumps({"sink": self.sink_id, "batch": batch_id})
         out = {TopicPartition(self.topic, 0): OffsetAndMetadata(ends.get(0, batch_id), head, -1)}
         for p in range(1, len(ends)):
             out[TopicPartition(self.topic, p)] = OffsetAndMetadata(ends[p], tag, -1)
         return out
 
-    def record(self, batch_id: int, end_offsets: dict[int, int]) -> None:
-        """Record ``batch_id`` outside a transaction (the idempotent sink): one commit."""
+    def record(self, batch_id: int, end_offsets: dict[int, int], slices: int = 0) -> None:
+        """Record ``batch_id`` outside a transaction (idempotent and sliced sinks): one commit."""
         consumer = self._consumer()
         try:
-            consumer.commit(self.offsets(batch_id, end_offsets))
+            consumer.commit(self.offsets(batch_id, end_offsets, slices))
         finally:
             consumer.close()

@@ -66,7 +66,8 @@ def check_columns(schema: StructType, require_record_id: bool = False) -> None:
     if require_record_id and RECORD_ID_COLUMN not in types:
         raise SinkConfigError(
             f"df.{RECORD_ID_COLUMN}",
-            "the idempotent Kafka sink needs a string column naming each row by its input "
+            "the idempotent Kafka sink and the two-phase one with a transaction per slice need "
+            "a string column naming each row by its input "
             "coordinates (e.g. concat_ws('/', topic, partition, offset)), unique within a batch "
             "and the same when the batch is re-run",
         )

@@ -67,24 +67,30 @@ class KafkaSinkSettings:
     run_epoch: int | None = None
     #: Transactions retried after one whose outcome was learned to be "aborted".
     max_attempts: int = 3
+    #: (one transaction per task slice) The client the tasks produce with:
+    #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
+    #: (:mod:`connectors.kafka_sink_clients`).
+    client: str = "confluent-kafka"
+    #: (one transaction per task slice) The batch a start found partly committed, and the
+    #: digests of its committed slices (:func:`connectors.kafka_sink_slices.pending_slices`).
+    pending_batch: int | None = None
+    pending: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_sink_id(self.sink_id)
         if not self.topic:
             raise SinkConfigError("topic", "the output topic is required")
-        if not self.staging_dir:
-            raise SinkConfigError("staging_dir", "a staging folder is required")
         if self.transaction_timeout_ms < 1000:
             raise SinkConfigError("transaction_timeout_ms", "must be at least 1000")
         if self.delivery_timeout_ms < 1000:
             raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
 
-    def producer_config(self) -> dict[str, Any]:
-        """kafka-python settings of the transactional producer."""
+    def producer_config(self, transactional_id: str | None = None) -> dict[str, Any]:
+        """kafka-python settings of a transactional producer (default: the driver's id)."""
         request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
         return {
             **PRODUCER,
-            "transactional_id": self.transactional_id,
+            "transactional_id": transactional_id or self.transactional_id,
             "transaction_timeout_ms": self.transaction_timeout_ms,
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "request_timeout_ms": request_timeout,
@@ -97,7 +103,25 @@ class KafkaSinkSettings:
         return f"spark_ext.{self.sink_id}.{self.topic}.commit"
 
     def sink_dir(self) -> str:
+        """The sink's staging folder (whole-batch mode only; :class:`SinkConfigError` if unset)."""
+        if not self.staging_dir:
+            raise SinkConfigError("staging_dir", "a staging folder is required")
         return os.path.join(self.staging_dir, self.sink_id)
+
+    def slice_transactional_id(self, index: int) -> str:
+        """``spark_ext.<sink id>.<topic>.s<index>``: the transactional id of task slice
+        ``index`` (one transaction per task; a retried or speculative attempt fences the
+        other)."""
+        return f"{self.slice_prefix}{index}"
+
+    @property
+    def slice_prefix(self) -> str:
+        return f"spark_ext.{self.sink_id}.{self.topic}.s"
+
+    def slice_group(self, index: int) -> str:
+        """``spark_ext.sink.<sink id>.s<index>``: the group recording what slice ``index``
+        committed last (its offset on the topic's partition 0 is the batch id)."""
+        return f"spark_ext.sink.{self.sink_id}.s{index}"
 
     def batch_dir(self, batch_id: int) -> str:
         return os.path.join(self.sink_dir(), f"b{batch_id:012d}")
@@ -110,6 +134,12 @@ class KafkaSinkSettings:
             "staging_dir": self.staging_dir,
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
+            "client": self.client,
+            **(
+                {"pending_batch": str(self.pending_batch), "pending": ",".join(self.pending)}
+                if self.pending_batch is not None
+                else {}
+            ),
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
         }
 
@@ -131,5 +161,8 @@ class KafkaSinkSettings:
             sink_id=options.get("sink_id", ""),
             staging_dir=options.get("staging_dir", ""),
             run_epoch=int(epoch) if epoch is not None else None,
+            client=options.get("client", "confluent-kafka"),
+            pending_batch=int(pending) if (pending := options.get("pending_batch")) else None,
+            pending=tuple(d for d in options.get("pending", "").split(",") if d),
             **timeouts,
         )

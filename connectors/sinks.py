@@ -37,6 +37,7 @@ __all__ = ["Trigger", "exactly_once_to_delta", "exactly_once_to_kafka"]
 
 DeltaMode = Literal["two_phase", "idempotent"]
 KafkaMode = Literal["two_phase", "idempotent"]
+KafkaAtomicity = Literal["slice", "batch"]
 
 
 def exactly_once_to_delta(
@@ -139,9 +140,11 @@ def exactly_once_to_kafka(
     sink_id: str,
     checkpoint: str | Path,
     mode: KafkaMode = "two_phase",
+    atomicity: KafkaAtomicity = "slice",
     trigger: Trigger = DEFAULT_TRIGGER,
     staging_dir: str | Path | None = None,
     transaction_timeout_ms: int = 300_000,
+    client: str = "confluent-kafka",
     query_name: str | None = None,
 ) -> StreamingQuery:
     """Write a streaming DataFrame of ``value`` (+ optional ``key``, ``partition``) to ``topic``.
@@ -160,30 +163,43 @@ def exactly_once_to_kafka(
         Kafka bootstrap servers.
     sink_id
         Names this sink for good: the progress consumer group ``spark_ext.sink.<sink_id>``
-        records the last batch written; the transactional id is
-        ``spark_ext.<sink_id>.<topic>.commit``.
+        records the last batch written; the transactional ids are
+        ``spark_ext.<sink_id>.<topic>.s<task>`` (``atomicity="slice"``) or
+        ``spark_ext.<sink_id>.<topic>.commit`` (``atomicity="batch"``).
     checkpoint
         Spark's checkpoint location.
     mode
-        ``"two_phase"``: tasks stage their records in files, the driver produces all of a
-        batch in ONE Kafka transaction that also records the batch id; ``read_committed``
-        consumers see a whole batch or nothing. ``"idempotent"``: tasks produce directly,
-        every record carries a ``spark_ext.record_id`` header; a replayed batch re-sends only
-        records not already in the topic.
+        ``"two_phase"``: Kafka transactions that also record what was written (see
+        ``atomicity``). ``"idempotent"``: tasks produce directly, every record carries a
+        ``spark_ext.record_id`` header; a replayed batch re-sends only records not already in
+        the topic.
+    atomicity
+        (two-phase) ``"slice"`` (default): every task produces its records straight to the
+        topic in its own transaction, committed with a record of the slice; nothing passes
+        the driver (:mod:`connectors.kafka_sink_slices`). ``read_committed`` consumers see a
+        batch task by task, each record once. ``"batch"``: tasks stage their records in files
+        and the driver produces the whole batch in ONE transaction, so ``read_committed``
+        consumers see a whole batch or nothing; throughput is bounded by one producer on the
+        driver and a batch must commit within ``transaction_timeout_ms``.
     staging_dir
-        (two-phase) Where tasks stage records; must be visible to executors and driver.
-        Default: ``<checkpoint>/_sink_staging``.
+        (two-phase, ``atomicity="batch"``) Where tasks stage records; must be visible to
+        executors and driver. Default: ``<checkpoint>/_sink_staging``.
     transaction_timeout_ms
         (two-phase) Must not exceed the broker's ``transaction.max.timeout.ms``; checked here
-        by initialising the transactional producer (:class:`TransactionTimeoutError`). A batch
-        whose transaction outlives it is retried once, then fails with
-        ``TransactionExpiredError`` naming this setting: bound batches with
-        ``maxOffsetsPerTrigger`` so the largest one commits well within it.
+        (:class:`TransactionTimeoutError`). A transaction that outlives it (one task's slice,
+        or with ``atomicity="batch"`` the whole batch, retried once) fails with
+        ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
+        batches with ``maxOffsetsPerTrigger`` so the largest one commits well within it.
+    client
+        (two-phase, ``atomicity="slice"``) The client the tasks produce with:
+        ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
+        default) or ``"kafka-python"``. Both give the same guarantees.
 
     Notes
     -----
     Guaranteed: each row of each batch is in the topic once -- for ``read_committed``
-    consumers in two-phase mode, for any consumer in idempotent mode. Not guaranteed:
+    consumers in two-phase mode, for any consumer in idempotent mode -- also when a task is
+    retried or runs speculatively (two-phase). Not guaranteed:
     ``read_uncommitted`` consumers of the two-phase sink see records of aborted transactions;
     idempotent-mode consumers may see a batch while it is being written; the progress group's
     offsets expire after the broker's ``offsets.retention.minutes`` without commits (7 days
@@ -206,13 +222,33 @@ def exactly_once_to_kafka(
     from connectors.kafka_sink_records import require_topic
 
     chk = check_sink_query(df, checkpoint, sink_id)
-    check_columns(df.schema, require_record_id=mode == "idempotent")
+    check_columns(df.schema, require_record_id=mode == "idempotent" or atomicity == "slice")
     if mode == "idempotent":
         check_no_speculation(df)
     require_topic(bootstrap, topic)
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
-    if mode == "two_phase":
+    if mode == "two_phase" and atomicity == "slice":
+        from connectors.kafka_sink_clients import check_client
+        from connectors.kafka_sink_slices import FORMAT as SLICED
+        from connectors.kafka_sink_slices import KafkaSlicedDataSource, recover_slices
+
+        settings = KafkaSinkSettings(
+            bootstrap=bootstrap,
+            topic=topic,
+            sink_id=sink_id,
+            staging_dir="",
+            transaction_timeout_ms=transaction_timeout_ms,
+            client=check_client(client),
+        )
+        # fences older drivers (run epoch), aborts slice transactions left open, reads the
+        # slices a partly committed batch already has
+        settings = recover_slices(settings)
+        df.sparkSession.dataSource.register(KafkaSlicedDataSource)
+        query = writer.format(SLICED).options(**settings.as_options()).start()
+    elif mode == "two_phase":
+        if atomicity != "batch":
+            raise SinkConfigError("atomicity", f"{atomicity!r} is not 'slice' or 'batch'")
         settings = KafkaSinkSettings(
             bootstrap=bootstrap,
             topic=topic,
@@ -233,5 +269,5 @@ def exactly_once_to_kafka(
         query = writer.foreachBatch(KafkaIdempotentWriter(bootstrap, topic, sink_id)).start()
     else:
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
-    log.info("exactly-once Kafka sink %s (%s) -> %s started", sink_id, mode, topic)
+    log.info("exactly-once Kafka sink %s (%s/%s) -> %s started", sink_id, mode, atomicity, topic)
     return query

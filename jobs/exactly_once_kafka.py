@@ -13,8 +13,10 @@ A missing ``--topic`` fails at start with :class:`~spark_ext.sinks.errors.TopicM
 
 Guarantees: every record of ``--topic`` (read ``read_committed``) is in ``--out`` exactly once
 across any number of SIGKILLs and restarts from ``--checkpoint``: for ``read_committed``
-consumers with ``--mode two_phase`` (one Kafka transaction per micro-batch, so such consumers
-see a whole batch or nothing), for every consumer with ``--mode idempotent`` (record-id
+consumers with ``--mode two_phase`` (``--atomicity batch``: one Kafka transaction per
+micro-batch, produced from the driver, so such consumers see a whole batch or nothing;
+``--atomicity slice``: a transaction per task, so they see a batch task by task), for every
+consumer with ``--mode idempotent`` (record-id
 headers; a replayed batch re-sends only what is missing).
 Does not guarantee: an output partition per input partition (records go by key); with
 ``two_phase``, ``read_uncommitted`` consumers also see aborted records; exactly-once if
@@ -64,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--sink-id", required=True)
     parser.add_argument("--mode", choices=["two_phase", "idempotent"], default="two_phase")
+    parser.add_argument(
+        "--atomicity",
+        choices=["slice", "batch"],
+        default="batch",
+        help="two_phase: one transaction per batch from the driver, or one per task (slice)",
+    )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument(
         "--processing-time", default=None, help="run continuously, not availableNow"
@@ -101,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         sink_id=args.sink_id,
         checkpoint=args.checkpoint,
         mode=args.mode,
+        atomicity=args.atomicity,
         trigger=trigger,
     )
     query.awaitTermination()

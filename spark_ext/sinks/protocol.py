@@ -108,6 +108,16 @@ IDEMPOTENT: tuple[Step, ...] = (
 )
 
 
+#: The steps of the Kafka sink with one transaction per task slice (records never reach the
+#: driver; ``connectors.kafka_sink_slices``): three inside each task, one on the driver.
+SLICED: tuple[Step, ...] = (
+    Step(1, "initialised", "executor"),
+    Step(2, "in_transaction", "executor"),
+    Step(3, "sliced", "executor"),
+    Step(4, "recorded", "driver"),
+)
+
+
 @dataclass(frozen=True)
 class Protocol:
     """The steps of one sink, with the fault point of each (declared when the protocol is).
@@ -117,7 +127,7 @@ class Protocol:
     prefix
         Short name of the sink in crash-point names, e.g. ``"delta2pc"``.
     steps
-        :data:`TWO_PHASE` or :data:`IDEMPOTENT`, or the subset a sink really has.
+        :data:`TWO_PHASE`, :data:`IDEMPOTENT` or :data:`SLICED`, or the subset a sink has.
     """
 
     prefix: str
@@ -154,6 +164,7 @@ DELTA_TWO_PHASE = Protocol("delta2pc", TWO_PHASE)
 KAFKA_TWO_PHASE = Protocol("kafka2pc", TWO_PHASE)
 DELTA_IDEMPOTENT = Protocol("delta_idem", tuple(s for s in IDEMPOTENT if s.number in (1, 3)))
 KAFKA_IDEMPOTENT = Protocol("kafka_idem", IDEMPOTENT)
+KAFKA_SLICED = Protocol("kafka_tx", SLICED)
 
 
 class Outcome(enum.Enum):

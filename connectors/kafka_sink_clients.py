@@ -1,0 +1,306 @@
+"""The producers a task slice of the two-phase Kafka sink can write with: one interface, two clients.
+
+:class:`~connectors.kafka_sink_slices.SliceTransaction` runs the protocol; a
+:class:`SliceProducer` carries the records. Two implementations:
+
+* :class:`KafkaPythonSlice` -- kafka-python, the project's named client. Measured on this
+  machine at 16-28k records/s per producer (a Python loop per record inside the client).
+* :class:`ConfluentSlice` -- confluent-kafka (librdkafka): 110k+ records/s per producer in the
+  same loop, which is what lets the sink reach Spark's own Kafka sink (issue #14's 0.9x target;
+  the bench in ``scripts/benchmarks/sinks.py`` measures both). The default.
+
+Both report the same three outcomes the protocol acts on: :class:`SliceFenced` (another
+producer with the transactional id took over, or the broker aborted the transaction for age),
+:class:`~spark_ext.sinks.errors.ProduceFailedError` (a record was not delivered: librdkafka
+makes the transaction abortable, kafka-python does not -- K1 -- so both count failures in the
+delivery callbacks and refuse to commit), and anything else as the client's own error.
+Both partition keyed records with murmur2 like the Java client and Spark's Kafka sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Literal, Protocol
+
+from connectors.kafka_sink_delivery import DeliveryCheck
+from connectors.kafka_sink_records import LINGER_MS, PRODUCER
+from spark_ext.sinks.errors import ProduceFailedError, SinkConfigError, TopicMissingError
+
+__all__ = [
+    "CLIENTS",
+    "Client",
+    "ConfluentSlice",
+    "KafkaPythonSlice",
+    "SliceFenced",
+    "SliceProducer",
+    "check_client",
+    "slice_producer",
+]
+
+Client = Literal["confluent-kafka", "kafka-python"]
+LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
+CLIENTS: tuple[str, ...] = ("confluent-kafka", "kafka-python")
+
+
+class SliceFenced(Exception):
+    """Internal: the producer was fenced (or its transaction aborted by the broker)."""
+
+
+class SliceProducer(Protocol):
+    """A transactional producer for one task slice (see the module docstring)."""
+
+    def init(self) -> None: ...
+    def partitions(self) -> set[int]: ...
+    def begin(self) -> None: ...
+    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None: ...
+    def flush(self, sink_id: str, batch_id: int) -> None: ...
+    def commit(self, group: str, offset: int, metadata: str) -> None: ...
+    def abort(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def check_client(client: str) -> str:
+    """``client`` if it is known and importable, else :class:`SinkConfigError` naming it."""
+    if client not in CLIENTS:
+        raise SinkConfigError("client", f"{client!r} is not one of {list(CLIENTS)}")
+    if client == "confluent-kafka":
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError as exc:
+            raise SinkConfigError(
+                "client", "confluent-kafka is not installed; install it or use 'kafka-python'"
+            ) from exc
+    return client
+
+
+def slice_producer(
+    client: str,
+    *,
+    bootstrap: str,
+    topic: str,
+    transactional_id: str,
+    transaction_timeout_ms: int,
+    delivery_timeout_ms: int,
+) -> SliceProducer:
+    """A :class:`SliceProducer` of ``client`` (``"confluent-kafka"`` or ``"kafka-python"``)."""
+    cls = ConfluentSlice if check_client(client) == "confluent-kafka" else KafkaPythonSlice
+    return cls(bootstrap, topic, transactional_id, transaction_timeout_ms, delivery_timeout_ms)
+
+
+# -- kafka-python -------------------------------------------------------------------------
+class KafkaPythonSlice:
+    """:class:`SliceProducer` on kafka-python (every produce future watched: K1)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        delivery_timeout_ms: int,
+    ) -> None:
+        from kafka import KafkaProducer
+
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap,
+            **PRODUCER,
+            transactional_id=transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=min(30_000, delivery_timeout_ms - LINGER_MS),
+        )
+        self.check = DeliveryCheck()
+
+    def _fenced(self) -> tuple[type[BaseException], ...]:
+        from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
+        return (ProducerFencedError, InvalidProducerEpochError)
+
+    def init(self) -> None:
+        self.producer.init_transactions()
+
+    def partitions(self) -> set[int]:
+        from kafka.errors import KafkaTimeoutError
+
+        try:
+            return set(self.producer.partitions_for(self.topic) or ())
+        except KafkaTimeoutError as exc:
+            raise TopicMissingError(self.topic, "output") from exc
+
+    def begin(self) -> None:
+        self.check = DeliveryCheck()
+        self.producer.begin_transaction()
+
+    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+        try:
+            future = self.producer.send(self.topic, key=key, value=value, partition=partition)
+        except self._fenced() as exc:
+            raise SliceFenced(str(exc)) from exc
+        self.check.watch(future)
+
+    def flush(self, sink_id: str, batch_id: int) -> None:
+        self.producer.flush()
+        try:
+            self.check.raise_if_failed(sink_id, batch_id)
+        except ProduceFailedError as exc:
+            if isinstance(exc.cause, self._fenced()):
+                raise SliceFenced(repr(exc.cause)) from exc
+            raise
+
+    def commit(self, group: str, offset: int, metadata: str) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(offset, metadata, -1)}
+        try:
+            self.producer.send_offsets_to_transaction(offsets, group)
+            self.producer.commit_transaction()
+        except self._fenced() as exc:
+            raise SliceFenced(str(exc)) from exc
+
+    def abort(self) -> None:
+        self.producer.abort_transaction()
+
+    def close(self) -> None:
+        self.producer.close(timeout=10)
+
+
+# -- confluent-kafka ----------------------------------------------------------------------
+class ConfluentSlice:
+    """:class:`SliceProducer` on confluent-kafka (librdkafka), the fast data path."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        delivery_timeout_ms: int,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.timeout_s = max(30.0, delivery_timeout_ms / 1000 + 5)
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": transaction_timeout_ms,
+                # librdkafka refuses a message timeout above the transaction timeout
+                "message.timeout.ms": min(delivery_timeout_ms, transaction_timeout_ms),
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": LINGER_MS,
+                "batch.size": PRODUCER["batch_size"],
+                "partitioner": "murmur2_random",  # the Java client's (and Spark's) partitioner
+                "logger": LIBRDKAFKA_LOG,  # librdkafka's log lines into logging, not stderr
+            }
+        )
+        self._lock = threading.Lock()
+        self.failed = 0
+        self.failed_partitions: set[int] = set()
+        self.first: object = None
+        self._since_poll = 0
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            with self._lock:
+                self.failed += 1
+                if msg is not None and msg.partition() is not None and msg.partition() >= 0:
+                    self.failed_partitions.add(msg.partition())
+                if self.first is None:
+                    self.first = err
+
+    def _raise(self, exc: Exception) -> None:
+        """Re-raise a ``KafkaException`` as :class:`SliceFenced` when it means fenced."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        if isinstance(exc, KafkaException) and exc.args:
+            err = exc.args[0]
+            fenced = (
+                KafkaError._FENCED,
+                KafkaError.PRODUCER_FENCED,
+                KafkaError.INVALID_PRODUCER_EPOCH,
+            )
+            if isinstance(err, KafkaError) and err.code() in fenced:
+                raise SliceFenced(str(err)) from exc
+        raise exc
+
+    def init(self) -> None:
+        try:
+            self.producer.init_transactions(self.timeout_s)
+        except Exception as exc:
+            self._raise(exc)
+
+    def partitions(self) -> set[int]:
+        meta = self.producer.list_topics(self.topic, timeout=self.timeout_s)
+        found = meta.topics.get(self.topic)
+        if found is None or found.error is not None:
+            raise TopicMissingError(self.topic, "output")
+        return set(found.partitions)
+
+    def begin(self) -> None:
+        self.failed, self.failed_partitions, self.first = 0, set(), None
+        self.producer.begin_transaction()
+
+    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+        # librdkafka's "no partition given" (RD_KAFKA_PARTITION_UA): its partitioner decides
+        part = -1 if partition is None else partition
+        while True:
+            try:
+                self.producer.produce(
+                    self.topic, value=value, key=key, partition=part, on_delivery=self._on_delivery
+                )
+                break
+            except BufferError:  # the local queue is full: serve callbacks, then retry
+                self.producer.poll(0.05)
+            except Exception as exc:
+                self._raise(exc)
+        self._since_poll += 1
+        if self._since_poll >= 1000:
+            self.producer.poll(0)
+            self._since_poll = 0
+
+    def flush(self, sink_id: str, batch_id: int) -> None:
+        try:
+            left = self.producer.flush(self.timeout_s)
+        except Exception as exc:
+            self._raise(exc)
+        with self._lock:
+            failed = self.failed + left
+            first = self.first if self.first is not None else f"{left} still queued"
+        if failed:
+            error = ProduceFailedError(sink_id, batch_id, failed, self.failed_partitions, first)
+            code = getattr(self.first, "code", lambda: None)()
+            from confluent_kafka import KafkaError
+
+            if code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+                raise SliceFenced(str(self.first)) from error
+            raise error
+
+    def commit(self, group: str, offset: int, metadata: str) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+        try:
+            group_metadata = consumer.consumer_group_metadata()
+            self.producer.send_offsets_to_transaction(
+                [TopicPartition(self.topic, 0, offset, metadata=metadata)],
+                group_metadata,
+                self.timeout_s,
+            )
+            self.producer.commit_transaction(self.timeout_s)
+        except Exception as exc:
+            self._raise(exc)
+        finally:
+            consumer.close()
+
+    def abort(self) -> None:
+        self.producer.abort_transaction(self.timeout_s)
+
+    def close(self) -> None:
+        self.producer.close()

@@ -1,0 +1,493 @@
+"""The two-phase Kafka sink, one transaction per task slice: records never pass the driver.
+
+Model (issue #14, model (b))
+----------------------------
+Each write task produces its slice of the batch straight to the output topic inside its own
+Kafka transaction, and commits that transaction together with a *slice record*: the committed
+offset of the group ``spark_ext.sink.<sink id>.s<i>`` (``i`` = the task's partition id) on the
+topic's partition 0, whose offset is the batch id and whose metadata lists the digests of the
+slices committed under ``i`` for that batch. A slice's digest is order-independent (count and
+sum of 64-bit hashes of its records *with their* ``record_id``, the input coordinates, so two
+slices never share one). The driver only records the batch.
+
+Why this model and not Flink's (each task prepares, the driver commits every task's
+transaction by resuming producer id and epoch): kafka-python has no API to resume another
+process's transaction, and doing it through a client's internals against Kafka 4's transaction
+protocol v2 (which bumps the epoch on every transaction, FLINK-40689) would tie the sink to one
+client's private state. With a transaction per slice every step is a public client call, and
+the fencing Flink gets from resumed epochs comes from the transactional id: a retried or
+speculative attempt of task ``i`` initialises ``spark_ext.<sink id>.<topic>.s<i>``, which
+fences the other attempt and settles its open transaction before the slice record is read.
+
+Slices are recognised by digest, not by task index: Spark does not keep the task index of a
+row across a restart (its Kafka source orders the offset ranges of a replayed batch as the
+offset log's JSON lists them, not as the live run did), so the rows of task ``i`` in the
+replay may be another task's in the first run.
+
+Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_SLICED`)
+1. ``initialised`` (task): the run epoch is checked (a task of an older driver stops with
+   :class:`~spark_ext.sinks.errors.DriverFencedError` before it can fence anything),
+   ``init_transactions`` fenced every other attempt of the slice, and the slice record is read.
+   A batch id below it raises :class:`~spark_ext.sinks.errors.BatchRegressionError` (X1),
+   nothing written. An empty slice writes nothing and opens no transaction.
+2. ``in_transaction`` (task): every record flushed into the open transaction and every produce
+   future checked (K1: an undelivered record aborts the transaction and raises
+   :class:`~spark_ext.sinks.errors.ProduceFailedError`); nothing committed.
+3. ``sliced`` (task): if the slice's digest is already committed for this batch -- under this
+   index (an earlier attempt) or under any index before this start (the start reads them all:
+   :func:`pending_slices`) -- the transaction is aborted (a re-run, nothing becomes visible);
+   else it is committed with the slice record. A transaction that outlived
+   ``transaction_timeout_ms`` was aborted by the broker:
+   :class:`~spark_ext.sinks.errors.TransactionExpiredError`, and Spark retries the task (the
+   bound is one task's slice, not the whole batch: K5).
+4. ``recorded`` (driver): the batch id (and how many slices the sink has used) is recorded in
+   the sink-progress group ``spark_ext.sink.<sink id>``; a lower id than the recorded one
+   raises :class:`~spark_ext.sinks.errors.BatchRegressionError`.
+
+At start (:func:`recover_slices`) the driver fences older drivers (run epoch), aborts every
+transaction of this sink's slices still open (a task killed mid-transaction, found with
+``ListTransactions``) so ``read_committed`` consumers are not held back until the broker's
+timeout, and reads every slice record ahead of the recorded batch: the digests of the batch
+Spark will replay that are committed already, handed to the tasks.
+
+What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*: each task's
+records at once when its transaction commits, the batch complete once every task committed;
+never a record twice. A ``read_uncommitted`` consumer also sees the records of aborted
+transactions (a retried attempt, a task killed mid-transaction, a re-run slice), so it may see
+records twice. For whole-batch atomicity use ``atomicity="batch"`` (:mod:`connectors.kafka_sink`:
+one transaction per batch, produced from the driver, bounded by one producer).
+
+Not covered: a task of an older driver that passed its run-epoch check just before a new start
+and commits after the start read the slice records (the window between a check and
+``init_transactions``); the new start's run epoch refuses it on its next batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from connectors.kafka_sink_clients import SliceFenced, SliceProducer, slice_producer
+from connectors.kafka_sink_commit import KafkaCommitter
+from connectors.kafka_sink_progress import SinkProgress
+from connectors.kafka_sink_records import (
+    RECORD_ID_COLUMN,
+    check_columns,
+    current_batch_id,
+    task_attempt,
+    to_bytes,
+)
+from connectors.kafka_sink_staging import KafkaSinkSettings
+from spark_ext.sinks.errors import (
+    BatchRegressionError,
+    PartitionOutOfRangeError,
+    ProgressInconsistentError,
+    TransactionExpiredError,
+    WriterFencedError,
+    check_batch_order,
+)
+from spark_ext.sinks.protocol import KAFKA_SLICED
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "FORMAT",
+    "KafkaSliceWriter",
+    "KafkaSlicedDataSource",
+    "SliceDigest",
+    "SliceTransaction",
+    "SliceWritten",
+    "committed_slices",
+    "lingering_slices",
+    "pending_slices",
+    "recover_slices",
+]
+
+FORMAT = "spark_ext_kafka_tx"
+_MASK = (1 << 64) - 1
+
+
+class SliceDigest:
+    """An order-independent digest of a slice's records: their count and the sum of their
+    64-bit hashes (a multiset hash: the same records in any order give the same digest).
+
+    Example
+    -------
+    >>> a, b = SliceDigest(), SliceDigest()
+    >>> a.add(b"k", b"1", None); a.add(None, b"2", 0)
+    >>> b.add(None, b"2", 0); b.add(b"k", b"1", None)
+    >>> a.value == b.value
+    True
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+
+    def add(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        record_id: bytes | None = None,
+    ) -> None:
+        h = hashlib.blake2b(digest_size=8)
+        for field in (record_id, key, value):
+            h.update(b"\xff\xff\xff\xff" if field is None else len(field).to_bytes(4, "big"))
+            if field:
+                h.update(field)
+        h.update(b"-" if partition is None else partition.to_bytes(4, "big", signed=True))
+        self.total = (self.total + int.from_bytes(h.digest(), "big")) & _MASK
+        self.count += 1
+
+    @property
+    def value(self) -> str:
+        return f"{self.count}:{self.total:016x}"
+
+
+@dataclass(frozen=True)
+class SliceWritten(WriterCommitMessage):
+    """Commit message of one task: its slice index, rows and digest, and whether it was a
+    re-run of a slice already committed (``skipped``: nothing produced)."""
+
+    index: int
+    batch_id: int
+    rows: int
+    digest: str
+    skipped: bool
+
+
+@dataclass(frozen=True)
+class SliceRecord:
+    """What a slice group holds: the batch its index last committed, and the digests of the
+    slices committed under it for that batch (more than one when a re-run moved rows)."""
+
+    batch_id: int
+    digests: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, sink_id: str, metadata: str | None) -> SliceRecord | None:
+        # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
+        text = (metadata or "").rstrip("\x00")
+        meta = json.loads(text) if text else {}
+        if meta.get("sink") != sink_id:
+            return None
+        return cls(int(meta["batch"]), tuple(meta["digests"]))
+
+
+Row = tuple[bytes | None, bytes | None, int | None, bytes | None]
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[Row]:
+    """``(key, value, partition, record_id)`` of every row of an Arrow batch."""
+    names = batch.schema.names
+    values = batch.column("value").to_pylist()
+    n = len(values)
+    keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+    parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+    ids = batch.column(RECORD_ID_COLUMN).to_pylist() if RECORD_ID_COLUMN in names else [None] * n
+    for k, v, p, r in zip(keys, values, parts, ids, strict=True):
+        yield to_bytes(k), to_bytes(v), p, to_bytes(r)
+
+
+class SliceTransaction:
+    """One task's slice of a batch, in one Kafka transaction (steps 1-3; see the module)."""
+
+    def __init__(self, settings: KafkaSinkSettings, index: int) -> None:
+        self.settings = settings
+        self.index = index
+        self.transactional_id = settings.slice_transactional_id(index)
+        self.group = settings.slice_group(index)
+        self._producer: SliceProducer | None = None
+        #: The output topic's partition ids, looked up by :meth:`open`.
+        self.partitions: set[int] = set()
+
+    def __enter__(self) -> SliceTransaction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+
+    def open(self) -> SliceProducer:
+        """Run epoch checked, then ``init_transactions`` (the slice's other attempts fenced),
+        then the topic's partitions."""
+        if self._producer is None:
+            KafkaCommitter(self.settings).check_run_epoch()
+            s = self.settings
+            producer = slice_producer(
+                s.client,
+                bootstrap=s.bootstrap,
+                topic=s.topic,
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=s.transaction_timeout_ms,
+                delivery_timeout_ms=s.delivery_timeout_ms,
+            )
+            try:
+                producer.init()
+                self.partitions = producer.partitions()
+            except SliceFenced as exc:
+                producer.close()
+                raise WriterFencedError(f"{self.transactional_id}: {exc}") from exc
+            self._producer = producer
+        return self._producer
+
+    def recorded(self) -> SliceRecord | None:
+        """The batch this slice last committed (read after :meth:`open`, so stable)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            group_id=self.group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        try:
+            got = consumer.committed(TopicPartition(self.settings.topic, 0), metadata=True)
+        finally:
+            consumer.close()
+        return None if got is None else SliceRecord.parse(self.settings.sink_id, got.metadata)
+
+    def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
+        """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
+        s = self.settings
+        producer = self.open()
+        KAFKA_SLICED.reached(1, batch_id)
+        last = self.recorded()
+        if last is not None and last.batch_id > batch_id:
+            raise BatchRegressionError(s.sink_id, batch_id, last.batch_id)
+        own = last.digests if last is not None and last.batch_id == batch_id else ()
+        committed = set(own) | set(s.pending if s.pending_batch == batch_id else ())
+        partitions = self.partitions
+        digest = SliceDigest()
+        started = time.monotonic()
+        producer.begin()
+        try:
+            for batch in batches:
+                for key, value, part, rid in _rows(batch):
+                    if part is not None and part not in partitions:
+                        raise PartitionOutOfRangeError(s.topic, part, partitions)
+                    digest.add(key, value, part, rid)
+                    producer.send(key, value, part)
+            producer.flush(s.sink_id, batch_id)
+            KAFKA_SLICED.reached(2, batch_id)
+            if digest.value in committed:
+                producer.abort()
+                log.info("%s batch %d slice %d: committed before", s.sink_id, batch_id, self.index)
+                return SliceWritten(self.index, batch_id, digest.count, digest.value, True)
+            meta = json.dumps(
+                {"sink": s.sink_id, "batch": batch_id, "digests": [*own, digest.value]}
+            )
+            producer.commit(self.group, batch_id, meta)
+        except SliceFenced as exc:
+            self._abort_quietly(batch_id)
+            elapsed_ms = int((time.monotonic() - started) * 1000)
+            if elapsed_ms >= s.transaction_timeout_ms:
+                raise TransactionExpiredError(
+                    s.sink_id, batch_id, elapsed_ms, s.transaction_timeout_ms
+                ) from exc
+            raise WriterFencedError(
+                f"{self.transactional_id} was fenced by another attempt of slice "
+                f"{self.index} (a retried or speculative task, or a newer driver)"
+            ) from exc
+        except BaseException:
+            self._abort_quietly(batch_id)
+            raise
+        KAFKA_SLICED.reached(3, batch_id)
+        return SliceWritten(self.index, batch_id, digest.count, digest.value, skipped=False)
+
+    def _abort_quietly(self, batch_id: int) -> None:
+        """Abort the open transaction; if that fails too, the next ``init_transactions`` of
+        this slice (a retried attempt, a replay, :func:`recover_slices`) aborts it."""
+        try:
+            if self._producer is not None:
+                self._producer.abort()
+        except Exception as exc:  # any client error: the abort is best effort by design
+            log.warning(
+                "%s batch %d slice %d: abort failed (%r); left to the next init",
+                self.settings.sink_id,
+                batch_id,
+                self.index,
+                exc,
+            )
+
+
+class KafkaSliceWriter(DataSourceStreamArrowWriter):
+    """Each task produces its slice in its own transaction; the driver records the batch."""
+
+    def __init__(self, settings: KafkaSinkSettings, schema: StructType) -> None:
+        self.settings = settings
+        self.schema = schema
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SliceWritten:
+        index, _attempt = task_attempt()
+        batch_id = current_batch_id()
+        batches = (b for b in iterator if b.num_rows)
+        first = next(batches, None)
+        if first is None:
+            return SliceWritten(index, batch_id, 0, SliceDigest().value, skipped=False)
+        with SliceTransaction(self.settings, index) as tx:
+            return tx.write(batch_id, chain([first], batches))
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """Step 4: record the batch (every slice is committed once Spark calls this)."""
+        written = [m for m in messages if isinstance(m, SliceWritten)]
+        progress = SinkProgress(self.settings.bootstrap, self.settings.topic, self.settings.sink_id)
+        recorded = progress.read()
+        if check_batch_order(
+            self.settings.sink_id, batchId, recorded.batch_id if recorded else None
+        ):
+            return
+        used = max((m.index + 1 for m in written), default=0)
+        slices = max(recorded.slices if recorded else 0, used)
+        progress.record(batchId, {}, slices=slices)
+        log.info(
+            "%s batch %d: %d rows in %d slices (%d re-runs skipped)",
+            self.settings.sink_id,
+            batchId,
+            sum(m.rows for m in written),
+            len(written),
+            sum(m.skipped for m in written),
+        )
+        KAFKA_SLICED.reached(4, batchId)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: a committed slice stays, and the batch's re-run skips it."""
+        log.warning(
+            "%s batch %d aborted: committed slices stay and are skipped when it re-runs",
+            self.settings.sink_id,
+            batchId,
+        )
+
+
+class KafkaSlicedDataSource(DataSource):
+    """Python data source ``spark_ext_kafka_tx`` (options: :class:`KafkaSinkSettings`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        check_columns(schema)
+        check_columns(schema, require_record_id=True)
+        return KafkaSliceWriter(KafkaSinkSettings.from_options(self.options), schema)
+
+
+def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
+    """Transactional ids of this sink's slices with a transaction still open."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    try:
+        listed = admin.list_transactions(state_filters=["Ongoing"])
+    finally:
+        admin.close()
+    prefix = settings.slice_prefix
+    return sorted(
+        t.transactional_id
+        for rows in listed.values()
+        for t in rows
+        if t.transactional_id.startswith(prefix) and t.transactional_id[len(prefix) :].isdigit()
+    )
+
+
+def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
+    """Every slice record of this sink on its topic, by slice index (groups found by name)."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    prefix = f"spark_ext.sink.{settings.sink_id}.s"
+    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    try:
+        groups = [
+            g["group_id"]
+            for g in admin.list_groups()
+            if g["group_id"].startswith(prefix) and g["group_id"][len(prefix) :].isdigit()
+        ]
+        tp = TopicPartition(settings.topic, 0)
+        got = admin.list_group_offsets({g: [tp] for g in groups}) if groups else {}
+    finally:
+        admin.close()
+    records = {}
+    for group, offsets in got.items():
+        found = offsets.get(tp)
+        record = SliceRecord.parse(settings.sink_id, found.metadata) if found else None
+        if record is not None:
+            records[int(group[len(prefix) :])] = record
+    return records
+
+
+def pending_slices(
+    settings: KafkaSinkSettings, recorded: int | None
+) -> tuple[int | None, tuple[str, ...]]:
+    """The batch after ``recorded`` some slices already committed, with their digests.
+
+    That batch is the one Spark replays first (its commit never reached step 4). Slice
+    records ahead of it by more than one batch cannot come from this query's checkpoint:
+    :class:`ProgressInconsistentError`.
+    """
+    ahead = [
+        r for r in committed_slices(settings).values() if recorded is None or r.batch_id > recorded
+    ]
+    batches = sorted({r.batch_id for r in ahead})
+    if not batches:
+        return None, ()
+    if len(batches) > 1 or (recorded is not None and batches[0] != recorded + 1):
+        raise ProgressInconsistentError(
+            f"sink {settings.sink_id!r}: slices record batches {batches} after the recorded "
+            f"batch {recorded}; only the next batch can be partly written"
+        )
+    return batches[0], tuple(sorted({d for r in ahead for d in r.digests}))
+
+
+def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
+    """At start: fence older drivers (a new run epoch), abort this sink's open slice
+    transactions, read the digests of a partly committed batch; returns the settings to hand
+    to this start's writers."""
+    from kafka import KafkaProducer
+
+    committer = KafkaCommitter(settings)
+    try:
+        committer.recover(fence=True, staging=False)
+        epoch = committer.started_epoch
+    finally:
+        committer.close()
+    for transactional_id in lingering_slices(settings):
+        producer = KafkaProducer(
+            bootstrap_servers=settings.bootstrap, **settings.producer_config(transactional_id)
+        )
+        try:
+            producer.init_transactions()  # aborts the open transaction
+            log.warning(
+                "%s: aborted the open transaction of %s", settings.sink_id, transactional_id
+            )
+        finally:
+            producer.close(timeout=10)
+    recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
+    batch, digests = pending_slices(settings, recorded.batch_id if recorded else None)
+    if batch is not None:
+        log.warning(
+            "%s: batch %d has %d slice(s) committed; its re-run skips them",
+            settings.sink_id,
+            batch,
+            len(digests),
+        )
+    return dataclasses.replace(settings, run_epoch=epoch, pending_batch=batch, pending=digests)

@@ -1,0 +1,330 @@
+"""The two-phase Kafka sink with one transaction per task slice (issue #14, model (b)).
+
+Records go from the tasks straight to Kafka; the driver produces none. The slice-level tests
+drive :class:`SliceTransaction` directly against the real broker (no Spark needed to hold a
+transaction open or to re-run a slice); the query-level tests run Spark.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from conftest import EVENTS, MAX_OFFSETS
+from kafka_two_brokers import two_brokers
+from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
+
+from connectors import kafka
+from connectors.kafka_sink import SinkProgress
+from connectors.kafka_sink_slices import (
+    SliceTransaction,
+    lingering_slices,
+    pending_slices,
+    recover_slices,
+)
+from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.sinks import Trigger, exactly_once_to_kafka
+from jobs.exactly_once_kafka import forward
+from spark_ext.jobrun import run_job
+from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
+from spark_ext.sinks.protocol import KAFKA_SLICED
+from tests.conftest import await_done
+
+pytestmark = pytest.mark.integration
+
+JOB = "jobs.exactly_once_kafka"
+
+
+CLIENTS = ["confluent-kafka", "kafka-python"]
+
+
+def settings_for(bootstrap: str, topic: str, sink_id: str, **extra) -> KafkaSinkSettings:
+    return KafkaSinkSettings(
+        bootstrap=bootstrap, topic=topic, sink_id=sink_id, staging_dir="", **extra
+    )
+
+
+def arrow(values, partitions=None) -> pa.RecordBatch:
+    cols = {
+        "key": [f"k-{v}" for v in values],
+        "value": [f"v-{v}" for v in values],
+        "record_id": [f"in/0/{v}" for v in values],
+    }
+    if partitions is not None:
+        cols["partition"] = pa.array(partitions, pa.int32())
+    return pa.RecordBatch.from_pydict(cols)
+
+
+def values(bootstrap, topic, read_committed=True) -> Counter:
+    got = kafka.consume_all(bootstrap, topic, read_committed=read_committed)
+    return Counter(value.decode() for _, _, _, value in got)
+
+
+def write_slice(settings, index, batch_id, *batches):
+    with SliceTransaction(settings, index) as tx:
+        return tx.write(batch_id, iter(batches))
+
+
+# -- one slice, no Spark ------------------------------------------------------------------
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_rerun_slice_with_the_same_records_in_another_order_is_skipped(
+    kafka_bootstrap, new_topic, client
+):
+    topic = new_topic("slice-rerun", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, f"slice_rerun_{client[0]}", client=client)
+
+    first = write_slice(s, 0, 4, arrow(range(10)))
+    again = write_slice(s, 0, 4, arrow(range(9, -1, -1)))  # a shuffle may reorder a slice
+
+    assert (first.skipped, again.skipped) == (False, True)
+    assert again.digest == first.digest
+    assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(10))
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_rows_that_moved_to_another_task_in_a_rerun_are_recognised_across_restarts(
+    kafka_bootstrap, new_topic, client
+):
+    """Spark does not keep a row's task index across a restart (the Kafka source orders a
+    replayed batch's offset ranges differently). Slice X committed under index 0; after a
+    restart X runs as task 1 and slice Y as task 0; after another restart Y runs as task 2.
+    Each start reads every slice record ahead of the recorded batch; nothing is lost or
+    written twice."""
+    import dataclasses
+
+    topic = new_topic("slice-moved", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, "slice_moved", client=client)
+    xs, ys = arrow(range(10)), arrow(range(10, 20))
+    write_slice(s, 0, 4, xs)  # first run: X under index 0, then a crash
+
+    batch, pending = pending_slices(s, recorded=3)
+    second = dataclasses.replace(s, pending_batch=batch, pending=pending)
+    moved = write_slice(second, 1, 4, xs)  # X is task 1 now: recognised, aborted
+    fresh = write_slice(second, 0, 4, ys)  # Y is task 0: written (index 0 keeps X's digest)
+
+    batch, pending = pending_slices(s, recorded=3)
+    third = dataclasses.replace(s, pending_batch=batch, pending=pending)
+    again = write_slice(third, 2, 4, ys)
+
+    assert (moved.skipped, fresh.skipped, again.skipped) == (True, False, True)
+    assert batch == 4 and set(pending) == {moved.digest, fresh.digest}
+    assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(20))
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_slice_below_its_recorded_batch_raises_and_writes_nothing(
+    kafka_bootstrap, new_topic, client
+):
+    """X1 inside the task, before anything is produced (a deleted checkpoint restarts at 0)."""
+    topic = new_topic("slice-x1", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, "slice_x1", client=client)
+    write_slice(s, 1, 7, arrow(range(3)))
+
+    with pytest.raises(BatchRegressionError):
+        write_slice(s, 1, 0, arrow(range(100, 103)))
+
+    assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(3))
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visible(
+    kafka_bootstrap, new_topic, client
+):
+    """Two attempts of one task (a retry, or speculation): the second ``init_transactions``
+    fences the first, aborting what it had flushed; a committed consumer sees each record
+    once, an uncommitted one also the aborted copies."""
+    from connectors.kafka_sink_clients import SliceFenced
+
+    topic = new_topic("slice-fence", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, "slice_fence", client=client)
+    first = SliceTransaction(s, 0)
+    producer = first.open()
+    producer.begin()
+    for i in range(5):
+        producer.send(b"k", f"v-{i}".encode(), None)
+    producer.flush("slice_fence", 0)  # in the log, uncommitted
+
+    second = write_slice(s, 0, 0, arrow(range(5)))
+
+    with pytest.raises(SliceFenced):  # the first attempt is fenced
+        producer.commit(s.slice_group(0), 0, "{}")
+    first._producer = None  # fenced: nothing to close cleanly
+
+    assert second.skipped is False
+    assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(5))
+    assert values(kafka_bootstrap, topic, read_committed=False) == Counter(
+        {f"v-{i}": 2 for i in range(5)}
+    )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(
+    kafka_bootstrap, new_topic, client
+):
+    """A task killed mid-transaction whose slice the replay no longer has: its open
+    transaction would hold back every ``read_committed`` consumer of those partitions until
+    ``transaction_timeout_ms``; the next start finds it (ListTransactions) and aborts it."""
+    topic = new_topic("slice-linger", partitions=1)
+    s = settings_for(kafka_bootstrap, topic, "slice_linger", client=client)
+    stuck = SliceTransaction(s, 5)
+    producer = stuck.open()
+    producer.begin()
+    producer.send(None, b"orphan", None)
+    producer.flush("slice_linger", 0)
+    assert lingering_slices(s) == [s.slice_transactional_id(5)]
+
+    recover_slices(s)
+
+    assert lingering_slices(s) == []
+    write_slice(s, 0, 0, arrow(["after"]))
+    # Visible to read_committed at once: the orphan no longer holds the stable offset back.
+    assert values(kafka_bootstrap, topic) == Counter({"v-after": 1})
+    stuck._producer = None
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(tmp_path_factory, client):
+    """K1 per slice: a partition whose leader is paused past ``delivery_timeout_ms``; the
+    slice's transaction is aborted and neither its records nor its progress are committed."""
+    with two_brokers(tmp_path_factory.mktemp("sliced-k1")) as cluster:
+        topic = f"out-slice-k1-{client}"
+        cluster.create_topic(topic, leaders=[1, 2])
+        s = settings_for(
+            cluster.bootstrap, topic, "slice_k1", delivery_timeout_ms=4000, client=client
+        )
+        tx = SliceTransaction(s, 0)
+        try:
+            tx.open()  # initialised while both brokers answer
+            with cluster.second_paused(), pytest.raises(ProduceFailedError) as failed:
+                tx.write(0, iter([arrow(range(20), [i % 2 for i in range(20)])]))
+        finally:
+            tx.close()
+
+        assert failed.value.partitions == {1}
+        assert SliceTransaction(s, 0).recorded() is None
+        assert kafka.consume_all(cluster.bootstrap, topic, timeout_s=15) == []
+
+
+# -- the query ----------------------------------------------------------------------------
+def producer_ids_writing(bootstrap: str, topic: str) -> set[int]:
+    """Producer ids the partition leaders of ``topic`` know as having written to it."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        parts = [TopicPartition(topic, p) for p in range(3)]
+        got = admin.describe_producers(parts)
+    finally:
+        admin.close()
+    return {p.producer_id for state in got.values() for p in state.active_producers}
+
+
+def producer_id_of(bootstrap: str, transactional_id: str) -> int:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return admin.describe_transactions([transactional_id])[transactional_id].producer_id
+    finally:
+        admin.close()
+
+
+@pytest.mark.parametrize("atomicity", ["slice", "batch"])
+def test_no_record_passes_the_driver_with_a_transaction_per_slice(
+    spark, kafka_bootstrap, events_topic, new_topic, tmp_path, atomicity
+):
+    """Who wrote the output, as the brokers know it (DescribeProducers): with a transaction
+    per slice only the tasks' transactional ids (``...s<i>``), never the driver's
+    (``...commit``, which only records the run epoch); with one transaction per batch (the
+    control) only the driver's. PySpark runs a data source's commit in a Python worker of
+    the driver, so counting sends in the test process would prove nothing."""
+    out = new_topic(f"eo-{atomicity}", partitions=3)
+    sink_id = f"nodriver_{atomicity}"
+    df = forward(
+        kafka.read_stream(spark, kafka_bootstrap, events_topic, max_offsets_per_trigger=MAX_OFFSETS)
+    )
+    q = exactly_once_to_kafka(
+        df,
+        out,
+        bootstrap=kafka_bootstrap,
+        sink_id=sink_id,
+        checkpoint=str(tmp_path / "chk"),
+        atomicity=atomicity,
+        trigger=Trigger(available_now=True),
+    )
+    await_done(q, 300)
+    assert q.exception() is None
+
+    want = Counter(
+        r.value for r in forward(kafka.read_batch(spark, kafka_bootstrap, events_topic)).collect()
+    )
+    assert values(kafka_bootstrap, out) == want and sum(want.values()) == EVENTS
+    recorded = SinkProgress(kafka_bootstrap, out, sink_id).read()
+    assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
+    s = settings_for(kafka_bootstrap, out, sink_id)
+    driver = producer_id_of(kafka_bootstrap, s.transactional_id)
+    writers = producer_ids_writing(kafka_bootstrap, out)
+    if atomicity == "slice":
+        tasks = {
+            producer_id_of(kafka_bootstrap, s.slice_transactional_id(i))
+            for i in range(recorded.slices)
+        }
+        assert driver not in writers and writers and writers <= tasks
+    else:
+        assert writers == {driver}
+
+
+def sliced_args(topic, out, tmp_path, profile="test"):
+    return [
+        "--profile", profile, "--topic", topic, "--out", out, "--mode", "two_phase",
+        "--atomicity", "slice", "--sink-id", "eo_sliced", "--checkpoint", str(tmp_path / "chk"),
+        "--max-offsets-per-trigger", str(MAX_OFFSETS),
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def expected(spark, kafka_bootstrap, events_topic) -> Counter:
+    rows = forward(kafka.read_batch(spark, kafka_bootstrap, events_topic)).collect()
+    return Counter(r.value for r in rows)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("step", [2, 3])
+def test_a_task_failing_after_each_slice_step_is_retried_and_writes_each_record_once(
+    kafka_bootstrap, events_topic, new_topic, tmp_path, expected, step
+):
+    """Step 2: attempt 0's records are flushed into its open transaction, then the task
+    fails; step 3: attempt 0 committed its slice, then the task fails. Attempt 1 fences it
+    (2) or finds the slice committed and skips it (3)."""
+    out = new_topic(f"sliced-retry{step}", partitions=3)
+    point = KAFKA_SLICED.point(step)
+
+    run = run_job(
+        JOB,
+        sliced_args(events_topic, out, tmp_path, "faults"),
+        fault=f"{point}@1:raise",
+        timeout_s=JOB_TIMEOUT_S,
+    )
+
+    assert run.ok, run.output_tail
+    assert run.fired(point, "raise")
+    assert values(kafka_bootstrap, out) == expected
+
+
+@pytest.mark.crash
+def test_sliced_kafka_sink_killed_at_every_step_writes_each_record_once(
+    kafka_bootstrap, events_topic, new_topic, tmp_path, expected
+):
+    out = new_topic("sliced-kill", partitions=3)
+    points = [
+        f"{KAFKA_SLICED.point(1)}@0",  # initialised, nothing written
+        f"{KAFKA_SLICED.point(2)}@1",  # a slice flushed into its open transaction
+        f"{KAFKA_SLICED.point(3)}@1",  # a slice committed, the batch not recorded
+        f"{KAFKA_SLICED.point(4)}@2",  # recorded, Spark's commit log not
+    ]
+    kill_at_each_point(JOB, sliced_args(events_topic, out, tmp_path), points)
+
+    assert values(kafka_bootstrap, out) == expected
+    recorded = SinkProgress(kafka_bootstrap, out, "eo_sliced").read()
+    assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
