@@ -121,7 +121,8 @@ class _TwsStore:
     def group(self, gid: str) -> str | None:
         if not self._groups.containsKey((gid,)):
             return None
-        return str(self._groups.getValue((gid,))[0])
+        value = self._groups.getValue((gid,))
+        return str(value[0]) if value is not None else None
 
     def put_group(self, gid: str, blob: str) -> None:
         self._groups.updateValue((gid,), (blob,))
