@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+import uuid
 import zlib
 from pathlib import Path
 
@@ -68,7 +69,9 @@ class BloomStateStore:
         data = body + struct.pack("<I", zlib.crc32(body))
         self.path.mkdir(parents=True, exist_ok=True)
         target = self._file(batch_id)
-        tmp = target.with_suffix(".tmp")
+        # A temporary file of its own: two attempts of one task (a speculative copy) may
+        # save the same version at once; each replaces the target whole.
+        tmp = target.with_suffix(f".{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
         with open(tmp, "wb") as out:
             out.write(data)
             out.flush()

@@ -235,6 +235,18 @@ def test_bucket_state_a_retried_task_reads_the_version_below_the_batch_not_its_o
     assert store.buckets() == [1]
 
 
+def test_two_attempts_saving_one_version_at_once_leave_it_whole(tmp_path):
+    """A speculative copy of a task saves the same version while the first attempt's save is
+    still writing: neither write may land in the other's file (nor in the saved version)."""
+    store = BloomStateStore(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    other = open(tmp_path / f"{5:020d}.tmp", "wb")  # the other attempt, mid-save
+    store.save(5, {0: b"x" * 100})
+    other.write(b"\0" * 16)  # the other attempt goes on writing
+    other.close()
+    assert store.load_before(6) == (5, {0: b"x" * 100})
+
+
 def test_bucket_state_reads_the_one_file_per_version_layout_when_newer(tmp_path):
     BloomStateStore(tmp_path).save(4, {0: b"legacy 4", 2: b"legacy 4 of 2"})
     store = BucketStateStore(tmp_path)
