@@ -21,6 +21,7 @@ Example
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from jobs.at_least_once import AFTER_WRITE as AT_LEAST_ONCE_AFTER_WRITE
@@ -90,6 +91,18 @@ def broker_cells(trigger: FaultPoint, batch: int = 0) -> tuple[FaultCell, FaultC
         FaultCell(FaultClass.BROKER_PAUSE, trigger, batch, PRECISE, seconds=BROKER_PAUSE_S),
         FaultCell(FaultClass.BROKER_RESTART, trigger, batch, PRECISE, seconds=BROKER_DOWN_S),
     )
+
+
+def expire_delta(table: Path, fault: FaultClass) -> None:
+    """What retention does to the Delta table at ``table`` under ``fault``."""
+    from spark_ext.recovery.retention import expire_txns, trim_delta_log
+
+    if fault is FaultClass.TXN_RETENTION:
+        expire_txns(table)
+    elif fault is FaultClass.LOG_RETENTION:
+        trim_delta_log(table)
+    else:
+        raise ValueError(f"{fault} does not act on a Delta table")
 
 
 class UnknownJobError(SparkExtError, KeyError):
@@ -200,12 +213,9 @@ class ExactlyOnceDeltaCase(KafkaToDeltaCase):
         return [*args, *self.extra_args]
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
-        """``txn-retention``: the table's ``txn`` expires (the sink's files stay)."""
-        from spark_ext.recovery.retention import expire_txns
-
-        if fault is not FaultClass.TXN_RETENTION:
-            super().expire_output(ctx, slot, fault)
-        expire_txns(slot.out / "events")
+        """``txn-retention``: the table's ``txn`` expires (the sink's files stay);
+        ``log-retention``: its log is trimmed to a checkpoint."""
+        expire_delta(slot.out / "events", fault)
 
 
 #: A Kafka -> Kafka job's output record, by the input record it names.
@@ -294,6 +304,10 @@ class TrackerWindowsCase(RecoveryCase):
             # The agent outlives the checkpoint: the tracker refuses to run behind it.
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=BEHIND_AGENT),
             FaultCell(FaultClass.DISORDER, expected=PRECISE),
+            # Spark's txnAppId/txnVersion is its only replay evidence: once the txn expired the
+            # replay must be refused (issue 12), not written again.
+            FaultCell(FaultClass.TXN_RETENTION, TRACKER_AFTER_SINK, 1, TXN_EXPIRED),
+            FaultCell(FaultClass.LOG_RETENTION, TRACKER_AFTER_SINK, 1, PRECISE),
         )
         self.outputs = (ExpectedOutput("windows", WINDOWS, RecoveryClass.PRECISE),)
         self.description = "windows released by the tracker, written idempotently per batch"
@@ -315,6 +329,12 @@ class TrackerWindowsCase(RecoveryCase):
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         return read_delta_rows(slot.out / output, WINDOWS.read_columns())
+
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """Retention on both Delta tables the job appends to (``windows`` and ``late``)."""
+        for table in ("windows", "late"):
+            if (slot.out / table / "_delta_log").is_dir():
+                expire_delta(slot.out / table, fault)
 
     def prepare_disordered(self, ctx: HarnessContext) -> list[dict[str, Any]]:
         from connectors.kafka import create_topic, produce
@@ -367,9 +387,11 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         self.module = "jobs.tracker_two_queries"
         self.outputs = (ExpectedOutput("totals", TOTALS, RecoveryClass.PRECISE),)
         self.description = "downstream windows closed by the upstream query's tracker"
-        # No late-rows output is read back downstream: no disorder cell (yet).
+        # No late-rows output is read back downstream, and the retention cells act on the
+        # one-query job's tables: neither is declared here (yet).
         self.accounting = None
-        own = {f: c for f, c in self.cells.items() if f is not FaultClass.DISORDER}
+        upstream_only = {FaultClass.DISORDER, FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
+        own = {f: c for f, c in self.cells.items() if f not in upstream_only}
         self.cells = {**own, **cells(*broker_cells(TRACKER_AFTER_SINK))}
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
@@ -584,6 +606,8 @@ JOBS: dict[str, RecoveryCase] = {
                 FaultCell(FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0),
                 *broker_cells(DELTA_TWO_PHASE.fault(3)),
                 FaultCell(FaultClass.TXN_RETENTION, DELTA_TWO_PHASE.fault(3), 1, TXN_EXPIRED),
+                # The txn lives on in the checkpoint: the replay is still recognised.
+                FaultCell(FaultClass.LOG_RETENTION, DELTA_TWO_PHASE.fault(3), 1, PRECISE),
             ),
         ),
         ExactlyOnceDeltaCase(
@@ -595,6 +619,7 @@ JOBS: dict[str, RecoveryCase] = {
                 FaultCell(FaultClass.DRIVER_RAISE, DELTA_IDEMPOTENT.fault(3), 1),
                 FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
                 FaultCell(FaultClass.TXN_RETENTION, DELTA_IDEMPOTENT.fault(3), 1, TXN_EXPIRED),
+                FaultCell(FaultClass.LOG_RETENTION, DELTA_IDEMPOTENT.fault(3), 1, PRECISE),
             ),
         ),
         KafkaToKafkaCase(

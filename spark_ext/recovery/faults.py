@@ -30,6 +30,9 @@ fault class            how the harness injects it
 ``txn-retention``      SIGKILL at the point, then the Delta output's ``txn`` expired
                        (``delta.setTransactionRetentionDuration`` of one second, waited out),
                        then a restart
+``log-retention``      SIGKILL at the point, then the Delta output's log trimmed: a checkpoint
+                       written and every older commit file deleted (``cleanup_metadata`` under
+                       a ``delta.logRetentionDuration`` of one second), then a restart
 ``disorder``           the input's event times jitter inside each partition beyond the
                        promised disorder; output plus late rows must hold every input row once
 =====================  ======================================================================
@@ -67,6 +70,7 @@ class FaultClass(StrEnum):
     BROKER_RESTART = "broker-restart"
     OUTPUT_TRIM = "output-trim"
     TXN_RETENTION = "txn-retention"
+    LOG_RETENTION = "log-retention"
     DISORDER = "disorder"
 
 
@@ -81,6 +85,7 @@ FAULT_DOCS: dict[FaultClass, str] = {
     FaultClass.BROKER_RESTART: "own broker SIGKILLed and restarted on its data",
     FaultClass.OUTPUT_TRIM: "killed at the point, output topic trimmed (retention), restart",
     FaultClass.TXN_RETENTION: "killed at the point, Delta txn expired (retention), restart",
+    FaultClass.LOG_RETENTION: "killed at the point, Delta log trimmed to a checkpoint, restart",
     FaultClass.DISORDER: "input event times out of order beyond the partition's promise",
 }
 
@@ -90,7 +95,9 @@ DRIVER_FAULTS = frozenset({FaultClass.DRIVER_RAISE})
 #: Fault classes that need a broker of the harness's own.
 BROKER_FAULTS = frozenset({FaultClass.BROKER_PAUSE, FaultClass.BROKER_RESTART})
 #: Fault classes acting on the output between a kill at the point and the restart.
-RETENTION_FAULTS = frozenset({FaultClass.OUTPUT_TRIM, FaultClass.TXN_RETENTION})
+RETENTION_FAULTS = frozenset(
+    {FaultClass.OUTPUT_TRIM, FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
+)
 #: Fault classes that may do without a point (``disorder``: the kill at its point is optional).
 POINT_OPTIONAL_FAULTS = frozenset({FaultClass.CHECKPOINT_RESET, FaultClass.DISORDER})
 

@@ -15,6 +15,10 @@ Spark's commit log), then acts on the output as retention would, then restarts t
     The Delta output's ``delta.setTransactionRetentionDuration`` is set to one second and
     waited out, so the ``txn`` of the sink reads as none next to its committed files: the
     sinks must stop with :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`.
+``log-retention``
+    The Delta output's log is trimmed as log clean-up does: a checkpoint is written and every
+    commit file before it deleted (``delta.logRetentionDuration`` of one second, waited out).
+    The ``txn`` lives on in the checkpoint, so the sinks must stay precise.
 
 Judged like this: a restart that stops with a typed error must have written nothing after the
 action (its output equals the output right after the action). A restart that finishes is
@@ -88,6 +92,29 @@ def expire_txns(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> None:
     )
     time.sleep(wait_s)
     log.info("txn retention of %s set to %s and waited out", table, TXN_RETENTION)
+
+
+def trim_delta_log(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> int:
+    """Checkpoint the Delta table at ``table`` and delete every commit file before it.
+
+    Sets ``delta.logRetentionDuration`` to one second (one commit), writes a checkpoint of
+    the new version, waits the retention out and runs the log clean-up. Returns how many
+    commit files were deleted (at least one, or :class:`RuntimeError`: nothing was trimmed).
+    """
+    from deltalake import DeltaTable
+
+    log_dir = Path(table) / "_delta_log"
+    before = len(list(log_dir.glob("*.json")))
+    DeltaTable(str(table)).alter.set_table_properties({"delta.logRetentionDuration": TXN_RETENTION})
+    dt = DeltaTable(str(table))
+    dt.create_checkpoint()
+    time.sleep(wait_s)
+    dt.cleanup_metadata()
+    deleted = before + 1 - len(list(log_dir.glob("*.json")))
+    if deleted < 1:
+        raise RuntimeError(f"log clean-up of {table} deleted no commit file")
+    log.info("log of %s trimmed to the checkpoint of version %d", table, dt.version())
+    return deleted
 
 
 def run_retention_cell(

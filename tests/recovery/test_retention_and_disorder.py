@@ -5,7 +5,9 @@ trimmed (what retention does), the job restarted. The idempotent Kafka sink prov
 reading back its records, so it must stop with ``ReplayUnprovableError`` and write nothing;
 the two-phase Kafka sink keeps the batch id in its transaction and stays precise on what
 retention left. ``txn-retention``: the Delta output's ``txn`` expires between the kill and the
-restart: ``DeltaTxnExpiredError``, nothing written. ``disorder``: the tracker's input jitters
+restart: ``DeltaTxnExpiredError``, nothing written. ``log-retention``: the Delta log is trimmed
+to a checkpoint between the kill and the restart; the txn lives on there: precise.
+``disorder``: the tracker's input jitters
 6 s inside each partition where 1 s was promised: every input row is in exactly one window
 count or one late row.
 
@@ -59,12 +61,27 @@ def test_two_phase_kafka_sink_recognises_a_replay_whose_output_retention_trimmed
 
 
 @full_matrix
-@pytest.mark.parametrize("job", ["exactly_once_delta", "exactly_once_delta_idempotent"])
-def test_delta_sinks_stop_on_a_txn_expired_between_write_and_replay(
+@pytest.mark.parametrize(
+    "job", ["exactly_once_delta", "exactly_once_delta_idempotent", "tracker_windows"]
+)
+def test_delta_outputs_stop_on_a_txn_expired_between_write_and_replay(
     harness, recovery_results, job: str
 ):
+    """The tracker's Delta writer (Spark's txnAppId/txnVersion) fails this today: it writes
+    the replayed batch again (issue 12)."""
     result = run(harness, job, FaultClass.TXN_RETENTION, recovery_results)
     assert result.error == "DeltaTxnExpiredError"
+
+
+@full_matrix
+@pytest.mark.parametrize(
+    "job", ["exactly_once_delta", "exactly_once_delta_idempotent", "tracker_windows"]
+)
+def test_delta_outputs_recognise_a_replay_after_their_log_was_trimmed_to_a_checkpoint(
+    harness, recovery_results, job: str
+):
+    result = run(harness, job, FaultClass.LOG_RETENTION, recovery_results)
+    assert result.error is None and result.recovery_class is RecoveryClass.PRECISE
 
 
 def test_tracker_accounts_every_row_of_input_disordered_beyond_its_promise_once(
