@@ -6,13 +6,15 @@ Both sinks record "sink S has written batch B" as committed offsets of a *sink-p
 consumer group* ``spark_ext.sink.<sink id>`` on the output topic
 (:class:`~connectors.kafka_sink_progress.SinkProgress`).
 
-Two-phase (:class:`KafkaTwoPhaseDataSource`, format ``spark_ext_kafka_2pc``)
----------------------------------------------------------------------------
-Model: tasks stage, the driver writes ONE transaction per batch. kafka-python cannot hand an
-open transaction to another process, so Flink's model (each task writes in its own
-transaction, the driver commits them all by resuming producer id and epoch) is not available
-to it, and per-task transactions that commit themselves would let a ``read_committed``
-consumer see some slices of a batch before the others. So:
+Two-phase, a transaction per task (default): :mod:`connectors.kafka_sink_slices`
+---------------------------------------------------------------------------------
+Records go from the tasks straight to Kafka, each task in its own transaction; the driver
+only records the batch. ``read_committed`` consumers see a batch task by task.
+
+Two-phase, one transaction per batch: ``atomicity="batch"``
+------------------------------------------------------------
+:class:`KafkaTwoPhaseDataSource`, format ``spark_ext_kafka_2pc``. For those who need a whole batch visible at once: tasks stage, the driver writes ONE
+transaction per batch (so every record passes through the driver's one producer):
 
 1. ``staged`` -- each task writes its rows (``key``, ``value``, ``partition``) to an Arrow IPC
    file under ``staging_dir/<sink id>/b<batch>/``; the commit message names the file

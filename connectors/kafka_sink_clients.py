@@ -1,11 +1,12 @@
-"""The producers a task slice of the two-phase Kafka sink can write with: one interface, two clients.
+"""The producers the Kafka sinks' tasks write with: one interface, two clients.
 
-:class:`~connectors.kafka_sink_slices.SliceTransaction` runs the protocol; a
-:class:`SliceProducer` carries the records. Two implementations:
+:class:`~connectors.kafka_sink_slices.SliceTransaction` (two-phase, a transaction per task) and
+:class:`~connectors.kafka_sink_idempotent.SliceWriter` (idempotent, no transactions) run their
+protocols; a :class:`TaskProducer` carries the records. Two implementations:
 
-* :class:`KafkaPythonSlice` -- kafka-python, the project's named client. Measured on this
+* :class:`KafkaPythonProducer` -- kafka-python, the project's named client. Measured on this
   machine at 16-28k records/s per producer (a Python loop per record inside the client).
-* :class:`ConfluentSlice` -- confluent-kafka (librdkafka): 110k+ records/s per producer in the
+* :class:`ConfluentProducer` -- confluent-kafka (librdkafka): 110k+ records/s per producer in the
   same loop, which is what lets the sink reach Spark's own Kafka sink (issue #14's 0.9x target;
   the bench in ``scripts/benchmarks/sinks.py`` measures both). The default.
 
@@ -30,12 +31,12 @@ from spark_ext.sinks.errors import ProduceFailedError, SinkConfigError, TopicMis
 __all__ = [
     "CLIENTS",
     "Client",
-    "ConfluentSlice",
-    "KafkaPythonSlice",
+    "ConfluentProducer",
+    "KafkaPythonProducer",
     "SliceFenced",
-    "SliceProducer",
+    "TaskProducer",
     "check_client",
-    "slice_producer",
+    "task_producer",
 ]
 
 Client = Literal["confluent-kafka", "kafka-python"]
@@ -47,13 +48,19 @@ class SliceFenced(Exception):
     """Internal: the producer was fenced (or its transaction aborted by the broker)."""
 
 
-class SliceProducer(Protocol):
-    """A transactional producer for one task slice (see the module docstring)."""
+class TaskProducer(Protocol):
+    """A producer for one task (transactional unless made without a transactional id)."""
 
     def init(self) -> None: ...
     def partitions(self) -> set[int]: ...
     def begin(self) -> None: ...
-    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None: ...
+    def send(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None: ...
     def flush(self, sink_id: str, batch_id: int) -> None: ...
     def commit(self, group: str, offset: int, metadata: str) -> None: ...
     def abort(self) -> None: ...
@@ -74,29 +81,30 @@ def check_client(client: str) -> str:
     return client
 
 
-def slice_producer(
+def task_producer(
     client: str,
     *,
     bootstrap: str,
     topic: str,
-    transactional_id: str,
-    transaction_timeout_ms: int,
-    delivery_timeout_ms: int,
-) -> SliceProducer:
-    """A :class:`SliceProducer` of ``client`` (``"confluent-kafka"`` or ``"kafka-python"``)."""
-    cls = ConfluentSlice if check_client(client) == "confluent-kafka" else KafkaPythonSlice
+    transactional_id: str | None,
+    transaction_timeout_ms: int = 300_000,
+    delivery_timeout_ms: int = 120_000,
+) -> TaskProducer:
+    """A :class:`TaskProducer` of ``client`` (``"confluent-kafka"`` or ``"kafka-python"``);
+    ``transactional_id=None``: an idempotent producer without transactions."""
+    cls = ConfluentProducer if check_client(client) == "confluent-kafka" else KafkaPythonProducer
     return cls(bootstrap, topic, transactional_id, transaction_timeout_ms, delivery_timeout_ms)
 
 
 # -- kafka-python -------------------------------------------------------------------------
-class KafkaPythonSlice:
-    """:class:`SliceProducer` on kafka-python (every produce future watched: K1)."""
+class KafkaPythonProducer:
+    """:class:`TaskProducer` on kafka-python (every produce future watched: K1)."""
 
     def __init__(
         self,
         bootstrap: str,
         topic: str,
-        transactional_id: str,
+        transactional_id: str | None,
         transaction_timeout_ms: int,
         delivery_timeout_ms: int,
     ) -> None:
@@ -104,11 +112,15 @@ class KafkaPythonSlice:
 
         self.bootstrap = bootstrap
         self.topic = topic
+        txn = (
+            {"transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms}
+            if transactional_id
+            else {}
+        )
         self.producer = KafkaProducer(
             bootstrap_servers=bootstrap,
             **PRODUCER,
-            transactional_id=transactional_id,
-            transaction_timeout_ms=transaction_timeout_ms,
+            **txn,
             delivery_timeout_ms=delivery_timeout_ms,
             request_timeout_ms=min(30_000, delivery_timeout_ms - LINGER_MS),
         )
@@ -134,9 +146,17 @@ class KafkaPythonSlice:
         self.check = DeliveryCheck()
         self.producer.begin_transaction()
 
-    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+    def send(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         try:
-            future = self.producer.send(self.topic, key=key, value=value, partition=partition)
+            future = self.producer.send(
+                self.topic, key=key, value=value, partition=partition, headers=headers
+            )
         except self._fenced() as exc:
             raise SliceFenced(str(exc)) from exc
         self.check.watch(future)
@@ -169,14 +189,14 @@ class KafkaPythonSlice:
 
 
 # -- confluent-kafka ----------------------------------------------------------------------
-class ConfluentSlice:
-    """:class:`SliceProducer` on confluent-kafka (librdkafka), the fast data path."""
+class ConfluentProducer:
+    """:class:`TaskProducer` on confluent-kafka (librdkafka), the fast data path."""
 
     def __init__(
         self,
         bootstrap: str,
         topic: str,
-        transactional_id: str,
+        transactional_id: str | None,
         transaction_timeout_ms: int,
         delivery_timeout_ms: int,
     ) -> None:
@@ -185,13 +205,20 @@ class ConfluentSlice:
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout_s = max(30.0, delivery_timeout_ms / 1000 + 5)
-        self.producer = Producer(
+        txn: dict[str, Any] = (
             {
-                "bootstrap.servers": bootstrap,
                 "transactional.id": transactional_id,
                 "transaction.timeout.ms": transaction_timeout_ms,
                 # librdkafka refuses a message timeout above the transaction timeout
                 "message.timeout.ms": min(delivery_timeout_ms, transaction_timeout_ms),
+            }
+            if transactional_id
+            else {"message.timeout.ms": delivery_timeout_ms}
+        )
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                **txn,
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": LINGER_MS,
@@ -247,13 +274,24 @@ class ConfluentSlice:
         self.failed, self.failed_partitions, self.first = 0, set(), None
         self.producer.begin_transaction()
 
-    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+    def send(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
         # librdkafka's "no partition given" (RD_KAFKA_PARTITION_UA): its partitioner decides
         part = -1 if partition is None else partition
         while True:
             try:
                 self.producer.produce(
-                    self.topic, value=value, key=key, partition=part, on_delivery=self._on_delivery
+                    self.topic,
+                    value=value,
+                    key=key,
+                    partition=part,
+                    on_delivery=self._on_delivery,
+                    headers=list(headers) if headers else None,
                 )
                 break
             except BufferError:  # the local queue is full: serve callbacks, then retry
@@ -303,4 +341,11 @@ class ConfluentSlice:
         self.producer.abort_transaction(self.timeout_s)
 
     def close(self) -> None:
-        self.producer.close()
+        """Release the producer; a producer in a fatal state (fenced) raises on close, which
+        must not hide the error that put it there."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self.producer.close()
+        except KafkaException as exc:
+            LIBRDKAFKA_LOG.info("closing a failed producer: %s", exc)

@@ -20,7 +20,9 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
    offsets recorded with the previous batch) and whether any record lies beyond them (an
    earlier run wrote part of this batch). If the log start offset is above those offsets,
    what is already written cannot be read back: :class:`ReplayUnprovableError` (K4).
-2. ``partial`` (executor task): the task's first record is acknowledged, the rest is not.
+2. ``partial`` (executor task): the task's first record is acknowledged, the rest is not
+   (a fault point only: the task flushes after its first record only when a fault is
+   requested there).
    A task reads back the record ids of its batch already in the topic *itself*, at its start,
    when the driver saw records beyond the recorded offsets or when it is a retried attempt
    (K2: a skip set computed once on the driver misses what attempt 0 of a task sent).
@@ -45,12 +47,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from connectors.kafka_sink_delivery import DeliveryCheck
+from connectors.kafka_sink_clients import check_client, task_producer
 from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_records import (
-    PRODUCER,
     RECORD_ID_COLUMN,
     RECORD_ID_HEADER,
     check_columns,
@@ -62,6 +65,8 @@ from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_i
 
 log = logging.getLogger(__name__)
 
+#: Step 2: a task's first record is acknowledged, the rest is not.
+PARTIAL = KAFKA_IDEMPOTENT.fault(2)
 Record = tuple[bytes | None, bytes | None, int | None]
 
 
@@ -177,28 +182,33 @@ def written_ids(
     return found
 
 
-def _rows(rows: Iterable[Any]) -> Iterator[tuple[Record, str | None]]:
-    for row in rows:
-        d = row.asDict()
-        yield (
-            (to_bytes(d.get("key")), to_bytes(d["value"]), d.get("partition")),
-            d.get(RECORD_ID_COLUMN),
-        )
+def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Record, str | None]]:
+    """``((key, value, partition), record_id)`` of every row of a task's Arrow batches."""
+    for batch in batches:
+        names = batch.schema.names
+        values = batch.column("value").to_pylist()
+        n = len(values)
+        keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+        parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+        ids = batch.column(RECORD_ID_COLUMN).to_pylist() if RECORD_ID_COLUMN in names else None
+        for i in range(n):
+            record = (to_bytes(keys[i]), to_bytes(values[i]), parts[i])
+            yield record, (ids[i] if ids is not None else None)
 
 
 @dataclass(frozen=True)
 class SliceWriter:
-    """What each task of an idempotent batch runs (pickled to the executors)."""
+    """What each task of an idempotent batch runs (pickled to the executors, ``mapInArrow``)."""
 
     bootstrap: str
     topic: str
     sink_id: str
     batch_id: int
     region: OutputRegion
+    #: The producer client (:mod:`connectors.kafka_sink_clients`).
+    client: str = "confluent-kafka"
 
-    def __call__(self, rows: Iterable[Any]) -> None:
-        from kafka import KafkaProducer
-
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, attempt = task_attempt()
         prefix = record_id(self.sink_id, self.batch_id, "")
         skip: set[str] = set()
@@ -206,34 +216,32 @@ class SliceWriter:
             skip = written_ids(
                 self.bootstrap, self.topic, self.region.since, prefix, self.sink_id, self.batch_id
             )
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, **PRODUCER)
-        check = DeliveryCheck()
+        producer = task_producer(
+            self.client, bootstrap=self.bootstrap, topic=self.topic, transactional_id=None
+        )
         sent = 0
         try:
-            for rid, (key, value, part) in self._named(rows):
+            for rid, (key, value, part) in self._named(batches):
                 if rid in skip:
                     continue
-                future = producer.send(
-                    self.topic,
-                    key=key if key is not None else rid.encode(),
-                    value=value,
-                    partition=part,
-                    headers=[(RECORD_ID_HEADER, rid.encode())],
+                name = rid.encode()
+                producer.send(
+                    key if key is not None else name, value, part, [(RECORD_ID_HEADER, name)]
                 )
-                check.watch(future)
                 sent += 1
-                if sent == 1:
-                    producer.flush()
+                if sent == 1 and PARTIAL.armed(self.batch_id):
+                    # only a fault here needs the first record durable before the rest
+                    producer.flush(self.sink_id, self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
-                    KAFKA_IDEMPOTENT.reached(2, self.batch_id)
-            producer.flush()
-            check.raise_if_failed(self.sink_id, self.batch_id)
+                    PARTIAL.reached(self.batch_id)
+            producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
-            producer.close(timeout=10)
+            producer.close()
+        yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
 
-    def _named(self, rows: Iterable[Any]) -> Iterator[tuple[str, Record]]:
+    def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, Record]]:
         """``(record id, record)`` of every row, in order."""
-        it = _rows(rows)
+        it = _arrow_rows(batches)
         first = next(it, None)
         if first is None:
             return
@@ -259,6 +267,8 @@ class KafkaIdempotentWriter:
         The output topic (it exists).
     sink_id
         Names the progress group and prefixes every record id; keep it across restarts.
+    client
+        The producer client of the tasks: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
 
     Example
     -------
@@ -267,10 +277,13 @@ class KafkaIdempotentWriter:
 
     protocol: Protocol = KAFKA_IDEMPOTENT
 
-    def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, sink_id: str, client: str = "confluent-kafka"
+    ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
+        self.client = check_client(client)
         self.progress = SinkProgress(bootstrap, topic, sink_id)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -289,7 +302,11 @@ class KafkaIdempotentWriter:
             )
         # 1. before_write: the batch is known, where it can already be is known.
         self.protocol.reached(1, batch_id)
-        df.foreachPartition(SliceWriter(self.bootstrap, self.topic, self.sink_id, batch_id, region))
+        writer = SliceWriter(
+            self.bootstrap, self.topic, self.sink_id, batch_id, region, self.client
+        )
+        sent = df.mapInArrow(writer, "sent long").agg(F.sum("sent")).collect()[0][0] or 0
+        log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)
         # 3. written: every record of the batch is acknowledged by the broker.
         self.protocol.reached(3, batch_id)
         self.progress.record(batch_id, end_offsets(self.bootstrap, self.topic))

@@ -47,8 +47,8 @@ Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KA
 At start (:func:`recover_slices`) the driver fences older drivers (run epoch), aborts every
 transaction of this sink's slices still open (a task killed mid-transaction, found with
 ``ListTransactions``) so ``read_committed`` consumers are not held back until the broker's
-timeout, and reads every slice record ahead of the recorded batch: the digests of the batch
-Spark will replay that are committed already, handed to the tasks.
+timeout, and reads the slice records of the recorded batch and the next one: the digests of
+whichever of the two Spark re-runs first that are committed already, handed to the tasks.
 
 What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*: each task's
 records at once when its transaction commits, the batch complete once every task committed;
@@ -82,7 +82,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka_sink_clients import SliceFenced, SliceProducer, slice_producer
+from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_producer
 from connectors.kafka_sink_commit import KafkaCommitter
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_records import (
@@ -213,7 +213,7 @@ class SliceTransaction:
         self.index = index
         self.transactional_id = settings.slice_transactional_id(index)
         self.group = settings.slice_group(index)
-        self._producer: SliceProducer | None = None
+        self._producer: TaskProducer | None = None
         #: The output topic's partition ids, looked up by :meth:`open`.
         self.partitions: set[int] = set()
 
@@ -228,13 +228,13 @@ class SliceTransaction:
             self._producer.close()
             self._producer = None
 
-    def open(self) -> SliceProducer:
+    def open(self) -> TaskProducer:
         """Run epoch checked, then ``init_transactions`` (the slice's other attempts fenced),
         then the topic's partitions."""
         if self._producer is None:
             KafkaCommitter(self.settings).check_run_epoch()
             s = self.settings
-            producer = slice_producer(
+            producer = task_producer(
                 s.client,
                 bootstrap=s.bootstrap,
                 topic=s.topic,
@@ -276,7 +276,9 @@ class SliceTransaction:
         if last is not None and last.batch_id > batch_id:
             raise BatchRegressionError(s.sink_id, batch_id, last.batch_id)
         own = last.digests if last is not None and last.batch_id == batch_id else ()
-        committed = set(own) | set(s.pending if s.pending_batch == batch_id else ())
+        committed = set(own) | {
+            d for b, _, d in (p.partition(":") for p in s.pending) if b == str(batch_id)
+        }
         partitions = self.partitions
         digest = SliceDigest()
         started = time.monotonic()
@@ -435,27 +437,23 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     return records
 
 
-def pending_slices(
-    settings: KafkaSinkSettings, recorded: int | None
-) -> tuple[int | None, tuple[str, ...]]:
-    """The batch after ``recorded`` some slices already committed, with their digests.
+def pending_slices(settings: KafkaSinkSettings, recorded: int | None) -> tuple[str, ...]:
+    """``"<batch>:<digest>"`` of every slice committed for a batch Spark may re-run first.
 
-    That batch is the one Spark replays first (its commit never reached step 4). Slice
-    records ahead of it by more than one batch cannot come from this query's checkpoint:
-    :class:`ProgressInconsistentError`.
+    That is the recorded batch (its commit reached step 4 but not Spark's commit log) or the
+    one after it (its commit never reached step 4). Slice records of any other batch above the
+    recorded one cannot come from this query's checkpoint: :class:`ProgressInconsistentError`.
     """
-    ahead = [
-        r for r in committed_slices(settings).values() if recorded is None or r.batch_id > recorded
-    ]
-    batches = sorted({r.batch_id for r in ahead})
-    if not batches:
-        return None, ()
-    if len(batches) > 1 or (recorded is not None and batches[0] != recorded + 1):
+    records = committed_slices(settings).values()
+    mine = [r for r in records if recorded is None or r.batch_id >= recorded]
+    batches = sorted({r.batch_id for r in mine})
+    allowed = [recorded, recorded + 1] if recorded is not None else batches[:1]
+    if any(b not in allowed for b in batches):
         raise ProgressInconsistentError(
-            f"sink {settings.sink_id!r}: slices record batches {batches} after the recorded "
-            f"batch {recorded}; only the next batch can be partly written"
+            f"sink {settings.sink_id!r}: slices record batches {batches} with batch "
+            f"{recorded} recorded; only it and the next batch can be partly written"
         )
-    return batches[0], tuple(sorted({d for r in ahead for d in r.digests}))
+    return tuple(sorted({f"{r.batch_id}:{d}" for r in mine for d in r.digests}))
 
 
 def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
@@ -482,12 +480,11 @@ def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
         finally:
             producer.close(timeout=10)
     recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
-    batch, digests = pending_slices(settings, recorded.batch_id if recorded else None)
-    if batch is not None:
+    pending = pending_slices(settings, recorded.batch_id if recorded else None)
+    if pending:
         log.warning(
-            "%s: batch %d has %d slice(s) committed; its re-run skips them",
+            "%s: %d slice(s) of a batch Spark may re-run are committed; the re-run skips them",
             settings.sink_id,
-            batch,
-            len(digests),
+            len(pending),
         )
-    return dataclasses.replace(settings, run_epoch=epoch, pending_batch=batch, pending=digests)
+    return dataclasses.replace(settings, run_epoch=epoch, pending=pending)

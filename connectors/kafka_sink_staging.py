@@ -71,9 +71,8 @@ class KafkaSinkSettings:
     #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
     #: (:mod:`connectors.kafka_sink_clients`).
     client: str = "confluent-kafka"
-    #: (one transaction per task slice) The batch a start found partly committed, and the
-    #: digests of its committed slices (:func:`connectors.kafka_sink_slices.pending_slices`).
-    pending_batch: int | None = None
+    #: (one transaction per task slice) ``"<batch>:<digest>"`` of the slices a start found
+    #: committed for a batch Spark may re-run (:func:`connectors.kafka_sink_slices.pending_slices`).
     pending: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -135,11 +134,7 @@ class KafkaSinkSettings:
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
             "client": self.client,
-            **(
-                {"pending_batch": str(self.pending_batch), "pending": ",".join(self.pending)}
-                if self.pending_batch is not None
-                else {}
-            ),
+            **({"pending": ",".join(self.pending)} if self.pending else {}),
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
         }
 
@@ -162,7 +157,6 @@ class KafkaSinkSettings:
             staging_dir=options.get("staging_dir", ""),
             run_epoch=int(epoch) if epoch is not None else None,
             client=options.get("client", "confluent-kafka"),
-            pending_batch=int(pending) if (pending := options.get("pending_batch")) else None,
             pending=tuple(d for d in options.get("pending", "").split(",") if d),
             **timeouts,
         )

@@ -191,7 +191,7 @@ def exactly_once_to_kafka(
         ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
         batches with ``maxOffsetsPerTrigger`` so the largest one commits well within it.
     client
-        (two-phase, ``atomicity="slice"``) The client the tasks produce with:
+        (idempotent, and two-phase with ``atomicity="slice"``) The client the tasks produce with:
         ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
         default) or ``"kafka-python"``. Both give the same guarantees.
 
@@ -266,7 +266,9 @@ def exactly_once_to_kafka(
         df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":
-        query = writer.foreachBatch(KafkaIdempotentWriter(bootstrap, topic, sink_id)).start()
+        query = writer.foreachBatch(
+            KafkaIdempotentWriter(bootstrap, topic, sink_id, client)
+        ).start()
     else:
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
     log.info("exactly-once Kafka sink %s (%s/%s) -> %s started", sink_id, mode, atomicity, topic)

@@ -7,7 +7,9 @@ table), and the code calls :meth:`FaultPoint.reached` right after the step's dur
 
 Which fault fires, where and how is data, read from the environment of the job:
 
-``SPARK_EXT_FAULT=<point>[@<batch>][:<kind>[=<seconds>]]``
+``SPARK_EXT_FAULT=<point>[@<batch>][#<partition>][:<kind>[=<seconds>]]``
+
+(``#<partition>``: in a task, only the task of that partition: one straggler, not all.)
 
 ======================  ==================================================================
 kind                    what happens when the point is reached (in that batch)
@@ -102,42 +104,51 @@ class InjectedFault(SparkExtError, RuntimeError):
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """A parsed ``SPARK_EXT_FAULT`` value: which point, which batch (any if None), what kind."""
+    """A parsed ``SPARK_EXT_FAULT`` value: which point, which batch (any if None), what kind,
+    and in a task which partition (any if None)."""
 
     point: str
     batch: int | None = None
     kind: FaultKind = FaultKind.KILL
     seconds: float = 0.0
+    partition: int | None = None
 
     @classmethod
     def parse(cls, spec: str) -> FaultSpec:
-        """Parse ``<point>[@<batch>][:<kind>[=<seconds>]]``; a bad spec is a :class:`ConfigError`."""
+        """Parse ``<point>[@<batch>][#<partition>][:<kind>[=<seconds>]]``; a bad spec is a
+        :class:`ConfigError`."""
         where, _, how = spec.partition(":")
+        where, _, partition = where.partition("#")
         point, _, batch = where.partition("@")
         kind_name, _, arg = how.partition("=")
         try:
             kind = FaultKind(kind_name or "kill")
             seconds = float(arg) if arg else 0.0
             batch_id = int(batch) if batch else None
+            partition_id = int(partition) if partition else None
         except ValueError:
             raise ConfigError(
                 FAULT_ENV,
-                f"{spec!r} is not <point>[@<batch>][:kill|raise|sleep=<seconds>]",
+                f"{spec!r} is not <point>[@<batch>][#<partition>][:kill|raise|sleep=<seconds>]",
             ) from None
         if not point or (kind is FaultKind.SLEEP) != bool(arg):
             raise ConfigError(FAULT_ENV, f"{spec!r}: sleep takes =<seconds>, other kinds none")
-        return cls(point, batch_id, kind, seconds)
+        return cls(point, batch_id, kind, seconds, partition_id)
 
     def __str__(self) -> str:
         out = self.point + (f"@{self.batch}" if self.batch is not None else "")
+        out += f"#{self.partition}" if self.partition is not None else ""
         if self.kind is FaultKind.SLEEP:
             return f"{out}:sleep={self.seconds:g}"
         return out if self.kind is FaultKind.KILL else f"{out}:{self.kind.value}"
 
     def matches(self, point: str, batch_id: int | None) -> bool:
-        return point == self.point and (
-            self.batch is None or batch_id is None or self.batch == batch_id
-        )
+        """This point in this batch; with a partition, only in a task of that partition."""
+        if point != self.point:
+            return False
+        if self.batch is not None and batch_id is not None and self.batch != batch_id:
+            return False
+        return self.partition is None or self.partition == _task_partition()
 
 
 def requested_fault() -> FaultSpec | None:
@@ -170,6 +181,14 @@ class FaultPoint:
 
     def __str__(self) -> str:
         return self.name
+
+    def armed(self, batch_id: int | None = None) -> bool:
+        """Whether a fault is requested at this point (for ``batch_id``): lets a step do
+        extra work only a fault needs (e.g. flush so "partly written" is durable)."""
+        if FAULT_ENV not in os.environ and CRASH_ENV not in os.environ:
+            return False
+        spec = requested_fault()
+        return spec is not None and spec.matches(self.name, batch_id)
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
@@ -242,6 +261,16 @@ def fault_log_entries(path: str | os.PathLike[str]) -> list[dict[str, object]]:
         return []
 
 
+def _task_partition() -> int | None:
+    """The partition of the Spark task this runs in, ``None`` on the driver."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return None if ctx is None else ctx.partitionId()
+
+
 def _task_attempt() -> int | None:
     """The attempt number of the Spark task this runs in, ``None`` on the driver."""
     if "pyspark" not in sys.modules:
@@ -271,6 +300,7 @@ def _append(point: FaultPoint, kind: str, batch_id: int | None, attempt: int | N
             "batch": batch_id,
             "side": "driver" if attempt is None else "executor",
             "attempt": attempt,
+            "partition": None if attempt is None else _task_partition(),
             "pid": os.getpid(),
         }
         with open(path, "a", encoding="utf-8") as f:  # one short line: an atomic append

@@ -26,8 +26,15 @@ JOB = "jobs.exactly_once_kafka"
 
 
 def job_args(topic, out, tmp_path, mode, max_offsets=MAX_OFFSETS):
+    """``mode`` is ``idempotent``, ``two_phase`` (one transaction per batch: the steps of
+    KAFKA_TWO_PHASE) or ``sliced`` (two-phase, a transaction per task)."""
+    flags = {
+        "idempotent": ["--mode", "idempotent"],
+        "two_phase": ["--mode", "two_phase", "--atomicity", "batch"],
+        "sliced": ["--mode", "two_phase", "--atomicity", "slice"],
+    }[mode]
     return [
-        "--profile", "test", "--topic", topic, "--out", out, "--mode", mode,
+        "--profile", "test", "--topic", topic, "--out", out, *flags,
         "--sink-id", f"eo_{mode}", "--checkpoint", str(tmp_path / "chk"),
         "--max-offsets-per-trigger", str(max_offsets),
     ]  # fmt: skip
@@ -91,16 +98,17 @@ def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     assert_topic_is_exactly(spark, kafka_bootstrap, out, expected, read_committed=False)
 
 
+@pytest.mark.parametrize("mode", ["sliced", "two_phase"])
 def test_two_phase_kafka_sink_killed_at_random_times_writes_each_record_once(
-    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path, mode
 ):
-    out = new_topic("eo2pc-rand", partitions=3)
+    out = new_topic(f"eo2pc-rand-{mode}", partitions=3)
 
     def recorded() -> int:
-        got = SinkProgress(kafka_bootstrap, out, "eo_two_phase").read()
+        got = SinkProgress(kafka_bootstrap, out, f"eo_{mode}").read()
         return got.batch_id if got else -1
 
-    args = job_args(events_topic, out, tmp_path, "two_phase", batches_for(RANDOM_KILLS, EVENTS))
+    args = job_args(events_topic, out, tmp_path, mode, batches_for(RANDOM_KILLS, EVENTS))
     runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=11, progress=recorded)
 
     assert sum(r.killed for r in runs) == RANDOM_KILLS

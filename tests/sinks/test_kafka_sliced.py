@@ -98,17 +98,18 @@ def test_rows_that_moved_to_another_task_in_a_rerun_are_recognised_across_restar
     xs, ys = arrow(range(10)), arrow(range(10, 20))
     write_slice(s, 0, 4, xs)  # first run: X under index 0, then a crash
 
-    batch, pending = pending_slices(s, recorded=3)
-    second = dataclasses.replace(s, pending_batch=batch, pending=pending)
+    pending = pending_slices(s, recorded=3)
+    second = dataclasses.replace(s, pending=pending)
     moved = write_slice(second, 1, 4, xs)  # X is task 1 now: recognised, aborted
     fresh = write_slice(second, 0, 4, ys)  # Y is task 0: written (index 0 keeps X's digest)
 
-    batch, pending = pending_slices(s, recorded=3)
-    third = dataclasses.replace(s, pending_batch=batch, pending=pending)
+    # The driver recorded batch 4, Spark's commit log did not: batch 4 re-runs once more.
+    pending = pending_slices(s, recorded=4)
+    third = dataclasses.replace(s, pending=pending)
     again = write_slice(third, 2, 4, ys)
 
     assert (moved.skipped, fresh.skipped, again.skipped) == (True, False, True)
-    assert batch == 4 and set(pending) == {moved.digest, fresh.digest}
+    assert set(pending) == {f"4:{moved.digest}", f"4:{fresh.digest}"}
     assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(20))
 
 
@@ -328,3 +329,25 @@ def test_sliced_kafka_sink_killed_at_every_step_writes_each_record_once(
     assert values(kafka_bootstrap, out) == expected
     recorded = SinkProgress(kafka_bootstrap, out, "eo_sliced").read()
     assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_slice_outliving_the_transaction_timeout_raises_a_typed_error_naming_it(
+    kafka_bootstrap, new_topic, monkeypatch, client
+):
+    """K5 per slice: the broker aborts a transaction older than ``transaction_timeout_ms``;
+    the task fails with an error naming the setting (Spark retries the task: the bound is one
+    task's slice, not the batch) and neither records nor slice record are committed."""
+    from spark_ext.sinks.errors import TransactionExpiredError
+
+    topic = new_topic("slice-k5", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, "slice_k5", transaction_timeout_ms=1000, client=client)
+    # The broker looks for expired transactions every 10 s (its default): sleep past that.
+    monkeypatch.setenv("SPARK_EXT_FAULT", f"{KAFKA_SLICED.point(2)}@0:sleep=13")
+
+    with pytest.raises(TransactionExpiredError) as err:
+        write_slice(s, 0, 0, arrow(range(5)))
+
+    assert "transaction_timeout_ms=1000" in str(err.value)
+    assert SliceTransaction(s, 0).recorded() is None
+    assert kafka.consume_all(kafka_bootstrap, topic) == []

@@ -220,3 +220,19 @@ def test_a_kill_at_a_random_moment_names_the_last_step_the_run_reached(tmp_path)
 def test_an_untraced_run_logs_no_steps() -> None:
     run = run_job("json.tool", ["--help"], timeout_s=60)
     assert run.ok and run.steps == () and run.last_step is None
+
+
+def test_a_point_is_armed_only_when_a_fault_is_requested_there(monkeypatch) -> None:
+    point = declare("unit.3.armed", "any")
+    assert not point.armed(1)
+    monkeypatch.setenv(FAULT_ENV, "unit.3.armed@2:raise")
+    assert point.armed(2) and not point.armed(1)
+    assert not declare("unit.4.other", "any").armed(2)
+
+
+def test_a_fault_spec_with_a_partition_fires_only_in_that_partitions_task() -> None:
+    spec = FaultSpec.parse("sink.1.staged@1#0:sleep=5")
+    assert (spec.batch, spec.partition, spec.seconds) == (1, 0, 5.0)
+    assert str(spec) == "sink.1.staged@1#0:sleep=5"
+    assert not spec.matches("sink.1.staged", 1)  # on the driver: no task, no partition 0
+    assert FaultSpec.parse("sink.1.staged@1:sleep=5").matches("sink.1.staged", 1)
