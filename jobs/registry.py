@@ -291,7 +291,7 @@ class TrackerWindowsCase(RecoveryCase):
     in exactly one window count or one late row.
     """
 
-    accounting = WINDOW_OF_ROW
+    accounting: OutputSpec | None = WINDOW_OF_ROW
 
     def __init__(self, events: int = 150, partitions: int = 3, max_offsets: int = 60) -> None:
         self.name = "tracker_windows"
@@ -603,7 +603,9 @@ JOBS: dict[str, RecoveryCase] = {
                 FaultCell(FaultClass.TASK_RAISE, DELTA_TWO_PHASE.fault(1), 1),
                 FaultCell(FaultClass.DRIVER_RAISE, DELTA_TWO_PHASE.fault(3), 1),
                 FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
-                FaultCell(FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0),
+                FaultCell(
+                    FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0, partition=0
+                ),
                 *broker_cells(DELTA_TWO_PHASE.fault(3)),
                 FaultCell(FaultClass.TXN_RETENTION, DELTA_TWO_PHASE.fault(3), 1, TXN_EXPIRED),
                 # The txn lives on in the checkpoint: the replay is still recognised.
@@ -633,7 +635,9 @@ JOBS: dict[str, RecoveryCase] = {
                 FaultCell(FaultClass.TASK_RAISE, KAFKA_TWO_PHASE.fault(1), 1),
                 FaultCell(FaultClass.DRIVER_RAISE, KAFKA_TWO_PHASE.fault(3), 1),
                 FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
-                FaultCell(FaultClass.SPECULATION, KAFKA_TWO_PHASE.fault(1), 1, seconds=5.0),
+                FaultCell(
+                    FaultClass.SPECULATION, KAFKA_TWO_PHASE.fault(1), 1, seconds=5.0, partition=0
+                ),
                 *broker_cells(KAFKA_TWO_PHASE.fault(3)),
                 # The batch id is in the transaction: the replay is recognised without the
                 # records retention trimmed.

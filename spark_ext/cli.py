@@ -108,6 +108,7 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
         bootstrap,
         profile=profile_arg,
         fault_profile=resolve_profile(getattr(args, "fault_profile", "faults")),
+        speculation_profile=resolve_profile(getattr(args, "speculation_profile", "faults")),
     )
     return harness, Path(args.report).resolve() if args.report else root / "report"
 
@@ -178,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     matrix.add_argument("--profile", default="test", help="profile of the clean runs")
     matrix.add_argument("--fault-profile", default="faults", help="profile of the fault runs")
+    matrix.add_argument(
+        "--speculation-profile",
+        default="faults",
+        help="profile of the speculation cells (executors on two hosts)",
+    )
     matrix.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
     matrix.add_argument("--report", type=Path, default=None, help="folder of the HTML page")
     matrix.add_argument("--parallel", type=int, default=1, help="jobs run at the same time")

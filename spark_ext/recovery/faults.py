@@ -153,6 +153,9 @@ class FaultCell:
     seconds
         ``speculation``: how long the straggler sleeps. Broker faults: how long the broker
         stays paused or down.
+    partition
+        An executor point fires only in the task of this partition (``None``: every task of
+        the batch): ``speculation`` needs one straggler among quick tasks, not all slow.
     """
 
     fault: FaultClass
@@ -160,6 +163,7 @@ class FaultCell:
     batch: int | None = None
     expected: Expectation | Mapping[str, Expectation] | None = None
     seconds: float = 0.0
+    partition: int | None = None
 
     def __post_init__(self) -> None:
         if self.fault is FaultClass.CHECKPOINT_RESET and self.point is not None:
@@ -192,7 +196,11 @@ class FaultCell:
         # Broker faults hold the job at the point while the harness acts on the broker.
         seconds = self.seconds if self.fault is FaultClass.SPECULATION else 1.0
         spec = FaultSpec(
-            self.point.name, self.batch, self.kind, seconds * bool(self.kind is FaultKind.SLEEP)
+            self.point.name,
+            self.batch,
+            self.kind,
+            seconds * bool(self.kind is FaultKind.SLEEP),
+            self.partition,
         )
         return str(spec)
 

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_ext.config import load_profile
 from spark_ext.crash import FaultSpec
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
@@ -60,20 +59,12 @@ from spark_ext.recovery.faults import (
     FaultClass,
     observed_error,
 )
-from spark_ext.recovery.profiles import derive_profile, resolve_profile, typed_error_names
+from spark_ext.recovery.profiles import resolve_profile, typed_error_names
+from spark_ext.recovery.speculation import assert_speculated, speculation_profile
 
 log = logging.getLogger(__name__)
 
 Runner = Callable[..., JobRun]
-
-#: Spark settings of the ``speculation`` cells: speculate early and often on tiny batches.
-SPECULATION_CONF: dict[str, str] = {
-    "spark.speculation": "true",
-    "spark.speculation.interval": "100ms",
-    "spark.speculation.multiplier": "1.5",
-    "spark.speculation.quantile": "0.5",
-    "spark.speculation.minTaskRuntime": "100ms",
-}
 
 
 class InProcessRunner:
@@ -140,6 +131,10 @@ class RecoveryHarness:
         Profile of the runs under a fault other than ``kill`` (``faults``: tasks are retried).
     broker_port
         First port tried for the brokers of the broker faults.
+    speculation_profile
+        Profile of the ``speculation`` cells (speculation is added to it); it needs executors
+        on two hosts (:mod:`spark_ext.recovery.speculation`), so under a local or
+        local-cluster master the cells are not applicable.
     """
 
     def __init__(
@@ -153,6 +148,7 @@ class RecoveryHarness:
         clean_runner: Runner | None = None,
         fault_profile: str = "faults",
         broker_port: int = 19192,
+        speculation_profile: str = "faults",
     ) -> None:
         self.clean_runner = clean_runner or runner
         self.workdir = Path(workdir).resolve()
@@ -160,6 +156,7 @@ class RecoveryHarness:
         self.bootstrap = bootstrap
         self.profile = resolve_profile(profile)
         self.fault_profile = resolve_profile(fault_profile)
+        self.speculation_profile = resolve_profile(speculation_profile)
         self.runner = runner
         self.timeout_s = timeout_s
         self.broker_port = broker_port
@@ -260,18 +257,11 @@ class RecoveryHarness:
         return self._fault_run(case, cell, clean)
 
     def _fault_ctx(self, cell: FaultCell, ctx: HarnessContext) -> HarnessContext:
-        """The context of a faulted run: the fault profile, with speculation if asked."""
+        """The context of a faulted run: the fault profile, or the speculation one."""
         profile = self.fault_profile
         if cell.fault is FaultClass.SPECULATION:
-            if load_profile(profile).spark.master.startswith("local"):
-                # TaskSchedulerImpl starts its speculation thread only when not local: a
-                # local master would run the straggler alone and prove nothing.
-                raise FaultNotApplicable(
-                    "speculation", str(cell.fault), f"profile {profile} has a local master"
-                )
-            profile = str(
-                derive_profile(profile, ctx.workdir / "speculation.toml", SPECULATION_CONF)
-            )
+            dest = ctx.workdir / "speculation.toml"
+            profile = speculation_profile(self.speculation_profile, dest)
         return dataclasses.replace(ctx, profile=profile)
 
     def _fault_run(
@@ -281,10 +271,18 @@ class RecoveryHarness:
         slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
         shutil.rmtree(slot.out, ignore_errors=True)
         log.info("%s: %s", case.name, cell.describe())
+        speculation = cell.fault is FaultClass.SPECULATION
+        traced = {"trace": True} if speculation else {}
         run = self.runner(
-            case.module, case.job_args(ctx, slot), fault=cell.spec(), timeout_s=self.timeout_s
+            case.module,
+            case.job_args(ctx, slot),
+            fault=cell.spec(),
+            timeout_s=self.timeout_s,
+            **traced,
         )
         assert_fired(case.name, cell, run)
+        if speculation:
+            assert_speculated(case.name, cell, run)
         return self._restart_and_compare(case, ctx, slot, clean, run, cell.fault, cell.describe())
 
     def _restart_and_compare(

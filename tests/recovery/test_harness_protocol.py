@@ -249,8 +249,8 @@ def test_a_failed_runs_error_names_its_cause_not_only_the_plan_printed_after_it(
 
 def test_derived_profiles_add_spark_settings_and_point_at_another_broker(tmp_path: Path):
     from spark_ext.config import load_profile
-    from spark_ext.recovery.harness import SPECULATION_CONF
     from spark_ext.recovery.profiles import derive_profile
+    from spark_ext.recovery.speculation import SPECULATION_CONF
 
     path = derive_profile("faults", tmp_path / "p.toml", SPECULATION_CONF, "127.0.0.1:19200")
     profile = load_profile(path)

@@ -1,0 +1,68 @@
+"""The ``speculation`` cells: a straggler task and Spark's speculative copy of it.
+
+Spark's task scheduler runs its speculation thread only when the master is not local
+(``TaskSchedulerImpl`` checks ``isLocal``): under ``local[...]`` the straggler would run alone
+and prove nothing. ``local-cluster[2,1,1024]`` starts (two worker JVMs from the pyspark
+package's jars) and speculates, but its executors all share one host, and
+``TaskSetManager`` never launches a speculative copy on a host where an attempt of the task
+runs (``hasAttemptOnHost``): measured, the straggler ran alone there too. Both make the cell
+not applicable; it needs executors on two hosts (a profile with a ``spark://``, YARN or
+Kubernetes master). The cell's point sleeps on task attempt 0 of one partition; the run is
+traced (:data:`spark_ext.crash.TRACE_ENV`) and judged only if the point was also reached by a
+later attempt of the same batch: the speculative copy (or a retry) that raced the straggler.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spark_ext.config import load_profile
+from spark_ext.jobrun import JobRun
+from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired
+from spark_ext.recovery.faults import FaultCell
+from spark_ext.recovery.profiles import derive_profile
+
+#: Spark settings of the ``speculation`` cells: speculate early and often on tiny batches.
+SPECULATION_CONF: dict[str, str] = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.multiplier": "1.5",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.minTaskRuntime": "100ms",
+}
+
+
+def no_speculative_copy(master: str) -> str | None:
+    """Why a speculative copy cannot run under ``master``, or ``None`` if it can."""
+    if master == "local" or master.startswith("local["):
+        return f"a local master ({master}) runs no speculation thread"
+    if master.startswith("local-cluster"):
+        return (
+            f"{master}: every executor is on one host, and Spark never runs a speculative "
+            "copy on a host with an attempt of the task"
+        )
+    return None
+
+
+def speculation_profile(profile: str, dest: Path) -> str:
+    """``profile`` with speculation on, written to ``dest``; :class:`FaultNotApplicable` where
+    no speculative copy can run (:func:`no_speculative_copy`)."""
+    why = no_speculative_copy(load_profile(profile).spark.master)
+    if why:
+        raise FaultNotApplicable("speculation", "speculation", f"profile {profile}: {why}")
+    return str(derive_profile(profile, dest, SPECULATION_CONF))
+
+
+def assert_speculated(job: str, cell: FaultCell, run: JobRun) -> None:
+    """:class:`FaultNotFired` unless a later attempt reached the straggler's point too."""
+    point = cell.point.name if cell.point else ""
+    copies = [
+        s
+        for s in run.steps
+        if s["point"] == point
+        and (cell.batch is None or s["batch"] == cell.batch)
+        and isinstance(s["attempt"], int)
+        and s["attempt"] > 0
+    ]
+    if not copies:
+        raise FaultNotFired(job, f"{cell.describe()} (no second attempt reached the point)", run)
