@@ -24,8 +24,9 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
    (a fault point only: the task flushes after its first record only when a fault is
    requested there).
    A task reads back the record ids of its batch already in the topic *itself*, at its start,
-   when the driver saw records beyond the recorded offsets or when it is a retried attempt
-   (K2: a skip set computed once on the driver misses what attempt 0 of a task sent).
+   when the driver saw records beyond the recorded offsets or when it ran before (a retried
+   attempt, or its own start marker for the batch: K2, a skip set computed once on the driver
+   misses what an earlier attempt of a task sent).
 3. ``written`` (driver): every record of the batch is acknowledged (every produce future is
    checked: a failed one raises :class:`ProduceFailedError`, K1).
 4. ``marked`` (driver): the batch id and the end offset of every partition are recorded
@@ -34,9 +35,9 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
 What consumers see: any consumer (``read_committed`` or not) sees every record once; a batch
 becomes visible record by record while it is written. Not covered: speculative execution
 (two attempts of a task writing at once cannot be fenced without transactions:
-``spark.speculation`` is refused with :class:`SinkConfigError`), and a result stage
-re-attempted after a shuffle fetch failure (its tasks start again at attempt 0 and do not read
-back; PySpark does not expose the stage attempt).
+``spark.speculation`` is refused with :class:`SinkConfigError`). A task re-run at attempt 0 (a
+stage re-attempted after a shuffle fetch failure; PySpark does not expose the stage attempt)
+is recognised by its start marker (:class:`TaskStarted`) and reads back.
 """
 
 from __future__ import annotations
@@ -182,6 +183,50 @@ def written_ids(
     return found
 
 
+class TaskStarted:
+    """A task's durable "I started batch B": the committed offset of the group
+    ``spark_ext.sink.<sink id>.t<partition id>`` on the topic's partition 0 (offset = batch).
+
+    Written before the task sends anything, read when it starts: a task finding its own mark
+    for the batch ran before (a retried attempt, or a stage re-attempted after a fetch failure,
+    whose tasks start again at attempt 0) and reads back what it already sent.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, sink_id: str, index: int) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.sink_id = sink_id
+        self.group = f"spark_ext.sink.{sink_id}.t{index}"
+
+    def _consumer(self) -> Any:
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False
+        )
+
+    def read(self) -> int | None:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
+        finally:
+            consumer.close()
+        return None if got is None or got.metadata != self.sink_id else got.offset
+
+    def write(self, batch_id: int) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = self._consumer()
+        try:
+            offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(batch_id, self.sink_id, -1)}
+            consumer.commit(offsets)
+        finally:
+            consumer.close()
+
+
 def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Record, str | None]]:
     """``((key, value, partition), record_id)`` of every row of a task's Arrow batches."""
     for batch in batches:
@@ -209,10 +254,16 @@ class SliceWriter:
     client: str = "confluent-kafka"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _, attempt = task_attempt()
+        index, attempt = task_attempt()
         prefix = record_id(self.sink_id, self.batch_id, "")
         skip: set[str] = set()
-        if self.region.dirty or attempt > 0:  # K2: read back in the task, not on the driver
+        marker = TaskStarted(self.bootstrap, self.topic, self.sink_id, index)
+        # K2: read back in the task, not on the driver; a task of a re-attempted stage starts
+        # at attempt 0 again, so its own start marker tells it it ran before.
+        ran_before = attempt > 0 or marker.read() == self.batch_id
+        if not ran_before:
+            marker.write(self.batch_id)  # durable before the first record is sent
+        if self.region.dirty or ran_before:
             skip = written_ids(
                 self.bootstrap, self.topic, self.region.since, prefix, self.sink_id, self.batch_id
             )

@@ -137,3 +137,32 @@ def test_idempotent_kafka_sink_needs_rows_named_by_their_input_coordinates(
         exactly_once_to_kafka(stream(spark).drop("record_id"), out, bootstrap=kafka_bootstrap,
                               sink_id="noid", checkpoint=str(tmp_path), mode="idempotent")  # fmt: skip
     assert err.value.setting == "df.record_id"
+
+
+def test_a_task_run_again_at_attempt_zero_reads_back_what_it_sent_before(
+    kafka_bootstrap, new_topic, monkeypatch
+):
+    """A stage re-attempted after a fetch failure runs its tasks again at attempt 0 (PySpark
+    does not expose the stage attempt), so "attempt > 0" cannot tell a re-run. The task's own
+    durable start marker can: the second run of the same task and batch reads back first."""
+    import pyarrow as pa
+
+    from connectors.kafka_sink_idempotent import PARTIAL, OutputRegion, SliceWriter
+    from spark_ext.crash import InjectedFault
+
+    topic = new_topic("idem-rerun", partitions=2)
+    writer = SliceWriter(
+        kafka_bootstrap, topic, "idem_rerun", 3, OutputRegion({0: 0, 1: 0}, dirty=False)
+    )
+    rows = pa.RecordBatch.from_pydict(
+        {"value": [f"v{i}" for i in range(10)], "record_id": [f"in/0/{i}" for i in range(10)]}
+    )
+    monkeypatch.setenv("SPARK_EXT_FAULT", f"{PARTIAL.name}@3:raise")
+    with pytest.raises(InjectedFault):
+        list(writer(iter([rows])))  # the first record is in the topic, then the task fails
+    monkeypatch.delenv("SPARK_EXT_FAULT")
+
+    list(writer(iter([rows])))  # the same task again, attempt 0 (TaskContext says so)
+
+    got = sorted(v.decode() for _, _, _, v in kafka.consume_all(kafka_bootstrap, topic))
+    assert got == sorted(f"v{i}" for i in range(10))

@@ -184,27 +184,30 @@ def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(
     stuck._producer = None
 
 
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with two_brokers(tmp_path_factory.mktemp("sliced-two-brokers")) as c:
+        yield c
+
+
 @pytest.mark.parametrize("client", CLIENTS)
-def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(tmp_path_factory, client):
+def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(cluster, client):
     """K1 per slice: a partition whose leader is paused past ``delivery_timeout_ms``; the
     slice's transaction is aborted and neither its records nor its progress are committed."""
-    with two_brokers(tmp_path_factory.mktemp("sliced-k1")) as cluster:
-        topic = f"out-slice-k1-{client}"
-        cluster.create_topic(topic, leaders=[1, 2])
-        s = settings_for(
-            cluster.bootstrap, topic, "slice_k1", delivery_timeout_ms=4000, client=client
-        )
-        tx = SliceTransaction(s, 0)
-        try:
-            tx.open()  # initialised while both brokers answer
-            with cluster.second_paused(), pytest.raises(ProduceFailedError) as failed:
-                tx.write(0, iter([arrow(range(20), [i % 2 for i in range(20)])]))
-        finally:
-            tx.close()
+    topic = f"out-slice-k1-{client}"
+    cluster.create_topic(topic, leaders=[1, 2])
+    s = settings_for(cluster.bootstrap, topic, "slice_k1", delivery_timeout_ms=4000, client=client)
+    tx = SliceTransaction(s, 0)
+    try:
+        tx.open()  # initialised while both brokers answer
+        with cluster.second_paused(), pytest.raises(ProduceFailedError) as failed:
+            tx.write(0, iter([arrow(range(20), [i % 2 for i in range(20)])]))
+    finally:
+        tx.close()
 
-        assert failed.value.partitions == {1}
-        assert SliceTransaction(s, 0).recorded() is None
-        assert kafka.consume_all(cluster.bootstrap, topic, timeout_s=15) == []
+    assert failed.value.partitions == {1}
+    assert SliceTransaction(s, 0).recorded() is None
+    assert kafka.consume_all(cluster.bootstrap, topic, timeout_s=15) == []
 
 
 # -- the query ----------------------------------------------------------------------------
