@@ -499,6 +499,9 @@ class DedupDeltaCase(RecoveryCase):
             FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
             *broker_cells(DEDUP_DELTA.fault(4)),
+            # Output and catalog written for batch 1, the filter state not saved yet.
+            FaultCell(FaultClass.TXN_RETENTION, DEDUP_DELTA.fault(3), 1, TXN_EXPIRED),
+            FaultCell(FaultClass.LOG_RETENTION, DEDUP_DELTA.fault(3), 1, PRECISE),
         )
         self.outputs = (ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),)
         self.description = "at-least-once input + DeltaDedupSink: each reading exactly once"
@@ -521,6 +524,11 @@ class DedupDeltaCase(RecoveryCase):
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         return read_delta_rows(slot.out / output, UNIQUE.read_columns())
+
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """Retention on the output and on the exact catalog (both Delta, both with a txn)."""
+        for table in ("unique", "catalog"):
+            expire_delta(slot.out / table, fault)
 
 
 #: The changes feed of :mod:`jobs.upsert_totals`: per user, the last change is its state.

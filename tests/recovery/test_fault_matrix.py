@@ -4,7 +4,10 @@ CI runs the exactly-once Delta and Kafka jobs, the tracker's window job and the 
 job under ``kill``, ``task-raise``, ``driver-raise`` and ``checkpoint-reset`` (one clean run
 per job, the jobs two at a time). ``SPARK_EXT_MATRIX_ALL=1`` runs every registered job under
 every fault class, broker faults included (each on a broker of its own, paused past the
-delivery timeout: minutes per cell). A cell whose outcome differs from its declaration fails
+delivery timeout: minutes per cell), the retention faults (output topic trimmed, Delta txn
+expired, Delta log trimmed) and event-time disorder; ``test_retention_and_disorder.py`` runs
+the cheapest of those in CI. Speculation cells are not applicable on one machine
+(:mod:`spark_ext.recovery.speculation`). A cell whose outcome differs from its declaration fails
 its test with the rows that differ; a cell the harness cannot judge (fault not fired, empty
 clean output, failed restart) fails with that error.
 """

@@ -62,7 +62,8 @@ def test_two_phase_kafka_sink_recognises_a_replay_whose_output_retention_trimmed
 
 @full_matrix
 @pytest.mark.parametrize(
-    "job", ["exactly_once_delta", "exactly_once_delta_idempotent", "tracker_windows"]
+    "job",
+    ["exactly_once_delta", "exactly_once_delta_idempotent", "dedup_delta", "tracker_windows"],
 )
 def test_delta_outputs_stop_on_a_txn_expired_between_write_and_replay(
     harness, recovery_results, job: str
@@ -75,7 +76,8 @@ def test_delta_outputs_stop_on_a_txn_expired_between_write_and_replay(
 
 @full_matrix
 @pytest.mark.parametrize(
-    "job", ["exactly_once_delta", "exactly_once_delta_idempotent", "tracker_windows"]
+    "job",
+    ["exactly_once_delta", "exactly_once_delta_idempotent", "dedup_delta", "tracker_windows"],
 )
 def test_delta_outputs_recognise_a_replay_after_their_log_was_trimmed_to_a_checkpoint(
     harness, recovery_results, job: str
