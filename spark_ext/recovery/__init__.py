@@ -58,6 +58,7 @@ from spark_ext.recovery.errors import (
     FaultNotFired,
     JobRunFailed,
     RecoveryError,
+    RetentionNotApplied,
 )
 from spark_ext.recovery.faults import (
     FAULT_DOCS,
@@ -111,6 +112,7 @@ __all__ = [
     "RecoveryError",
     "RecoveryHarness",
     "RecoveryResult",
+    "RetentionNotApplied",
     "RowDiff",
     "RunSlot",
     "Runner",

@@ -85,3 +85,12 @@ class FaultNotApplicable(RecoveryError):
     def __init__(self, job: str, fault: str, why: str) -> None:
         self.job, self.fault = job, fault
         super().__init__(f"{job}: {fault} cannot be injected: {why}")
+
+
+class RetentionNotApplied(RecoveryError):
+    """A retention fault removed nothing (no record to trim, no commit file before the
+    checkpoint): the restart would face no fault, so the cell proves nothing."""
+
+    def __init__(self, target: str, why: str) -> None:
+        self.target = target
+        super().__init__(f"retention on {target} did nothing: {why}")

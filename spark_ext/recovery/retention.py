@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import classify, without
-from spark_ext.recovery.errors import JobRunFailed
+from spark_ext.recovery.errors import JobRunFailed, RetentionNotApplied
 from spark_ext.recovery.faults import FaultCell, observed_error
 from spark_ext.recovery.profiles import typed_error_names
 
@@ -55,7 +55,8 @@ TXN_RETENTION_WAIT_S = 2.5
 def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
     """Delete every record of ``topic`` below its end offsets; returns the new log starts.
 
-    What ``retention.ms`` does to segments older than the retention, applied at once.
+    What ``retention.ms`` does to segments older than the retention, applied at once. An empty
+    topic is :class:`RetentionNotApplied` (the cell would prove nothing).
     """
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
@@ -69,12 +70,13 @@ def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
     finally:
         consumer.close()
     todo = {tp: end[tp] for tp in parts if end[tp] > begin[tp]}
-    if todo:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        try:
-            admin.delete_records(todo)
-        finally:
-            admin.close()
+    if not todo:
+        raise RetentionNotApplied(topic, "no record to trim")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_records(todo)
+    finally:
+        admin.close()
     log.info("trimmed %s to %s", topic, {tp.partition: o for tp, o in todo.items()})
     return {tp.partition: o for tp, o in todo.items()}
 
@@ -99,7 +101,7 @@ def trim_delta_log(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> int:
 
     Sets ``delta.logRetentionDuration`` to one second (one commit), writes a checkpoint of
     the new version, waits the retention out and runs the log clean-up. Returns how many
-    commit files were deleted (at least one, or :class:`RuntimeError`: nothing was trimmed).
+    commit files were deleted (at least one, or :class:`RetentionNotApplied`).
     """
     from deltalake import DeltaTable
 
@@ -112,7 +114,7 @@ def trim_delta_log(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> int:
     dt.cleanup_metadata()
     deleted = before + 1 - len(list(log_dir.glob("*.json")))
     if deleted < 1:
-        raise RuntimeError(f"log clean-up of {table} deleted no commit file")
+        raise RetentionNotApplied(str(table), "the log clean-up deleted no commit file")
     log.info("log of %s trimmed to the checkpoint of version %d", table, dt.version())
     return deleted
 

@@ -93,3 +93,18 @@ def test_tracker_accounts_every_row_of_input_disordered_beyond_its_promise_once(
     assert result.recovery_class is RecoveryClass.PRECISE
     late = int(result.note.split("; ")[1].split()[0])
     assert 0 < late < result.comparison.expected_rows
+
+
+def test_trimming_a_topic_deletes_every_record_and_an_empty_topic_is_no_fault(
+    kafka_bootstrap, new_topic
+):
+    from connectors.kafka import consume_all, produce
+    from spark_ext.recovery import RetentionNotApplied
+    from spark_ext.recovery.retention import trim_topic
+
+    topic = new_topic("trim", partitions=2)
+    with pytest.raises(RetentionNotApplied, match="no record to trim"):
+        trim_topic(kafka_bootstrap, topic)
+    produce(kafka_bootstrap, topic, [(None, b"a", 0), (None, b"b", 0), (None, b"c", 1)])
+    assert trim_topic(kafka_bootstrap, topic) == {0: 2, 1: 1}
+    assert consume_all(kafka_bootstrap, topic) == []
