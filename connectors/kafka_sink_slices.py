@@ -205,6 +205,14 @@ def _rows(batch: pa.RecordBatch) -> Iterator[Row]:
         yield to_bytes(k), to_bytes(v), p, to_bytes(r)
 
 
+#: Producers of this Python worker whose last transaction ended cleanly (committed or
+#: aborted), by transactional id: the next task of the same slice in this worker reuses one
+#: instead of paying ``init_transactions`` (a few hundred ms) per task and batch. A producer
+#: another attempt has fenced since fails on its next call and is dropped; a producer whose
+#: transaction did not end cleanly is never put back.
+_IDLE: dict[str, TaskProducer] = {}
+
+
 class SliceTransaction:
     """One task's slice of a batch, in one Kafka transaction (steps 1-3; see the module)."""
 
@@ -214,6 +222,8 @@ class SliceTransaction:
         self.transactional_id = settings.slice_transactional_id(index)
         self.group = settings.slice_group(index)
         self._producer: TaskProducer | None = None
+        #: Whether the producer's last transaction ended cleanly (it may serve the next task).
+        self._clean = False
         #: The output topic's partition ids, looked up by :meth:`open`.
         self.partitions: set[int] = set()
 
@@ -224,16 +234,26 @@ class SliceTransaction:
         self.close()
 
     def close(self) -> None:
+        """Keep a cleanly ended producer for the next task of this slice, close any other."""
         if self._producer is not None:
-            self._producer.close()
+            if self._clean and self.settings.reuse_producers:
+                _IDLE[self.transactional_id] = self._producer
+            else:
+                self._producer.close()
             self._producer = None
 
     def open(self) -> TaskProducer:
-        """Run epoch checked, then ``init_transactions`` (the slice's other attempts fenced),
-        then the topic's partitions."""
+        """Run epoch checked, then ``init_transactions`` (the slice's other attempts fenced;
+        skipped when this worker holds a producer of the slice that ended cleanly), then the
+        topic's partitions."""
         if self._producer is None:
             KafkaCommitter(self.settings).check_run_epoch()
             s = self.settings
+            idle = _IDLE.pop(self.transactional_id, None)
+            if idle is not None:
+                self._producer = idle
+                self.partitions = idle.partitions()
+                return idle
             producer = task_producer(
                 s.client,
                 bootstrap=s.bootstrap,
@@ -282,6 +302,7 @@ class SliceTransaction:
         partitions = self.partitions
         digest = SliceDigest()
         started = time.monotonic()
+        self._clean = False
         producer.begin()
         try:
             for batch in batches:
@@ -294,12 +315,14 @@ class SliceTransaction:
             KAFKA_SLICED.reached(2, batch_id)
             if digest.value in committed:
                 producer.abort()
+                self._clean = True
                 log.info("%s batch %d slice %d: committed before", s.sink_id, batch_id, self.index)
                 return SliceWritten(self.index, batch_id, digest.count, digest.value, True)
             meta = json.dumps(
                 {"sink": s.sink_id, "batch": batch_id, "digests": [*own, digest.value]}
             )
             producer.commit(self.group, batch_id, meta)
+            self._clean = True
         except SliceFenced as exc:
             self._abort_quietly(batch_id)
             elapsed_ms = int((time.monotonic() - started) * 1000)

@@ -74,6 +74,9 @@ class KafkaSinkSettings:
     #: (one transaction per task slice) ``"<batch>:<digest>"`` of the slices a start found
     #: committed for a batch Spark may re-run (:func:`connectors.kafka_sink_slices.pending_slices`).
     pending: tuple[str, ...] = ()
+    #: (one transaction per task slice) Keep a slice's producer in the Python worker for the
+    #: slice's next task (no ``init_transactions`` per task and batch).
+    reuse_producers: bool = True
 
     def __post_init__(self) -> None:
         validate_sink_id(self.sink_id)
@@ -140,7 +143,7 @@ class KafkaSinkSettings:
 
     @classmethod
     def from_options(cls, options: Any) -> KafkaSinkSettings:
-        timeouts = {}
+        timeouts: dict[str, int] = {}
         for name, default in (
             ("transaction_timeout_ms", 300_000),
             ("delivery_timeout_ms", 120_000),
@@ -158,5 +161,6 @@ class KafkaSinkSettings:
             run_epoch=int(epoch) if epoch is not None else None,
             client=options.get("client", "confluent-kafka"),
             pending=tuple(d for d in options.get("pending", "").split(",") if d),
-            **timeouts,
+            transaction_timeout_ms=timeouts["transaction_timeout_ms"],
+            delivery_timeout_ms=timeouts["delivery_timeout_ms"],
         )

@@ -354,3 +354,50 @@ def test_a_slice_outliving_the_transaction_timeout_raises_a_typed_error_naming_i
     assert "transaction_timeout_ms=1000" in str(err.value)
     assert SliceTransaction(s, 0).recorded() is None
     assert kafka.consume_all(kafka_bootstrap, topic) == []
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_row_naming_a_missing_partition_raises_and_aborts_the_slice(
+    kafka_bootstrap, new_topic, client
+):
+    """A typed error, the slice's transaction aborted (the rows before the bad one never
+    become visible), and the slice's next transaction commits normally."""
+    from spark_ext.sinks.errors import PartitionOutOfRangeError
+
+    topic = new_topic("slice-badpart", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, "slice_badpart", client=client)
+
+    with pytest.raises(PartitionOutOfRangeError) as err:
+        write_slice(s, 0, 0, arrow(range(3), [0, 1, 7]))
+    write_slice(s, 0, 0, arrow(range(10, 12), [0, 1]))
+
+    assert err.value.partition == 7
+    assert values(kafka_bootstrap, topic) == Counter({"v-10": 1, "v-11": 1})
+
+
+def test_a_task_of_an_older_driver_is_refused_before_it_can_fence_the_live_one(
+    kafka_bootstrap, new_topic
+):
+    """A start records a new run epoch; a task still carrying the older epoch (a driver that
+    kept running after a newer start) stops with ``DriverFencedError`` before
+    ``init_transactions``, so the live driver's open slice transaction survives."""
+    import dataclasses
+
+    from spark_ext.sinks.errors import DriverFencedError
+
+    topic = new_topic("slice-zombie", partitions=1)
+    old = recover_slices(settings_for(kafka_bootstrap, topic, "slice_zombie"))
+    new = recover_slices(settings_for(kafka_bootstrap, topic, "slice_zombie"))
+    assert new.run_epoch == old.run_epoch + 1
+    live = SliceTransaction(new, 0)
+    producer = live.open()
+    producer.begin()
+    producer.send(None, b"live", None)
+    producer.flush("slice_zombie", 0)
+
+    with pytest.raises(DriverFencedError):
+        SliceTransaction(dataclasses.replace(old), 0).open()
+
+    producer.commit(new.slice_group(0), 0, '{"sink": "slice_zombie", "batch": 0, "digests": []}')
+    live.close()
+    assert values(kafka_bootstrap, topic) == Counter({"live": 1})
