@@ -113,6 +113,9 @@ class BatchHandler:
     columns: list[str]
     #: The agent's state-size figures after the last batch (None before the first).
     figures: TrackerFigures | None = None
+    #: The last batch's driver-side step durations: ``plan_s`` (both stages computed, reports
+    #: and late counts collected), ``write_s`` (the writers), ``agent_s`` (reports applied).
+    timings: dict[str, float] = field(default_factory=dict)
     #: Late rows written by this handler (the late-rows metric), by reason.
     late_rows: dict[str, int] = field(default_factory=dict)
     #: The namespace and declared partitions of the query, and its idle policy (optional).
@@ -148,7 +151,18 @@ class BatchHandler:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         df.persist()
         try:
-            rows = df.where(F.col("kind") == KIND_REPORT).select("report").collect()  # 1
+            t0 = time.monotonic()
+            # 1: reports and late-row counts by reason in one job (the batch's only
+            # computation of both stages; the df is persisted for the writers)
+            meta = (
+                df.where(F.col("kind").isin(KIND_REPORT, KIND_LATE))
+                .groupBy("kind", "reason", "report")
+                .agg(F.count("*").alias("n"))
+                .collect()
+            )
+            rows = [r for r in meta if r["kind"] == KIND_REPORT for _ in range(int(r["n"]))]
+            counts = {r["reason"]: int(r["n"]) for r in meta if r["kind"] == KIND_LATE}
+            t1 = time.monotonic()
             results = df.where(F.col("kind") == KIND_RESULT).select(*self.columns)
             late = df.where(F.col("kind") == KIND_LATE).select(
                 "src_topic",
@@ -161,10 +175,6 @@ class BatchHandler:
                 "raw",
             )
             self.sink(results, batch_id)  # 2
-            counts = {
-                r["reason"]: r["n"]
-                for r in late.groupBy("reason").agg(F.count("*").alias("n")).collect()
-            }
             idle = self._idle_decisions()
             if idle:  # completeness downgrades, recorded with the batch's late rows
                 late = late.unionByName(self._downgrades(df, idle))
@@ -175,6 +185,7 @@ class BatchHandler:
                     self.late_rows[reason] = self.late_rows.get(reason, 0) + n
                 log.warning("[%s] batch %d: late rows %s", self.query, batch_id, counts)
             AFTER_SINK.reached(batch_id)
+            t2 = time.monotonic()
             reports = batch_reports(
                 self.query, batch_id, (TaskReport.from_json(r.report) for r in rows)
             )
@@ -188,6 +199,11 @@ class BatchHandler:
                     "[%s] partition %s idle: closed through %d", self.query, source, through
                 )
             self.figures = self.agent.figures()
+            self.timings = {
+                "plan_s": t1 - t0,
+                "write_s": t2 - t1,
+                "agent_s": time.monotonic() - t2,
+            }
             log.info(
                 "[%s] batch %d: %d reports, %d substreams ended; %s",
                 self.query,

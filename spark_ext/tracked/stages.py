@@ -117,6 +117,11 @@ class _TwsStore:
         self._groups = handle.getMapState("groups", _GROUP_KEY, _GROUP_VALUE)
         self._frontiers = handle.getMapState("frontiers", _SOURCE_KEY, _FRONTIER_SCHEMA)
         self._released = handle.getValueState("released", _FRONTIER_SCHEMA)
+        self._known: dict[str, int] | None = None
+
+    def begin(self) -> None:
+        """A new call (another shard, or the next batch): forget the cached frontiers."""
+        self._known = None
 
     def group(self, gid: str) -> str | None:
         if not self._groups.containsKey((gid,)):
@@ -136,12 +141,18 @@ class _TwsStore:
         return [str(k[0]) for k in self._groups.keys()]
 
     def frontiers(self) -> dict[str, int]:
-        if not self._frontiers.exists():
-            return {}
-        return {str(k[0]): int(v[0]) for k, v in self._frontiers.iterator()}
+        if self._known is None:  # one state round trip per call, not one per use
+            self._known = (
+                {str(k[0]): int(v[0]) for k, v in self._frontiers.iterator()}
+                if self._frontiers.exists()
+                else {}
+            )
+        return dict(self._known)
 
     def put_frontier(self, source: str, frontier: int) -> None:
         self._frontiers.updateValue((source,), (frontier,))
+        if self._known is not None:
+            self._known[source] = frontier
 
     def released(self) -> int:
         v = self._released.get()
@@ -168,6 +179,7 @@ class OperatorProcessor(StatefulProcessor):
         if list(pdf.columns) != self.inputs:  # Spark 4.2 hands them over as _0, _1, ...
             pdf.columns = self.inputs
         shard = int(key[0])
+        self.store.begin()
         yield from run_shard(self.cfg, shard, pdf, self.store, task_partition())
 
     def close(self) -> None:
