@@ -163,7 +163,8 @@ class SliceDigest:
 @dataclass(frozen=True)
 class SliceWritten(WriterCommitMessage):
     """Commit message of one task: its slice index, rows and digest, and whether it was a
-    re-run of a slice already committed (``skipped``: nothing produced)."""
+    re-run of a slice already committed (``skipped``: its transaction aborted, nothing of it
+    visible to ``read_committed`` consumers)."""
 
     index: int
     batch_id: int

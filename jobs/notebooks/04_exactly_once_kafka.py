@@ -2,10 +2,12 @@
 # MAGIC %md
 # MAGIC # Exactly-once Kafka -> Kafka: the two-phase Kafka sink
 # MAGIC
-# MAGIC `spark_ext.sinks.exactly_once_to_kafka` writes each micro-batch inside ONE Kafka
-# MAGIC transaction that also records the sink's progress (sink id, batch id). A batch Spark
-# MAGIC replays after a lost driver is recognised and not sent again; `read_committed`
-# MAGIC consumers see every input record exactly once.
+# MAGIC `connectors.sinks.exactly_once_to_kafka` writes each task's slice of a micro-batch
+# MAGIC inside its own Kafka transaction, straight from the executors, committed together with a
+# MAGIC record of the slice (sink id, batch id, a digest of its records); the driver only records
+# MAGIC the batch. A batch Spark replays after a lost driver is recognised slice by slice and not
+# MAGIC sent again; `read_committed` consumers see every input record exactly once
+# MAGIC (`atomicity="batch"`: one transaction per batch, so they see a whole batch at once).
 # MAGIC
 # MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise**.
 
@@ -52,7 +54,7 @@ clean_topic = run("clean")
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## A lost driver after the Kafka transaction committed, before Spark's commit log
+# MAGIC ## A lost driver after the batch was committed and recorded, before Spark's commit log
 
 # COMMAND ----------
 
