@@ -24,6 +24,7 @@ bounds it to the generations the filters keep (docs/design.md, invariant 4).
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,8 +53,9 @@ CATALOG_SCHEMA = pa.schema(
 )
 PARTITION_BY = ["generation"]
 
-#: Catalog tables opened by this process (a reused Python worker refreshes incrementally).
-_OPEN_TABLES: dict[str, Any] = {}
+#: Catalog tables opened by this process, with the identity of their first commit file (a
+#: reused Python worker refreshes incrementally).
+_OPEN_TABLES: dict[str, tuple[Any, tuple[int, int]]] = {}
 
 
 class DedupCatalog:
@@ -70,19 +72,40 @@ class DedupCatalog:
         self._purged_below = 0
 
     def _open(self) -> Any:
-        """The table at its newest version, or ``None`` before the first append."""
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
+        """The table at its newest version, or ``None`` before the first append.
 
-        table = _OPEN_TABLES.get(self.path)
+        The open table of a path is kept for the process (a reused Python worker reads only
+        the commits since its last call), together with the identity (inode, mtime) of the
+        table's first commit file: a table deleted and made again at the same path is opened
+        afresh, never read as more commits of the old one.
+        """
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        identity = self._identity()
+        cached = _OPEN_TABLES.get(self.path)
+        if cached is not None and identity is not None and cached[1] == identity:
+            try:
+                cached[0].update_incremental()  # read only the commits since the last call
+                return cached[0]
+            except DeltaError as exc:  # e.g. a commit file gone: open the table afresh
+                log.info("%s: reopening the catalog (%s)", self.path, exc)
+        _OPEN_TABLES.pop(self.path, None)
         try:
-            if table is None:
-                table = _OPEN_TABLES[self.path] = DeltaTable(self.path)
-            else:
-                table.update_incremental()  # read only the commits since the last call
+            table = DeltaTable(self.path)
         except TableNotFoundError:
             return None
+        if identity is not None:
+            _OPEN_TABLES[self.path] = (table, identity)
         return table
+
+    def _identity(self) -> tuple[int, int] | None:
+        """(inode, mtime) of the table's first commit file; ``None`` if it is not there."""
+        try:
+            st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
 
     def _changed(self) -> None:
         _OPEN_TABLES.pop(self.path, None)

@@ -63,3 +63,23 @@ def test_purge_bounds_the_catalog_to_kept_generations(tmp_path):
     )
     catalog.purge(3)
     assert catalog.lookup_ids(0, ["a", "b", "c"], 0) == {"c": "z"}
+
+
+def test_a_catalog_deleted_and_made_again_at_the_same_path_is_read_afresh(tmp_path):
+    """The open table of a path is kept between lookups (a reused Python worker); a new table
+    at that path (a benchmark repeat, a test) must not be read as more commits of the old."""
+    import shutil
+
+    path = str(tmp_path / "catalog")
+    first = DedupCatalog(path)
+    for b in range(3):
+        first.append_arrow(rows([(0, 0, 10 + b, f"old{b}", "t/0/1")], b), "s.catalog", b)
+    assert first.lookup_hashes(np.array([10]), 9).column("record_id").to_pylist() == ["old0"]
+
+    shutil.rmtree(path)
+    again = DedupCatalog(path)
+    for b in range(5):
+        again.append_arrow(rows([(0, 0, 20 + b, f"new{b}", "t/0/1")], b), "s.catalog", b)
+    found = DedupCatalog(path).lookup_hashes(np.array([10, 20, 24]), 9)
+    assert sorted(found.column("record_id").to_pylist()) == ["new0", "new4"]
+    assert DedupCatalog(path).last_batch("s.catalog") == 4
