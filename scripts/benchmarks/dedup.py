@@ -2,10 +2,13 @@
 
 Variants, each writing a Delta table, on the same Parquet input (one file per micro-batch):
 ``dropDuplicates`` and ``dropDuplicatesWithinWatermark`` with Spark's Delta sink (the
-baselines); ``DeltaDedupSink`` (:mod:`connectors.dedup_delta_sink`: one pass stages rows and keys,
-the driver decides, delta-rs commits); ``bloom operator+DedupSink`` (:func:`spark_ext.dedup.
-deduplicate` on ``applyInPandasWithState`` and :class:`spark_ext.dedup.DedupSink`).
-``DEDUP_BENCH_IDS=1000000,10000000`` sets the sizes, ``DEDUP_BENCH_VARIANTS`` picks variants.
+baselines); ``DeltaDedupSink`` (:mod:`connectors.dedup_delta_sink`: rows shuffled to their
+bucket's task, which decides them with its filters, stages output and catalog rows and saves
+its filters; the driver only commits with delta-rs); ``bloom operator+DedupSink``
+(:func:`spark_ext.dedup.deduplicate` on ``applyInPandasWithState`` and
+:class:`spark_ext.dedup.DedupSink`). ``DEDUP_BENCH_IDS=1000000,10000000`` sets the sizes,
+``DEDUP_BENCH_VARIANTS`` picks variants, ``DEDUP_BENCH_FILES`` the number of micro-batches
+(default 10: about 1M rows a batch at 10M ids; 5 gives 2M-row batches).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def make_input(folder: Path, ids: int, seed: int = 5) -> int:
     rng = np.random.default_rng(seed)
     n_dup = int(ids * DUP_SHARE)
     rows = ids + n_dup
-    per_file = rows // FILES
+    files = batches()
+    per_file = rows // files
     is_dup = np.zeros(rows, dtype=bool)
     is_dup[rng.choice(np.arange(1, rows), size=n_dup, replace=False)] = True
     seq = np.zeros(rows, dtype=np.int64)
@@ -57,8 +61,8 @@ def make_input(folder: Path, ids: int, seed: int = 5) -> int:
     table_rows = np.arange(rows, dtype=np.int64)
     event_ms = EPOCH_MS + table_rows * 600_000 // rows
     folder.mkdir(parents=True, exist_ok=True)
-    for f in range(FILES):
-        lo, hi = f * per_file, rows if f == FILES - 1 else (f + 1) * per_file
+    for f in range(files):
+        lo, hi = f * per_file, rows if f == files - 1 else (f + 1) * per_file
         pq.write_table(
             pa.table(
                 {
@@ -72,6 +76,11 @@ def make_input(folder: Path, ids: int, seed: int = 5) -> int:
             row_group_size=ROW_GROUP,
         )
     return rows
+
+
+def batches() -> int:
+    """Micro-batches (input files) per run: ``DEDUP_BENCH_FILES`` or :data:`FILES`."""
+    return int(os.environ.get("DEDUP_BENCH_FILES") or FILES)
 
 
 def folder_bytes(path: Path) -> int:
@@ -102,10 +111,9 @@ def run_variant(ctx: BenchContext, name: str, source: Path, schema: Any, build) 
     state_bytes, state_rows = state_figures(last)
     checkpoint_state = folder_bytes(out / "_checkpoint" / "state")
     filters = out / "_dedup_state" / "filters"
-    if filters.exists():  # the driver-side sink keeps its filters outside Spark's state store
-        versions = sorted(filters.glob("*.bloom"))
+    if filters.exists():  # DeltaDedupSink keeps its filters outside Spark's state store
         state_bytes = sink.batches[-1].state_bytes
-        checkpoint_state = folder_bytes(filters) if versions else 0
+        checkpoint_state = folder_bytes(filters)
     written = spark.read.format("delta").load(str(out / "table")).count()
     return {
         "seconds": seconds,
@@ -171,7 +179,7 @@ def bloom_variant(ids: int):
 
 
 def sink_variant(ids: int):
-    """The driver-side dedup sink: one pass stages rows and keys, no Spark state store."""
+    """The Delta dedup sink: each bucket decided in its task, no Spark state store."""
     from connectors.dedup_delta_sink import DeltaDedupSink
 
     def build(df, out):
@@ -192,19 +200,21 @@ def expected_fp_rates(sink: Any) -> tuple[float, float]:
     """Mean over buckets of the expected false-positive rate of the filters saved before and
     after the last batch (a key is "maybe" if any kept generation says so)."""
     store = sink.state
-    versions = store.versions()
+    last = max(v for b in store.buckets() for v in store.bucket(b).versions())
 
-    def rate(version: int) -> float:
-        _, buckets = store.load_before(version + 1)
+    def rate(before: int) -> float:
         rates = []
-        for data in buckets.values():
+        for b in store.buckets():
+            _, data = store.load_before(b, before)
+            if data is None:
+                continue
             bloom = sink.config.new_bloom()
             bloom.load_bytes(data)
             miss = np.prod([1 - f.expected_fp_rate() for f in bloom.filters.values()])
             rates.append(1 - float(miss))
         return float(np.mean(rates))
 
-    return rate(versions[-2]), rate(versions[-1])
+    return rate(last), rate(last + 1)
 
 
 def run(ctx: BenchContext) -> list[Figure]:
@@ -217,7 +227,7 @@ def run(ctx: BenchContext) -> list[Figure]:
         source = ctx.folder(f"dedup-input-{ids}")
         rows = make_input(source, ids)
         schema = ctx.spark.read.parquet(str(source)).schema
-        bench = f"dedup {ids / 1e6:g}M"
+        bench = f"dedup {ids / 1e6:g}M" + ("" if batches() == FILES else f" {batches()} batches")
         print(f"  {bench}: {rows:,} rows ({rows - ids:,} duplicates)", flush=True)
         if not warmed:  # JIT, Python workers, Delta classes: not charged to the first variant
             warm = ctx.folder("dedup-warmup-input")
