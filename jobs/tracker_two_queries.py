@@ -76,18 +76,20 @@ def start_two_queries(
 ) -> tuple[StreamingQuery, StreamingQuery, object]:
     """Start ``up`` and ``down``; returns both queries and their shared agent."""
     from connectors import kafka
+    from connectors.delta_idempotent import DeltaIdempotentWriter
     from connectors.kafka_sink import KafkaIdempotentWriter
     from jobs.tracker_windows import parse, topic_partitions
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracked import Closing, DeltaSink, TrackedStream, forward_records
+    from spark_ext.tracked import Closing, TrackedStream, forward_records
     from spark_ext.tracker import Tumbling
     from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 
     kafka.create_topic(bootstrap, mid_topic, partitions)
     agent = KafkaTrackingAgent(bootstrap, agent_name)
     trigger = Trigger(processing_time="0 seconds")
-    to_kafka = KafkaIdempotentWriter(bootstrap, mid_topic, f"{agent_name.replace('-', '_')}.{UP}")
+    sink_id = agent_name.replace("-", "_")  # sink ids: letters, digits, '_' and '.'
+    to_kafka = KafkaIdempotentWriter(bootstrap, mid_topic, f"{sink_id}.{UP}")
 
     def forward(df: DataFrame, batch_id: int) -> None:
         to_kafka(forward_records(df), batch_id)
@@ -113,7 +115,7 @@ def start_two_queries(
         .start(
             forward,
             checkpoint=str(out / "_checkpoint_up"),
-            late=DeltaSink(str(out / "late_up"), app_id=f"{agent_name}.{UP}.late"),
+            late=DeltaIdempotentWriter(str(out / "late_up"), f"{sink_id}.{UP}.late"),
             trigger=trigger,
             topic_partitions=topic_partitions(bootstrap, topic),
         )
@@ -136,9 +138,9 @@ def start_two_queries(
             name=f"{agent_name}_{DOWN}",
         )
         .start(
-            DeltaSink(str(out / "totals"), app_id=f"{agent_name}.{DOWN}"),
+            DeltaIdempotentWriter(str(out / "totals"), f"{sink_id}.{DOWN}"),
             checkpoint=str(out / "_checkpoint_down"),
-            late=DeltaSink(str(out / "late_down"), app_id=f"{agent_name}.{DOWN}.late"),
+            late=DeltaIdempotentWriter(str(out / "late_down"), f"{sink_id}.{DOWN}.late"),
             trigger=trigger,
         )
     )

@@ -12,13 +12,16 @@ a Delta table ``late`` with every row that broke its partition's promise (or had
 or event time): source coordinates, the window it missed, the reason, the raw row.
 
 Guarantees: every input row is in exactly one of ``windows`` (folded into its window) or
-``late``, under a driver kill at any step and a restart from the checkpoint (Delta writes are
-idempotent per batch id, tracker reports per (query, batch, stage, partition), partition
-frontiers in Spark state); each window is emitted exactly once, when every partition's
-frontier (marker, or event time minus the allowed disorder) passed its end.
+``late``, under a driver kill at any step and a restart from the checkpoint (both tables are
+written by :class:`connectors.delta_idempotent.DeltaIdempotentWriter`, idempotent per batch id;
+tracker reports per (query, batch, stage, partition), partition frontiers in Spark state);
+each window is emitted exactly once, when every partition's frontier (marker, or event time
+minus the allowed disorder) passed its end.
 Does not guarantee: that a row beyond its partition's promise is counted in its window (it
 is in ``late``); release before every partition passed the window -- an idle partition needs
-a close marker.
+a close marker; a restart after the table's ``txn`` expired
+(``delta.setTransactionRetentionDuration``) stops with ``DeltaTxnExpiredError``, nothing
+written, rather than write a replayed batch again.
 """
 
 from __future__ import annotations
@@ -126,9 +129,10 @@ def start_windows(
     go to the Delta table ``late``.
     """
     from connectors import kafka
+    from connectors.delta_idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracked import Closing, DeltaSink, TrackedStream
+    from spark_ext.tracked import Closing, TrackedStream
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
     agent = LocalTrackingAgent(out / "tracker")
@@ -150,9 +154,9 @@ def start_windows(
             name="tracker_windows",
         )
         .start(
-            DeltaSink(str(out / "windows"), app_id="tracker_windows"),
+            DeltaIdempotentWriter(str(out / "windows"), "tracker_windows"),
             checkpoint=str(out / "_checkpoint"),
-            late=DeltaSink(str(out / "late"), app_id="tracker_windows.late"),
+            late=DeltaIdempotentWriter(str(out / "late"), "tracker_windows.late"),
             trigger=Trigger(processing_time="0 seconds"),
             topic_partitions=topic_partitions(bootstrap, topic),
         )

@@ -7,12 +7,12 @@ This layer sits above both; each of them imports only downward (docs/design.md, 
 * :mod:`~spark_ext.tracked.gate` -- per-partition frontiers, late rows (pure)
 * :mod:`~spark_ext.tracked.runner` -- one operator call on one group (pure)
 * :mod:`~spark_ext.tracked.stages` -- the executor side of both stages
-* :mod:`~spark_ext.tracked.handler` -- the driver's per-batch steps and the writers
+* :mod:`~spark_ext.tracked.handler` -- the driver's per-batch steps (writers: any ``foreachBatch`` function)
 * :mod:`~spark_ext.tracked.tester` -- in-memory testers (no Spark)
 """
 
 from spark_ext.tracked.envelope import LATE_COLUMNS
-from spark_ext.tracked.handler import BatchHandler, DeltaSink, forward_records
+from spark_ext.tracked.handler import BatchHandler, forward_records
 from spark_ext.tracked.idle import IdlePolicy
 from spark_ext.tracked.query import Closing, TrackedQuery, TrackedStream
 
@@ -20,7 +20,6 @@ __all__ = [
     "LATE_COLUMNS",
     "BatchHandler",
     "Closing",
-    "DeltaSink",
     "IdlePolicy",
     "TrackedQuery",
     "TrackedStream",

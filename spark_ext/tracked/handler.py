@@ -1,9 +1,11 @@
 """The driver's per-batch steps of a tracked query, and the writers it hands rows to.
 
 A writer is anything ``foreachBatch`` accepts: a callable ``(df, batch_id) -> None`` (the
-exactly-once writers of :mod:`connectors.sinks` included) or an object with
-``write(df, batch_id)``. It must be idempotent per batch id: a batch whose rows landed but
-whose Spark commit did not is replayed with the same id.
+exactly-once writers of :mod:`connectors` included, e.g. ``connectors.delta_idempotent.
+DeltaIdempotentWriter``) or an object with ``write(df, batch_id)``. It must be idempotent per
+batch id: a batch whose rows landed but whose Spark commit did not is replayed with the same
+id; a writer that can no longer tell such a replay (a Delta ``txn`` expired) must raise its
+typed error, never write it again. This layer has no writer family of its own.
 
 Steps of :class:`BatchHandler` (one micro-batch):
 
@@ -61,32 +63,6 @@ def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None
     if callable(writer):
         return writer
     raise ConfigError(setting, f"must be callable (df, batch_id) or have write(); got {writer!r}")
-
-
-@dataclass
-class DeltaSink:
-    """Append to a Delta table, at most once per batch (``txnAppId`` / ``txnVersion``).
-
-    ``app_id`` is the idempotence key and must be given: two queries writing one table need
-    two ids, and one query's id must survive a move of the table, so it is never derived from
-    the path.
-    """
-
-    path: str
-    app_id: str
-
-    def __post_init__(self) -> None:
-        if not self.app_id:
-            raise ConfigError("DeltaSink.app_id", "give an idempotence key (e.g. the query name)")
-
-    def write(self, df: DataFrame, batch_id: int) -> None:
-        (
-            df.write.format("delta")
-            .mode("append")
-            .option("txnAppId", self.app_id)
-            .option("txnVersion", batch_id)
-            .save(self.path)
-        )
 
 
 def forward_records(df: DataFrame) -> DataFrame:

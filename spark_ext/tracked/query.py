@@ -45,8 +45,8 @@ Example
 ...                   closing=Closing.partitions("events", 3, disorder="3 seconds"),
 ...                   close_marker="close_through")
 ...     .apply(Tumbling("10 seconds", namespace="counts"), WindowAggregate(Count(), Sum("amount")))
-...     .start(DeltaSink("var/out/counts", app_id="counts"), checkpoint="var/chk/counts",
-...            late=DeltaSink("var/out/counts_late", app_id="counts.late"))
+...     .start(DeltaIdempotentWriter("var/out/counts", "counts"), checkpoint="var/chk/counts",
+...            late=DeltaIdempotentWriter("var/out/counts_late", "counts.late"))
 ... )                                                                               # doctest: +SKIP
 """
 
@@ -336,7 +336,9 @@ class TrackedQuery:
         ----------
         sink, late
             Writers of the results and of the late rows (columns
-            :data:`~spark_ext.tracked.envelope.LATE_COLUMNS`); both idempotent per batch id.
+            :data:`~spark_ext.tracked.envelope.LATE_COLUMNS`); both idempotent per batch id
+            and typed when they cannot tell a replay (e.g.
+            ``connectors.delta_idempotent.DeltaIdempotentWriter``: ``DeltaTxnExpiredError``).
             ``late`` is required: a late row has nowhere else to go.
         trigger
             A :class:`~spark_ext.sinks.trigger.Trigger` (or the keyword arguments of

@@ -42,11 +42,12 @@ def test_no_partition_is_declared_idle_while_no_window_waits_for_it():
 def test_an_idle_partition_is_closed_by_the_timeout_and_its_later_rows_are_late(
     spark, kafka_bootstrap, new_topic, tmp_path
 ):
+    from connectors.delta_idempotent import DeltaIdempotentWriter
     from connectors.kafka import produce, read_stream
     from jobs.tracker_windows import event, marker, parse
     from spark_ext.operators import Count, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracked import Closing, DeltaSink, IdlePolicy, TrackedStream
+    from spark_ext.tracked import Closing, IdlePolicy, TrackedStream
     from spark_ext.tracked.envelope import REASON_BELOW_FRONTIER, REASON_IDLE
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
@@ -67,9 +68,9 @@ def test_an_idle_partition_is_closed_by_the_timeout_and_its_later_rows_are_late(
         )
         .apply(Tumbling("10 seconds", namespace="idle"), WindowAggregate(Count()))
         .start(
-            DeltaSink(str(tmp_path / "windows"), app_id="idle"),
+            DeltaIdempotentWriter(str(tmp_path / "windows"), "idle"),
             checkpoint=str(tmp_path / "chk"),
-            late=DeltaSink(str(tmp_path / "late"), app_id="idle.late"),
+            late=DeltaIdempotentWriter(str(tmp_path / "late"), "idle.late"),
             trigger=Trigger(processing_time="0 seconds"),
             idle=IdlePolicy("2 seconds", mark),
         )

@@ -17,11 +17,12 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
+from connectors.delta_idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked import Closing, DeltaSink, TrackedStream
+from spark_ext.tracked import Closing, TrackedStream
 from spark_ext.tracked.envelope import REASON_BELOW_FRONTIER
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
@@ -72,9 +73,9 @@ def test_jittered_partitions_and_a_slow_one_give_output_plus_late_rows_equal_to_
         close_marker="close_through",
     ).apply(Tumbling("10 seconds", namespace="jit"), WindowAggregate(Count()))
     q = query.start(
-        DeltaSink(str(tmp_path / "windows"), app_id="jit"),
+        DeltaIdempotentWriter(str(tmp_path / "windows"), "jit"),
         checkpoint=str(tmp_path / "chk"),
-        late=DeltaSink(str(tmp_path / "late"), app_id="jit.late"),
+        late=DeltaIdempotentWriter(str(tmp_path / "late"), "jit.late"),
         trigger=Trigger(processing_time="0 seconds"),
     )
     try:

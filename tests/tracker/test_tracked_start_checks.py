@@ -8,7 +8,7 @@ import pytest
 
 from spark_ext.errors import ConfigError
 from spark_ext.operators import Count, WindowAggregate
-from spark_ext.tracked import Closing, DeltaSink
+from spark_ext.tracked import Closing
 from spark_ext.tracked.checks import check_agent_and_checkpoint, check_partitions
 from spark_ext.tracked.envelope import REASON_UNDECLARED
 from spark_ext.tracked.tester import PipelineTester
@@ -87,11 +87,13 @@ def test_rows_of_an_undeclared_partition_go_to_late_and_windows_still_end():
     assert t.agent.open_substreams() == [] and t.groups == {}
 
 
-def test_delta_sink_needs_an_explicit_idempotence_key():
-    with pytest.raises(ConfigError, match="app_id"):
-        DeltaSink("/tmp/table", app_id="")
+def test_the_tracked_jobs_delta_writer_needs_an_explicit_idempotence_key():
+    from connectors.delta_idempotent import DeltaIdempotentWriter
+
+    with pytest.raises(ConfigError, match="sink_id"):
+        DeltaIdempotentWriter("/tmp/table", "")
     with pytest.raises(TypeError):
-        DeltaSink("/tmp/table")  # type: ignore[call-arg]  (was: txnAppId = the table path)
+        DeltaIdempotentWriter("/tmp/table")  # type: ignore[call-arg]  (never the table path)
 
 
 def test_an_operator_column_named_like_a_pipeline_column_is_a_typed_error_at_plan_time():

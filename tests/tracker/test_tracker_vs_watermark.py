@@ -16,10 +16,11 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from connectors.delta_idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
-from spark_ext.tracked import Closing, DeltaSink, TrackedStream
+from spark_ext.tracked import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
 pytestmark = pytest.mark.integration
@@ -76,9 +77,9 @@ def test_tracker_emits_late_rows_and_idle_windows_that_the_watermark_drops_or_st
         close_marker="close_through",
     ).apply(Tumbling("10 seconds", namespace="vs_wm"), WindowAggregate(Count()))
     tracked = windows.start(
-        DeltaSink(str(tmp_path / "tracked"), app_id="vs_wm"),
+        DeltaIdempotentWriter(str(tmp_path / "tracked"), "vs_wm"),
         checkpoint=str(tmp_path / "tr_chk"),
-        late=DeltaSink(str(tmp_path / "late"), app_id="vs_wm.late"),
+        late=DeltaIdempotentWriter(str(tmp_path / "late"), "vs_wm.late"),
         trigger={"processingTime": "0 seconds"},
     )
     try:
