@@ -62,6 +62,7 @@ class TaskProducer(Protocol):
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None: ...
     def flush(self, sink_id: str, batch_id: int) -> None: ...
+    def offsets(self, group: str, offset: int, metadata: str) -> None: ...
     def commit(self, group: str, offset: int, metadata: str) -> None: ...
     def abort(self) -> None: ...
     def close(self) -> None: ...
@@ -170,13 +171,21 @@ class KafkaPythonProducer:
                 raise SliceFenced(repr(exc.cause)) from exc
             raise
 
-    def commit(self, group: str, offset: int, metadata: str) -> None:
+    def offsets(self, group: str, offset: int, metadata: str) -> None:
+        """Add ``group``'s committed offset on partition 0 to the open transaction (the
+        coordinator checks the producer's epoch: :class:`SliceFenced` if it is stale)."""
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
         offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(offset, metadata, -1)}
         try:
             self.producer.send_offsets_to_transaction(offsets, group)
+        except self._fenced() as exc:
+            raise SliceFenced(str(exc)) from exc
+
+    def commit(self, group: str, offset: int, metadata: str) -> None:
+        self.offsets(group, offset, metadata)
+        try:
             self.producer.commit_transaction()
         except self._fenced() as exc:
             raise SliceFenced(str(exc)) from exc
@@ -227,6 +236,7 @@ class ConfluentProducer:
                 "logger": LIBRDKAFKA_LOG,  # librdkafka's log lines into logging, not stderr
             }
         )
+        self._groups: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.failed = 0
         self.failed_partitions: set[int] = set()
@@ -242,19 +252,24 @@ class ConfluentProducer:
                 if self.first is None:
                     self.first = err
 
+    @staticmethod
+    def _is_fenced(err: Any) -> bool:
+        from confluent_kafka import KafkaError
+
+        fenced = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+        return isinstance(err, KafkaError) and err.code() in fenced
+
     def _raise(self, exc: Exception) -> None:
         """Re-raise a ``KafkaException`` as :class:`SliceFenced` when it means fenced."""
-        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka import KafkaException
 
-        if isinstance(exc, KafkaException) and exc.args:
-            err = exc.args[0]
-            fenced = (
-                KafkaError._FENCED,
-                KafkaError.PRODUCER_FENCED,
-                KafkaError.INVALID_PRODUCER_EPOCH,
-            )
-            if isinstance(err, KafkaError) and err.code() in fenced:
-                raise SliceFenced(str(err)) from exc
+        err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        if self._is_fenced(err):
+            raise SliceFenced(str(err)) from exc
+        if isinstance(exc, SystemError):
+            # confluent-kafka 2.16: a producer in librdkafka's fatal state (fenced) returns
+            # NULL from flush without an exception; the transaction is lost either way
+            raise SliceFenced(f"producer in a fatal state: {exc}") from exc
         raise exc
 
     def init(self) -> None:
@@ -320,22 +335,38 @@ class ConfluentProducer:
                 raise SliceFenced(str(self.first)) from error
             raise error
 
-    def commit(self, group: str, offset: int, metadata: str) -> None:
-        from confluent_kafka import Consumer, TopicPartition
+    def _group_metadata(self, group: str) -> Any:
+        """librdkafka's group metadata for ``group`` (a consumer that never joins), cached."""
+        from confluent_kafka import Consumer
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+        if group not in self._groups:
+            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+            try:
+                self._groups[group] = consumer.consumer_group_metadata()
+            finally:
+                consumer.close()
+        return self._groups[group]
+
+    def offsets(self, group: str, offset: int, metadata: str) -> None:
+        """Add ``group``'s committed offset on partition 0 to the open transaction (the
+        coordinator checks the producer's epoch: :class:`SliceFenced` if it is stale)."""
+        from confluent_kafka import TopicPartition
+
         try:
-            group_metadata = consumer.consumer_group_metadata()
             self.producer.send_offsets_to_transaction(
                 [TopicPartition(self.topic, 0, offset, metadata=metadata)],
-                group_metadata,
+                self._group_metadata(group),
                 self.timeout_s,
             )
+        except Exception as exc:
+            self._raise(exc)
+
+    def commit(self, group: str, offset: int, metadata: str) -> None:
+        self.offsets(group, offset, metadata)
+        try:
             self.producer.commit_transaction(self.timeout_s)
         except Exception as exc:
             self._raise(exc)
-        finally:
-            consumer.close()
 
     def abort(self) -> None:
         self.producer.abort_transaction(self.timeout_s)

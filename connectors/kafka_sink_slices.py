@@ -119,6 +119,9 @@ __all__ = [
 ]
 
 FORMAT = "spark_ext_kafka_tx"
+#: Offset metadata a kept producer adds to its transaction to prove its epoch is current;
+#: never committed (the commit adds the real slice record after it) and never parsed as one.
+PROBE = '{"probe": true}'
 _MASK = (1 << 64) - 1
 
 
@@ -223,6 +226,8 @@ class SliceTransaction:
         self.transactional_id = settings.slice_transactional_id(index)
         self.group = settings.slice_group(index)
         self._producer: TaskProducer | None = None
+        #: Whether the producer was kept from an earlier task of this slice in this worker.
+        self._reused = False
         #: Whether the producer's last transaction ended cleanly (it may serve the next task).
         self._clean = False
         #: The output topic's partition ids, looked up by :meth:`open`.
@@ -252,7 +257,7 @@ class SliceTransaction:
             s = self.settings
             idle = _IDLE.pop(self.transactional_id, None)
             if idle is not None:
-                self._producer = idle
+                self._producer, self._reused = idle, True
                 self.partitions = idle.partitions()
                 return idle
             producer = task_producer(
@@ -269,8 +274,27 @@ class SliceTransaction:
             except SliceFenced as exc:
                 producer.close()
                 raise WriterFencedError(f"{self.transactional_id}: {exc}") from exc
-            self._producer = producer
+            self._producer, self._reused = producer, False
         return self._producer
+
+    def _begin(self, batch_id: int) -> TaskProducer:
+        """Open, then begin a transaction. A producer kept from an earlier task is probed
+        first (its epoch checked by the coordinator, nothing read yet): another Python worker
+        may have initialised the slice since (Spark runs a slice's tasks wherever it likes),
+        which fenced this one; then a fresh producer is initialised in its place."""
+        producer = self.open()
+        producer.begin()
+        if self._reused:
+            try:
+                producer.offsets(self.group, batch_id, PROBE)
+            except SliceFenced:
+                log.info("%s slice %d: kept producer fenced, initialising", self.group, self.index)
+                self._abort_quietly(batch_id)
+                self._clean = False
+                self.close()
+                producer = self.open()
+                producer.begin()
+        return producer
 
     def recorded(self) -> SliceRecord | None:
         """The batch this slice last committed (read after :meth:`open`, so stable)."""
@@ -291,21 +315,20 @@ class SliceTransaction:
     def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
         """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
         s = self.settings
-        producer = self.open()
-        KAFKA_SLICED.reached(1, batch_id)
-        last = self.recorded()
-        if last is not None and last.batch_id > batch_id:
-            raise BatchRegressionError(s.sink_id, batch_id, last.batch_id)
-        own = last.digests if last is not None and last.batch_id == batch_id else ()
-        committed = set(own) | {
-            d for b, _, d in (p.partition(":") for p in s.pending) if b == str(batch_id)
-        }
-        partitions = self.partitions
-        digest = SliceDigest()
-        started = time.monotonic()
         self._clean = False
-        producer.begin()
+        started = time.monotonic()
+        producer = self._begin(batch_id)
         try:
+            KAFKA_SLICED.reached(1, batch_id)
+            last = self.recorded()
+            if last is not None and last.batch_id > batch_id:
+                raise BatchRegressionError(s.sink_id, batch_id, last.batch_id)
+            own = last.digests if last is not None and last.batch_id == batch_id else ()
+            committed = set(own) | {
+                d for b, _, d in (p.partition(":") for p in s.pending) if b == str(batch_id)
+            }
+            partitions = self.partitions
+            digest = SliceDigest()
             for batch in batches:
                 for key, value, part, rid in _rows(batch):
                     if part is not None and part not in partitions:

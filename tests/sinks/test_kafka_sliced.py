@@ -401,3 +401,29 @@ def test_a_task_of_an_older_driver_is_refused_before_it_can_fence_the_live_one(
     producer.commit(new.slice_group(0), 0, '{"sink": "slice_zombie", "batch": 0, "digests": []}')
     live.close()
     assert values(kafka_bootstrap, topic) == Counter({"live": 1})
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_kept_producer_another_worker_fenced_is_replaced_and_the_slice_written_once(
+    kafka_bootstrap, new_topic, client
+):
+    """Spark runs a slice's tasks in whichever Python worker is free: worker A keeps the
+    slice's producer after batch 0, worker B initialises the slice for batch 1 (fencing A's),
+    and batch 2 runs in A again. A's kept producer must be found stale before any record is
+    read, and replaced (found by the random-kill test: the task failed with WriterFencedError)."""
+    from connectors import kafka_sink_slices
+
+    topic = new_topic("slice-kept", partitions=2)
+    s = settings_for(kafka_bootstrap, topic, "slice_kept", client=client)
+    tid = s.slice_transactional_id(0)
+    write_slice(s, 0, 0, arrow(range(0, 5)))
+    worker_a = kafka_sink_slices._IDLE.pop(tid)  # worker A keeps its producer
+
+    write_slice(s, 0, 1, arrow(range(5, 10)))  # worker B: a fresh producer fences A's
+    kafka_sink_slices._IDLE.pop(tid).close()
+    kafka_sink_slices._IDLE[tid] = worker_a  # batch 2 runs in worker A
+    third = write_slice(s, 0, 2, arrow(range(10, 15)))
+
+    assert third.skipped is False
+    assert kafka_sink_slices._IDLE[tid] is not worker_a  # replaced, the fresh one kept
+    assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(15))
