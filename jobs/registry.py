@@ -378,8 +378,20 @@ TOTALS = OutputSpec(
 )
 
 
+#: ``disorder`` of the two-query job: one row per input row, by its window (the downstream
+#: totals are per window, over every user).
+WINDOW_OF_INPUT = OutputSpec(columns=("window_start_ms",))
+
+
 class TrackerTwoQueriesCase(TrackerWindowsCase):
-    """:mod:`jobs.tracker_two_queries`: its middle topic and Kafka agent are per run."""
+    """:mod:`jobs.tracker_two_queries`: its middle topic and Kafka agent are per run.
+
+    ``disorder``: the upstream is promised ordered partitions (the job has no disorder
+    setting) and gets the jittered demo input; each input row must be counted once in its
+    window's downstream ``events`` or be one upstream late row (``late_up``).
+    """
+
+    accounting: OutputSpec | None = WINDOW_OF_INPUT
 
     def __init__(self) -> None:
         super().__init__(events=90, max_offsets=40)
@@ -387,10 +399,8 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         self.module = "jobs.tracker_two_queries"
         self.outputs = (ExpectedOutput("totals", TOTALS, RecoveryClass.PRECISE),)
         self.description = "downstream windows closed by the upstream query's tracker"
-        # No late-rows output is read back downstream, and the retention cells act on the
-        # one-query job's tables: neither is declared here (yet).
-        self.accounting = None
-        upstream_only = {FaultClass.DISORDER, FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
+        # The retention cells act on the one-query job's tables: not declared here (yet).
+        upstream_only = {FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
         own = {f: c for f, c in self.cells.items() if f not in upstream_only}
         self.cells = {**own, **cells(*broker_cells(TRACKER_AFTER_SINK))}
 
@@ -403,6 +413,26 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         return read_delta_rows(slot.out / output, TOTALS.read_columns())
+
+    def prepare_disordered(self, ctx: HarnessContext) -> list[dict[str, Any]]:
+        rows = super().prepare_disordered(ctx)
+        return [{"window_start_ms": r["window_start_ms"]} for r in rows]
+
+    def disorder_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return self.job_args(ctx, slot)  # the promise: ordered partitions
+
+    def accounted_rows(
+        self, ctx: HarnessContext, slot: RunSlot
+    ) -> tuple[list[dict[str, Any]], int]:
+        totals = read_delta_rows(slot.out / "totals", ("window_start_ms", "events"))
+        late = read_delta_rows(slot.out / "late_up", ("event_time_ms",))
+        rows = [
+            {"window_start_ms": t["window_start_ms"]}
+            for t in totals
+            for _ in range(int(t["events"]))
+        ]
+        rows += [{"window_start_ms": window_start_ms(int(r["event_time_ms"]))} for r in late]
+        return rows, len(late)
 
 
 #: The ordering job's result rows (its ``RESULT_COLUMNS`` without the topic name).

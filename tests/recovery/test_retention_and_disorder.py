@@ -95,6 +95,16 @@ def test_tracker_accounts_every_row_of_input_disordered_beyond_its_promise_once(
     assert 0 < late < result.comparison.expected_rows
 
 
+@full_matrix
+def test_two_tracked_queries_account_every_row_of_disordered_input_once(harness, recovery_results):
+    """Upstream promised ordered partitions, fed 6 s of jitter: each input row is counted once
+    in its window's downstream total or is one upstream late row."""
+    result = run(harness, "tracker_two_queries", FaultClass.DISORDER, recovery_results)
+    assert result.recovery_class is RecoveryClass.PRECISE
+    late = int(result.note.split("; ")[1].split()[0])
+    assert 0 < late < result.comparison.expected_rows
+
+
 def test_trimming_a_topic_deletes_every_record_and_an_empty_topic_is_no_fault(
     kafka_bootstrap, new_topic
 ):
