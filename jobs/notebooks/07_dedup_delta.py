@@ -3,10 +3,11 @@
 # MAGIC # Exactly once = at least once + dedup: the dedup sink
 # MAGIC
 # MAGIC `jobs/dedup_delta.py`: sensor readings, every fourth delivered twice (producer retries),
-# MAGIC written to Delta through `DeltaDedupSink`. The sink reads each micro-batch once: tasks
-# MAGIC stage the rows and their keys, the driver decides with per-bucket Bloom filters (state
-# MAGIC kept as versioned files, no Spark state store) and asks the exact Delta catalog only on a
-# MAGIC Bloom "maybe", then one delta-rs commit per batch adds the rows, keyed by (sink id, batch).
+# MAGIC written to Delta through `DeltaDedupSink`. The sink reads each micro-batch once, shuffled
+# MAGIC to its buckets: the task of a bucket decides its rows with the bucket's Bloom filters (state
+# MAGIC kept as versioned files, no Spark state store), asks the exact Delta catalog only on a
+# MAGIC Bloom "maybe" and stages the kept rows; the driver holds no rows and only commits: one
+# MAGIC delta-rs commit per batch adds the rows, keyed by (sink id, batch).
 
 # COMMAND ----------
 
