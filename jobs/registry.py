@@ -304,8 +304,8 @@ class TrackerWindowsCase(RecoveryCase):
             # The agent outlives the checkpoint: the tracker refuses to run behind it.
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=BEHIND_AGENT),
             FaultCell(FaultClass.DISORDER, expected=PRECISE),
-            # Spark's txnAppId/txnVersion is its only replay evidence: once the txn expired the
-            # replay must be refused (issue 12), not written again.
+            # The txn is the writer's replay evidence: once it expired the replay must be
+            # refused, not written again.
             FaultCell(FaultClass.TXN_RETENTION, TRACKER_AFTER_SINK, 1, TXN_EXPIRED),
             FaultCell(FaultClass.LOG_RETENTION, TRACKER_AFTER_SINK, 1, PRECISE),
         )

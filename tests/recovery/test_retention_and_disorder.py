@@ -68,8 +68,8 @@ def test_two_phase_kafka_sink_recognises_a_replay_whose_output_retention_trimmed
 def test_delta_outputs_stop_on_a_txn_expired_between_write_and_replay(
     harness, recovery_results, job: str
 ):
-    """The tracker's Delta writer (Spark's txnAppId/txnVersion) fails this today: it writes
-    the replayed batch again (issue 12)."""
+    """The tracker's outputs too (DeltaIdempotentWriter since f2b8f02; Spark's own
+    txnAppId/txnVersion writer wrote the replayed batch again: 35 duplicate windows)."""
     result = run(harness, job, FaultClass.TXN_RETENTION, recovery_results)
     assert result.error == "DeltaTxnExpiredError"
 
