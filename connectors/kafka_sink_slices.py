@@ -119,8 +119,9 @@ __all__ = [
 ]
 
 FORMAT = "spark_ext_kafka_tx"
-#: Offset metadata a kept producer adds to its transaction to prove its epoch is current;
-#: never committed (the commit adds the real slice record after it) and never parsed as one.
+#: Offset metadata a kept producer adds to its transaction to prove its epoch is current, for
+#: the group ``<slice group>.probe`` (never the slice group itself: a pending offset of the open
+#: transaction would make the stable read of the slice record wait for that transaction).
 PROBE = '{"probe": true}'
 _MASK = (1 << 64) - 1
 
@@ -279,14 +280,15 @@ class SliceTransaction:
 
     def _begin(self, batch_id: int) -> TaskProducer:
         """Open, then begin a transaction. A producer kept from an earlier task is probed
-        first (its epoch checked by the coordinator, nothing read yet): another Python worker
+        first (an offset of the group ``<slice group>.probe`` added to the transaction: the
+        coordinator checks the epoch; nothing read yet): another Python worker
         may have initialised the slice since (Spark runs a slice's tasks wherever it likes),
         which fenced this one; then a fresh producer is initialised in its place."""
         producer = self.open()
         producer.begin()
         if self._reused:
             try:
-                producer.offsets(self.group, batch_id, PROBE)
+                producer.offsets(self.group + ".probe", batch_id, PROBE)
             except SliceFenced:
                 log.info("%s slice %d: kept producer fenced, initialising", self.group, self.index)
                 self._abort_quietly(batch_id)
