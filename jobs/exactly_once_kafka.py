@@ -13,10 +13,9 @@ A missing ``--topic`` fails at start with :class:`~spark_ext.sinks.errors.TopicM
 
 Guarantees: every record of ``--topic`` (read ``read_committed``) is in ``--out`` exactly once
 across any number of SIGKILLs and restarts from ``--checkpoint``: for ``read_committed``
-consumers with ``--mode two_phase`` (``--atomicity batch``: one Kafka transaction per
-micro-batch, produced from the driver, so such consumers see a whole batch or nothing;
-``--atomicity slice``: a transaction per task, so they see a batch task by task), for every
-consumer with ``--mode idempotent`` (record-id
+consumers with ``--mode two_phase`` (a Kafka transaction per task, so such consumers see a batch
+task by task; ``--atomicity batch``: one transaction per micro-batch, produced from the driver,
+so they see a whole batch or nothing), for every consumer with ``--mode idempotent`` (record-id
 headers; a replayed batch re-sends only what is missing).
 Does not guarantee: an output partition per input partition (records go by key); with
 ``two_phase``, ``read_uncommitted`` consumers also see aborted records; exactly-once if
@@ -69,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--atomicity",
         choices=["slice", "batch"],
-        default="batch",
-        help="two_phase: one transaction per batch from the driver, or one per task (slice)",
+        default="slice",
+        help="two_phase: a transaction per task (default), or one per batch from the driver",
     )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument(

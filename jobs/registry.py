@@ -56,6 +56,7 @@ from spark_ext.sinks.protocol import (
     DELTA_IDEMPOTENT,
     DELTA_TWO_PHASE,
     KAFKA_IDEMPOTENT,
+    KAFKA_SLICED,
     KAFKA_TWO_PHASE,
 )
 from spark_ext.tracked.handler import AFTER_SINK as TRACKER_AFTER_SINK
@@ -524,8 +525,10 @@ class DedupDeltaCase(RecoveryCase):
         self.module = "jobs.dedup_delta"
         self.crash = CrashPlan.at(DEDUP_DELTA.fault(2), 1)
         self.cells = cells(
-            # Every step of DeltaDedupSink runs on the driver (it stages its Parquet files
-            # there too): no executor point, so no task-raise or speculation cell.
+            # Step 1 runs in the task of each bucket (decided, staged, filters saved as the
+            # batch's version): a failed attempt 0 is retried from the same filter version.
+            FaultCell(FaultClass.TASK_RAISE, DEDUP_DELTA.fault(1), 1),
+            FaultCell(FaultClass.SPECULATION, DEDUP_DELTA.fault(1), 1, seconds=5.0, partition=0),
             FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
             *broker_cells(DEDUP_DELTA.fault(4)),
@@ -665,10 +668,32 @@ JOBS: dict[str, RecoveryCase] = {
         KafkaToKafkaCase(
             "exactly_once_kafka",
             "jobs.exactly_once_kafka",
+            CrashPlan.at(KAFKA_SLICED.fault(3), 1),
+            [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
+            "two-phase Kafka sink, a transaction per task: committed slices are recognised",
+            extra_args=("--sink-id", "forwarded", "--mode", "two_phase", "--atomicity", "slice"),
+            cells=cells(
+                # attempt 0 committed its slice, then failed: attempt 1 finds it committed
+                FaultCell(FaultClass.TASK_RAISE, KAFKA_SLICED.fault(3), 1),
+                FaultCell(FaultClass.DRIVER_RAISE, KAFKA_SLICED.fault(4), 1),
+                # the tasks find their slice records ahead of the reset checkpoint's batches
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+                FaultCell(
+                    FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0
+                ),
+                *broker_cells(KAFKA_SLICED.fault(4)),
+                # The slice records are in the transactions: the replay is recognised without
+                # the records retention trimmed.
+                FaultCell(FaultClass.OUTPUT_TRIM, KAFKA_SLICED.fault(3), 1, PRECISE),
+            ),
+        ),
+        KafkaToKafkaCase(
+            "exactly_once_kafka_batch",
+            "jobs.exactly_once_kafka",
             CrashPlan.at(KAFKA_TWO_PHASE.fault(3), 1),
             [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
-            "two-phase Kafka sink: one transaction per batch, the replay is recognised",
-            extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+            "two-phase Kafka sink, one transaction per batch: the replay is recognised",
+            extra_args=("--sink-id", "forwarded", "--mode", "two_phase", "--atomicity", "batch"),
             cells=cells(
                 FaultCell(FaultClass.TASK_RAISE, KAFKA_TWO_PHASE.fault(1), 1),
                 FaultCell(FaultClass.DRIVER_RAISE, KAFKA_TWO_PHASE.fault(3), 1),
