@@ -213,7 +213,8 @@ def _rows(batch: pa.RecordBatch) -> Iterator[Row]:
 #: Producers of this Python worker whose last transaction ended cleanly (committed or
 #: aborted), by transactional id: the next task of the same slice in this worker reuses one
 #: instead of paying ``init_transactions`` (a few hundred ms) per task and batch. A producer
-#: another attempt has fenced since fails on its next call and is dropped; a producer whose
+#: another worker or attempt has fenced since is found by the probe of
+#: :meth:`SliceTransaction._begin`, before anything is read, and replaced; a producer whose
 #: transaction did not end cleanly is never put back.
 _IDLE: dict[str, TaskProducer] = {}
 
