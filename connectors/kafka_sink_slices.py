@@ -27,7 +27,9 @@ replay may be another task's in the first run.
 Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_SLICED`)
 1. ``initialised`` (task): the run epoch is checked (a task of an older driver stops with
    :class:`~spark_ext.sinks.errors.DriverFencedError` before it can fence anything),
-   ``init_transactions`` fenced every other attempt of the slice, and the slice record is read.
+   ``init_transactions`` fenced every other attempt of the slice (a producer this Python worker
+   kept from the slice's previous task is probed instead: :meth:`SliceTransaction._begin`),
+   and the slice record is read.
    A batch id below it raises :class:`~spark_ext.sinks.errors.BatchRegressionError` (X1),
    nothing written. An empty slice writes nothing and opens no transaction.
 2. ``in_transaction`` (task): every record flushed into the open transaction and every produce
@@ -445,12 +447,15 @@ class KafkaSlicedDataSource(DataSource):
 
 
 def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
-    """Transactional ids of this sink's slices with a transaction still open."""
+    """Transactional ids of this sink's slices with a transaction not yet complete."""
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
     try:
-        listed = admin.list_transactions(state_filters=["Ongoing"])
+        # Ongoing: a task killed mid-transaction; Prepare*: a commit or abort the coordinator
+        # is still completing -- its slice record is not readable yet, and the start must
+        # read it (init_transactions waits for the completion)
+        listed = admin.list_transactions(state_filters=["Ongoing", "PrepareCommit", "PrepareAbort"])
     finally:
         admin.close()
     prefix = settings.slice_prefix
