@@ -24,6 +24,7 @@ import logging
 import threading
 from typing import Any, Literal, Protocol
 
+from connectors.kafka_sink_commit import FENCED
 from connectors.kafka_sink_delivery import DeliveryCheck
 from connectors.kafka_sink_records import LINGER_MS, PRODUCER
 from spark_ext.sinks.errors import ProduceFailedError, SinkConfigError, TopicMissingError
@@ -127,11 +128,6 @@ class KafkaPythonProducer:
         )
         self.check = DeliveryCheck()
 
-    def _fenced(self) -> tuple[type[BaseException], ...]:
-        from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-        return (ProducerFencedError, InvalidProducerEpochError)
-
     def init(self) -> None:
         self.producer.init_transactions()
 
@@ -158,7 +154,7 @@ class KafkaPythonProducer:
             future = self.producer.send(
                 self.topic, key=key, value=value, partition=partition, headers=headers
             )
-        except self._fenced() as exc:
+        except FENCED as exc:
             raise SliceFenced(str(exc)) from exc
         self.check.watch(future)
 
@@ -167,7 +163,7 @@ class KafkaPythonProducer:
         try:
             self.check.raise_if_failed(sink_id, batch_id)
         except ProduceFailedError as exc:
-            if isinstance(exc.cause, self._fenced()):
+            if isinstance(exc.cause, FENCED):
                 raise SliceFenced(repr(exc.cause)) from exc
             raise
 
@@ -180,14 +176,14 @@ class KafkaPythonProducer:
         offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(offset, metadata, -1)}
         try:
             self.producer.send_offsets_to_transaction(offsets, group)
-        except self._fenced() as exc:
+        except FENCED as exc:
             raise SliceFenced(str(exc)) from exc
 
     def commit(self, group: str, offset: int, metadata: str) -> None:
         self.offsets(group, offset, metadata)
         try:
             self.producer.commit_transaction()
-        except self._fenced() as exc:
+        except FENCED as exc:
             raise SliceFenced(str(exc)) from exc
 
     def abort(self) -> None:
@@ -328,10 +324,7 @@ class ConfluentProducer:
             first = self.first if self.first is not None else f"{left} still queued"
         if failed:
             error = ProduceFailedError(sink_id, batch_id, failed, self.failed_partitions, first)
-            code = getattr(self.first, "code", lambda: None)()
-            from confluent_kafka import KafkaError
-
-            if code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+            if self._is_fenced(self.first):
                 raise SliceFenced(str(self.first)) from error
             raise error
 
