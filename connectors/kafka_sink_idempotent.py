@@ -57,9 +57,9 @@ from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_records import (
     RECORD_ID_COLUMN,
     RECORD_ID_HEADER,
+    arrow_rows,
     check_columns,
     task_attempt,
-    to_bytes,
 )
 from spark_ext.sinks.errors import ReplayUnprovableError, SinkConfigError, check_batch_order
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
@@ -227,20 +227,6 @@ class TaskStarted:
             consumer.close()
 
 
-def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Record, str | None]]:
-    """``((key, value, partition), record_id)`` of every row of a task's Arrow batches."""
-    for batch in batches:
-        names = batch.schema.names
-        values = batch.column("value").to_pylist()
-        n = len(values)
-        keys = batch.column("key").to_pylist() if "key" in names else [None] * n
-        parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
-        ids = batch.column(RECORD_ID_COLUMN).to_pylist() if RECORD_ID_COLUMN in names else None
-        for i in range(n):
-            record = (to_bytes(keys[i]), to_bytes(values[i]), parts[i])
-            yield record, (ids[i] if ids is not None else None)
-
-
 @dataclass(frozen=True)
 class SliceWriter:
     """What each task of an idempotent batch runs (pickled to the executors, ``mapInArrow``)."""
@@ -292,7 +278,7 @@ class SliceWriter:
 
     def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, Record]]:
         """``(record id, record)`` of every row, in order."""
-        it = _arrow_rows(batches)
+        it = (((k, v, p), r) for batch in batches for k, v, p, r in arrow_rows(batch))
         first = next(it, None)
         if first is None:
             return

@@ -9,6 +9,7 @@ Delta sinks) and are re-exported here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
@@ -23,6 +24,7 @@ __all__ = [
     "PRODUCER",
     "RECORD_ID_COLUMN",
     "RECORD_ID_HEADER",
+    "arrow_rows",
     "check_columns",
     "current_batch_id",
     "existing_topics",
@@ -79,6 +81,23 @@ def to_bytes(value: Any) -> bytes | None:
     if isinstance(value, bytearray):
         return bytes(value)
     return str(value).encode()
+
+
+def arrow_rows(
+    batch: Any,
+) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
+    """``(key, value, partition, record_id)`` of every row of an Arrow record batch holding
+    the columns :func:`check_columns` allows (absent ones are ``None``)."""
+    names = batch.schema.names
+    values = batch.column("value").to_pylist()
+    n = len(values)
+
+    def column(name: str) -> list[Any]:
+        return batch.column(name).to_pylist() if name in names else [None] * n
+
+    keys, parts, ids = column("key"), column("partition"), column(RECORD_ID_COLUMN)
+    for k, v, p, r in zip(keys, values, parts, ids, strict=True):
+        yield to_bytes(k), to_bytes(v), p, r
 
 
 def existing_topics(bootstrap: str) -> set[str]:

@@ -88,7 +88,7 @@ from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_produc
 from connectors.kafka_sink_commit import KafkaCommitter
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_records import (
-    RECORD_ID_COLUMN,
+    arrow_rows,
     check_columns,
     current_batch_id,
     task_attempt,
@@ -195,21 +195,6 @@ class SliceRecord:
         if meta.get("sink") != sink_id:
             return None
         return cls(int(meta["batch"]), tuple(meta["digests"]))
-
-
-Row = tuple[bytes | None, bytes | None, int | None, bytes | None]
-
-
-def _rows(batch: pa.RecordBatch) -> Iterator[Row]:
-    """``(key, value, partition, record_id)`` of every row of an Arrow batch."""
-    names = batch.schema.names
-    values = batch.column("value").to_pylist()
-    n = len(values)
-    keys = batch.column("key").to_pylist() if "key" in names else [None] * n
-    parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
-    ids = batch.column(RECORD_ID_COLUMN).to_pylist() if RECORD_ID_COLUMN in names else [None] * n
-    for k, v, p, r in zip(keys, values, parts, ids, strict=True):
-        yield to_bytes(k), to_bytes(v), p, to_bytes(r)
 
 
 #: Producers of this Python worker whose last transaction ended cleanly (committed or
@@ -335,10 +320,10 @@ class SliceTransaction:
             partitions = self.partitions
             digest = SliceDigest()
             for batch in batches:
-                for key, value, part, rid in _rows(batch):
+                for key, value, part, rid in arrow_rows(batch):
                     if part is not None and part not in partitions:
                         raise PartitionOutOfRangeError(s.topic, part, partitions)
-                    digest.add(key, value, part, rid)
+                    digest.add(key, value, part, to_bytes(rid))
                     producer.send(key, value, part)
             producer.flush(s.sink_id, batch_id)
             KAFKA_SLICED.reached(2, batch_id)
