@@ -242,7 +242,7 @@ def commit_catalog(catalog_path: str, app_id: str, batch_id: int, files: list[Ca
     that raises after the commit landed (a post-commit hook) counts as committed.
     """
     from deltalake import CommitProperties, DeltaTable, Transaction
-    from deltalake.transaction import AddAction
+    from deltalake.transaction import AddAction, RemoveAction
 
     table = DeltaTable.create(
         catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY
@@ -252,7 +252,7 @@ def commit_catalog(catalog_path: str, app_id: str, batch_id: int, files: list[Ca
     if not files:  # nothing to record; an empty batch leaves no trace to skip
         return True
     now_ms = int(time.time() * 1000)
-    adds = [
+    adds: list[AddAction | RemoveAction] = [
         AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
         for f in files
     ]
