@@ -77,7 +77,7 @@ start(spark, BOOTSTRAP, TOPIC, crashed, max_offsets_per_trigger=150).awaitTermin
 
 # COMMAND ----------
 
-from jobs.registry import EVENTS
+from jobs.cases.kafka_to_delta import EVENTS
 from spark_ext.recovery import RecoveryClass, classify, read_delta_rows
 
 result = classify(

@@ -49,7 +49,7 @@ show(spark.read.format("delta").load(str(crashed.ewma)).orderBy("user_id"))
 
 # COMMAND ----------
 
-from jobs.registry import EVENTS, EWMA
+from jobs.cases.kafka_to_delta import EVENTS, EWMA
 from spark_ext.recovery import RecoveryClass, classify, read_delta_rows
 
 events = classify(

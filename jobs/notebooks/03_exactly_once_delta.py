@@ -74,7 +74,7 @@ print(table.transaction_version("events"), "at table version", table.version())
 
 # COMMAND ----------
 
-from jobs.registry import EVENTS
+from jobs.cases.kafka_to_delta import EVENTS
 from spark_ext.recovery import RecoveryClass, classify, read_delta_rows
 
 result = classify(

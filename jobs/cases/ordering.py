@@ -1,0 +1,117 @@
+"""Cases of :mod:`jobs.ordering_dedup`: the ordering buffer, dedup and an EWMA on readings.
+
+With the buffer the EWMA is the same under any batch plan (precise); folded in arrival order
+(``--no-buffer``) another batch plan gives other values (rollback-divergent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jobs.cases.fault_cells import REGRESSION, cells
+from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
+from spark_ext.recovery import (
+    CrashPlan,
+    ExpectedOutput,
+    FaultCell,
+    FaultClass,
+    HarnessContext,
+    OutputSpec,
+    RecoveryCase,
+    RecoveryClass,
+    RunSlot,
+    read_delta_rows,
+)
+
+#: The ordering job's result rows (its ``RESULT_COLUMNS`` without the topic name).
+READINGS = OutputSpec(
+    columns=(
+        "key",
+        "record_id",
+        "event_time",
+        "temp_c",
+        "temp_f",
+        "ewma_f",
+        "seq",
+        "partition",
+        "offset",
+    )
+)
+
+
+class OrderingCase(RecoveryCase):
+    """:mod:`jobs.ordering_dedup` on sensor readings spread over two partitions.
+
+    Every run reads in batches of ``limit`` offsets; the restart after the kill catches up
+    the backlog in one batch (no limit), as a restart after downtime does. So the recovered
+    output was computed under another batch plan than the clean one: only an order fixed by
+    the buffer makes them equal.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        expected: RecoveryClass,
+        description: str,
+        extra_args: Sequence[str] = (),
+        duplicate_every: int = 0,
+        limit: int = 50,
+        cells: Mapping[FaultClass, FaultCell] | None = None,
+    ) -> None:
+        self.name = name
+        self.module = "jobs.ordering_dedup"
+        self.crash = CrashPlan.at(DEDUP_AFTER_OUTPUT, 0)
+        self.cells = dict(cells or {})
+        self.outputs = (ExpectedOutput("ewma", READINGS, expected),)
+        self.description = description
+        self.extra_args = tuple(extra_args)
+        self.duplicate_every = duplicate_every
+        self.limit = limit
+
+    def prepare(self, ctx: HarnessContext) -> None:
+        from connectors.kafka import create_topic
+        from jobs.ordering_dedup import produce_readings
+
+        create_topic(ctx.bootstrap, ctx.topic("in"), 2)
+        produce_readings(
+            ctx.bootstrap,
+            ctx.topic("in"),
+            sensors=4,
+            per_sensor=30,
+            partitions=2,
+            duplicate_every=self.duplicate_every,
+        )
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [
+            *("--profile", ctx.profile, "--topic", ctx.topic("in"), "--partitions", "2"),
+            *("--out", str(slot.out), *self.extra_args),
+        ]
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [*self.restart_args(ctx, slot), "--max-offsets-per-trigger", str(self.limit)]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return read_delta_rows(slot.out / output, READINGS.read_columns())
+
+
+#: The ordering jobs, in the order :mod:`jobs.registry` lists them.
+CASES: tuple[RecoveryCase, ...] = (
+    OrderingCase(
+        "ordering_dedup",
+        RecoveryClass.PRECISE,
+        "ordering buffer + dedup + EWMA: same output under another batch plan",
+        duplicate_every=5,
+        cells=cells(
+            FaultCell(FaultClass.DRIVER_RAISE, DEDUP_AFTER_OUTPUT, 0),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+        ),
+    ),
+    OrderingCase(
+        "ordering_no_buffer",
+        RecoveryClass.ROLLBACK_DIVERGENT,
+        "EWMA folded in arrival order (--no-buffer): another batch plan, other values",
+        extra_args=("--no-buffer", "--no-dedup"),
+    ),
+)
