@@ -1,6 +1,7 @@
 """A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults.
 
-``jobs/registry.py`` holds the project's cases. A case says how to feed the job
+``jobs/cases/`` holds the project's cases, one module per job family; ``jobs/registry.py`` lists
+them by name. A case says how to feed the job
 (:meth:`RecoveryCase.prepare`), how to run it into one of the output slots
 (:meth:`RecoveryCase.job_args`), how to read each output back, and, per fault class
 (:class:`~spark_ext.recovery.faults.FaultClass`), the declared fault point and the outcome the
