@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from spark_ext.sinks.errors import SinkConfigError, TopicMissingError
@@ -24,6 +26,8 @@ __all__ = [
     "PRODUCER",
     "RECORD_ID_COLUMN",
     "RECORD_ID_HEADER",
+    "RecordColumns",
+    "arrow_columns",
     "arrow_rows",
     "check_columns",
     "current_batch_id",
@@ -98,6 +102,48 @@ def arrow_rows(
     keys, parts, ids = column("key"), column("partition"), column(RECORD_ID_COLUMN)
     for k, v, p, r in zip(keys, values, parts, ids, strict=True):
         yield to_bytes(k), to_bytes(v), p, r
+
+
+@dataclass(frozen=True)
+class RecordColumns:
+    """The rows of one Arrow record batch as Python lists, one per column (``None``: absent).
+
+    ``keys`` and ``values`` hold bytes (a string column's UTF-8 bytes) or ``None``,
+    ``partitions`` ints or ``None``, ``record_ids`` str or ``None``.
+    """
+
+    values: list[bytes | None]
+    keys: list[bytes | None] | None
+    partitions: list[int | None] | None
+    record_ids: list[str | None] | None
+
+
+def _as_binary(column: pa.Array) -> pa.Array:
+    if pa.types.is_string(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_large_string(column.type):
+        return column.cast(pa.large_binary())
+    return column
+
+
+def arrow_columns(batch: pa.RecordBatch, record_ids: bool = True) -> RecordColumns:
+    """The columns :func:`check_columns` allows of ``batch`` as lists (converted in Arrow:
+    strings become bytes without a Python call per row); ``record_ids=False`` leaves the
+    record ids out (``None``)."""
+    names = batch.schema.names
+
+    def column(name: str, binary: bool = False) -> list[Any] | None:
+        if name not in names:
+            return None
+        col = batch.column(name)
+        return (_as_binary(col) if binary else col).to_pylist()
+
+    return RecordColumns(
+        _as_binary(batch.column("value")).to_pylist(),
+        column("key", binary=True),
+        column("partition"),
+        column(RECORD_ID_COLUMN) if record_ids else None,
+    )
 
 
 def existing_topics(bootstrap: str) -> set[str]:

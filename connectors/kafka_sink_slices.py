@@ -67,7 +67,6 @@ and commits after the start read the slice records (the window between a check a
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import time
@@ -86,13 +85,13 @@ from pyspark.sql.types import StructType
 
 from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_producer
 from connectors.kafka_sink_commit import KafkaCommitter
+from connectors.kafka_sink_digest import SliceDigest
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_records import (
-    arrow_rows,
+    arrow_columns,
     check_columns,
     current_batch_id,
     task_attempt,
-    to_bytes,
 )
 from connectors.kafka_sink_staging import KafkaSinkSettings
 from spark_ext.sinks.errors import (
@@ -125,45 +124,6 @@ FORMAT = "spark_ext_kafka_tx"
 #: the group ``<slice group>.probe`` (never the slice group itself: a pending offset of the open
 #: transaction would make the stable read of the slice record wait for that transaction).
 PROBE = '{"probe": true}'
-_MASK = (1 << 64) - 1
-
-
-class SliceDigest:
-    """An order-independent digest of a slice's records: their count and the sum of their
-    64-bit hashes (a multiset hash: the same records in any order give the same digest).
-
-    Example
-    -------
-    >>> a, b = SliceDigest(), SliceDigest()
-    >>> a.add(b"k", b"1", None); a.add(None, b"2", 0)
-    >>> b.add(None, b"2", 0); b.add(b"k", b"1", None)
-    >>> a.value == b.value
-    True
-    """
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.total = 0
-
-    def add(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        record_id: bytes | None = None,
-    ) -> None:
-        h = hashlib.blake2b(digest_size=8)
-        for field in (record_id, key, value):
-            h.update(b"\xff\xff\xff\xff" if field is None else len(field).to_bytes(4, "big"))
-            if field:
-                h.update(field)
-        h.update(b"-" if partition is None else partition.to_bytes(4, "big", signed=True))
-        self.total = (self.total + int.from_bytes(h.digest(), "big")) & _MASK
-        self.count += 1
-
-    @property
-    def value(self) -> str:
-        return f"{self.count}:{self.total:016x}"
 
 
 @dataclass(frozen=True)
@@ -317,14 +277,13 @@ class SliceTransaction:
             committed = set(own) | {
                 d for b, _, d in (p.partition(":") for p in s.pending) if b == str(batch_id)
             }
-            partitions = self.partitions
             digest = SliceDigest()
             for batch in batches:
-                for key, value, part, rid in arrow_rows(batch):
-                    if part is not None and part not in partitions:
-                        raise PartitionOutOfRangeError(s.topic, part, partitions)
-                    digest.add(key, value, part, to_bytes(rid))
-                    producer.send(key, value, part)
+                rows = arrow_columns(batch, record_ids=False)
+                if rows.partitions is not None:
+                    self._check_partitions(rows.partitions)
+                digest.add_batch(batch)
+                producer.send_many(rows.values, rows.keys, rows.partitions)
             producer.flush(s.sink_id, batch_id)
             KAFKA_SLICED.reached(2, batch_id)
             if digest.value in committed:
@@ -353,6 +312,12 @@ class SliceTransaction:
             raise
         KAFKA_SLICED.reached(3, batch_id)
         return SliceWritten(self.index, batch_id, digest.count, digest.value, skipped=False)
+
+    def _check_partitions(self, wanted: list[int | None]) -> None:
+        """:class:`PartitionOutOfRangeError` if a row names a partition the topic lacks."""
+        missing = sorted(p for p in set(wanted) - self.partitions if p is not None)
+        if missing:
+            raise PartitionOutOfRangeError(self.settings.topic, missing[0], self.partitions)
 
     def _abort_quietly(self, batch_id: int) -> None:
         """Abort the open transaction; if that fails too, the next ``init_transactions`` of
