@@ -50,13 +50,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from connectors.kafka_sink_clients import check_client, task_producer
 from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_records import (
     RECORD_ID_COLUMN,
     RECORD_ID_HEADER,
+    NamedRows,
     arrow_rows,
     check_columns,
     task_attempt,
@@ -256,43 +256,54 @@ class SliceWriter:
         producer = task_producer(
             self.client, bootstrap=self.bootstrap, topic=self.topic, transactional_id=None
         )
+        skipped = {rid.encode() for rid in skip}
         sent = 0
         try:
-            for rid, (key, value, part) in self._named(batches):
-                if rid in skip:
+            for rows in self._named(batches):
+                if skipped:
+                    rows = rows.without(skipped)
+                if not rows.values:
                     continue
-                name = rid.encode()
-                producer.send(
-                    key if key is not None else name, value, part, [(RECORD_ID_HEADER, name)]
-                )
-                sent += 1
-                if sent == 1 and PARTIAL.armed(self.batch_id):
+                if sent == 0 and PARTIAL.armed(self.batch_id):
                     # only a fault here needs the first record durable before the rest
+                    rows.head().send(producer)
                     producer.flush(self.sink_id, self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
                     PARTIAL.reached(self.batch_id)
+                    sent, rows = 1, rows.tail()
+                rows.send(producer)
+                sent += len(rows.values)
             producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
             producer.close()
         yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
 
-    def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, Record]]:
-        """``(record id, record)`` of every row, in order."""
-        it = (((k, v, p), r) for batch in batches for k, v, p, r in arrow_rows(batch))
+    def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[NamedRows]:
+        """The rows of every batch with their record ids, in order (named in Arrow when the
+        rows carry a ``record_id`` column; else the whole slice is read first and named by
+        its digest)."""
+        it = iter(batches)
         first = next(it, None)
         if first is None:
             return
-        if first[1] is not None:  # named by input coordinates: streamed
-            yield record_id(self.sink_id, self.batch_id, first[1]), first[0]
-            for record, name in it:
-                if name is None:
-                    raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "is null in a row")
-                yield record_id(self.sink_id, self.batch_id, name), record
+        prefix = record_id(self.sink_id, self.batch_id, "").encode()
+        if RECORD_ID_COLUMN in first.schema.names:  # named by input coordinates: streamed
+            yield NamedRows.of(first, prefix)
+            for batch in it:
+                yield NamedRows.of(batch, prefix)
             return
-        records = [first[0], *(r for r, _ in it)]  # named by a digest: the whole slice first
+        records = [(k, v, p) for b in (first, *it) for k, v, p, _ in arrow_rows(b)]
         slice_name = partition_identity(records)
-        for seq, record in enumerate(records):
-            yield record_id(self.sink_id, self.batch_id, slice_name, seq), record
+        names = [
+            record_id(self.sink_id, self.batch_id, slice_name, seq).encode()
+            for seq in range(len(records))
+        ]
+        yield NamedRows(
+            [v for _, v, _ in records],
+            [k if k is not None else n for (k, _, _), n in zip(records, names, strict=True)],
+            [p for _, _, p in records],
+            names,
+        )
 
 
 class KafkaIdempotentWriter:
@@ -342,7 +353,8 @@ class KafkaIdempotentWriter:
         writer = SliceWriter(
             self.bootstrap, self.topic, self.sink_id, batch_id, region, self.client
         )
-        sent = df.mapInArrow(writer, "sent long").agg(F.sum("sent")).collect()[0][0] or 0
+        # one row per task, summed here: no aggregation stage (and its shuffle) per batch
+        sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())
         log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)
         # 3. written: every record of the batch is acknowledged by the broker.
         self.protocol.reached(3, batch_id)

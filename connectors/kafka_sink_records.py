@@ -11,13 +11,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from spark_ext.sinks.errors import SinkConfigError, TopicMissingError
 from spark_ext.sinks.task import current_batch_id, task_attempt
+
+if TYPE_CHECKING:
+    from connectors.kafka_sink_clients import TaskProducer
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +30,7 @@ __all__ = [
     "PRODUCER",
     "RECORD_ID_COLUMN",
     "RECORD_ID_HEADER",
+    "NamedRows",
     "RecordColumns",
     "arrow_columns",
     "arrow_rows",
@@ -144,6 +149,66 @@ def arrow_columns(batch: pa.RecordBatch, record_ids: bool = True) -> RecordColum
         column("partition"),
         column(RECORD_ID_COLUMN) if record_ids else None,
     )
+
+
+@dataclass(frozen=True)
+class NamedRows:
+    """Rows of one task as columns, each with its record id (``names``: the header value,
+    and the key of a row without one)."""
+
+    values: list[bytes | None]
+    keys: list[bytes | None]
+    partitions: list[int | None] | None
+    names: list[bytes]
+
+    @classmethod
+    def of(cls, batch: pa.RecordBatch, prefix: bytes) -> NamedRows:
+        """The rows of ``batch`` (with a ``record_id`` column), their ids ``prefix + id``
+        (built in Arrow; a null id is a :class:`SinkConfigError`)."""
+        ids = batch.column(RECORD_ID_COLUMN)
+        if ids.null_count:
+            raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "is null in a row")
+        empty = pa.scalar(b"", pa.large_binary())
+        named = pc.binary_join_element_wise(
+            pa.scalar(prefix, pa.large_binary()), ids.cast(pa.large_binary()), empty
+        )
+        keys = named
+        if "key" in batch.schema.names:
+            keys = pc.coalesce(batch.column("key").cast(pa.large_binary()), named)
+        rows = arrow_columns(batch, record_ids=False)
+        return cls(rows.values, keys.to_pylist(), rows.partitions, named.to_pylist())
+
+    def without(self, names: set[bytes]) -> NamedRows:
+        """The rows whose record id is not in ``names``."""
+        keep = [i for i, n in enumerate(self.names) if n not in names]
+        if len(keep) == len(self.names):
+            return self
+        parts = self.partitions
+        return NamedRows(
+            [self.values[i] for i in keep],
+            [self.keys[i] for i in keep],
+            None if parts is None else [parts[i] for i in keep],
+            [self.names[i] for i in keep],
+        )
+
+    def _slice(self, lo: int, hi: int | None) -> NamedRows:
+        parts = self.partitions
+        return NamedRows(
+            self.values[lo:hi],
+            self.keys[lo:hi],
+            None if parts is None else parts[lo:hi],
+            self.names[lo:hi],
+        )
+
+    def head(self) -> NamedRows:
+        return self._slice(0, 1)
+
+    def tail(self) -> NamedRows:
+        return self._slice(1, None)
+
+    def send(self, producer: TaskProducer) -> None:
+        """Produce every row with its ``spark_ext.record_id`` header."""
+        producer.send_many(self.values, self.keys, self.partitions, (RECORD_ID_HEADER, self.names))
 
 
 def existing_topics(bootstrap: str) -> set[str]:
