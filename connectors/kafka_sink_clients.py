@@ -44,6 +44,8 @@ __all__ = [
 Client = Literal["confluent-kafka", "kafka-python"]
 LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
 CLIENTS: tuple[str, ...] = ("confluent-kafka", "kafka-python")
+#: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).
+_GROUP_METADATA: dict[tuple[str, str], Any] = {}
 
 
 class SliceFenced(Exception):
@@ -265,7 +267,6 @@ class ConfluentProducer:
                 "logger": LIBRDKAFKA_LOG,  # librdkafka's log lines into logging, not stderr
             }
         )
-        self._groups: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.failed = 0
         self.failed_partitions: set[int] = set()
@@ -388,16 +389,19 @@ class ConfluentProducer:
             raise error
 
     def _group_metadata(self, group: str) -> Any:
-        """librdkafka's group metadata for ``group`` (a consumer that never joins), cached."""
+        """librdkafka's group metadata for ``group`` (a consumer that never joins: the group
+        id only, no generation or member), made once per process and group: a producer made
+        after another worker fenced this one's predecessor does not pay for a consumer."""
         from confluent_kafka import Consumer
 
-        if group not in self._groups:
+        key = (self.bootstrap, group)
+        if key not in _GROUP_METADATA:
             consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
             try:
-                self._groups[group] = consumer.consumer_group_metadata()
+                _GROUP_METADATA[key] = consumer.consumer_group_metadata()
             finally:
                 consumer.close()
-        return self._groups[group]
+        return _GROUP_METADATA[key]
 
     def offsets(self, group: str, offset: int, metadata: str) -> None:
         """Add ``group``'s committed offset on partition 0 to the open transaction (the

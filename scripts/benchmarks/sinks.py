@@ -43,7 +43,7 @@ def run(ctx: BenchContext) -> list[Figure]:
         seconds = time.perf_counter() - began
         figures.append(
             Figure("sinks", variant, bench_metric, n / seconds, "rows/s", baseline=baseline,
-                   note=f"{n:,} rows in {seconds:.1f}s")
+                   note=f"{n:,} rows")
         )  # fmt: skip
         print(f"  {variant}: {seconds:.1f}s", flush=True)
 
