@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
 from connectors.kafka_sink_commit import FENCED
 from connectors.kafka_sink_delivery import DeliveryCheck
 from connectors.kafka_sink_records import LINGER_MS, PRODUCER
-from spark_ext.sinks.errors import ProduceFailedError, SinkConfigError, TopicMissingError
+from spark_ext.sinks.errors import (
+    ClientStalledError,
+    ProduceFailedError,
+    SinkConfigError,
+    TopicMissingError,
+)
 
 __all__ = [
     "CLIENTS",
@@ -37,6 +42,7 @@ __all__ = [
     "KafkaPythonProducer",
     "SliceFenced",
     "TaskProducer",
+    "bounded",
     "check_client",
     "task_producer",
 ]
@@ -46,10 +52,40 @@ LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
 CLIENTS: tuple[str, ...] = ("confluent-kafka", "kafka-python")
 #: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).
 _GROUP_METADATA: dict[tuple[str, str], Any] = {}
+#: How much longer than a call's own timeout :func:`bounded` waits before giving it up.
+STALL_GRACE_S = 5.0
 
 
 class SliceFenced(Exception):
     """Internal: the producer was fenced (or its transaction aborted by the broker)."""
+
+
+def bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
+    """Run ``call`` in a thread of its own; :class:`ClientStalledError` if it has not
+    returned ``timeout_s`` later (its exception, if it raised, is raised here).
+
+    For client calls that ignore their own timeout (librdkafka's
+    ``send_offsets_to_transaction`` after a coordinator restart). The stalled thread is left
+    behind (a daemon): the caller must drop the client, whose call returns once something
+    fences it.
+    """
+    outcome: list[BaseException | None] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"spark-ext: {what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise ClientStalledError(what, timeout_s)
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 class TaskProducer(Protocol):
@@ -267,6 +303,10 @@ class ConfluentProducer:
                 "logger": LIBRDKAFKA_LOG,  # librdkafka's log lines into logging, not stderr
             }
         )
+        self.transactional_id = transactional_id
+        #: A call of this producer was given up (:func:`bounded`): it is dropped, never
+        #: aborted, closed or kept (each would wait behind the stalled call).
+        self.stalled = False
         self._lock = threading.Lock()
         self.failed = 0
         self.failed_partitions: set[int] = set()
@@ -334,7 +374,7 @@ class ConfluentProducer:
         value: bytes | None,
         key: bytes | None,
         partition: int,
-        headers: list[tuple[str, bytes]] | None,
+        headers: list[tuple[str, str | bytes | None]] | None,
     ) -> None:
         """Produce one record, waiting for room in the local queue if it is full."""
         while True:
@@ -408,12 +448,22 @@ class ConfluentProducer:
         coordinator checks the producer's epoch: :class:`SliceFenced` if it is stale)."""
         from confluent_kafka import TopicPartition
 
+        positions = [TopicPartition(self.topic, 0, offset, metadata=metadata)]
+        group_metadata = self._group_metadata(group)
         try:
-            self.producer.send_offsets_to_transaction(
-                [TopicPartition(self.topic, 0, offset, metadata=metadata)],
-                self._group_metadata(group),
-                self.timeout_s,
+            # librdkafka ignores this call's timeout when the group coordinator restarted
+            # (confluentinc/librdkafka#5456, #5511): it blocked a task for good after a broker
+            # restart (tests/sinks/test_sink_broker_restart.py), so it gets a deadline of ours
+            bounded(
+                lambda: self.producer.send_offsets_to_transaction(
+                    positions, group_metadata, self.timeout_s
+                ),
+                f"adding {group}'s offset to transaction {self.transactional_id}",
+                self.timeout_s + STALL_GRACE_S,
             )
+        except ClientStalledError:
+            self.stalled = True
+            raise
         except Exception as exc:
             self._raise(exc)
 
@@ -425,6 +475,8 @@ class ConfluentProducer:
             self._raise(exc)
 
     def abort(self) -> None:
+        if self.stalled:
+            raise ClientStalledError(f"aborting transaction {self.transactional_id}", 0.0)
         self.producer.abort_transaction(self.timeout_s)
 
     def close(self) -> None:
@@ -432,6 +484,12 @@ class ConfluentProducer:
         must not hide the error that put it there."""
         from confluent_kafka import KafkaException
 
+        if self.stalled:
+            LIBRDKAFKA_LOG.warning(
+                "dropping stalled producer %s; the next init of its id fences it",
+                self.transactional_id,
+            )
+            return
         try:
             self.producer.close()
         except KafkaException as exc:

@@ -8,6 +8,7 @@ call per sink a pipeline author makes): connectors sit above this package, never
 
 from spark_ext.sinks.errors import (
     BatchRegressionError,
+    ClientStalledError,
     CommitUncertainError,
     ConcurrentWriterError,
     DeltaTxnExpiredError,
@@ -31,6 +32,7 @@ from spark_ext.sinks.trigger import Trigger
 
 __all__ = [
     "BatchRegressionError",
+    "ClientStalledError",
     "CommitUncertainError",
     "ConcurrentWriterError",
     "DeltaTxnExpiredError",
