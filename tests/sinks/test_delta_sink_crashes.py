@@ -20,6 +20,7 @@ from sink_crash import (
     batches_for,
     kill_at_each_point,
     kill_at_random_times,
+    random_kills,
 )
 from test_delta_sinks import data_commits
 
@@ -115,6 +116,7 @@ def test_idempotent_delta_sink_killed_at_every_step_writes_each_row_once(
     assert DeltaTable(str(tmp_path / "table")).transaction_version("events") == 2
 
 
+@random_kills
 def test_two_phase_delta_sink_killed_at_random_times_writes_each_row_once(
     spark, events_topic, expected, tmp_path
 ):

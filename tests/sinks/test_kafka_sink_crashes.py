@@ -7,13 +7,18 @@ two-phase sink: as read by a ``read_committed`` consumer), computed once in-proc
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
 from chispa import assert_df_equality
 from conftest import EVENTS, MAX_OFFSETS
-from sink_crash import RANDOM_KILLS, batches_for, kill_at_each_point, kill_at_random_times
+from sink_crash import (
+    RANDOM_KILLS,
+    batches_for,
+    kill_at_each_point,
+    kill_at_random_times,
+    random_kills,
+)
 
 from connectors import kafka
 from connectors.kafka_sink import SinkProgress
@@ -99,14 +104,10 @@ def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     assert_topic_is_exactly(spark, kafka_bootstrap, out, expected, read_committed=False)
 
 
-#: The default two-phase mode is killed at random times in CI; one transaction per batch and
-#: the idempotent sink only with the full count (``SPARK_EXT_RANDOM_KILLS``; every step of
-#: theirs is killed in CI above).
-RANDOM_MODES = (
-    ["sliced", "two_phase", "idempotent"] if "SPARK_EXT_RANDOM_KILLS" in os.environ else ["sliced"]
-)
+RANDOM_MODES = ["sliced", "two_phase", "idempotent"]
 
 
+@random_kills
 @pytest.mark.parametrize("mode", RANDOM_MODES)
 def test_kafka_sink_killed_at_random_times_writes_each_record_once(
     spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path, mode
