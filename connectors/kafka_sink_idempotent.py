@@ -51,7 +51,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka_sink_clients import check_client, task_producer
+from connectors.kafka_sink_clients import TaskProducer, check_client, task_producer
 from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_records import (
     RECORD_ID_COLUMN,
@@ -266,12 +266,12 @@ class SliceWriter:
                     continue
                 if sent == 0 and PARTIAL.armed(self.batch_id):
                     # only a fault here needs the first record durable before the rest
-                    rows.head().send(producer)
+                    _send(producer, rows.head())
                     producer.flush(self.sink_id, self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
                     PARTIAL.reached(self.batch_id)
                     sent, rows = 1, rows.tail()
-                rows.send(producer)
+                _send(producer, rows)
                 sent += len(rows.values)
             producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
@@ -304,6 +304,11 @@ class SliceWriter:
             [p for _, _, p in records],
             names,
         )
+
+
+def _send(producer: TaskProducer, rows: NamedRows) -> None:
+    """Produce every row of ``rows`` with its ``spark_ext.record_id`` header."""
+    producer.send_many(rows.values, rows.keys, rows.partitions, (RECORD_ID_HEADER, rows.names))
 
 
 class KafkaIdempotentWriter:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,9 +19,6 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from spark_ext.sinks.errors import SinkConfigError, TopicMissingError
 from spark_ext.sinks.task import current_batch_id, task_attempt
-
-if TYPE_CHECKING:
-    from connectors.kafka_sink_clients import TaskProducer
 
 log = logging.getLogger(__name__)
 
@@ -205,10 +202,6 @@ class NamedRows:
 
     def tail(self) -> NamedRows:
         return self._slice(1, None)
-
-    def send(self, producer: TaskProducer) -> None:
-        """Produce every row with its ``spark_ext.record_id`` header."""
-        producer.send_many(self.values, self.keys, self.partitions, (RECORD_ID_HEADER, self.names))
 
 
 def existing_topics(bootstrap: str) -> set[str]:
