@@ -30,11 +30,21 @@ log = logging.getLogger(__name__)
 INTEGRATION_FIXTURES = frozenset({"spark", "kafka_bootstrap", "new_topic", "job_env", "harness"})
 
 
+#: ``every_mode`` tests (crash tests of the non-default sink modes and of the dedup operator)
+#: run only with this set to 1; CI kills the default mode of each sink at every step (the
+#: suite's 35-minute budget on 2 cores).
+CRASH_ALL = os.environ.get("SPARK_EXT_CRASH_ALL") == "1"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that uses an integration fixture (closure included) ``integration``."""
+    """Mark every test that uses an integration fixture (closure included) ``integration``;
+    skip ``every_mode`` tests unless ``SPARK_EXT_CRASH_ALL=1``."""
+    skip = pytest.mark.skip(reason="runs with SPARK_EXT_CRASH_ALL=1 (suite budget)")
     for item in items:
         if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        if not CRASH_ALL and item.get_closest_marker("every_mode"):
+            item.add_marker(skip)
 
 
 def await_done(query: StreamingQuery, timeout_s: float) -> None:
