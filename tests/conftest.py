@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 INTEGRATION_FIXTURES = frozenset({"spark", "kafka_bootstrap", "new_topic", "job_env", "harness"})
 
 
-#: ``every_mode`` tests (crash tests of the non-default sink modes and of the dedup operator)
-#: run only with this set to 1; CI kills the default mode of each sink at every step (the
-#: suite's 35-minute budget on 2 cores).
+#: ``every_mode`` tests (crash and broker-fault tests of the non-default sink modes, the dedup
+#: operator's crash test) run only with this set to 1; CI runs them for the default mode of
+#: each sink (the suite's 35-minute budget on 2 cores).
 CRASH_ALL = os.environ.get("SPARK_EXT_CRASH_ALL") == "1"
 
 
