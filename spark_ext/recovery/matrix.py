@@ -141,8 +141,17 @@ def run_matrix(
     jobs_parallel: int = 1,
 ) -> list[MatrixCell]:
     """Run ``faults`` on every case; jobs in parallel up to ``jobs_parallel``."""
+    return run_plan(harness, [(case, faults) for case in cases], jobs_parallel)
+
+
+def run_plan(
+    harness: RecoveryHarness,
+    plan: Sequence[tuple[RecoveryCase, Sequence[FaultClass]]],
+    jobs_parallel: int = 1,
+) -> list[MatrixCell]:
+    """Run each case under its own fault classes; jobs in parallel up to ``jobs_parallel``."""
     with ThreadPoolExecutor(max_workers=max(1, jobs_parallel)) as pool:
-        per_job = list(pool.map(lambda c: run_job_cells(harness, c, faults), cases))
+        per_job = list(pool.map(lambda job: run_job_cells(harness, *job), plan))
     return [cell for cells in per_job for cell in cells]
 
 

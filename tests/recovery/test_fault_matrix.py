@@ -16,7 +16,6 @@ clean output, failed restart) fails with that error.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from spark_ext.recovery.matrix import (
     CellStatus,
     MatrixCell,
     format_matrix,
-    run_job_cells,
+    run_plan,
     write_matrix_report,
 )
 
@@ -70,11 +69,8 @@ def matrix(
     """Every cell of :data:`CELLS`, run once for the session (jobs two at a time)."""
     workdir = tmp_path_factory.mktemp("matrix")
     harness = RecoveryHarness(workdir, kafka_bootstrap, profile="test", timeout_s=600)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        per_job = pool.map(
-            lambda plan: run_job_cells(harness, registry.get(plan[0]), plan[1]), PLAN.items()
-        )
-        cells = [cell for job_cells in per_job for cell in job_cells]
+    plan = [(registry.get(job), faults) for job, faults in PLAN.items()]
+    cells = run_plan(harness, plan, jobs_parallel=2)
     index = write_matrix_report(cells, Path(workdir) / "report")
     print(f"\n{format_matrix(cells)}\nfault matrix report: {index}")
     return {(c.job, c.fault): c for c in cells}
