@@ -306,7 +306,7 @@ class ConfluentProducer:
         self.transactional_id = transactional_id
         #: A call of this producer was given up (:func:`bounded`): it is dropped, never
         #: aborted, closed or kept (each would wait behind the stalled call).
-        self.stalled = False
+        self.stalled: ClientStalledError | None = None
         self._lock = threading.Lock()
         self.failed = 0
         self.failed_partitions: set[int] = set()
@@ -461,8 +461,8 @@ class ConfluentProducer:
                 f"adding {group}'s offset to transaction {self.transactional_id}",
                 self.timeout_s + STALL_GRACE_S,
             )
-        except ClientStalledError:
-            self.stalled = True
+        except ClientStalledError as exc:
+            self.stalled = exc
             raise
         except Exception as exc:
             self._raise(exc)
@@ -475,8 +475,8 @@ class ConfluentProducer:
             self._raise(exc)
 
     def abort(self) -> None:
-        if self.stalled:
-            raise ClientStalledError(f"aborting transaction {self.transactional_id}", 0.0)
+        if self.stalled is not None:  # it would queue behind the call that stalled
+            raise self.stalled
         self.producer.abort_transaction(self.timeout_s)
 
     def close(self) -> None:
@@ -484,7 +484,7 @@ class ConfluentProducer:
         must not hide the error that put it there."""
         from confluent_kafka import KafkaException
 
-        if self.stalled:
+        if self.stalled is not None:
             LIBRDKAFKA_LOG.warning(
                 "dropping stalled producer %s; the next init of its id fences it",
                 self.transactional_id,
