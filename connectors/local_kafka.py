@@ -21,6 +21,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,6 +122,20 @@ def _classpath() -> str:
     return os.pathsep.join(str(p) for p in jvm.kafka_broker_classpath())
 
 
+def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id made the way Kafka's ``Uuid.randomUuid()`` makes one: 16 random bytes
+    in URL-safe base64 without padding, drawn again while the id starts with ``-``.
+
+    One id in 64 starts with ``-``, and the storage tool's argument parser takes such an id for
+    an option (``kafka-storage: error: argument --cluster-id/-t: expected one argument``): a
+    broker start that failed about once in 64 formats.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class LocalKafkaBroker:
     """Start, wait for, and stop the local broker by its PID.
 
@@ -178,15 +193,13 @@ class LocalKafkaBroker:
         c.properties_file.write_text(c.server_properties())
         if (c.log_dir / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         cmd = [
             _java(),
             "-cp",
             _classpath(),
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            cluster_id,
+            f"--cluster-id={new_cluster_id()}",
             "-c",
             str(c.properties_file),
         ]
