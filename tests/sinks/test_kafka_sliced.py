@@ -8,7 +8,9 @@ transaction open or to re-run a slice); the query-level tests run Spark.
 from __future__ import annotations
 
 import os
+import uuid
 from collections import Counter
+from concurrent.futures import Future
 
 import pyarrow as pa
 import pytest
@@ -27,10 +29,10 @@ from connectors.kafka_sink_slices import (
 from connectors.kafka_sink_staging import KafkaSinkSettings
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
-from spark_ext.jobrun import run_job
+from spark_ext.jobrun import JobRun, run_job
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
 from spark_ext.sinks.protocol import KAFKA_SLICED
-from tests.conftest import await_done
+from tests.conftest import await_done, start_selected
 
 pytestmark = pytest.mark.integration
 
@@ -283,10 +285,10 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
         assert writers == {driver}
 
 
-def sliced_args(topic, out, tmp_path, profile="test"):
+def sliced_args(topic, out, tmp_path, profile="test", sink_id="eo_sliced"):
     return [
         "--profile", profile, "--topic", topic, "--out", out, "--mode", "two_phase",
-        "--atomicity", "slice", "--sink-id", "eo_sliced", "--checkpoint", str(tmp_path / "chk"),
+        "--atomicity", "slice", "--sink-id", sink_id, "--checkpoint", str(tmp_path / "chk"),
         "--max-offsets-per-trigger", str(MAX_OFFSETS),
     ]  # fmt: skip
 
@@ -297,41 +299,73 @@ def expected(spark, kafka_bootstrap, events_topic) -> Counter:
     return Counter(r.value for r in rows)
 
 
+RETRIED_STEPS = (2, 3)
+SLICED_POINTS = [
+    f"{KAFKA_SLICED.point(1)}@0",  # initialised, nothing written
+    f"{KAFKA_SLICED.point(2)}@1",  # a slice flushed into its open transaction
+    f"{KAFKA_SLICED.point(3)}@1",  # a slice committed, the batch not recorded
+    f"{KAFKA_SLICED.point(4)}@2",  # recorded, Spark's commit log not
+]
+
+
+@pytest.fixture(scope="module")
+def job_runs(request, kafka_bootstrap, events_topic, tmp_path_factory) -> dict[str, Future]:
+    """The job processes of the query's crash tests, two sequences at a time: each sequence
+    has its own output topic, checkpoint and sink id (a sink id names the transactional ids)."""
+
+    def out_topic(prefix: str) -> str:
+        name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(kafka_bootstrap, name, 3)
+        return name
+
+    def retried() -> dict[int, tuple[str, JobRun]]:
+        runs = {}
+        for step in RETRIED_STEPS:
+            out, root = out_topic(f"sliced-retry{step}"), tmp_path_factory.mktemp(f"retry{step}")
+            args = sliced_args(events_topic, out, root, "faults", sink_id=f"eo_sliced_retry{step}")
+            fault = f"{KAFKA_SLICED.point(step)}@1:raise"
+            runs[step] = (out, run_job(JOB, args, fault=fault, timeout_s=JOB_TIMEOUT_S))
+        return runs
+
+    def killed_at_every_step() -> str:
+        out, root = out_topic("sliced-kill"), tmp_path_factory.mktemp("every-step")
+        kill_at_each_point(JOB, sliced_args(events_topic, out, root), SLICED_POINTS)
+        return out
+
+    return start_selected(
+        request,
+        {
+            "test_a_task_failing_after_each_slice_step_is_retried_and_writes_each_record_once": (
+                retried
+            ),
+            "test_sliced_kafka_sink_killed_at_every_step_writes_each_record_once": (
+                killed_at_every_step
+            ),
+        },
+    )
+
+
 @pytest.mark.crash
-@pytest.mark.parametrize("step", [2, 3])
+@pytest.mark.parametrize("step", RETRIED_STEPS)
 def test_a_task_failing_after_each_slice_step_is_retried_and_writes_each_record_once(
-    kafka_bootstrap, events_topic, new_topic, tmp_path, expected, step
+    kafka_bootstrap, job_runs, expected, step
 ):
     """Step 2: attempt 0's records are flushed into its open transaction, then the task
     fails; step 3: attempt 0 committed its slice, then the task fails. Attempt 1 fences it
     (2) or finds the slice committed and skips it (3)."""
-    out = new_topic(f"sliced-retry{step}", partitions=3)
-    point = KAFKA_SLICED.point(step)
-
-    run = run_job(
-        JOB,
-        sliced_args(events_topic, out, tmp_path, "faults"),
-        fault=f"{point}@1:raise",
-        timeout_s=JOB_TIMEOUT_S,
-    )
+    name = "test_a_task_failing_after_each_slice_step_is_retried_and_writes_each_record_once"
+    out, run = job_runs[name].result()[step]
 
     assert run.ok, run.output_tail
-    assert run.fired(point, "raise")
+    assert run.fired(KAFKA_SLICED.point(step), "raise")
     assert values(kafka_bootstrap, out) == expected
 
 
 @pytest.mark.crash
 def test_sliced_kafka_sink_killed_at_every_step_writes_each_record_once(
-    kafka_bootstrap, events_topic, new_topic, tmp_path, expected
+    kafka_bootstrap, job_runs, expected
 ):
-    out = new_topic("sliced-kill", partitions=3)
-    points = [
-        f"{KAFKA_SLICED.point(1)}@0",  # initialised, nothing written
-        f"{KAFKA_SLICED.point(2)}@1",  # a slice flushed into its open transaction
-        f"{KAFKA_SLICED.point(3)}@1",  # a slice committed, the batch not recorded
-        f"{KAFKA_SLICED.point(4)}@2",  # recorded, Spark's commit log not
-    ]
-    kill_at_each_point(JOB, sliced_args(events_topic, out, tmp_path), points)
+    out = job_runs["test_sliced_kafka_sink_killed_at_every_step_writes_each_record_once"].result()
 
     assert values(kafka_bootstrap, out) == expected
     recorded = SinkProgress(kafka_bootstrap, out, "eo_sliced").read()

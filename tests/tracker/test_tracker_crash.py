@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+from concurrent.futures import Future
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
-from connectors.kafka import produce
+from connectors.kafka import create_topic, produce
 from jobs.tracker_windows import EPOCH, demo_records, demo_time
-from spark_ext.jobrun import run_job
+from spark_ext.jobrun import JobRun, run_job
 from spark_ext.tracker.agent import LocalTrackingAgent
+from tests.conftest import start_selected
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -32,30 +38,69 @@ def expected_windows(spark):
     return spark.createDataFrame(out[cols].astype({"count": "int64"}))
 
 
-def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
-    spark, kafka_bootstrap, new_topic, tmp_path
-):
-    topic = new_topic("trk-crash", partitions=PARTITIONS)
-    produce(kafka_bootstrap, topic, demo_records(N, PARTITIONS, step_ms=STEP_MS))
-    out = tmp_path / "out"
+def topic_with(kafka_bootstrap: str, prefix: str, records) -> str:
+    name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    create_topic(kafka_bootstrap, name, PARTITIONS)
+    produce(kafka_bootstrap, name, records)
+    return name
+
+
+def job_args(topic: str, out: Path, *extra: str) -> list[str]:
     args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
-    args += ["--out", str(out), "--max-offsets-per-trigger", "60"]
+    return [*args, "--out", str(out), "--max-offsets-per-trigger", "60", *extra]
 
-    # 1. SIGKILL after batch 1 wrote its windows AND applied its reports, before Spark
-    #    committed it: the restart replays batch 1 and re-sends the same report keys.
-    killed = run_job(
-        "jobs.tracker_windows", args, crash_at="tracker.after_reports@1", timeout_s=600
+
+@pytest.fixture(scope="module")
+def job_runs(request, kafka_bootstrap, tmp_path_factory) -> dict[str, Future]:
+    """Each test's job processes (its own topic and output folder), two tests at a time."""
+
+    def kill_then_task_failure() -> tuple[Path, JobRun, JobRun]:
+        topic = topic_with(
+            kafka_bootstrap, "trk-crash", demo_records(N, PARTITIONS, step_ms=STEP_MS)
+        )
+        out = tmp_path_factory.mktemp("trk-crash") / "out"
+        args = job_args(topic, out)
+        # 1. SIGKILL after batch 1 wrote its windows AND applied its reports, before Spark
+        #    committed it: the restart replays batch 1 and re-sends the same report keys.
+        killed = run_job(
+            "jobs.tracker_windows", args, crash_at="tracker.after_reports@1", timeout_s=600
+        )
+        # 2. Restart from the checkpoint; attempt 0 of the gate tasks of batch 2 fails after
+        #    its data went out (Spark retries them: master local[2,4]).
+        rerun = run_job(
+            "jobs.tracker_windows",
+            [*args, "--master", "local[2,4]"],
+            fault="tracked.gate.emitted@2:raise",
+            timeout_s=600,
+        )
+        return out, killed, rerun
+
+    def kill_between_writes_and_reports() -> tuple[Path, JobRun, JobRun]:
+        records = demo_records(N, PARTITIONS, step_ms=STEP_MS, jitter_ms=JITTER_MS)
+        topic = topic_with(kafka_bootstrap, "trk-crash-jit", records)
+        out = tmp_path_factory.mktemp("trk-crash-jit") / "out"
+        args = job_args(topic, out, "--disorder-ms", str(DISORDER_MS))
+        killed = run_job(
+            "jobs.tracker_windows", args, fault="tracker.after_sink@2:kill", timeout_s=600
+        )
+        again = run_job("jobs.tracker_windows", args, timeout_s=600)
+        return out, killed, again
+
+    return start_selected(
+        request,
+        {
+            "test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run": (
+                kill_then_task_failure
+            ),
+            KILL_BETWEEN: kill_between_writes_and_reports,
+        },
     )
+
+
+def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(spark, job_runs):
+    name = "test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run"
+    out, killed, rerun = job_runs[name].result()
     assert killed.killed and killed.fired("tracker.after_reports", "kill"), killed.output_tail
-
-    # 2. Restart from the checkpoint; attempt 0 of the gate tasks of batch 2 fails after its
-    #    data went out (Spark retries them: master local[2,4]).
-    rerun = run_job(
-        "jobs.tracker_windows",
-        [*args, "--master", "local[2,4]"],
-        fault="tracked.gate.emitted@2:raise",
-        timeout_s=600,
-    )
     assert rerun.ok, rerun.output_tail
     failed = [f for f in rerun.faults if f["point"] == "tracked.gate.emitted"]
     assert failed and all(f["attempt"] == 0 and f["batch"] == 2 for f in failed), rerun.faults
@@ -76,6 +121,9 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(
 
 
 JITTER_MS, DISORDER_MS = 6_000, 1_000
+KILL_BETWEEN = (
+    "test_a_kill_between_the_writes_and_the_reports_keeps_windows_plus_late_rows_equal_to_the_input"
+)
 
 
 def broken_promises() -> set[tuple[int, int]]:
@@ -90,28 +138,13 @@ def broken_promises() -> set[tuple[int, int]]:
 
 
 def test_a_kill_between_the_writes_and_the_reports_keeps_windows_plus_late_rows_equal_to_the_input(
-    spark, kafka_bootstrap, new_topic, tmp_path
+    spark, job_runs
 ):
     """Jitter of 6 s inside each partition, 1 s allowed: killed after batch 2's windows and
     late rows were written, before its reports were applied; the restart replays batch 2
     (both Delta writes skip it) and every input row is in exactly one of the two tables."""
-    topic = new_topic("trk-crash-jit", partitions=PARTITIONS)
-    produce(
-        kafka_bootstrap, topic, demo_records(N, PARTITIONS, step_ms=STEP_MS, jitter_ms=JITTER_MS)
-    )
-    out = tmp_path / "out"
-    args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
-    args += [
-        "--out",
-        str(out),
-        "--max-offsets-per-trigger",
-        "60",
-        "--disorder-ms",
-        str(DISORDER_MS),
-    ]
-    killed = run_job("jobs.tracker_windows", args, fault="tracker.after_sink@2:kill", timeout_s=600)
+    out, killed, again = job_runs[KILL_BETWEEN].result()
     assert killed.killed and killed.fired("tracker.after_sink", "kill"), killed.output_tail
-    again = run_job("jobs.tracker_windows", args, timeout_s=600)
     assert again.ok, again.output_tail
 
     windows = spark.read.format("delta").load(str(out / "windows")).toPandas()
