@@ -6,12 +6,16 @@
   payloads, forwarded unchanged); a replay after a kill must not mistake one for the other.
 
 Output is compared with the input, record for record, as a ``read_uncommitted`` consumer
-sees it (the idempotent sink uses no transactions).
+sees it (the idempotent sink uses no transactions). The two tests' job processes run two at a
+time (:func:`tests.conftest.start_selected`).
 """
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections import Counter
+from concurrent.futures import Future
 
 import pytest
 from conftest import EVENTS, MAX_OFFSETS
@@ -19,8 +23,9 @@ from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
 from jobs.exactly_once_kafka import forward
-from spark_ext.jobrun import run_job
+from spark_ext.jobrun import JobRun, run_job
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
+from tests.conftest import start_selected
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -28,10 +33,14 @@ JOB = "jobs.exactly_once_kafka"
 PARTIAL = KAFKA_IDEMPOTENT.point(2)
 
 
-def job_args(topic, out, tmp_path, profile="test", *extra):
+RETRIED = "test_idempotent_kafka_sink_task_retried_after_a_partial_write_sends_each_record_once"
+IDENTICAL = "test_idempotent_kafka_sink_replay_tells_apart_tasks_with_identical_records"
+
+
+def job_args(topic, out, root, profile, sink_id, *extra):
     return [
         "--profile", profile, "--topic", topic, "--out", out, "--mode", "idempotent",
-        "--sink-id", "eo_idem_faults", "--checkpoint", str(tmp_path / "chk"),
+        "--sink-id", sink_id, "--checkpoint", str(root / "chk"),
         "--max-offsets-per-trigger", str(MAX_OFFSETS), *extra,
     ]  # fmt: skip
 
@@ -41,19 +50,48 @@ def output(bootstrap, topic) -> Counter:
     return Counter((key, value) for _, _, key, value in got)
 
 
+def same_payload_records() -> list[tuple[bytes, bytes, int]]:
+    """Three partitions holding the same (key, value) sequence: identical task slices."""
+    per_partition = EVENTS // 3
+    return [
+        (f"k{i}".encode(), f"payload-{i}".encode(), p)
+        for p in range(3)
+        for i in range(per_partition)
+    ]
+
+
+@pytest.fixture(scope="module")
+def job_runs(request, kafka_bootstrap, events_topic, tmp_path_factory) -> dict[str, Future]:
+    """Both tests' job processes, the two at a time; each has its own topics, checkpoint and
+    sink id (a sink id names the sink's consumer groups)."""
+
+    def topic(prefix: str) -> str:
+        name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(kafka_bootstrap, name, 3)
+        return name
+
+    def retried() -> tuple[str, JobRun]:
+        out, root = topic("idem-retry"), tmp_path_factory.mktemp("idem-retry")
+        args = job_args(events_topic, out, root, "faults", "eo_idem_retry")
+        return out, run_job(JOB, args, fault=f"{PARTIAL}@1:raise", timeout_s=JOB_TIMEOUT_S)
+
+    def identical() -> str:
+        source, out = topic("same-payload"), topic("idem-same")
+        kafka.produce(kafka_bootstrap, source, same_payload_records())
+        root = tmp_path_factory.mktemp("idem-same")
+        args = job_args(source, out, root, "test", "eo_idem_same", "--payload-only")
+        kill_at_each_point(JOB, args, [f"{PARTIAL}@1"])
+        return out
+
+    return start_selected(request, {RETRIED: retried, IDENTICAL: identical})
+
+
 def test_idempotent_kafka_sink_task_retried_after_a_partial_write_sends_each_record_once(
-    spark, kafka_bootstrap, events_topic, new_topic, tmp_path
+    spark, kafka_bootstrap, events_topic, job_runs
 ):
-    out = new_topic("idem-retry", partitions=3)
     rows = forward(kafka.read_batch(spark, kafka_bootstrap, events_topic)).collect()
     expected = Counter((r.key.encode() if r.key else None, r.value.encode()) for r in rows)
-
-    run = run_job(
-        JOB,
-        job_args(events_topic, out, tmp_path, "faults"),
-        fault=f"{PARTIAL}@1:raise",
-        timeout_s=JOB_TIMEOUT_S,
-    )
+    out, run = job_runs[RETRIED].result()
 
     assert run.ok, run.output_tail
     assert run.fired(PARTIAL, "raise")
@@ -61,27 +99,8 @@ def test_idempotent_kafka_sink_task_retried_after_a_partial_write_sends_each_rec
     assert sum(expected.values()) == EVENTS
 
 
-@pytest.fixture
-def same_payload_topic(kafka_bootstrap, new_topic):
-    """Three partitions holding the same (key, value) sequence: identical task slices."""
-    topic = new_topic("same-payload", partitions=3)
-    per_partition = EVENTS // 3
-    records = [
-        (f"k{i}".encode(), f"payload-{i}".encode(), p)
-        for p in range(3)
-        for i in range(per_partition)
-    ]
-    kafka.produce(kafka_bootstrap, topic, records)
-    return topic, Counter((k, v) for k, v, _ in records)
-
-
 def test_idempotent_kafka_sink_replay_tells_apart_tasks_with_identical_records(
-    kafka_bootstrap, same_payload_topic, new_topic, tmp_path
+    kafka_bootstrap, job_runs
 ):
-    topic, expected = same_payload_topic
-    out = new_topic("idem-same", partitions=3)
-    args = job_args(topic, out, tmp_path, "test", "--payload-only")
-
-    kill_at_each_point(JOB, args, [f"{PARTIAL}@1"])
-
-    assert output(kafka_bootstrap, out) == expected
+    out = job_runs[IDENTICAL].result()
+    assert output(kafka_bootstrap, out) == Counter((k, v) for k, v, _ in same_payload_records())
