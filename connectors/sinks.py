@@ -144,6 +144,7 @@ def exactly_once_to_kafka(
     trigger: Trigger = DEFAULT_TRIGGER,
     staging_dir: str | Path | None = None,
     transaction_timeout_ms: int = 300_000,
+    delivery_timeout_ms: int = 120_000,
     client: str = "confluent-kafka",
     query_name: str | None = None,
 ) -> StreamingQuery:
@@ -190,6 +191,11 @@ def exactly_once_to_kafka(
         or with ``atomicity="batch"`` the whole batch, retried once) fails with
         ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
         batches with ``maxOffsetsPerTrigger`` so the largest one commits well within it.
+    delivery_timeout_ms
+        (two-phase) How long a record may wait for its acknowledgement (at least 1000). A
+        record not acknowledged in time fails its slice or batch with ``ProduceFailedError``
+        and nothing of it is committed. It also sets how long the sink waits on a client call
+        that stalls (``ClientStalledError``, e.g. after the group coordinator restarted).
     client
         (idempotent, and two-phase with ``atomicity="slice"``) The client the tasks produce with:
         ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
@@ -239,6 +245,7 @@ def exactly_once_to_kafka(
             sink_id=sink_id,
             staging_dir="",
             transaction_timeout_ms=transaction_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
             client=check_client(client),
         )
         # fences older drivers (run epoch), aborts slice transactions left open, reads the
@@ -255,6 +262,7 @@ def exactly_once_to_kafka(
             sink_id=sink_id,
             staging_dir=str(staging_dir or Path(chk) / "_sink_staging"),
             transaction_timeout_ms=transaction_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
         )
         committer = KafkaCommitter(settings)
         try:

@@ -78,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--payload-only", action="store_true", help="forward the input value unchanged"
     )
+    parser.add_argument(
+        "--delivery-timeout-ms",
+        type=int,
+        default=120_000,
+        help="two_phase: how long a record may wait for its acknowledgement",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -110,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         mode=args.mode,
         atomicity=args.atomicity,
         trigger=trigger,
+        delivery_timeout_ms=args.delivery_timeout_ms,
     )
     query.awaitTermination()
     print(f"topic {args.out}: sink {args.sink_id} done")

@@ -58,6 +58,9 @@ def test_two_phase_kafka_sink_resumes_after_the_broker_restarts(spark, private_b
         "--profile", "test", "--bootstrap", bootstrap, "--topic", "in", "--out", "out",
         "--mode", "two_phase", "--sink-id", "eo_broker", "--checkpoint", str(tmp_path / "chk"),
         "--max-offsets-per-trigger", "30",
+        # A stalled client call is given up after about this long (ClientStalledError): 35 s
+        # instead of 130 s with the default 120 s (the suite's budget). The outage is ~10 s.
+        "--delivery-timeout-ms", "20000",
     ]  # fmt: skip
 
     with ThreadPoolExecutor(1) as pool:
