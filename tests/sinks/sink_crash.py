@@ -98,5 +98,8 @@ def _run_killed_after_progress(
 
 def batches_for(kills: int, events: int) -> int:
     """``maxOffsetsPerTrigger`` giving enough micro-batches for ``kills`` kills mid-stream."""
-    batches = 3 * kills + 3  # a run may get through a few batches before its kill lands
+    # A run may get through several batches before its kill lands: a two-phase Delta batch of
+    # this size takes about 0.3 s, so a 1 s delay is 3-4 batches (20 kills ran out of input
+    # after 15 with 3 batches a kill).
+    batches = 6 * kills + 3
     return max(3, -(-events // batches // 3) * 3)

@@ -173,7 +173,7 @@ def test_two_phase_delta_sink_killed_at_random_times_writes_each_row_once(
         return -1 if version is None else version
 
     args = job_args(events_topic, tmp_path, "two_phase", batches_for(RANDOM_KILLS, EVENTS))
-    runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=3, progress=recorded)
+    runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=3, progress=recorded, max_delay_s=1.0)
 
     assert sum(r.killed for r in runs) == RANDOM_KILLS
     assert_table_is_exactly(spark, tmp_path / "table", expected)
