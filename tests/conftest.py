@@ -107,14 +107,20 @@ def kafka_bootstrap() -> str:
 _topic_counter = itertools.count()
 
 
+def unique_topic(kafka_bootstrap: str, prefix: str = "t", partitions: int = 3) -> str:
+    """Create a fresh, uniquely named topic (what :func:`new_topic` makes, for fixtures wider
+    than one test)."""
+    name = f"{prefix}-{os.getpid()}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
+    create_topic(kafka_bootstrap, name, partitions)
+    return name
+
+
 @pytest.fixture
 def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
     """Create a fresh, uniquely named topic: ``new_topic("orders", partitions=3)``."""
 
     def make(prefix: str = "t", partitions: int = 3) -> str:
-        name = f"{prefix}-{os.getpid()}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
-        create_topic(kafka_bootstrap, name, partitions)
-        return name
+        return unique_topic(kafka_bootstrap, prefix, partitions)
 
     return make
 

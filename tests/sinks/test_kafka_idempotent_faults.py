@@ -12,8 +12,6 @@ time (:func:`tests.conftest.start_selected`).
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections import Counter
 from concurrent.futures import Future
 
@@ -25,7 +23,7 @@ from connectors import kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
-from tests.conftest import start_selected
+from tests.conftest import start_selected, unique_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -66,9 +64,7 @@ def job_runs(request, kafka_bootstrap, events_topic, tmp_path_factory) -> dict[s
     sink id (a sink id names the sink's consumer groups)."""
 
     def topic(prefix: str) -> str:
-        name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        kafka.create_topic(kafka_bootstrap, name, 3)
-        return name
+        return unique_topic(kafka_bootstrap, prefix, partitions=3)
 
     def retried() -> tuple[str, JobRun]:
         out, root = topic("idem-retry"), tmp_path_factory.mktemp("idem-retry")

@@ -8,7 +8,6 @@ transaction open or to re-run a slice); the query-level tests run Spark.
 from __future__ import annotations
 
 import os
-import uuid
 from collections import Counter
 from concurrent.futures import Future
 
@@ -32,7 +31,7 @@ from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
 from spark_ext.sinks.protocol import KAFKA_SLICED
-from tests.conftest import await_done, start_selected
+from tests.conftest import await_done, start_selected, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -314,9 +313,7 @@ def job_runs(request, kafka_bootstrap, events_topic, tmp_path_factory) -> dict[s
     has its own output topic, checkpoint and sink id (a sink id names the transactional ids)."""
 
     def out_topic(prefix: str) -> str:
-        name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        kafka.create_topic(kafka_bootstrap, name, 3)
-        return name
+        return unique_topic(kafka_bootstrap, prefix, partitions=3)
 
     def retried() -> dict[int, tuple[str, JobRun]]:
         runs = {}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -11,11 +9,11 @@ import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
-from connectors.kafka import create_topic, produce
+from connectors.kafka import produce
 from jobs.tracker_windows import EPOCH, demo_records, demo_time
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.tracker.agent import LocalTrackingAgent
-from tests.conftest import start_selected
+from tests.conftest import start_selected, unique_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -39,8 +37,7 @@ def expected_windows(spark):
 
 
 def topic_with(kafka_bootstrap: str, prefix: str, records) -> str:
-    name = f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    create_topic(kafka_bootstrap, name, PARTITIONS)
+    name = unique_topic(kafka_bootstrap, prefix, PARTITIONS)
     produce(kafka_bootstrap, name, records)
     return name
 
