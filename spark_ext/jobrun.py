@@ -205,9 +205,50 @@ def _wait(
         time.sleep(0.2)
 
 
+def _session_members(sid: int) -> list[int]:
+    """Live (not zombie) processes of session ``sid``, read from ``/proc`` (Linux; elsewhere
+    none are found and only the leader's group is killed)."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            if os.getsid(pid) != sid:
+                continue
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if state != b"Z":
+            members.append(pid)
+    return members
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL every process of the job's session, not only the leader's process group.
+
+    PySpark's worker daemon puts itself and the workers it forks in a process group of their
+    own (``os.setpgid(0, 0)``); killing the leader's group left them running until they saw
+    their JVM gone, and a traced worker could still append to the run's fault log while it
+    was being removed (``Directory not empty``, seen under random kills).
+    """
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for _ in range(50):  # new members cannot appear: every process that could fork is killed
+        members = _session_members(proc.pid)
+        if not members:
+            break
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
     proc.wait()
