@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from spark_ext import jvm
 from spark_ext.config import STATE_STORES, Profile, load_profile
+from spark_ext.crash import executor_environment
 from spark_ext.errors import ConfigError
 
 __all__ = [
@@ -74,6 +75,8 @@ def spark_conf(profile: Profile) -> dict[str, str]:
         "spark.databricks.delta.properties.defaults.checkpointInterval": "20",
     }
     conf.update(STATE_STORES[s.state_store])
+    # A fault asked of this job reaches executors a cluster's workers start, too.
+    conf.update({f"spark.executorEnv.{k}": v for k, v in executor_environment().items()})
     conf.update(s.conf)
     return conf
 

@@ -85,6 +85,29 @@ def test_session_conf_carries_delta_kafka_jars_and_fast_local_settings() -> None
     assert "RocksDBStateStoreProvider" in conf["spark.sql.streaming.stateStore.providerClass"]
 
 
+def test_a_fault_asked_of_the_job_reaches_a_clusters_executors(monkeypatch) -> None:
+    """A cluster's executors are started by its workers, not by the job: without
+    ``spark.executorEnv.*`` a task's fault point never sees the fault (measured: the
+    speculation cells' stragglers never slept on the cluster)."""
+    from spark_ext.crash import FAULT_ENV, FAULT_LOG_ENV, JOB_SESSION_ENV, TRACE_ENV
+    from spark_ext.session import spark_conf
+
+    monkeypatch.setenv(FAULT_ENV, "delta2pc.1.staged@1#0:sleep=5")
+    monkeypatch.setenv(FAULT_LOG_ENV, "/tmp/faults.jsonl")
+    monkeypatch.setenv(TRACE_ENV, "1")
+    monkeypatch.setenv(JOB_SESSION_ENV, "1")
+    conf = spark_conf(load_profile("cluster"))
+    assert conf[f"spark.executorEnv.{FAULT_ENV}"] == "delta2pc.1.staged@1#0:sleep=5"
+    assert conf[f"spark.executorEnv.{FAULT_LOG_ENV}"] == "/tmp/faults.jsonl"
+    assert conf[f"spark.executorEnv.{TRACE_ENV}"] == "1"
+    # An executor is no part of the job's process session: a kill there must not aim at it.
+    assert f"spark.executorEnv.{JOB_SESSION_ENV}" not in conf
+    monkeypatch.delenv(FAULT_ENV)
+    monkeypatch.delenv(FAULT_LOG_ENV)
+    monkeypatch.delenv(TRACE_ENV)
+    assert not [k for k in spark_conf(load_profile("cluster")) if "SPARK_EXT" in k]
+
+
 @pytest.mark.integration
 def test_a_typo_under_spark_conf_fails_at_start_naming_it_with_the_known_key(spark) -> None:
     from spark_ext.session import build_session
