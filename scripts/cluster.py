@@ -4,6 +4,7 @@
 Usage::
 
     python scripts/cluster.py start [--port 7077] [--workers 2] [--cores 1] [--memory 1g]
+    python scripts/cluster.py start --worker-hosts 127.0.0.2,127.0.0.3   # a host per worker
     python scripts/cluster.py status
     python scripts/cluster.py stop
     python scripts/cluster.py check --master spark://127.0.0.1:7077   # exit 0 if it answers
@@ -16,6 +17,13 @@ once the master's JSON page lists every worker as ALIVE. Submit to it with
 checks first that the master answers (``check``) instead of letting spark-submit retry.
 ``status`` says plainly when no master runs; ``stop`` also removes the per-application folders
 (each holds a copy of the application's jars) the workers left under their work dirs.
+
+``--worker-hosts`` gives each worker an address of its own on the loopback network (Linux routes
+all of 127.0.0.0/8 to ``lo``; macOS needs ``ifconfig lo0 alias 127.0.0.2`` first). Spark then
+sees one executor per host, as on a real cluster: its scheduler runs a speculative copy of a
+task only on a host where no attempt of that task runs, so speculative execution happens only
+with workers on two hosts (``spark_ext.recovery.speculation``). Without it every worker uses
+the master's host.
 """
 
 from __future__ import annotations
@@ -56,6 +64,18 @@ class ClusterConfig:
     workers: int = 2
     cores: int = 1
     memory: str = "1g"
+    #: One address per worker; empty: every worker on :attr:`host`.
+    worker_hosts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.worker_hosts and len(self.worker_hosts) != self.workers:
+            raise SystemExit(
+                f"{self.workers} workers but {len(self.worker_hosts)} worker hosts "
+                f"({','.join(self.worker_hosts)}): give one host per worker"
+            )
+
+    def worker_host(self, i: int) -> str:
+        return self.worker_hosts[i] if self.worker_hosts else self.host
 
     @property
     def master_url(self) -> str:
@@ -72,14 +92,14 @@ class StandaloneCluster:
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, host: str) -> dict[str, str]:
         env = dict(os.environ)
         python = str(ROOT / ".venv" / "bin" / "python")
         if not Path(python).exists():
             python = sys.executable
         env.update(
             SPARK_HOME=str(spark_home()),
-            SPARK_LOCAL_IP=self.config.host,
+            SPARK_LOCAL_IP=host,
             PYSPARK_PYTHON=python,
             SPARK_LOG_DIR=str(self.config.folder / "logs"),
             SPARK_DAEMON_MEMORY="512m",
@@ -87,7 +107,7 @@ class StandaloneCluster:
         )
         return env
 
-    def _launch(self, name: str, args: list[str]) -> int:
+    def _launch(self, name: str, args: list[str], host: str) -> int:
         logs = self.config.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
@@ -95,7 +115,7 @@ class StandaloneCluster:
             proc = subprocess.Popen(
                 cmd,
                 cwd=self.config.folder,
-                env=self._env(),
+                env=self._env(host),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -120,9 +140,15 @@ class StandaloneCluster:
 
     def alive_workers(self) -> int:
         """Workers the master lists as ALIVE (0 if the master does not answer)."""
+        return len(self.alive_worker_hosts())
+
+    def alive_worker_hosts(self) -> list[str]:
+        """The host of each worker the master lists as ALIVE (none if it does not answer)."""
         info = self.master_state()
         workers = info.get("workers", []) if info else []
-        return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
+        return [
+            str(w.get("host")) for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE"
+        ]
 
     def remove_application_folders(self) -> int:
         """Remove the workers' per-application folders (``worker-*/app-*``); their count."""
@@ -149,6 +175,7 @@ class StandaloneCluster:
                     *("--host", c.host, "--port", str(c.port)),
                     *("--webui-port", str(c.webui_port)),
                 ],
+                c.host,
             )
         }
         for i in range(c.workers):
@@ -158,10 +185,11 @@ class StandaloneCluster:
                 f"worker-{i}",
                 [
                     "org.apache.spark.deploy.worker.Worker",
-                    *("--host", c.host, "--cores", str(c.cores), "--memory", c.memory),
-                    *("--work-dir", str(work), "--webui-port", "0"),
+                    *("--host", c.worker_host(i), "--cores", str(c.cores)),
+                    *("--memory", c.memory, "--work-dir", str(work), "--webui-port", "0"),
                     c.master_url,
                 ],
+                c.worker_host(i),
             )
         c.state_file.write_text(json.dumps(pids))
         deadline = time.monotonic() + timeout_s
@@ -231,24 +259,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=ClusterConfig.folder)
     parser.add_argument("--port", type=int, default=7077)
     parser.add_argument("--webui-port", type=int, default=8080)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=None, help="default: 2, or one per host")
     parser.add_argument("--cores", type=int, default=1)
     parser.add_argument("--memory", default="1g")
+    parser.add_argument(
+        "--worker-hosts",
+        default="",
+        help="comma-separated loopback addresses, one per worker (default: the master's host)",
+    )
     args = parser.parse_args(argv)
+    worker_hosts = tuple(h.strip() for h in args.worker_hosts.split(",") if h.strip())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cluster = StandaloneCluster(
         ClusterConfig(
             folder=args.dir.resolve(),
             port=args.port,
             webui_port=args.webui_port,
-            workers=args.workers,
+            workers=args.workers or len(worker_hosts) or 2,
             cores=args.cores,
             memory=args.memory,
+            worker_hosts=worker_hosts,
         )
     )
     if args.command == "start":
         cluster.start()
-        print(f"master {cluster.config.master_url}, {args.workers} workers x {args.cores} core")
+        hosts = ",".join(sorted(set(cluster.alive_worker_hosts())))
+        print(
+            f"master {cluster.config.master_url}, {cluster.config.workers} workers x "
+            f"{args.cores} core on {hosts}"
+        )
     elif args.command == "stop":
         cluster.stop()
         print("cluster stopped")
@@ -262,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         if cluster.master_state() is None:
             print(f"no master running at {cluster.config.master_url} (scripts/cluster.sh start)")
             return 1
-        alive = cluster.alive_workers()
-        print(f"master {cluster.config.master_url}: {alive} workers alive")
-        return 0 if alive else 1
+        hosts = cluster.alive_worker_hosts()
+        where = f" on {','.join(sorted(set(hosts)))}" if hosts else ""
+        print(f"master {cluster.config.master_url}: {len(hosts)} workers alive{where}")
+        return 0 if hosts else 1
     return 0
 
 

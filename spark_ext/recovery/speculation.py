@@ -7,7 +7,11 @@ package's jars) and speculates, but its executors all share one host, and
 ``TaskSetManager`` never launches a speculative copy on a host where an attempt of the task
 runs (``hasAttemptOnHost``): measured, the straggler ran alone there too. Both make the cell
 not applicable; it needs executors on two hosts (a profile with a ``spark://``, YARN or
-Kubernetes master). The cell's point sleeps on task attempt 0 of one partition; the run is
+Kubernetes master). One machine is enough when its workers have addresses of their own:
+``scripts/cluster.sh start --worker-hosts 127.0.0.2,127.0.0.3`` (the loopback network), which
+``tests/cluster/test_standalone_cluster.py`` uses to run every job's cell. The fault reaches the
+cluster's executors through ``spark.executorEnv.*`` (:data:`spark_ext.crash.EXECUTOR_ENV`).
+The cell's point sleeps on task attempt 0 of one partition; the run is
 traced (:data:`spark_ext.crash.TRACE_ENV`) and judged only if the point was also reached by a
 later attempt of the same batch: the speculative copy (or a retry) that raced the straggler.
 """
@@ -22,8 +26,11 @@ from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired
 from spark_ext.recovery.faults import FaultCell
 from spark_ext.recovery.profiles import derive_profile
 
-#: Spark settings of the ``speculation`` cells: speculate early and often on tiny batches.
+#: Spark settings of the ``speculation`` cells: speculate early and often on tiny batches. No
+#: locality wait: a Kafka source task prefers one executor, and the copy would otherwise wait
+#: ``spark.locality.wait`` (3 s) for it before running on the other host.
 SPECULATION_CONF: dict[str, str] = {
+    "spark.locality.wait": "0s",
     "spark.speculation": "true",
     "spark.speculation.interval": "100ms",
     "spark.speculation.multiplier": "1.5",

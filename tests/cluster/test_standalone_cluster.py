@@ -1,9 +1,16 @@
-"""A real Spark standalone cluster: master + 2 workers x 1 core, a job submitted with spark-submit.
+"""A real Spark standalone cluster: master + 2 workers x 1 core, each worker on a host of its own.
 
 ``scripts/cluster.sh`` starts the master and the workers (pyspark's ``spark-class``) on free
-ports; ``scripts/submit.sh`` submits ``jobs/exactly_once_delta.py`` (two-phase Delta sink:
-Parquet staged by Python tasks on the executors, committed on the driver) with a profile that
-points at the cluster. The table must equal the one the same pipeline writes in local mode.
+ports, the workers on two loopback addresses (127.0.0.2 and 127.0.0.3), so Spark sees two
+hosts as on a real cluster. ``scripts/submit.sh`` submits ``jobs/exactly_once_delta.py``
+(two-phase Delta sink: Parquet staged by Python tasks on the executors, committed on the
+driver) with a profile that points at the cluster. The table must equal the one the same
+pipeline writes in local mode.
+
+The fault matrix's ``speculation`` cells run here too: Spark speculates only off a local master
+and runs a speculative copy only on a host without an attempt of the task, so they need this
+cluster. Each job that declares the cell gets a straggler (its point sleeps on task attempt 0),
+Spark's copy races it on the other host, and the output must still be what the job declares.
 """
 
 from __future__ import annotations
@@ -16,10 +23,18 @@ import pytest
 from chispa import assert_df_equality
 
 from connectors.demo_events import produce_events
+from jobs import registry
 from spark_ext.jobrun import REPO, job_environment
+from spark_ext.recovery import FaultClass, RecoveryHarness
+from spark_ext.recovery.matrix import CellStatus, format_matrix, run_plan
 from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
+
+#: A host per worker: one machine, two hosts for Spark's scheduler.
+WORKER_HOSTS = ("127.0.0.2", "127.0.0.3")
+#: Every job that declares a ``speculation`` cell.
+SPECULATED = [n for n in registry.names() if registry.get(n).cell(FaultClass.SPECULATION)]
 
 EVENTS = 200
 COLUMNS = ["event_id", "user_id", "amount", "event_time", "topic", "partition", "offset"]
@@ -37,8 +52,9 @@ def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cluster")
     port, ui = free_port(), free_port()
     args = ["--dir", str(folder), "--port", str(port), "--webui-port", str(ui)]
+    hosts = ["--worker-hosts", ",".join(WORKER_HOSTS), "--cores", "1"]
     started = subprocess.run(
-        ["bash", "scripts/cluster.sh", "start", *args, "--workers", "2", "--cores", "1"],
+        ["bash", "scripts/cluster.sh", "start", *args, *hosts],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -49,6 +65,15 @@ def cluster(tmp_path_factory):
         yield folder, f"spark://127.0.0.1:{port}", ui
     finally:
         subprocess.run(["bash", "scripts/cluster.sh", "stop", *args], cwd=REPO, timeout=120)
+
+
+def cluster_profile(master: str, folder):
+    """``conf/cluster.toml`` pointed at this cluster's master."""
+    profile = folder / "cluster.toml"
+    profile.write_text(
+        (REPO / "conf" / "cluster.toml").read_text().replace("spark://127.0.0.1:7077", master)
+    )
+    return profile
 
 
 def master_json(ui: int) -> dict:
@@ -62,14 +87,12 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
     cluster, spark, kafka_bootstrap, new_topic, tmp_path
 ):
     folder, master, ui = cluster
-    assert sum(w["state"] == "ALIVE" for w in master_json(ui)["workers"]) == 2
+    alive = [w["host"] for w in master_json(ui)["workers"] if w["state"] == "ALIVE"]
+    assert sorted(alive) == sorted(WORKER_HOSTS)
 
     topic = new_topic("cluster", partitions=3)
     produce_events(kafka_bootstrap, topic, EVENTS, malformed_every=20)
-    profile = tmp_path / "cluster.toml"
-    profile.write_text(
-        (REPO / "conf" / "cluster.toml").read_text().replace("spark://127.0.0.1:7077", master)
-    )
+    profile = cluster_profile(master, tmp_path)
 
     # 1. spark-submit to the cluster.
     table = tmp_path / "cluster" / "events"
@@ -115,3 +138,24 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
     local = spark.read.format("delta").load(str(local_table)).select(*COLUMNS)
     assert on_cluster.count() == EVENTS
     assert_df_equality(on_cluster, local, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_speculative_copies_on_the_other_host_leave_every_output_as_declared(
+    cluster, kafka_bootstrap, tmp_path
+):
+    _, master, _ = cluster
+    assert len(SPECULATED) >= 4, SPECULATED  # both Delta and both Kafka two-phase paths at least
+    harness = RecoveryHarness(
+        tmp_path / "matrix",
+        kafka_bootstrap,
+        profile="test",
+        timeout_s=600,
+        speculation_profile=str(cluster_profile(master, tmp_path)),
+    )
+    plan = [(registry.get(job), (FaultClass.SPECULATION,)) for job in SPECULATED]
+    cells = run_plan(harness, plan, jobs_parallel=2)
+    print(format_matrix(cells))
+    # Each cell is judged only if a later attempt of the straggler's task reached its point
+    # (spark_ext.recovery.speculation.assert_speculated): a run without a copy is an ERROR.
+    failed = {c.job: c.error or c.observed for c in cells if c.status is not CellStatus.AS_EXPECTED}
+    assert not failed, failed

@@ -7,8 +7,9 @@ job (the suite's 35-minute budget). ``SPARK_EXT_MATRIX_ALL=1`` runs every regist
 every fault class, broker faults included (each on a broker of its own, paused past the
 delivery timeout: minutes per cell), the retention faults (output topic trimmed, Delta txn
 expired, Delta log trimmed) and event-time disorder; ``test_retention_and_disorder.py`` runs
-the cheapest of those in CI. Speculation cells are not applicable on one machine
-(:mod:`spark_ext.recovery.speculation`). A cell whose outcome differs from its declaration fails
+the cheapest of those in CI. Speculation cells need executors on two hosts
+(:mod:`spark_ext.recovery.speculation`): ``tests/cluster/test_standalone_cluster.py`` runs them
+on a standalone cluster whose workers sit on two loopback addresses. A cell whose outcome differs from its declaration fails
 its test with the rows that differ; a cell the harness cannot judge (fault not fired, empty
 clean output, failed restart) fails with that error.
 """

@@ -63,3 +63,18 @@ def test_stop_removes_the_per_application_folders_of_the_workers(tmp_path):
     assert out.returncode == 0
     assert not (tmp_path / "worker-0" / "app-20260101000000-0000").exists()
     assert (tmp_path / "worker-0" / "keep.log").exists()
+
+
+def test_worker_hosts_must_name_one_host_per_worker_and_nothing_starts_otherwise(tmp_path):
+    ports = ["--port", str(free_port()), "--webui-port", str(free_port())]
+    hosts = ["--workers", "3", "--worker-hosts", "127.0.0.2,127.0.0.3"]
+    # --worker-hosts sets the worker count; --workers must not contradict it.
+    out = subprocess.run(
+        [sys.executable, str(CLUSTER), "start", "--dir", str(tmp_path), *ports, *hosts],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    assert "3 workers but 2 worker hosts" in out.stdout + out.stderr
+    assert not (tmp_path / "cluster.json").exists()
