@@ -15,6 +15,7 @@ from spark_ext.sinks.errors import (
     BatchRegressionError,
     DeltaTxnExpiredError,
     ReplayUnprovableError,
+    SinkConfigError,
 )
 from spark_ext.tracker.errors import CheckpointBehindAgent
 
@@ -26,6 +27,8 @@ BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
 UNPROVABLE = ExpectedError.of(ReplayUnprovableError)
 #: A Delta output whose ``txn`` retention expired next to the sink's committed files.
 TXN_EXPIRED = ExpectedError.of(DeltaTxnExpiredError)
+#: A sink that cannot fence two live attempts of a task refuses ``spark.speculation`` at start.
+SPECULATION_REFUSED = ExpectedError.of(SinkConfigError)
 PRECISE = RecoveryClass.PRECISE
 #: How long the broker faults keep the broker paused (past kafka-python's default
 #: ``delivery_timeout_ms`` of 120 s) or down.

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.cases.fault_cells import PRECISE, REGRESSION, UNPROVABLE, broker_cells, cells
+from jobs.cases.fault_cells import (
+    PRECISE,
+    REGRESSION,
+    SPECULATION_REFUSED,
+    UNPROVABLE,
+    broker_cells,
+    cells,
+)
 from jobs.cases.kafka_to_delta import KafkaToDeltaCase
 from jobs.eo_spark_kafka_sink import WRITTEN as SPARK_KAFKA_WRITTEN
 from spark_ext.crash import FaultPoint
@@ -154,6 +161,8 @@ CASES: tuple[RecoveryCase, ...] = (
             FaultCell(FaultClass.TASK_RAISE, KAFKA_IDEMPOTENT.fault(2), 1),
             FaultCell(FaultClass.DRIVER_RAISE, KAFKA_IDEMPOTENT.fault(3), 1),
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            # Two live attempts of a task cannot be fenced without transactions: refused.
+            FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED),
             # The replay is proven by reading back what it wrote: once retention trimmed
             # that, it is refused, never guessed.
             FaultCell(FaultClass.OUTPUT_TRIM, KAFKA_IDEMPOTENT.fault(3), 1, UNPROVABLE),

@@ -12,6 +12,7 @@ from typing import Any
 from jobs.cases.fault_cells import (
     BEHIND_AGENT,
     PRECISE,
+    SPECULATION_REFUSED,
     TXN_EXPIRED,
     broker_cells,
     cells,
@@ -70,6 +71,8 @@ class TrackerWindowsCase(RecoveryCase):
             # Attempt 0 of every gate task of batch 1 raises after sending its rows.
             FaultCell(FaultClass.TASK_RAISE, TRACKER_GATE_EMITTED, 1),
             FaultCell(FaultClass.DRIVER_RAISE, TRACKER_AFTER_SINK, 1),
+            # A gate task of batch 1 straggles after sending its rows; a copy races it.
+            FaultCell(FaultClass.SPECULATION, TRACKER_GATE_EMITTED, 1, seconds=5.0, partition=1),
             # The agent outlives the checkpoint: the tracker refuses to run behind it.
             FaultCell(FaultClass.CHECKPOINT_RESET, expected=BEHIND_AGENT),
             FaultCell(FaultClass.DISORDER, expected=PRECISE),
@@ -171,7 +174,10 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         # The retention cells act on the one-query job's tables: not declared here (yet).
         upstream_only = {FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
         own = {f: c for f, c in self.cells.items() if f not in upstream_only}
-        self.cells = {**own, **cells(*broker_cells(TRACKER_AFTER_SINK))}
+        # The upstream forwards its rows through the idempotent Kafka sink, which cannot
+        # fence two live attempts of a task: the job refuses speculation at start.
+        refused = FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED)
+        self.cells = {**own, **cells(refused, *broker_cells(TRACKER_AFTER_SINK))}
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [

@@ -98,8 +98,11 @@ BROKER_FAULTS = frozenset({FaultClass.BROKER_PAUSE, FaultClass.BROKER_RESTART})
 RETENTION_FAULTS = frozenset(
     {FaultClass.OUTPUT_TRIM, FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
 )
-#: Fault classes that may do without a point (``disorder``: the kill at its point is optional).
-POINT_OPTIONAL_FAULTS = frozenset({FaultClass.CHECKPOINT_RESET, FaultClass.DISORDER})
+#: Fault classes that may do without a point (``disorder``: the kill at its point is optional;
+#: ``speculation`` without a point: the job refuses to run with speculation on, a typed error).
+POINT_OPTIONAL_FAULTS = frozenset(
+    {FaultClass.CHECKPOINT_RESET, FaultClass.DISORDER, FaultClass.SPECULATION}
+)
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ class FaultCell:
         The fault class.
     point
         The declared fault point (``None`` for ``checkpoint-reset``, which needs none; for
-        ``disorder`` a point adds a kill there and a restart).
+        ``disorder`` a point adds a kill there and a restart; ``None`` for ``speculation``:
+        the job refuses speculation, and ``expected`` names its typed error).
     batch
         The batch in which the point fires (``None``: the first time it is reached).
     expected
@@ -175,8 +179,12 @@ class FaultCell:
                 raise ValueError(f"{self.fault} needs an executor point, not {self.point.name}")
             if self.fault in DRIVER_FAULTS and self.point.side == "executor":
                 raise ValueError(f"{self.fault} needs a driver point, not {self.point.name}")
-        if self.fault in BROKER_FAULTS | {FaultClass.SPECULATION} and self.seconds <= 0:
+        straggler = self.fault is FaultClass.SPECULATION and self.point is not None
+        if (self.fault in BROKER_FAULTS or straggler) and self.seconds <= 0:
             raise ValueError(f"{self.fault} needs seconds > 0")
+        if self.fault is FaultClass.SPECULATION and self.point is None:
+            if not isinstance(self.expected, ExpectedError):
+                raise ValueError("speculation without a straggler point expects a typed error")
 
     @property
     def kind(self) -> FaultKind | None:

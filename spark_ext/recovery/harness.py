@@ -59,8 +59,12 @@ from spark_ext.recovery.faults import (
     FaultClass,
     observed_error,
 )
-from spark_ext.recovery.profiles import resolve_profile, typed_error_names
-from spark_ext.recovery.speculation import assert_speculated, speculation_profile
+from spark_ext.recovery.profiles import derive_profile, resolve_profile, typed_error_names
+from spark_ext.recovery.speculation import (
+    SPECULATION_CONF,
+    assert_speculated,
+    speculation_profile,
+)
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +254,8 @@ class RecoveryHarness:
             clean = self.clean_run(case, ctx)
         if fault is FaultClass.CHECKPOINT_RESET:
             return self._checkpoint_reset(case, cell, clean)
+        if fault is FaultClass.SPECULATION and cell.point is None:
+            return self._refused_speculation(case, cell, clean)
         if fault in RETENTION_FAULTS:
             from spark_ext.recovery.retention import run_retention_cell
 
@@ -344,10 +350,38 @@ class RecoveryHarness:
         for path in checkpoints:
             log.info("%s: checkpoint reset: deleting %s, keeping the output", case.name, path)
             shutil.rmtree(path)
+        return self._run_and_judge(case, cell, ctx, slot, clean.rows, clean.seconds)
+
+    def _refused_speculation(
+        self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
+    ) -> list[RecoveryResult]:
+        """A job that refuses speculation, started on a fresh slot with it on: it must stop with
+        the declared typed error and write nothing (its outputs are judged against no rows).
+        The refusal does not depend on the master, so a local speculation profile will do."""
+        dest = clean.ctx.workdir / "speculation.toml"
+        profile = str(derive_profile(self.speculation_profile, dest, SPECULATION_CONF))
+        ctx = dataclasses.replace(clean.ctx, profile=profile)
+        slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+        shutil.rmtree(slot.out, ignore_errors=True)
+        log.info("%s: started with spark.speculation on; must refuse", case.name)
+        nothing: dict[str, list[dict[str, Any]]] = {o.name: [] for o in case.outputs}
+        return self._run_and_judge(case, cell, ctx, slot, nothing, clean.seconds)
+
+    def _run_and_judge(
+        self,
+        case: RecoveryCase,
+        cell: FaultCell,
+        ctx: HarnessContext,
+        slot: RunSlot,
+        reference: dict[str, list[dict[str, Any]]],
+        clean_seconds: float,
+    ) -> list[RecoveryResult]:
+        """Run the job once on ``slot`` under ``ctx``; classify each output against
+        ``reference`` and name the typed error the run stopped with, if any."""
         run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
         error = None if run.ok else observed_error(run.output_tail, typed_error_names())
         if not run.ok and error is None:
-            raise JobRunFailed(case.name, "checkpoint-reset (no typed error named)", run)
+            raise JobRunFailed(case.name, f"{cell.fault} (no typed error named)", run)
         expected = case.expected(cell.fault)
         results = []
         for out in case.outputs:
@@ -357,9 +391,9 @@ class RecoveryHarness:
                 out.name,
                 expected[out.name],
                 cell.describe(),
-                classify(clean.rows[out.name], after, out.spec),
-                len(clean.rows[out.name]),
-                {"clean": clean.seconds, "fault": run.seconds},
+                classify(reference[out.name], after, out.spec),
+                len(reference[out.name]),
+                {"clean": clean_seconds, "fault": run.seconds},
                 fault=cell.fault,
                 error=error,
                 note="stopped with a typed error" if error else "ran to its end",

@@ -186,6 +186,45 @@ def test_checkpoint_reset_is_as_expected_only_with_the_typed_error_and_nothing_w
     assert wrong.error == "ConcurrentWriterError" and not wrong.as_expected
 
 
+class RefusingCase(FakeCase):
+    cells = {
+        FaultClass.SPECULATION: FaultCell(
+            FaultClass.SPECULATION, expected=ExpectedError("SinkConfigError")
+        )
+    }
+
+
+@pytest.mark.parametrize(
+    ("rc", "written", "as_expected"),
+    [(1, 0, True), (1, 3, False), (0, 0, False)],
+    ids=["refused-nothing-written", "refused-after-writing", "ran-with-speculation"],
+)
+def test_a_job_that_refuses_speculation_must_name_its_error_on_a_fresh_slot_and_write_nothing(
+    tmp_path: Path, rc: int, written: int, as_expected: bool
+):
+    case = RefusingCase(restart_ids=range(0))
+    plain = FakeRunner(case)
+
+    def runner(module, args, fault=None, **kw):
+        slot = Path(args[-1]).name
+        if slot == "clean":
+            return plain(module, args, fault=fault, **kw)
+        assert fault is None  # no straggler: the job is only started with speculation on
+        case.written.setdefault(slot, []).extend(CLEAN[:written])
+        return JobRun(rc, 1.0, "spark_ext.sinks.errors.SinkConfigError: spark.speculation")
+
+    [result] = harness(tmp_path, runner).run_cell(case, FaultClass.SPECULATION)
+    assert result.as_expected is as_expected, result
+    assert result.rows_before_restart == 0  # judged against no rows, not the clean run's
+
+
+def test_a_refusal_cell_needs_a_typed_error_and_a_straggler_needs_seconds():
+    with pytest.raises(ValueError, match="typed error"):
+        FaultCell(FaultClass.SPECULATION)
+    with pytest.raises(ValueError, match="seconds"):
+        FaultCell(FaultClass.SPECULATION, STAGED, 1)
+
+
 def test_observed_error_names_the_last_known_typed_error_in_the_output():
     tail = "pyspark...StreamingQueryException: ... spark_ext.sinks.errors.BatchRegressionError: x"
     assert observed_error(tail, {"BatchRegressionError", "SinkError"}) == "BatchRegressionError"

@@ -66,6 +66,7 @@ MATRIX = {
         "task-raise": "kafka_idem.2.partial@1: forwarded=precise",
         "driver-raise": "kafka_idem.3.written@1: forwarded=precise",
         "checkpoint-reset": "-: forwarded=BatchRegressionError",
+        "speculation": "-: forwarded=SinkConfigError",
         "output-trim": "kafka_idem.3.written@1: forwarded=ReplayUnprovableError",
     },
     "spark_kafka_sink": {
@@ -78,6 +79,7 @@ MATRIX = {
         "task-raise": "tracked.gate.emitted@1: windows=precise",
         "driver-raise": "tracker.after_sink@1: windows=precise",
         "checkpoint-reset": "-: windows=CheckpointBehindAgent",
+        "speculation": "tracked.gate.emitted@1 #1 5s: windows=precise",
         "txn-retention": "tracker.after_sink@1: windows=DeltaTxnExpiredError",
         "log-retention": "tracker.after_sink@1: windows=precise",
         "disorder": "-: windows=precise",
@@ -87,6 +89,7 @@ MATRIX = {
         "task-raise": "tracked.gate.emitted@1: totals=precise",
         "driver-raise": "tracker.after_sink@1: totals=precise",
         "checkpoint-reset": "-: totals=CheckpointBehindAgent",
+        "speculation": "-: totals=SinkConfigError",
         "broker-pause": "tracker.after_sink@0 130s: totals=precise",
         "broker-restart": "tracker.after_sink@0 5s: totals=precise",
         "disorder": "-: totals=precise",
