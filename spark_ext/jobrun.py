@@ -98,6 +98,28 @@ def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def scratch_environment(folder: Path) -> dict[str, str]:
+    """Environment that puts a job's scratch files under ``folder`` (created here).
+
+    Spark removes its local folders (``spark-*``, ``blockmgr-*``, the RocksDB state stores'
+    working copies) in a JVM shutdown hook, which a SIGKILL never runs: every killed run left
+    them in ``/tmp``, measured 47 GB after a day of crash tests and one full fault matrix, until
+    the disk was full and jobs failed with ``No space left on device``. With the JVM's
+    ``java.io.tmpdir``, ``SPARK_LOCAL_DIRS`` and Python's ``TMPDIR`` under the run's own folder,
+    :func:`run_job` removes them with that folder however the job ended. Nothing durable lives
+    there: checkpoints and outputs are the job's arguments.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    java = " ".join(
+        filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={folder}"])
+    )
+    return {
+        "TMPDIR": str(folder),
+        "SPARK_LOCAL_DIRS": str(folder),
+        "JAVA_TOOL_OPTIONS": java,
+    }
+
+
 def run_job(
     module: str,
     args: Sequence[str] = (),
@@ -142,6 +164,7 @@ def run_job(
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-ext-run-") as tmp:
         fault_log = Path(tmp) / "faults.jsonl"
+        extra = {**scratch_environment(Path(tmp) / "scratch"), **extra}
         if spec:
             extra[FAULT_ENV] = spec
         if trace:
