@@ -53,14 +53,23 @@ TXN_RETENTION_WAIT_S = 2.5
 
 
 def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
-    """Delete every record of ``topic`` below its end offsets; returns the new log starts.
+    """Delete every record of ``topic`` a consumer could read; returns the new log starts.
 
-    What ``retention.ms`` does to segments older than the retention, applied at once. An empty
-    topic is :class:`RetentionNotApplied` (the cell would prove nothing).
+    What ``retention.ms`` does to segments older than the retention, applied at once, up to
+    each partition's last stable offset (LSO: the ``read_committed`` end). Records above it
+    belong to a transaction the kill left open, or follow one; no consumer has seen them, and
+    no retention reaches them before the broker aborts that transaction
+    (``transaction.timeout.ms``, at most 15 minutes). Trimming them too deleted records of
+    slices committed after the open one's first record, which no consumer had read: the
+    sliced sink's cell then saw a gap that only an instant retention of unread records makes
+    (measured in one full matrix run, depending on where the other task was at the kill). An
+    empty topic is :class:`RetentionNotApplied` (the cell would prove nothing).
     """
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
+    )
     try:
         parts = [
             TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
