@@ -27,7 +27,8 @@ BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
 UNPROVABLE = ExpectedError.of(ReplayUnprovableError)
 #: A Delta output whose ``txn`` retention expired next to the sink's committed files.
 TXN_EXPIRED = ExpectedError.of(DeltaTxnExpiredError)
-#: A sink that cannot fence two live attempts of a task refuses ``spark.speculation`` at start.
+#: A sink that cannot fence two live attempts of a task refuses ``spark.speculation`` before it
+#: writes anything.
 SPECULATION_REFUSED = ExpectedError.of(SinkConfigError)
 PRECISE = RecoveryClass.PRECISE
 #: How long the broker faults keep the broker paused (past kafka-python's default

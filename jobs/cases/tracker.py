@@ -175,7 +175,8 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         upstream_only = {FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
         own = {f: c for f, c in self.cells.items() if f not in upstream_only}
         # The upstream forwards its rows through the idempotent Kafka sink, which cannot
-        # fence two live attempts of a task: the job refuses speculation at start.
+        # fence two live attempts of a task: the job refuses speculation in its first batch,
+        # before it writes anything.
         refused = FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED)
         self.cells = {**own, **cells(refused, *broker_cells(TRACKER_AFTER_SINK))}
 
