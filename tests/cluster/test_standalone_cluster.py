@@ -9,7 +9,7 @@ pipeline writes in local mode.
 
 The fault matrix's ``speculation`` cells run here too: Spark speculates only off a local master
 and runs a speculative copy only on a host without an attempt of the task, so they need this
-cluster. Each job that declares the cell gets a straggler (its point sleeps on task attempt 0),
+cluster. Each job whose cell has a straggler point gets one (the point sleeps on task attempt 0),
 Spark's copy races it on the other host, and the output must still be what the job declares.
 """
 

@@ -2,16 +2,17 @@
 
 CI runs the cells of the exactly-once Delta and Kafka jobs, the tracker's window job and the
 dedup sink's job that no test of their own covers (:data:`CI_CELLS`, one clean run per job, the
-jobs two at a time); each cell left out names the test that injects the same fault into the same
-job (the suite's 35-minute budget). ``SPARK_EXT_MATRIX_ALL=1`` runs every registered job under
-every fault class, broker faults included (each on a broker of its own, paused past the
-delivery timeout: minutes per cell), the retention faults (output topic trimmed, Delta txn
-expired, Delta log trimmed) and event-time disorder; ``test_retention_and_disorder.py`` runs
-the cheapest of those in CI. Speculation cells need executors on two hosts
-(:mod:`spark_ext.recovery.speculation`): ``tests/cluster/test_standalone_cluster.py`` runs them
-on a standalone cluster whose workers sit on two loopback addresses. A cell whose outcome differs from its declaration fails
-its test with the rows that differ; a cell the harness cannot judge (fault not fired, empty
-clean output, failed restart) fails with that error.
+jobs two at a time), and the idempotent Kafka sink's refusal of speculation; each cell left out
+names the test that injects the same fault into the same job (the suite's 35-minute budget).
+``SPARK_EXT_MATRIX_ALL=1`` runs every registered job under every fault class, broker faults
+included (each on a broker of its own, paused past the delivery timeout: minutes per cell), the
+retention faults (output topic trimmed, Delta txn expired, Delta log trimmed) and event-time
+disorder; ``test_retention_and_disorder.py`` runs the cheapest of those in CI. The speculation
+cells with a straggler need executors on two hosts (:mod:`spark_ext.recovery.speculation`):
+``tests/cluster/test_standalone_cluster.py`` runs them on a standalone cluster whose workers sit
+on two loopback addresses. A cell whose outcome differs from its declaration fails its test
+with the rows that differ; a cell the harness cannot judge (fault not fired, empty clean
+output, failed restart) fails with that error.
 """
 
 from __future__ import annotations
