@@ -81,12 +81,13 @@ TRACE_ENV = "SPARK_EXT_FAULT_TRACE"
 REACHED = "reached"
 #: Set by :func:`spark_ext.jobrun.run_job`: this process tree is a job session of its own.
 JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
-#: What a fault needs in an executor's environment. Under a local master the Python workers are
-#: the job's own processes and inherit it; a cluster's executors are started by its workers
-#: (another process tree), so :func:`spark_ext.session.spark_conf` passes these on as
-#: ``spark.executorEnv.*``. :data:`JOB_SESSION_ENV` stays behind: an executor is no part of
-#: the job's session.
-EXECUTOR_ENV = (FAULT_ENV, CRASH_ENV, FAULT_LOG_ENV, TRACE_ENV)
+#: The environment variables that ask a job for a fault. A job started by
+#: :func:`spark_ext.jobrun.run_job` gets only the ones it was given. Under a local master the
+#: Python workers are the job's own processes and inherit them; a cluster's executors are
+#: started by its workers (another process tree), so :func:`spark_ext.session.spark_conf` passes
+#: them on as ``spark.executorEnv.*``. :data:`JOB_SESSION_ENV` stays behind: an executor is no
+#: part of the job's session.
+FAULT_SETTINGS = (FAULT_ENV, CRASH_ENV, FAULT_LOG_ENV, TRACE_ENV)
 
 Side = Literal["driver", "executor", "any"]
 
@@ -316,8 +317,8 @@ def _append(point: FaultPoint, kind: str, batch_id: int | None, attempt: int | N
 
 
 def executor_environment() -> dict[str, str]:
-    """The fault settings of this process (:data:`EXECUTOR_ENV`) an executor must see too."""
-    return {k: os.environ[k] for k in EXECUTOR_ENV if k in os.environ}
+    """The fault settings of this process (:data:`FAULT_SETTINGS`) an executor must see too."""
+    return {k: os.environ[k] for k in FAULT_SETTINGS if k in os.environ}
 
 
 def kill_job(name: str, batch_id: int | None) -> None:

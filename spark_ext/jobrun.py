@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_ext.crash import (
-    CRASH_ENV,
     FAULT_ENV,
     FAULT_LOG_ENV,
+    FAULT_SETTINGS,
     JOB_SESSION_ENV,
     REACHED,
     TRACE_ENV,
@@ -84,11 +84,7 @@ class JobRun:
 
 def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a job subprocess gets: this interpreter, loopback, no crash point."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in (CRASH_ENV, FAULT_ENV, FAULT_LOG_ENV, TRACE_ENV)
-    }
+    env = {k: v for k, v in os.environ.items() if k not in FAULT_SETTINGS}
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYSPARK_DRIVER_PYTHON"] = sys.executable
