@@ -110,6 +110,7 @@ class TaskProducer(Protocol):
     ) -> None: ...
     def flush(self, sink_id: str, batch_id: int) -> None: ...
     def offsets(self, group: str, offset: int, metadata: str) -> None: ...
+    def probe(self, group: str, offset: int, metadata: str) -> None: ...
     def commit(self, group: str, offset: int, metadata: str) -> None: ...
     def abort(self) -> None: ...
     def close(self) -> None: ...
@@ -245,6 +246,11 @@ class KafkaPythonProducer:
         except FENCED as exc:
             raise SliceFenced(str(exc)) from exc
 
+    def probe(self, group: str, offset: int, metadata: str) -> None:
+        """:meth:`offsets`, where being fenced is an expected answer (kafka-python still logs
+        it at ERROR from its sender thread: the library's line, not this sink's)."""
+        self.offsets(group, offset, metadata)
+
     def commit(self, group: str, offset: int, metadata: str) -> None:
         self.offsets(group, offset, metadata)
         try:
@@ -260,6 +266,20 @@ class KafkaPythonProducer:
 
 
 # -- confluent-kafka ----------------------------------------------------------------------
+class _ProducerLog:
+    """librdkafka's log lines of one producer, into :data:`LIBRDKAFKA_LOG` (confluent-kafka
+    calls ``log(level, fmt, *args)`` on the object given as ``logger``). While a fence is an
+    expected answer (:meth:`ConfluentProducer.probe`), its error lines are logged at INFO."""
+
+    def __init__(self) -> None:
+        self.fence_expected = False
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        if self.fence_expected:
+            level = min(level, logging.INFO)
+        LIBRDKAFKA_LOG.log(level, msg, *args)
+
+
 class ConfluentProducer:
     """:class:`TaskProducer` on confluent-kafka (librdkafka), the fast data path."""
 
@@ -275,6 +295,7 @@ class ConfluentProducer:
 
         self.bootstrap = bootstrap
         self.topic = topic
+        self.log = _ProducerLog()
         self.timeout_s = max(30.0, delivery_timeout_ms / 1000 + 5)
         txn: dict[str, Any] = (
             {
@@ -300,7 +321,7 @@ class ConfluentProducer:
                 # hand its report to Python (a callback per record halved the produce rate)
                 "on_delivery": self._on_delivery,
                 "delivery.report.only.error": True,
-                "logger": LIBRDKAFKA_LOG,  # librdkafka's log lines into logging, not stderr
+                "logger": self.log,  # librdkafka's log lines into logging, not stderr
             }
         )
         self.transactional_id = transactional_id
@@ -466,6 +487,13 @@ class ConfluentProducer:
             raise
         except Exception as exc:
             self._raise(exc)
+
+    def probe(self, group: str, offset: int, metadata: str) -> None:
+        """:meth:`offsets`, where being fenced is an expected answer: librdkafka's lines about
+        it (``TXNERR``, ``FATAL``) are logged at INFO from then on, not as errors."""
+        self.log.fence_expected = True
+        self.offsets(group, offset, metadata)
+        self.log.fence_expected = False
 
     def commit(self, group: str, offset: int, metadata: str) -> None:
         self.offsets(group, offset, metadata)

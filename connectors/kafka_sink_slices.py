@@ -236,10 +236,11 @@ class SliceTransaction:
         producer.begin()
         if self._reused:
             try:
-                producer.offsets(self.group + ".probe", batch_id, PROBE)
+                producer.probe(self.group + ".probe", batch_id, PROBE)
             except SliceFenced:
+                # Not aborted: a fenced producer's abort always fails, and the init that
+                # fenced it already ended its transactions (this one holds nothing yet).
                 log.info("%s slice %d: kept producer fenced, initialising", self.group, self.index)
-                self._abort_quietly(batch_id)
                 self._clean = False
                 self.close()
                 producer = self.open()
