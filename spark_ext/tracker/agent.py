@@ -1,12 +1,13 @@
-"""The tracking agent: applies XOR reports once, declares substreams ended, numbers end events.
+"""The tracking agents' interface and the local agent: apply reports once, keep end events.
 
 A substream has ended when (1) its source has closed it -- every source partition of its
 namespace is closed past the substream's end (ordered progress or a producer's close
 marker), or an upstream query closed it explicitly -- and (2) its running XOR is 0 and its
 element count balances: every element sent was also finished. Each end event gets the next
-sequence number; those numbers are the offsets of :mod:`spark_ext.tracker.source`.
+sequence number; those numbers are the offsets of :mod:`spark_ext.tracker.source`. The
+decision itself is the pure value :class:`~spark_ext.tracker.state.TrackerState`.
 
-Durability: :class:`LocalTrackingAgent` keeps one append-only JSON-lines log. Applying a
+Durability: :class:`LocalTrackingAgent` keeps an append-only JSON-lines log. Applying a
 batch of reports is ONE log record holding the accepted reports *and* the end events they
 caused, written and fsync-ed before the in-memory state is used, so:
 
@@ -15,12 +16,35 @@ caused, written and fsync-ed before the in-memory state is used, so:
    highest batch applied: a replayed batch or a re-sent report is a duplicate);
 3. folds the rest into the state and computes the end events they cause;
 4. appends one record (reports + end events) and fsyncs it       -- crash point
-   ``tracker.agent.before_append`` / ``tracker.agent.after_append``;
-5. returns the end events.
+   ``tracker.agent.before_append``;
+5. appends the end events to the end-event files and fsyncs them  -- crash point
+   ``tracker.agent.before_ends`` (before) / ``tracker.agent.after_append`` (after);
+6. every ``snapshot_every`` records or ``snapshot_bytes`` bytes since the last snapshot,
+   compacts: writes a snapshot of the state atomically -- crash points
+   ``tracker.agent.before_snapshot`` / ``tracker.agent.after_snapshot`` -- starts a new log
+   segment, and deletes the snapshot and segments before the previous snapshot;
+7. returns the end events.
 
 A kill before step 4 loses nothing (the sender re-sends: the micro-batch is replayed); a
 kill during step 4 leaves a torn last line that the next open discards (same); a kill after
-it means a re-sent report is a duplicate and yields no second end event.
+it means a re-sent report is a duplicate and yields no second end event; a kill before step
+5 completes leaves end events in the log only, and the next catch-up appends them to the
+end-event files from the log (the log, not the files, is the truth). A kill in step 6 leaves
+either the old snapshot and segments (no new snapshot: replay a bit more) or the new
+snapshot plus segments it covers (they are ignored and deleted by the next compaction).
+
+Restart cost: an open reads the newest whole snapshot (its size is the *open* state: open
+substreams, report streams, partitions) and the records after it (at most about
+``snapshot_every`` records or ``snapshot_bytes`` bytes), whatever the number of past
+batches. A torn newest snapshot is ignored: the previous one and the segments after it are
+kept for that. Disk: two snapshots, the segments since the older one, and the end events.
+
+End events are kept, all of them, in segment files by sequence number
+(:class:`~spark_ext.tracker.snapshot.EndSegments`, about 50 bytes an event): a reader of
+``(after, up_to]`` opens the segment holding ``after + 1``; nothing is ever read from byte 0
+of the history, and nothing is held in memory. The ``spark_ext_tracker`` source reads them
+on the driver and ships them inside its input partitions, so executors need no access to
+the agent's folder.
 
 Example
 -------
@@ -38,241 +62,65 @@ import logging
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from spark_ext.crash import declare
 from spark_ext.tracker.errors import TrackerLogCorrupt, TrackerUnavailable
-from spark_ext.tracker.reports import Report, ReportKey
-from spark_ext.tracker.substreams import Substream
+from spark_ext.tracker.reports import Report
+from spark_ext.tracker.snapshot import (
+    EndSegments,
+    fsync_dir,
+    log_generations,
+    log_name,
+    newest_snapshot,
+    snapshot_generations,
+    trim,
+    write_snapshot,
+)
+from spark_ext.tracker.state import (
+    EndEvent,
+    TrackerFigures,
+    TrackerState,
+    apply_record,
+    declare_record,
+    replay_record,
+)
+
+__all__ = [
+    "EndEvent",
+    "LocalTrackingAgent",
+    "TrackerFigures",
+    "TrackerState",
+    "TrackingAgent",
+    "apply_record",
+    "declare_record",
+    "read_end_events",
+    "replay_record",
+]
 
 log = logging.getLogger(__name__)
 
 #: Fault points of the local agent's append of a batch's reports to its log.
 BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
-AFTER_APPEND = declare("tracker.agent.after_append", "driver", "reports appended to the log")
+AFTER_APPEND = declare(
+    "tracker.agent.after_append", "driver", "record appended to the log, end events to their files"
+)
+#: Fault points of the local agent's compaction (step 6) and end-event files (step 5).
+BEFORE_ENDS = declare(
+    "tracker.agent.before_ends", "driver", "record appended, end events not in their files"
+)
+BEFORE_SNAPSHOT = declare(
+    "tracker.agent.before_snapshot", "driver", "compaction due, snapshot not written"
+)
+AFTER_SNAPSHOT = declare(
+    "tracker.agent.after_snapshot", "driver", "snapshot written, covered segments not deleted"
+)
 
-LOG_NAME = "tracker.log"
-
-
-@dataclass(frozen=True, order=True)
-class EndEvent:
-    """Substream ``substream`` has ended; ``seq`` numbers end events 1, 2, 3, ..."""
-
-    seq: int
-    substream: str
-    start_ms: int
-    end_ms: int
-
-    @property
-    def namespace(self) -> str:
-        return Substream.parse(self.substream).namespace
-
-    def to_list(self) -> list[Any]:
-        return [self.seq, self.substream, self.start_ms, self.end_ms]
-
-    @classmethod
-    def from_list(cls, v: Sequence[Any]) -> EndEvent:
-        return cls(int(v[0]), str(v[1]), int(v[2]), int(v[3]))
-
-
-@dataclass(frozen=True)
-class TrackerFigures:
-    """The agent's state size (docs/design.md invariant 4: state is bounded and measured).
-
-    Attributes
-    ----------
-    open_substreams
-        Substreams seen and not ended (bounded by the windows between the oldest source
-        partition's progress and the newest event time).
-    in_flight
-        Elements sent and not yet finished, over all open substreams.
-    ended
-        Substreams ended so far (a count: the state keeps one released frontier per
-        namespace, not every ended substream).
-    late_reports
-        Reports that touched an already-ended substream (broken close promises).
-    last_seq
-        The newest end event's sequence number.
-    """
-
-    open_substreams: int
-    in_flight: int
-    ended: int
-    late_reports: int
-    last_seq: int
-
-    def line(self) -> str:
-        return (
-            f"tracker: {self.open_substreams} open substreams, {self.in_flight} in flight, "
-            f"{self.ended} ended (last seq {self.last_seq}), {self.late_reports} late reports"
-        )
-
-
-@dataclass
-class TrackerState:
-    """The agent's state as a pure value: reports in, end events out (no I/O).
-
-    ``sources`` maps a namespace to the source partitions that must close a substream of it;
-    a namespace without sources ends substreams on explicit closes only (upstream queries).
-    """
-
-    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    high_water: dict[tuple[str, str, int], int] = field(default_factory=dict)
-    xors: dict[str, int] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    ends: dict[str, int] = field(default_factory=dict)
-    closed: set[str] = field(default_factory=set)
-    progress: dict[str, int] = field(default_factory=dict)
-    #: Namespace -> (end_ms, id) of its newest ended substream. Substreams of a namespace
-    #: end in (end, id) order, so everything at or below it has ended (or never will be
-    #: open again: a report for it is late). Bounded: one entry per namespace.
-    released: dict[str, tuple[int, str]] = field(default_factory=dict)
-    ended_counts: dict[str, int] = field(default_factory=dict)
-    seq: int = 0
-    late_reports: int = 0
-
-    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
-        self.sources[namespace] = tuple(sorted(sources))
-
-    def last_batch(self, query: str) -> int | None:
-        """The highest batch of ``query`` whose reports were applied (None: none)."""
-        batches = [b for (q, _, _), b in self.high_water.items() if q == query]
-        return max(batches) if batches else None
-
-    def is_duplicate(self, key: ReportKey) -> bool:
-        return key.batch <= self.high_water.get(key.stream, -1)
-
-    def accept(self, reports: Iterable[Report]) -> list[Report]:
-        """Fold every report not applied before into the state; returns the accepted ones."""
-        accepted = []
-        for r in sorted(reports, key=lambda r: r.key):
-            if self.is_duplicate(r.key):
-                log.info("report %s already applied: ignored", r.key)
-                continue
-            self.high_water[r.key.stream] = r.key.batch
-            self._fold(r)
-            accepted.append(r)
-        return accepted
-
-    def is_ended(self, substream: str) -> bool:
-        """``substream`` is at or below its namespace's released frontier."""
-        sub = Substream.parse(substream)
-        r = self.released.get(sub.namespace)
-        return r is not None and (sub.end_ms, substream) <= r
-
-    def _fold(self, r: Report) -> None:
-        b = r.body
-        for s, x in b.xors.items():
-            if self.is_ended(s):
-                self.late_reports += 1
-                log.warning("report %s touches ended substream %s (late element)", r.key, s)
-                continue
-            self.xors[s] = self.xors.get(s, 0) ^ x
-        for s, c in b.counts.items():
-            if not self.is_ended(s):
-                self.counts[s] = self.counts.get(s, 0) + c
-        for s, e in b.ends.items():
-            if not self.is_ended(s):
-                self.ends.setdefault(s, e)
-        for p, t in b.progress.items():
-            self.progress[p] = max(self.progress.get(p, t), t)
-        self.closed |= {s for s in b.closes if not self.is_ended(s)}
-
-    def source_closed(self, substream: str) -> bool:
-        if substream in self.closed:
-            return True
-        ns = Substream.parse(substream).namespace
-        srcs = self.sources.get(ns)
-        if not srcs:
-            return False
-        end = self.ends[substream]
-        return all(self.progress.get(p, -(2**63)) >= end for p in srcs)
-
-    def open_substreams(self) -> list[str]:
-        """Substreams seen and not ended, in (end time, id) order."""
-        return sorted(self.ends, key=lambda s: (self.ends[s], s))
-
-    def settle(self) -> list[EndEvent]:
-        """End every open substream that is closed and balanced; number the events.
-
-        Substreams of one namespace end in (end time, id) order: an end event at ``end_ms``
-        also says every substream of its namespace ending earlier has ended, which is what
-        per-shard operators (sessions, EWMA) rely on.
-        """
-        events = []
-        blocked: set[str] = set()
-        for s in self.open_substreams():
-            ns = Substream.parse(s).namespace
-            if ns in blocked:
-                continue
-            if self.xors.get(s, 0) != 0 or self.counts.get(s, 0) != 0 or not self.source_closed(s):
-                blocked.add(ns)  # substreams of a namespace end in end-time order
-            else:
-                self.seq += 1
-                sub = Substream.parse(s)
-                events.append(EndEvent(self.seq, s, sub.start_ms, sub.end_ms))
-                self._forget(s, self.seq)
-        return events
-
-    def replay_ends(self, events: Iterable[EndEvent]) -> None:
-        """Re-apply end events read from the log (recovery; they are not computed again)."""
-        for e in events:
-            self.seq = max(self.seq, e.seq)
-            self._forget(e.substream, e.seq)
-
-    def _forget(self, s: str, seq: int) -> None:
-        sub = Substream.parse(s)
-        mark = (sub.end_ms, s)
-        if mark > self.released.get(sub.namespace, (-(2**63), "")):
-            self.released[sub.namespace] = mark
-        self.ended_counts[sub.namespace] = self.ended_counts.get(sub.namespace, 0) + 1
-        self.xors.pop(s, None)
-        self.counts.pop(s, None)
-        self.ends.pop(s, None)
-        self.closed.discard(s)
-
-    def in_flight(self) -> dict[str, int]:
-        """Open substreams -> elements sent but not finished (state size metric)."""
-        return {s: self.counts.get(s, 0) for s in self.open_substreams()}
-
-    def figures(self) -> TrackerFigures:
-        """The state-size figures (no copy of the state)."""
-        return TrackerFigures(
-            open_substreams=len(self.ends),
-            in_flight=sum(self.counts.get(s, 0) for s in self.ends),
-            ended=sum(self.ended_counts.values()),
-            late_reports=self.late_reports,
-            last_seq=self.seq,
-        )
-
-
-def declare_record(namespace: str, sources: Sequence[str]) -> dict[str, Any]:
-    """The log record of a namespace declaration (same in every agent's log)."""
-    return {"t": "declare", "ns": namespace, "sources": list(sources)}
-
-
-def apply_record(accepted: Sequence[Report], ends: Sequence[EndEvent]) -> dict[str, Any]:
-    """The log record of one apply: the reports accepted and the end events they caused."""
-    return {
-        "t": "apply",
-        "reports": [r.to_dict() for r in accepted],
-        "ends": [e.to_list() for e in ends],
-    }
-
-
-def replay_record(state: TrackerState, record: dict[str, Any]) -> list[EndEvent]:
-    """Fold one log record into ``state`` (recovery); returns the end events it holds."""
-    if record["t"] == "declare":
-        state.declare(record["ns"], record["sources"])
-        return []
-    if record["t"] == "apply":
-        state.accept(Report.from_dict(r) for r in record["reports"])
-        ends = [EndEvent.from_list(e) for e in record["ends"]]
-        state.replay_ends(ends)
-        return ends
-    raise TrackerLogCorrupt(f"unknown tracker log record type {record.get('t')!r}")
+LOG_NAME = log_name(0)
+#: Compaction defaults: a snapshot after this many log records or bytes since the last one.
+SNAPSHOT_EVERY = 1000
+SNAPSHOT_BYTES = 16 << 20
 
 
 class TrackingAgent(ABC):
@@ -308,63 +156,129 @@ class TrackingAgent(ABC):
 
 
 class LocalTrackingAgent(TrackingAgent):
-    """The embedded agent: state rebuilt from an fsync-ed JSON-lines log on local disk.
+    """The embedded agent: snapshots plus an fsync-ed JSON-lines log on local disk.
 
     Safe for several processes on one machine (an exclusive ``flock`` around each append,
-    after catching up with what others appended). The log grows with the number of batches;
-    it is not compacted.
+    after catching up with what others appended). Compacted (module docstring): restart
+    cost and disk use do not grow with the number of past batches.
+
+    Parameters
+    ----------
+    folder
+        The agent's folder (created if missing).
+    snapshot_every
+        Compact after this many log records since the last snapshot (default
+        :data:`SNAPSHOT_EVERY`).
+    snapshot_bytes
+        ... or after this many log bytes since the last snapshot, whichever comes first
+        (default :data:`SNAPSHOT_BYTES`).
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        snapshot_every: int | None = None,
+        snapshot_bytes: int | None = None,
+    ) -> None:
         self.folder = Path(folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise TrackerUnavailable(f"cannot create tracker folder {self.folder}: {e}") from e
-        self.path = self.folder / LOG_NAME
-        self.path.touch(exist_ok=True)
+        self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
+        self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
+        self._ends_files = EndSegments(self.folder)
         self._state = TrackerState()
-        self._offset = 0
-        self._ends: list[EndEvent] = []
+        self._base = 0  # generation of the snapshot the state was loaded from (0: none)
+        self._gen = 0  # log segment read and appended to
+        self._offset = 0  # bytes of it folded into the state
+        self._since_records = 0  # log records since the snapshot
+        self._since_bytes = 0
+        #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
+        self.load_figures: dict[str, int] = {}
         with self._locked():
-            self._catch_up(repair=True)
+            self._load()
+
+    @property
+    def path(self) -> Path:
+        """The log segment being appended to."""
+        return self.folder / log_name(self._gen)
 
     # -- log ------------------------------------------------------------------------------
     def _locked(self) -> _FileLock:
         return _FileLock(self.folder / "tracker.lock")
 
-    def _catch_up(self, repair: bool = False) -> None:
-        """Read records appended since our offset (by us or another process)."""
-        with open(self.path, "rb") as f:
-            f.seek(self._offset)
-            data = f.read()
+    def _load(self) -> None:
+        """State from the newest whole snapshot and the log segments after it (lock held)."""
+        found = newest_snapshot(self.folder)
+        if found is None:
+            self._state, self._base, snap_bytes = TrackerState(), 0, 0
+        else:
+            self._base, body, snap_bytes = found
+            self._state = TrackerState.from_dict(body["state"])
+        self._since_records = self._since_bytes = 0
+        newest = max([self._base, *log_generations(self.folder)])
+        newest = max([newest, *snapshot_generations(self.folder)])
+        ends: list[EndEvent] = []
+        for gen in range(self._base, newest + 1):
+            self._gen, self._offset = gen, 0
+            ends.extend(self._read_segment())
+        self.path.touch(exist_ok=True)
+        self.load_figures = {
+            "snapshot_bytes": snap_bytes,
+            "log_bytes": self._since_bytes,
+            "records": self._since_records,
+        }
+        self._store_ends(ends)
+
+    def _read_segment(self) -> list[EndEvent]:
+        """Fold the records of the current segment past our offset; their end events."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []  # a compaction died before creating it: empty
+        ends: list[EndEvent] = []
         pos = 0
         while pos < len(data):
             nl = data.find(b"\n", pos)
             if nl < 0:  # torn tail: a writer died mid-append (we hold the lock)
-                if repair:
-                    log.warning("tracker log %s: dropping a torn last record", self.path)
-                    with open(self.path, "r+b") as f:
-                        f.truncate(self._offset + pos)
+                log.warning("tracker log %s: dropping a torn last record", self.path)
+                with open(self.path, "r+b") as f:
+                    f.truncate(self._offset + pos)
                 break
-            line = data[pos:nl]
             try:
-                record = json.loads(line)
+                record = json.loads(data[pos:nl])
             except json.JSONDecodeError as e:
                 raise TrackerLogCorrupt(f"{self.path} at byte {self._offset + pos}: {e}") from e
-            self._replay(record)
+            ends.extend(replay_record(self._state, record))
+            self._since_records += 1
+            self._since_bytes += nl + 1 - pos
             pos = nl + 1
         self._offset += pos
+        return ends
+
+    def _store_ends(self, ends: Sequence[EndEvent]) -> None:
+        """Append to the end-event files those of ``ends`` they lack (a writer died)."""
+        if not ends:
+            return
+        last, _ = self._ends_files.last(repair=True)
+        missing = [e.to_list() for e in ends if e.seq > last]
+        if missing:
+            log.info("tracker %s: %d end events restored from the log", self.folder, len(missing))
+            self._ends_files.append(missing)
+
+    def _catch_up(self) -> None:
+        """Fold what other processes appended (or reload after their compaction); lock held."""
+        if max(snapshot_generations(self.folder), default=0) > self._gen:
+            self._load()  # another process compacted: its snapshot holds what we missed
+            return
+        self._store_ends(self._read_segment())
 
     def _reload(self) -> None:
-        """Rebuild the state from the log (after a failed append; rare, so no copy per apply)."""
-        self._state = TrackerState()
-        self._offset = 0
-        self._ends = []
-        self._catch_up(repair=True)
-
-    def _replay(self, record: dict[str, Any]) -> None:
-        self._ends.extend(replay_record(self._state, record))
+        """Rebuild the state from disk (after a failed write; rare, so no copy per apply)."""
+        self._load()
 
     def _append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
@@ -373,20 +287,54 @@ class LocalTrackingAgent(TrackingAgent):
             f.flush()
             os.fsync(f.fileno())
         self._offset += len(line)
+        self._since_records += 1
+        self._since_bytes += len(line)
+
+    def _compact_if_due(self, batch: int | None) -> None:
+        """Step 6: snapshot, new segment, delete what the previous snapshot covered."""
+        if self._since_records < self.snapshot_every and self._since_bytes < self.snapshot_bytes:
+            return
+        BEFORE_SNAPSHOT.reached(batch)
+        gen = self._gen + 1
+        write_snapshot(self.folder, gen, {"state": self._state.to_dict()})
+        AFTER_SNAPSHOT.reached(batch)
+        previous = self._base
+        self._base, self._gen, self._offset = gen, gen, 0
+        self._since_records = self._since_bytes = 0
+        self.path.touch(exist_ok=True)
+        fsync_dir(self.folder)
+        trim(self.folder, previous)  # keep the previous snapshot: the fallback of a torn one
+
+    def compact(self) -> None:
+        """Compact now (snapshot and new segment), whatever the thresholds."""
+        with self._locked():
+            self._catch_up()
+            every, self.snapshot_every = self.snapshot_every, 0
+            try:
+                self._compact_if_due(None)
+            except BaseException:
+                self._reload()
+                raise
+            finally:
+                self.snapshot_every = every
 
     # -- TrackingAgent ---------------------------------------------------------------------
     def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
         srcs = tuple(sorted(sources))
         with self._locked():
-            self._catch_up(repair=True)
+            self._catch_up()
             if self._state.sources.get(namespace) == srcs:
                 return
-            self._append(declare_record(namespace, srcs))
+            try:
+                self._append(declare_record(namespace, srcs))
+            except BaseException:
+                self._reload()
+                raise
             self._state.declare(namespace, srcs)
 
     def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
         with self._locked():
-            self._catch_up(repair=True)
+            self._catch_up()
             accepted = self._state.accept(reports)
             if not accepted:
                 return []
@@ -395,11 +343,13 @@ class LocalTrackingAgent(TrackingAgent):
             try:
                 BEFORE_APPEND.reached(batch)
                 self._append(apply_record(accepted, ends))
+                BEFORE_ENDS.reached(batch)
+                self._ends_files.append([e.to_list() for e in ends])
+                AFTER_APPEND.reached(batch)
+                self._compact_if_due(batch)
             except BaseException:
                 self._reload()  # the log, not memory, says what was applied
                 raise
-            AFTER_APPEND.reached(batch)
-            self._ends.extend(ends)
         for e in ends:
             log.info("substream %s ended (seq %d)", e.substream, e.seq)
         return ends
@@ -410,10 +360,10 @@ class LocalTrackingAgent(TrackingAgent):
             return self._state.seq
 
     def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
-        if up_to_seq > (self._ends[-1].seq if self._ends else 0):
-            with self._locked():
-                self._catch_up()
-        return [e for e in self._ends if after_seq < e.seq <= up_to_seq]
+        with self._locked():
+            self._catch_up()
+            last = self._state.seq
+        return _checked(self.folder, after_seq, min(up_to_seq, last))
 
     def source_options(self) -> dict[str, str]:
         return {"agent": "local", "path": str(self.folder)}
@@ -429,38 +379,30 @@ class LocalTrackingAgent(TrackingAgent):
             return self._state.figures()
 
 
-#: Per log file (device, inode): ``(byte offset, highest seq in the records before it)``,
-#: so a reader process that is asked for newer events does not re-read the whole log.
-_SCAN_CACHE: dict[tuple[int, int], tuple[int, int]] = {}
+def _checked(folder: Path, after: int, up_to: int) -> list[EndEvent]:
+    """Every end event in ``(after, up_to]`` from the files, or :class:`TrackerLogCorrupt`."""
+    if up_to <= after:
+        return []
+    got = [EndEvent.from_list(v) for v in EndSegments(folder).read(after, up_to)]
+    if [e.seq for e in got] != list(range(after + 1, up_to + 1)):
+        have = f"{got[0].seq}..{got[-1].seq} ({len(got)})" if got else "none"
+        raise TrackerLogCorrupt(f"{folder}: end events {after + 1}..{up_to} expected, {have} found")
+    return got
 
 
 def read_end_events(
     folder: str | os.PathLike[str], after_seq: int, up_to_seq: int
 ) -> Iterator[EndEvent]:
-    """End events of a local agent's log without building its state (used by the source).
+    """End events of a local agent's folder without building its state (used by the source).
 
-    Resumes from where this process's last read ended when the range starts past it.
+    Reads the end-event segment holding ``after_seq + 1`` on (never the history). Events
+    ``up_to_seq`` asks for and the files lack raise :class:`TrackerLogCorrupt`; a folder of
+    an older version (no end-event files yet) is opened once as an agent, which writes them.
     """
-    with open(Path(folder) / LOG_NAME, "rb") as f:
-        st = os.fstat(f.fileno())
-        ident = (st.st_dev, st.st_ino)
-        pos, seen = _SCAN_CACHE.get(ident, (0, 0))
-        if after_seq < seen or pos > st.st_size:
-            pos, seen = 0, 0
-        f.seek(pos)
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            record = json.loads(raw)
-            pos += len(raw)
-            ends = [EndEvent.from_list(v) for v in record["ends"]] if record["t"] == "apply" else []
-            seen = max([seen, *(e.seq for e in ends)])
-            _SCAN_CACHE[ident] = (pos, seen)
-            for e in ends:
-                if after_seq < e.seq <= up_to_seq:
-                    yield e
-            if seen >= up_to_seq:
-                return
+    path = Path(folder)
+    if not EndSegments(path).exists() and up_to_seq > after_seq:
+        LocalTrackingAgent(path).last_seq()  # migrates an uncompacted log
+    yield from _checked(path, after_seq, up_to_seq)
 
 
 class _FileLock:

@@ -12,7 +12,8 @@ agent
     ``local`` (a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` folder) or ``kafka``
     (a :class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent`'s end-event topic).
 path
-    The local agent's folder.
+    The local agent's folder. Read on the driver only: each micro-batch's end events travel
+    to the executors inside its input partition, so the folder need not be shared.
 bootstrap, ends_topic
     The Kafka agent's broker and end-event topic.
 namespaces
@@ -59,10 +60,12 @@ def register(spark: SparkSession) -> None:
 
 @dataclass(frozen=True)
 class SeqRange(InputPartition):
-    """End events with ``after < seq <= up_to``."""
+    """End events with ``after < seq <= up_to``; ``events`` holds them when the driver read
+    them already (a local agent: executors then need no access to its folder)."""
 
     after: int
     up_to: int
+    events: tuple[tuple[Any, ...], ...] | None = None
 
 
 _LOCAL_AGENTS: dict[str, Any] = {}  # one per folder in the driver-side reader process
@@ -126,17 +129,31 @@ class TrackerEndReader(DataSourceStreamReader):
         return {"seq": seq}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        if int(end["seq"]) <= int(start["seq"]):
+        after, up_to = int(start["seq"]), int(end["seq"])
+        if up_to <= after:
             return []
-        return [SeqRange(int(start["seq"]), int(end["seq"]))]
+        if self.options.get("agent", "local") != "local":
+            return [SeqRange(after, up_to)]  # executors read the end-event topic
+        # The local agent's files are on the driver's disk: read them here (from the segment
+        # holding ``after + 1``) and ship the rows with the partition.
+        rows = tuple(self._row(e) for e in _events(self.options, after, up_to))
+        return [SeqRange(after, up_to, tuple(r for r in rows if r is not None))]
+
+    def _row(self, e: EndEvent) -> tuple[Any, ...] | None:
+        ns = e.namespace
+        if self.namespaces and ns not in self.namespaces:
+            return None
+        return (e.seq, e.substream, ns, e.start_ms, e.end_ms)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, SeqRange)
+        if partition.events is not None:
+            yield from partition.events
+            return
         for e in _events(self.options, partition.after, partition.up_to):
-            ns = e.namespace
-            if self.namespaces and ns not in self.namespaces:
-                continue
-            yield (e.seq, e.substream, ns, e.start_ms, e.end_ms)
+            row = self._row(e)
+            if row is not None:
+                yield row
 
     def commit(self, end: dict[str, Any]) -> None:
         log.debug("end events up to seq %s committed", end.get("seq"))

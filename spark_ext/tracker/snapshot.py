@@ -1,0 +1,251 @@
+"""Files of the local tracking agent's compaction: snapshots, log segments, end-event segments.
+
+A local agent's folder holds (``g`` is a *generation*, 8 digits):
+
+``tracker.log``, ``tracker.<g>.log``
+    Log segments. Generation 0 is ``tracker.log`` (the name of the uncompacted log of older
+    versions, which therefore still loads); segment ``g`` holds the records appended after
+    snapshot ``g`` was written.
+``snapshot.<g>.json``
+    The agent's state after every record of the segments below ``g``: one header line
+    ``{"format", "gen", "bytes", "sha256"}`` then the state's JSON. Written to a temporary
+    file, fsync-ed, renamed, and the folder fsync-ed, so a snapshot is either whole or absent;
+    a snapshot whose length or checksum does not match its header (a torn copy, a bad disk)
+    is ignored and the previous one is used, which is why the previous snapshot and the
+    segments from its generation on are kept until the next snapshot.
+``ends/<first seq>.jsonl``
+    End events, one line ``[seq, substream, start_ms, end_ms]`` per event, in segments of
+    :data:`SEGMENT_EVENTS` events named by their first sequence number (12 digits), so a
+    reader of ``(after, up_to]`` opens the one segment holding ``after + 1`` and scans at
+    most that segment, never the history. Every end event is kept (about 50 bytes each):
+    the agent cannot know which sequence number a downstream query has committed.
+
+Nothing here knows the state's structure: it stores JSON values.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from spark_ext.tracker.errors import TrackerLogCorrupt
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_FORMAT = 1
+#: End events per segment file of ``ends/``.
+SEGMENT_EVENTS = 10_000
+ENDS_DIR = "ends"
+
+_LOG_RE = re.compile(r"tracker\.(\d{8})\.log")
+_SNAP_RE = re.compile(r"snapshot\.(\d{8})\.json")
+_ENDS_RE = re.compile(r"(\d{12})\.jsonl")
+
+
+def log_name(gen: int) -> str:
+    """File name of log segment ``gen`` (0 is the pre-compaction name ``tracker.log``)."""
+    return "tracker.log" if gen == 0 else f"tracker.{gen:08d}.log"
+
+
+def snapshot_name(gen: int) -> str:
+    return f"snapshot.{gen:08d}.json"
+
+
+def log_generations(folder: Path) -> list[int]:
+    """Generations of the log segments in ``folder``, ascending."""
+    names = os.listdir(folder)
+    gens = [int(m.group(1)) for n in names if (m := _LOG_RE.fullmatch(n))]
+    return sorted(gens + ([0] if "tracker.log" in names else []))
+
+
+def snapshot_generations(folder: Path) -> list[int]:
+    """Generations of the snapshot files in ``folder`` (valid or not), ascending."""
+    return sorted(int(m.group(1)) for n in os.listdir(folder) if (m := _SNAP_RE.fullmatch(n)))
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_snapshot(folder: Path, gen: int, body: dict[str, Any]) -> int:
+    """Write snapshot ``gen`` atomically (temp file, fsync, rename, fsync folder); its size."""
+    data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    header = {
+        "format": SNAPSHOT_FORMAT,
+        "gen": gen,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    blob = json.dumps(header, sort_keys=True).encode() + b"\n" + data
+    tmp = folder / f".{snapshot_name(gen)}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(blob)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / snapshot_name(gen))
+    fsync_dir(folder)
+    return len(blob)
+
+
+def read_snapshot(path: Path) -> tuple[dict[str, Any], int] | None:
+    """The body of a whole snapshot and the bytes read; None when torn or unreadable."""
+    try:
+        blob = path.read_bytes()
+        head, _, data = blob.partition(b"\n")
+        header = json.loads(head)
+        if (
+            header.get("format") != SNAPSHOT_FORMAT
+            or header.get("bytes") != len(data)
+            or header.get("sha256") != hashlib.sha256(data).hexdigest()
+        ):
+            raise ValueError("length or checksum does not match the header")
+        return json.loads(data), len(blob)
+    except (OSError, ValueError) as e:  # JSONDecodeError is a ValueError
+        log.warning("tracker snapshot %s is not whole (%s): ignored", path, e)
+        return None
+
+
+def newest_snapshot(folder: Path) -> tuple[int, dict[str, Any], int] | None:
+    """``(gen, body, bytes read)`` of the newest whole snapshot, None when there is none."""
+    for gen in reversed(snapshot_generations(folder)):
+        found = read_snapshot(folder / snapshot_name(gen))
+        if found is not None:
+            return gen, found[0], found[1]
+    return None
+
+
+def trim(folder: Path, below: int) -> None:
+    """Delete snapshots and log segments of generations below ``below``."""
+    for gen in snapshot_generations(folder):
+        if gen < below:
+            (folder / snapshot_name(gen)).unlink(missing_ok=True)
+    for gen in log_generations(folder):
+        if gen < below:
+            (folder / log_name(gen)).unlink(missing_ok=True)
+    fsync_dir(folder)
+
+
+class EndSegments:
+    """The ``ends/`` folder: end events by sequence number in segment files (module doc).
+
+    Appends happen under the agent's lock; reads need no lock (a line without its newline is
+    a write in progress or torn, and is not read).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder / ENDS_DIR
+        #: ``(segment path, its size, last seq, events)`` as last read (valid while the size is).
+        self._tail: tuple[Path, int, int, int] | None = None
+
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    def firsts(self) -> list[int]:
+        """First sequence numbers of the segments, ascending."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(int(m.group(1)) for n in os.listdir(self.dir) if (m := _ENDS_RE.fullmatch(n)))
+
+    def _path(self, first: int) -> Path:
+        return self.dir / f"{first:012d}.jsonl"
+
+    def last(self, repair: bool = False) -> tuple[int, int]:
+        """``(last seq stored, events in the last segment)``; ``repair`` drops a torn tail."""
+        firsts = self.firsts()
+        if not firsts:
+            return 0, 0
+        path = self._path(firsts[-1])
+        if self._tail is not None and self._tail[0] == path:
+            if path.stat().st_size == self._tail[1]:
+                return self._tail[2], self._tail[3]
+        data = path.read_bytes()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data) and repair:
+            log.warning("tracker end events %s: dropping a torn last line", path)
+            with open(path, "r+b") as f:
+                f.truncate(whole)
+        lines = data[:whole].splitlines()
+        last = int(json.loads(lines[-1])[0]) if lines else firsts[-1] - 1
+        if whole == len(data) or repair:
+            self._tail = (path, whole, last, len(lines))
+        return last, len(lines)
+
+    def append(self, events: Sequence[Sequence[Any]]) -> None:
+        """Append events (ascending seq, each after the last stored one), fsync-ed."""
+        if not events:
+            return
+        self.dir.mkdir(exist_ok=True)
+        last, count = self.last(repair=True)
+        if int(events[0][0]) != last + 1:
+            raise TrackerLogCorrupt(
+                f"{self.dir}: end event {events[0][0]} appended after {last} (not next)"
+            )
+        firsts = self.firsts()
+        first = firsts[-1] if firsts else int(events[0][0])
+        pending: list[bytes] = []
+        new_file = not firsts
+
+        def flush() -> None:
+            path = self._path(first)
+            with open(path, "ab") as f:
+                f.write(b"".join(pending))
+                f.flush()
+                os.fsync(f.fileno())
+                self._tail = (path, f.tell(), int(events_done[-1][0]), count)
+
+        events_done: list[Sequence[Any]] = []
+
+        for e in events:
+            if count >= SEGMENT_EVENTS:
+                if pending:
+                    flush()
+                pending, first, count, new_file = [], int(e[0]), 0, True
+            pending.append(json.dumps(list(e), separators=(",", ":")).encode() + b"\n")
+            events_done.append(e)
+            count += 1
+        flush()
+        if new_file:
+            fsync_dir(self.dir)
+
+    def read(self, after: int, up_to: int) -> Iterator[list[Any]]:
+        """Stored events with ``after < seq <= up_to``, in order (from one segment on)."""
+        if up_to <= after:
+            return
+        firsts = self.firsts()
+        i = max(0, bisect.bisect_right(firsts, after + 1) - 1)
+        for first in firsts[i:]:
+            if first > up_to:
+                return
+            with open(self._path(first), "rb") as f:
+                for raw in f:
+                    if not raw.endswith(b"\n"):
+                        return  # being written (or torn): not committed to readers yet
+                    e = json.loads(raw)
+                    if int(e[0]) > up_to:
+                        return
+                    if int(e[0]) > after:
+                        yield e
+
+    def bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.dir.iterdir()) if self.dir.is_dir() else 0
+
+
+def folder_bytes(folder: Path, names: Iterable[str] | None = None) -> int:
+    """Bytes of the files directly in ``folder`` (optionally only ``names``)."""
+    wanted = set(names) if names is not None else None
+    return sum(
+        p.stat().st_size
+        for p in folder.iterdir()
+        if p.is_file() and (wanted is None or p.name in wanted)
+    )

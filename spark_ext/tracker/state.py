@@ -1,0 +1,272 @@
+"""The tracker's state as a pure value: reports in, end events out (no I/O).
+
+:class:`TrackerState` folds reports into per-substream XORs, counts and end times, decides
+which substreams have ended (:meth:`TrackerState.settle`) and numbers their end events
+(:class:`EndEvent`). It is what every tracking agent keeps, rebuilds from its log, and
+writes as a snapshot (:meth:`TrackerState.to_dict`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_ext.tracker.errors import TrackerLogCorrupt
+from spark_ext.tracker.reports import Report, ReportKey
+from spark_ext.tracker.substreams import Substream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, order=True)
+class EndEvent:
+    """Substream ``substream`` has ended; ``seq`` numbers end events 1, 2, 3, ..."""
+
+    seq: int
+    substream: str
+    start_ms: int
+    end_ms: int
+
+    @property
+    def namespace(self) -> str:
+        return Substream.parse(self.substream).namespace
+
+    def to_list(self) -> list[Any]:
+        return [self.seq, self.substream, self.start_ms, self.end_ms]
+
+    @classmethod
+    def from_list(cls, v: Sequence[Any]) -> EndEvent:
+        return cls(int(v[0]), str(v[1]), int(v[2]), int(v[3]))
+
+
+@dataclass(frozen=True)
+class TrackerFigures:
+    """The agent's state size (docs/design.md invariant 4: state is bounded and measured).
+
+    Attributes
+    ----------
+    open_substreams
+        Substreams seen and not ended (bounded by the windows between the oldest source
+        partition's progress and the newest event time).
+    in_flight
+        Elements sent and not yet finished, over all open substreams.
+    ended
+        Substreams ended so far (a count: the state keeps one released frontier per
+        namespace, not every ended substream).
+    late_reports
+        Reports that touched an already-ended substream (broken close promises).
+    last_seq
+        The newest end event's sequence number.
+    """
+
+    open_substreams: int
+    in_flight: int
+    ended: int
+    late_reports: int
+    last_seq: int
+
+    def line(self) -> str:
+        return (
+            f"tracker: {self.open_substreams} open substreams, {self.in_flight} in flight, "
+            f"{self.ended} ended (last seq {self.last_seq}), {self.late_reports} late reports"
+        )
+
+
+@dataclass
+class TrackerState:
+    """The agent's state as a pure value: reports in, end events out (no I/O).
+
+    ``sources`` maps a namespace to the source partitions that must close a substream of it;
+    a namespace without sources ends substreams on explicit closes only (upstream queries).
+    """
+
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    high_water: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    xors: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    ends: dict[str, int] = field(default_factory=dict)
+    closed: set[str] = field(default_factory=set)
+    progress: dict[str, int] = field(default_factory=dict)
+    #: Namespace -> (end_ms, id) of its newest ended substream. Substreams of a namespace
+    #: end in (end, id) order, so everything at or below it has ended (or never will be
+    #: open again: a report for it is late). Bounded: one entry per namespace.
+    released: dict[str, tuple[int, str]] = field(default_factory=dict)
+    ended_counts: dict[str, int] = field(default_factory=dict)
+    seq: int = 0
+    late_reports: int = 0
+
+    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
+        self.sources[namespace] = tuple(sorted(sources))
+
+    def last_batch(self, query: str) -> int | None:
+        """The highest batch of ``query`` whose reports were applied (None: none)."""
+        batches = [b for (q, _, _), b in self.high_water.items() if q == query]
+        return max(batches) if batches else None
+
+    def is_duplicate(self, key: ReportKey) -> bool:
+        return key.batch <= self.high_water.get(key.stream, -1)
+
+    def accept(self, reports: Iterable[Report]) -> list[Report]:
+        """Fold every report not applied before into the state; returns the accepted ones."""
+        accepted = []
+        for r in sorted(reports, key=lambda r: r.key):
+            if self.is_duplicate(r.key):
+                log.info("report %s already applied: ignored", r.key)
+                continue
+            self.high_water[r.key.stream] = r.key.batch
+            self._fold(r)
+            accepted.append(r)
+        return accepted
+
+    def is_ended(self, substream: str) -> bool:
+        """``substream`` is at or below its namespace's released frontier."""
+        sub = Substream.parse(substream)
+        r = self.released.get(sub.namespace)
+        return r is not None and (sub.end_ms, substream) <= r
+
+    def _fold(self, r: Report) -> None:
+        b = r.body
+        for s, x in b.xors.items():
+            if self.is_ended(s):
+                self.late_reports += 1
+                log.warning("report %s touches ended substream %s (late element)", r.key, s)
+                continue
+            self.xors[s] = self.xors.get(s, 0) ^ x
+        for s, c in b.counts.items():
+            if not self.is_ended(s):
+                self.counts[s] = self.counts.get(s, 0) + c
+        for s, e in b.ends.items():
+            if not self.is_ended(s):
+                self.ends.setdefault(s, e)
+        for p, t in b.progress.items():
+            self.progress[p] = max(self.progress.get(p, t), t)
+        self.closed |= {s for s in b.closes if not self.is_ended(s)}
+
+    def source_closed(self, substream: str) -> bool:
+        if substream in self.closed:
+            return True
+        ns = Substream.parse(substream).namespace
+        srcs = self.sources.get(ns)
+        if not srcs:
+            return False
+        end = self.ends[substream]
+        return all(self.progress.get(p, -(2**63)) >= end for p in srcs)
+
+    def open_substreams(self) -> list[str]:
+        """Substreams seen and not ended, in (end time, id) order."""
+        return sorted(self.ends, key=lambda s: (self.ends[s], s))
+
+    def settle(self) -> list[EndEvent]:
+        """End every open substream that is closed and balanced; number the events.
+
+        Substreams of one namespace end in (end time, id) order: an end event at ``end_ms``
+        also says every substream of its namespace ending earlier has ended, which is what
+        per-shard operators (sessions, EWMA) rely on.
+        """
+        events = []
+        blocked: set[str] = set()
+        for s in self.open_substreams():
+            ns = Substream.parse(s).namespace
+            if ns in blocked:
+                continue
+            if self.xors.get(s, 0) != 0 or self.counts.get(s, 0) != 0 or not self.source_closed(s):
+                blocked.add(ns)  # substreams of a namespace end in end-time order
+            else:
+                self.seq += 1
+                sub = Substream.parse(s)
+                events.append(EndEvent(self.seq, s, sub.start_ms, sub.end_ms))
+                self._forget(s, self.seq)
+        return events
+
+    def replay_ends(self, events: Iterable[EndEvent]) -> None:
+        """Re-apply end events read from the log (recovery; they are not computed again)."""
+        for e in events:
+            self.seq = max(self.seq, e.seq)
+            self._forget(e.substream, e.seq)
+
+    def _forget(self, s: str, seq: int) -> None:
+        sub = Substream.parse(s)
+        mark = (sub.end_ms, s)
+        if mark > self.released.get(sub.namespace, (-(2**63), "")):
+            self.released[sub.namespace] = mark
+        self.ended_counts[sub.namespace] = self.ended_counts.get(sub.namespace, 0) + 1
+        self.xors.pop(s, None)
+        self.counts.pop(s, None)
+        self.ends.pop(s, None)
+        self.closed.discard(s)
+
+    def in_flight(self) -> dict[str, int]:
+        """Open substreams -> elements sent but not finished (state size metric)."""
+        return {s: self.counts.get(s, 0) for s in self.open_substreams()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON value (a snapshot's body)."""
+        return {
+            "sources": {ns: list(p) for ns, p in self.sources.items()},
+            "high_water": [[q, st, p, b] for (q, st, p), b in self.high_water.items()],
+            "xors": self.xors,
+            "counts": self.counts,
+            "ends": self.ends,
+            "closed": sorted(self.closed),
+            "progress": self.progress,
+            "released": {ns: list(r) for ns, r in self.released.items()},
+            "ended_counts": self.ended_counts,
+            "seq": self.seq,
+            "late_reports": self.late_reports,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrackerState:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            sources={ns: tuple(p) for ns, p in d["sources"].items()},
+            high_water={(str(q), str(st), int(p)): int(b) for q, st, p, b in d["high_water"]},
+            xors={s: int(x) for s, x in d["xors"].items()},
+            counts={s: int(c) for s, c in d["counts"].items()},
+            ends={s: int(e) for s, e in d["ends"].items()},
+            closed=set(d["closed"]),
+            progress={p: int(t) for p, t in d["progress"].items()},
+            released={ns: (int(r[0]), str(r[1])) for ns, r in d["released"].items()},
+            ended_counts={ns: int(c) for ns, c in d["ended_counts"].items()},
+            seq=int(d["seq"]),
+            late_reports=int(d["late_reports"]),
+        )
+
+    def figures(self) -> TrackerFigures:
+        """The state-size figures (no copy of the state)."""
+        return TrackerFigures(
+            open_substreams=len(self.ends),
+            in_flight=sum(self.counts.get(s, 0) for s in self.ends),
+            ended=sum(self.ended_counts.values()),
+            late_reports=self.late_reports,
+            last_seq=self.seq,
+        )
+
+
+def declare_record(namespace: str, sources: Sequence[str]) -> dict[str, Any]:
+    """The log record of a namespace declaration (same in every agent's log)."""
+    return {"t": "declare", "ns": namespace, "sources": list(sources)}
+
+
+def apply_record(accepted: Sequence[Report], ends: Sequence[EndEvent]) -> dict[str, Any]:
+    """The log record of one apply: the reports accepted and the end events they caused."""
+    return {
+        "t": "apply",
+        "reports": [r.to_dict() for r in accepted],
+        "ends": [e.to_list() for e in ends],
+    }
+
+
+def replay_record(state: TrackerState, record: dict[str, Any]) -> list[EndEvent]:
+    """Fold one log record into ``state`` (recovery); returns the end events it holds."""
+    if record["t"] == "declare":
+        state.declare(record["ns"], record["sources"])
+        return []
+    if record["t"] == "apply":
+        state.accept(Report.from_dict(r) for r in record["reports"])
+        ends = [EndEvent.from_list(e) for e in record["ends"]]
+        state.replay_ends(ends)
+        return ends
+    raise TrackerLogCorrupt(f"unknown tracker log record type {record.get('t')!r}")
