@@ -7,10 +7,21 @@ cannot be a local file. :class:`KafkaTrackingAgent` keeps the same log records a
 ``spark_ext.tracker.<name>.log``
     One partition; one record per declaration and per applied batch of reports (the
     reports accepted *and* the end events they caused). The agent's state is rebuilt from
-    it. An ordinary (not compacted) topic with unlimited retention: every record is needed.
+    the newest snapshot and the records after it; records below the *previous* snapshot's
+    position are deleted (``deleteRecords``) after each snapshot, so the topic stays bounded.
+``spark_ext.tracker.<name>.snapshot``
+    One partition, ``cleanup.policy=compact``: snapshots of the state, every
+    ``snapshot_every`` log records or ``snapshot_bytes`` log bytes, each written in the
+    same transaction as the log record it follows (so no crash can separate them) and cut in
+    chunk records (:mod:`spark_ext.tracker.kafka_snapshot`). The last committed record of the
+    topic is the newest snapshot's last chunk: a restart finds it without scanning, reads the
+    snapshot, and replays the log from the position it names -- restart time does not grow
+    with the number of past batches. A snapshot that does not verify is ignored for the
+    previous one (kept by alternating two key slots).
 ``spark_ext.tracker.<name>.ends``
     One partition; one record per end event ``[seq, substream, start_ms, end_ms]``, keyed by
-    the substream. This is what the ``spark_ext_tracker`` source reads
+    the substream, all kept (unlimited retention: a downstream query's committed position is
+    not known to the agent). This is what the ``spark_ext_tracker`` source reads
     (:class:`KafkaEndLog`); a record with sequence number ``s`` sits at offset ``>= s - 1``
     (transaction markers take offsets too), so a read of ``(after, up_to]`` starts at
     offset ``after`` and never scans the topic from the beginning.
@@ -22,8 +33,11 @@ both topics, and both topics are read ``read_committed``. Applying reports:
    agent and aborts the transaction a killed instance left open;
 2. catch up: read the log from the agent's position to its last stable offset;
 3. drop reports whose key was applied (per ``(query, stage, partition)`` the highest batch),
-   fold the rest into a copy of the state and compute the end events they cause;
-4. in one transaction send the log record and every end event   -- crash point
+   fold the rest into the state and compute the end events they cause (any failure from
+   here on marks the state stale: it is rebuilt from Kafka before its next use, instead of
+   copying the state every batch);
+4. in one transaction send the log record, every end event and, when due, a snapshot
+   -- crash point
    ``tracker.agent.before_send`` / ``tracker.agent.before_commit``;
 5. commit it                                                   -- crash point
    ``tracker.agent.after_commit``; then wait until the end events are readable
@@ -68,6 +82,7 @@ from spark_ext.tracker.agent import (
     replay_record,
 )
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
+from spark_ext.tracker.kafka_snapshot import chunk_records, newest_snapshot
 from spark_ext.tracker.reports import Report
 
 log = logging.getLogger(__name__)
@@ -76,6 +91,10 @@ log = logging.getLogger(__name__)
 BEFORE_SEND = declare("tracker.agent.before_send", "driver", "transaction begun, nothing sent")
 BEFORE_COMMIT = declare("tracker.agent.before_commit", "driver", "log and ends sent, not committed")
 AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends committed")
+
+#: Snapshot defaults: after this many log records or bytes since the last snapshot.
+SNAPSHOT_EVERY = 1000
+SNAPSHOT_BYTES = 16 << 20
 
 #: How often a failed transaction (fenced, broker unreachable) is retried before giving up.
 ATTEMPTS = 4
@@ -102,6 +121,10 @@ class KafkaAgentTopics:
     @property
     def ends(self) -> str:
         return f"spark_ext.tracker.{self.name}.ends"
+
+    @property
+    def snapshot(self) -> str:
+        return f"spark_ext.tracker.{self.name}.snapshot"
 
     @property
     def transactional_id(self) -> str:
@@ -134,6 +157,13 @@ class _TopicReader:
             return int(self.consumer.end_offsets([self.tp])[self.tp])
         except Exception as e:
             raise TrackerUnavailable(f"cannot read the end offset of {self.topic}: {e}") from e
+
+    def start(self) -> int:
+        """The log start offset (records below it were deleted)."""
+        try:
+            return int(self.consumer.beginning_offsets([self.tp])[self.tp])
+        except Exception as e:
+            raise TrackerUnavailable(f"cannot read the start offset of {self.topic}: {e}") from e
 
     def read(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
         """Committed records with ``start <= offset < stop`` as ``(offset, value)``."""
@@ -240,20 +270,45 @@ class KafkaTrackingAgent(TrackingAgent):
         Names the agent's topics and transactional id; every query sharing the agent (e.g.
         an upstream and a downstream query) uses the same name.
     create_topics
-        Create the two topics if they do not exist (one partition each, replication 1).
+        Create the three topics if they do not exist (one partition each, replication 1).
+    snapshot_every, snapshot_bytes
+        Snapshot after this many log records or bytes since the last snapshot (defaults
+        :data:`SNAPSHOT_EVERY`, :data:`SNAPSHOT_BYTES`).
     """
 
-    def __init__(self, bootstrap: str, name: str, create_topics: bool = True) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        name: str,
+        create_topics: bool = True,
+        snapshot_every: int | None = None,
+        snapshot_bytes: int | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.topics = KafkaAgentTopics(name)
+        self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
+        self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
         if create_topics:
             self._create_topics()
         self._lock = threading.RLock()
         self._state = TrackerState()
-        self._ends: list[EndEvent] = []
+        self._stale = True  # the state must be (re)loaded before use
         self._position = 0  # next log offset not yet folded into the state
+        self._since_records = 0  # log records after the newest snapshot
+        self._since_bytes = 0
+        self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
+        self._snap_slot = 1  # its key slot (the next snapshot takes the other)
+        self._snap_position = 0  # the log position the newest snapshot covers
+        #: What the last ``_write`` sent: (log record bytes, snapshot due) and, with a
+        #: snapshot, (its last chunk's offset, slot, log position covered).
+        self._written: tuple[int, bool] = (0, False)
+        self._written_snapshot: tuple[int, int, int] | None = None
+        #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
+        self.load_figures: dict[str, int] = {}
         self._reader = _TopicReader(bootstrap, self.topics.log)
-        self._ends_reader = _TopicReader(bootstrap, self.topics.ends)
+        self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
+        self._ends_reader = self._end_log._reader
+        self._snap_reader = _TopicReader(bootstrap, self.topics.snapshot)
         self._producer: Any = None
         with self._lock:
             self._start_producer()
@@ -264,6 +319,7 @@ class KafkaTrackingAgent(TrackingAgent):
         try:
             for topic in (self.topics.log, self.topics.ends):
                 create_topic(self.bootstrap, topic, 1, **{"retention.ms": "-1"})
+            create_topic(self.bootstrap, self.topics.snapshot, 1, **{"cleanup.policy": "compact"})
         except Exception as e:
             raise TrackerUnavailable(f"cannot create the tracker topics: {e}") from e
 
@@ -292,13 +348,65 @@ class KafkaTrackingAgent(TrackingAgent):
                 log.debug("closing a failed tracker producer", exc_info=True)
             self._producer = None
 
+    def _load(self) -> None:
+        """The state from the newest snapshot (none: empty) and the log records after it."""
+        found = newest_snapshot(self._snap_reader)
+        if found is None:
+            if self._reader.start() > 0:  # trimmed below a snapshot that is now missing
+                raise TrackerLogCorrupt(
+                    f"{self.topics.log} starts at offset {self._reader.start()} but "
+                    f"{self.topics.snapshot} holds no whole snapshot"
+                )
+            self._state, self._position, snap_bytes = TrackerState(), 0, 0
+            self._snap_last, self._snap_slot, self._snap_position = None, 1, 0
+        else:
+            body, header, last = found
+            self._state = TrackerState.from_dict(body)
+            self._position = self._snap_position = int(header["log_offset"])
+            self._snap_last, self._snap_slot = last, int(header["slot"])
+            snap_bytes = int(header["bytes"])
+        self._since_records = self._since_bytes = 0
+        self._stale = False
+        self._catch_up()
+        self.load_figures = {
+            "snapshot_bytes": snap_bytes,
+            "log_bytes": self._since_bytes,
+            "records": self._since_records,
+        }
+
     def _catch_up(self) -> None:
         """Fold records committed since our position (by another instance) into the state."""
+        if self._stale:
+            self._load()
+            return
         end = self._reader.end()
         for offset, value in self._reader.read(self._position, end):
-            self._ends.extend(replay_record(self._state, _decode(self.topics.log, offset, value)))
+            replay_record(self._state, _decode(self.topics.log, offset, value))
             self._position = offset + 1
+            self._since_records += 1
+            self._since_bytes += len(value)
         self._position = max(self._position, end)
+
+    def _snapshot_due(self, record_bytes: int) -> bool:
+        return (
+            self._since_records + 1 >= self.snapshot_every
+            or self._since_bytes + record_bytes >= self.snapshot_bytes
+        )
+
+    def _trim_log(self, below: int) -> None:
+        """Delete log records below ``below`` (the previous snapshot's position)."""
+        from kafka import KafkaAdminClient, TopicPartition
+
+        if below <= 0:
+            return
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+            try:
+                admin.delete_records({TopicPartition(self.topics.log, 0): below})
+            finally:
+                admin.close()
+        except Exception as e:  # nothing is lost: the records stay until the next trim
+            log.warning("tracker %s: log not trimmed below %d: %s", self.topics.name, below, e)
 
     def _write(
         self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None
@@ -312,6 +420,8 @@ class KafkaTrackingAgent(TrackingAgent):
         BEFORE_SEND.reached(batch)
         body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
         sent = p.send(self.topics.log, value=body, partition=0)
+        snapshot = self._snapshot_due(len(body))
+        self._written = (len(body), snapshot)
         end_futures = [
             p.send(
                 self.topics.ends,
@@ -327,6 +437,13 @@ class KafkaTrackingAgent(TrackingAgent):
         offset = sent.get(timeout=READ_TIMEOUT_S).offset
         end_offsets = [f.get(timeout=READ_TIMEOUT_S).offset for f in end_futures]
         end_offset = end_offsets[-1] if end_offsets else None
+        if snapshot:  # the state after this record, in the same transaction
+            slot = 1 - self._snap_slot
+            chunks = chunk_records(self._state.to_dict(), offset + 1, slot, self._snap_last)
+            futures = [p.send(self.topics.snapshot, key=k, value=v, partition=0) for k, v in chunks]
+            p.flush()
+            last = [f.get(timeout=READ_TIMEOUT_S).offset for f in futures][-1]
+            self._written_snapshot = (last, slot, offset + 1)
         BEFORE_COMMIT.reached(batch)
         p.commit_transaction()
         AFTER_COMMIT.reached(batch)
@@ -341,19 +458,21 @@ class KafkaTrackingAgent(TrackingAgent):
             time.sleep(0.01)
 
     def _transact(self, build: Any, batch: int | None) -> list[EndEvent] | None:
-        """Steps 1-6 with retries; ``build(state)`` mutates a state copy and returns
+        """Steps 1-6 with retries; ``build(state)`` mutates the state and returns
         ``(record, ends)``, or ``None`` when there is nothing to write (returned as is)."""
         from kafka.errors import KafkaError
 
         last: Exception | None = None
         for attempt in range(ATTEMPTS):
+            self._written_snapshot = None
             try:
                 if self._producer is None:
                     self._start_producer()  # 1.
                 self._catch_up()  # 2.
-                state = copy.deepcopy(self._state)
-                built = build(state)  # 3.
+                self._stale = True  # until committed: build mutates the state
+                built = build(self._state)  # 3.
                 if built is None:
+                    self._stale = False  # nothing accepted, nothing changed
                     return None
                 record, ends = built
                 offset, end_offset = self._write(record, ends, batch)  # 4.-5.
@@ -365,10 +484,16 @@ class KafkaTrackingAgent(TrackingAgent):
                 log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
                 self._close_producer()
                 continue
-            # 6. committed: adopt the state the record describes, past the record
-            self._state = state
-            self._ends.extend(ends)
+            # 6. committed: the state is the one the record describes, past the record
+            self._stale = False
             self._position = offset + 1
+            self._since_records += 1
+            self._since_bytes += self._written[0]
+            if self._written_snapshot is not None:
+                previous = self._snap_position
+                self._snap_last, self._snap_slot, self._snap_position = self._written_snapshot
+                self._since_records = self._since_bytes = 0
+                self._trim_log(previous)  # keep the records after the previous snapshot
             if end_offset is not None:
                 self._await_visible(end_offset)
             return ends
@@ -412,9 +537,9 @@ class KafkaTrackingAgent(TrackingAgent):
 
     def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
         with self._lock:
-            if up_to_seq > (self._ends[-1].seq if self._ends else 0):
-                self._catch_up()
-            return [e for e in self._ends if after_seq < e.seq <= up_to_seq]
+            self._catch_up()
+            last = self._state.seq
+        return list(self._end_log.events(after_seq, min(up_to_seq, last)))
 
     def source_options(self) -> dict[str, str]:
         return {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
@@ -434,4 +559,5 @@ class KafkaTrackingAgent(TrackingAgent):
         with self._lock:
             self._close_producer()
             self._reader.close()
-            self._ends_reader.close()
+            self._end_log.close()
+            self._snap_reader.close()

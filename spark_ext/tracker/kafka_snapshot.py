@@ -1,0 +1,120 @@
+"""Snapshots of a Kafka tracking agent's state, kept in a compacted topic of chunk records.
+
+A snapshot is written in the *same transaction* as the log record after which it was taken,
+so it is committed exactly when that record is (no crash window between them). It is cut in
+chunks of at most :data:`CHUNK_BYTES` (below Kafka's 1 MB default record size); chunk ``i``
+of ``n`` is one record keyed ``<slot>.<i>`` whose value is a header line
+``{"log_offset", "i", "n", "bytes", "sha256", "prev"}`` and then the chunk's bytes:
+
+* ``log_offset``: the state covers every log record below it; a restart replays from there;
+* ``slot``: snapshots alternate between slots 0 and 1, so compaction (the topic is
+  ``cleanup.policy=compact``) keeps the newest snapshot *and* the previous one;
+* ``prev``: the offset of the previous snapshot's last chunk (the fallback when the newest
+  does not verify), None for the first snapshot.
+
+The newest snapshot is found without scanning: one transaction's chunks sit at consecutive
+offsets, so the last committed record of the topic is the newest snapshot's last chunk, and
+its header says where its first chunk is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+#: Largest chunk of a snapshot record (Kafka's default ``max.message.bytes`` is 1 MB).
+CHUNK_BYTES = 512 * 1024
+
+
+class OffsetReader(Protocol):
+    """A ``read_committed`` reader of partition 0 of one topic."""
+
+    def end(self) -> int: ...
+
+    def read(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]: ...
+
+
+def chunk_records(
+    state: dict[str, Any], log_offset: int, slot: int, prev: int | None
+) -> list[tuple[bytes, bytes]]:
+    """The ``(key, value)`` records of one snapshot of ``state`` (module docstring)."""
+    data = json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
+    parts = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
+    sha = hashlib.sha256(data).hexdigest()
+    out = []
+    for i, part in enumerate(parts):
+        header = {
+            "log_offset": log_offset,
+            "i": i,
+            "n": len(parts),
+            "bytes": len(data),
+            "sha256": sha,
+            "prev": prev,
+            "slot": slot,
+        }
+        out.append((f"{slot}.{i}".encode(), json.dumps(header).encode() + b"\n" + part))
+    return out
+
+
+def _split(value: bytes) -> tuple[dict[str, Any], bytes]:
+    head, _, part = value.partition(b"\n")
+    return json.loads(head), part
+
+
+def _last_offset(reader: OffsetReader) -> int | None:
+    """Offset of the last committed record (markers and aborted records skipped)."""
+    end = reader.end()
+    back = 8
+    while True:
+        start = max(0, end - back)
+        found = [o for o, _ in reader.read(start, end)]
+        if found:
+            return found[-1]
+        if start == 0:
+            return None
+        back *= 4
+
+
+def _read_at(reader: OffsetReader, last: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """``(state, header)`` of the snapshot whose last chunk is at ``last``; None if not whole."""
+    try:
+        (_, value), *_ = list(reader.read(last, last + 1)) or [(last, b"")]
+        header, _ = _split(value)
+        first = last - (int(header["n"]) - 1)
+        chunks = [_split(v) for _, v in reader.read(first, last + 1)]
+        data = b"".join(part for _, part in chunks)
+        if (
+            [h["i"] for h, _ in chunks] != list(range(int(header["n"])))
+            or {h["sha256"] for h, _ in chunks} != {header["sha256"]}
+            or len(data) != header["bytes"]
+            or hashlib.sha256(data).hexdigest() != header["sha256"]
+        ):
+            raise ValueError("chunks missing or checksum mismatch")
+        return json.loads(data), header
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("tracker snapshot ending at offset %d is not whole (%s): ignored", last, e)
+        return None
+
+
+def newest_snapshot(reader: OffsetReader) -> tuple[dict[str, Any], dict[str, Any], int] | None:
+    """``(state, header, last chunk offset)`` of the newest whole snapshot (or the one
+    before it when the newest does not verify); None when there is none."""
+    last = _last_offset(reader)
+    tried = 0
+    while last is not None and tried < 2:
+        found = _read_at(reader, last)
+        if found is not None:
+            return found[0], found[1], last
+        tried += 1
+        try:
+            (_, value), *_ = list(reader.read(last, last + 1))
+            prev = _split(value)[0].get("prev")
+        except (ValueError, KeyError):
+            prev = None
+        last = int(prev) if prev is not None else None
+    return None
