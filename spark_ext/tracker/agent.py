@@ -120,7 +120,7 @@ AFTER_SNAPSHOT = declare(
 LOG_NAME = log_name(0)
 #: Compaction defaults: a snapshot after this many log records or bytes since the last one.
 SNAPSHOT_EVERY = 1000
-SNAPSHOT_BYTES = 16 << 20
+SNAPSHOT_BYTES = 4 << 20
 
 
 class TrackingAgent(ABC):

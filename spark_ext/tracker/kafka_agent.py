@@ -94,7 +94,7 @@ AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends com
 
 #: Snapshot defaults: after this many log records or bytes since the last snapshot.
 SNAPSHOT_EVERY = 1000
-SNAPSHOT_BYTES = 16 << 20
+SNAPSHOT_BYTES = 4 << 20
 
 #: How often a failed transaction (fenced, broker unreachable) is retried before giving up.
 ATTEMPTS = 4
