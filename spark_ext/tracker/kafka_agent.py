@@ -294,6 +294,7 @@ class KafkaTrackingAgent(TrackingAgent):
         self._state = TrackerState()
         self._stale = True  # the state must be (re)loaded before use
         self._position = 0  # next log offset not yet folded into the state
+        self._own_marker = False  # the offset at our position is our own commit marker
         self._since_records = 0  # log records after the newest snapshot
         self._since_bytes = 0
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
@@ -350,6 +351,7 @@ class KafkaTrackingAgent(TrackingAgent):
 
     def _load(self) -> None:
         """The state from the newest snapshot (none: empty) and the log records after it."""
+        self._own_marker = False
         found = newest_snapshot(self._snap_reader)
         if found is None:
             if self._reader.start() > 0:  # trimmed below a snapshot that is now missing
@@ -380,6 +382,11 @@ class KafkaTrackingAgent(TrackingAgent):
             self._load()
             return
         end = self._reader.end()
+        if self._own_marker and end == self._position + 1:
+            # Only our last transaction's commit marker lies ahead: reading it would poll
+            # for a record that never comes (the fetch wait, ~0.2 s a batch).
+            self._position = end
+        self._own_marker = False
         for offset, value in self._reader.read(self._position, end):
             replay_record(self._state, _decode(self.topics.log, offset, value))
             self._position = offset + 1
@@ -487,6 +494,7 @@ class KafkaTrackingAgent(TrackingAgent):
             # 6. committed: the state is the one the record describes, past the record
             self._stale = False
             self._position = offset + 1
+            self._own_marker = True  # at ``offset + 1``: the log record is the only one
             self._since_records += 1
             self._since_bytes += self._written[0]
             if self._written_snapshot is not None:
