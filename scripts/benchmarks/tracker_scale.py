@@ -1,0 +1,248 @@
+"""Tracker scale (c): 10,000 open windows x 64 partitions, driver time, agent bytes, restarts.
+
+Drives a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` and then a
+:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (at most KAFKA_BATCHES batches,
+on the bench's broker, topics named ``spark_ext.tracker.scale-<random>.*``) directly with
+synthetic batches shaped like a tracked query's (:mod:`spark_ext.tracked.stages`): per batch
+one gate report per source partition (``assign`` stage: the partition's progress plus the
+XORs, counts and ends of the windows its rows went to) and one report per operator shard
+(``operator`` stage: the XORs of the rows it finished). Partition 0 lags OPEN windows of
+1 s behind the others, so OPEN windows stay open; every batch advances every partition by
+STEP windows, so STEP windows end and STEP new ones open.
+
+Figures: the driver's time per batch in ``agent.apply`` (median and p95; target <= 100 ms),
+the bytes the local agent writes per batch (log record, end events, snapshots amortised;
+from ``/proc/self/io``; the Kafka agent's go to the broker and are not counted), and the time to reopen the agent after 100, 1,000 and 10,000 past
+batches (it must be flat: a restart reads the newest snapshot and at most ``snapshot_every``
+records). A plot of the restart series goes to the bench's scratch folder when matplotlib is
+installed. There is no Spark operator to compare with: no baseline, the target is in the notes.
+
+Run: ``.venv/bin/python scripts/bench.py tracker_scale --repeat 1`` (``--scale 0.1`` runs
+1,000 past batches at most). The machine is shared: absolute milliseconds vary with load.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import BenchContext, Figure
+from spark_ext.tracker.agent import LocalTrackingAgent
+from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
+from spark_ext.tracker.reports import Report, ReportKey, TaskReport
+
+log = logging.getLogger(__name__)
+
+OPEN = 10_000  # open windows
+PARTITIONS = 64
+SHARDS = 8  # operator shards
+STEP = 10  # windows ended (and opened) per batch
+WINDOW_MS = 1_000
+RESTARTS = (100, 1_000, 10_000)  # past batches before each restart measurement
+TARGET_MS = 100.0
+#: The Kafka agent runs at most this many batches (a transaction each: slower to drive).
+KAFKA_BATCHES = 1_000
+NS = "w"
+
+
+def _sid(w: int) -> str:
+    return f"{NS}/{w * WINDOW_MS}/{(w + 1) * WINDOW_MS}"
+
+
+def batch(b: int) -> list[Report]:
+    """Reports of batch ``b``: partitions 1.. write into the newest STEP windows, partition 0
+    into the STEP windows at its own (lagging) frontier; shards finish every row."""
+    head = OPEN + b * STEP  # partition 1..'s newest window index after this batch
+    finished: list[dict[str, int]] = [{} for _ in range(SHARDS)]
+    out = []
+    for p in range(PARTITIONS):
+        first = head - STEP if p else b * STEP
+        body = TaskReport("assign", p)
+        for w in range(first, first + STEP):
+            sid, label = _sid(w), (b * 1_000_003 + p * 7_919 + w) & 0xFFFFFFFF
+            body.xors[sid] = label
+            body.counts[sid] = 1
+            body.ends[sid] = (w + 1) * WINDOW_MS
+            shard = finished[w % SHARDS]
+            shard[sid] = shard.get(sid, 0) ^ label
+        body.progress[f"t:{p}"] = (first + STEP) * WINDOW_MS
+        out.append(Report(ReportKey("q", b, "assign", p), body))
+    for s, xors in enumerate(finished):
+        counts: dict[str, int] = {}
+        for p in range(PARTITIONS):
+            first = head - STEP if p else b * STEP
+            for w in range(first, first + STEP):
+                if w % SHARDS == s:
+                    counts[_sid(w)] = counts.get(_sid(w), 0) - 1
+        out.append(
+            Report(ReportKey("q", b, "operator", s), TaskReport("operator", s, xors, counts))
+        )
+    return out
+
+
+def _written() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
+
+
+def _warm_up(agent: Any) -> None:
+    """Open OPEN windows: every partition but 0 jumps to the head (a ``warm`` stage report)."""
+    reports = []
+    for p in range(1, PARTITIONS):
+        body = TaskReport("assign", p, progress={f"t:{p}": OPEN * WINDOW_MS})
+        for w in range(p - 1, OPEN, PARTITIONS - 1):
+            body.ends[_sid(w)] = (w + 1) * WINDOW_MS
+            body.xors[_sid(w)] = 0
+        reports.append(Report(ReportKey("q", 0, "warm", p), body))
+    agent.apply(reports)
+
+
+def _plot(folder: Path, series: dict[str, list[tuple[int, float, int]]]) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib not installed: no restart plot")
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3))
+    for variant, points in series.items():
+        ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], marker="o", label=variant)
+    ax.legend()
+    ax.set_xscale("log")
+    ax.set_xlabel("past batches")
+    ax.set_ylabel("restart time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")
+    fig.tight_layout()
+    path = folder / "tracker_scale_restart.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+@dataclass
+class Series:
+    """What one agent's drive measured."""
+
+    apply_ms: list[float] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)
+    restarts: list[tuple[int, float, int]] = field(default_factory=list)  # batches, ms, records
+    ended: int = 0
+
+
+def drive(open_agent: Callable[[], Any], marks: Sequence[int]) -> Series:
+    """Warm up, then ``marks[-1]`` batches; reopen the agent after each mark."""
+    out = Series()
+    agent = open_agent()
+    agent.declare(NS, [f"t:{p}" for p in range(PARTITIONS)])
+    _warm_up(agent)
+    for b in range(marks[-1]):
+        reports = batch(b)
+        w0, t0 = _written(), time.perf_counter()
+        out.ended += len(agent.apply(reports))
+        out.apply_ms.append((time.perf_counter() - t0) * 1000)
+        out.written.append(_written() - w0)
+        if b + 1 in marks:
+            open_now = agent.figures().open_substreams
+            assert open_now >= OPEN - STEP, f"{open_now} open windows, not {OPEN}"
+            if hasattr(agent, "close"):
+                agent.close()
+            t0 = time.perf_counter()
+            agent = open_agent()
+            ms = (time.perf_counter() - t0) * 1000
+            out.restarts.append((b + 1, ms, agent.load_figures["records"]))
+            log.warning("restart after %d batches: %.1f ms (%s)", b + 1, ms, agent.load_figures)
+    if hasattr(agent, "close"):
+        agent.close()
+    return out
+
+
+def figures_of(variant: str, s: Series, bytes_note: str | None) -> list[Figure]:
+    q = statistics.quantiles(s.apply_ms, n=20)
+    note = f"{OPEN} open windows x {PARTITIONS} partitions, {SHARDS} shards, {STEP} ends/batch"
+    out = [
+        Figure(
+            "tracker_scale",
+            variant,
+            "driver time/batch median",
+            statistics.median(s.apply_ms),
+            "ms",
+            note=f"target <= {TARGET_MS:.0f} ms; {note}",
+        ),
+        Figure(
+            "tracker_scale",
+            variant,
+            "driver time/batch p95",
+            q[18],
+            "ms",
+            note=f"target <= {TARGET_MS:.0f} ms",
+        ),
+    ]
+    if bytes_note is not None:
+        out += [
+            Figure(
+                "tracker_scale",
+                variant,
+                "bytes written/batch median",
+                statistics.median(s.written),
+                "B",
+                note="log record + end events",
+            ),
+            Figure(
+                "tracker_scale",
+                variant,
+                "bytes written/batch mean",
+                statistics.fmean(s.written),
+                "B",
+                note=bytes_note,
+            ),
+        ]
+    for n, ms, records in s.restarts:
+        out.append(
+            Figure(
+                "tracker_scale",
+                variant,
+                f"restart after {n} batches",
+                ms,
+                "ms",
+                note=f"flat target; snapshot + {records} log records replayed",
+            )
+        )
+    return out
+
+
+def run(ctx: BenchContext) -> list[Figure]:
+    folder = ctx.folder("tracker_scale")
+    marks = [n for n in RESTARTS if n <= max(100, int(RESTARTS[-1] * ctx.scale))]
+    local = drive(lambda: LocalTrackingAgent(folder / "agent"), marks)
+    disk = sum(p.stat().st_size for p in (folder / "agent").rglob("*") if p.is_file())
+    ends = sum(p.stat().st_size for p in (folder / "agent" / "ends").iterdir())
+    figures = figures_of("local agent", local, "incl. snapshots amortised")
+    figures.append(
+        Figure(
+            "tracker_scale",
+            "local agent",
+            "folder size at end",
+            disk,
+            "B",
+            note=f"after {marks[-1]} batches; end-event files {ends} B ({local.ended} events)",
+        )
+    )
+    kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
+    name = f"scale-{uuid.uuid4().hex[:8]}"
+    kafka = drive(lambda: KafkaTrackingAgent(ctx.bootstrap, name), kafka_marks)
+    figures += figures_of("kafka agent", kafka, None)
+    series = {"local agent": local.restarts, "kafka agent": kafka.restarts}
+    plot = _plot(ctx.scratch, series)
+    for variant, points in series.items():
+        print(f"restart series, {variant} (past batches, ms, records replayed):", points)
+    print("plot:", plot, flush=True)
+    return figures
