@@ -102,14 +102,8 @@ class BatchHandler:
     def _idle_decisions(self) -> list[tuple[str, int]]:
         if self.idle is None or not self.sources:
             return []
-        state = self.agent.state()
-        ends = [
-            state.ends[s] for s in state.open_substreams() if s.startswith(self.namespace + "/")
-        ]
-        decisions = self.idle.decide(
-            self.sources, state.progress, min(ends) if ends else None, time.time() * 1000
-        )
-        return decisions
+        progress, oldest_end = self.agent.frontier(self.namespace)  # no copy of the state
+        return self.idle.decide(self.sources, progress, oldest_end, time.time() * 1000)
 
     def _downgrades(self, df: DataFrame, decisions: list[tuple[str, int]]) -> DataFrame:
         now = int(time.time() * 1000)

@@ -154,6 +154,11 @@ class TrackingAgent(ABC):
         """The agent's state-size figures (override to avoid copying the state)."""
         return self.state().figures()
 
+    def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
+        """:meth:`TrackerState.frontier` of the current state (override to avoid copying it:
+        a query's idle policy asks every batch)."""
+        return self.state().frontier(namespace)
+
 
 class LocalTrackingAgent(TrackingAgent):
     """The embedded agent: snapshots plus an fsync-ed JSON-lines log on local disk.
@@ -377,6 +382,11 @@ class LocalTrackingAgent(TrackingAgent):
         with self._locked():
             self._catch_up()
             return self._state.figures()
+
+    def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
+        with self._locked():
+            self._catch_up()
+            return self._state.frontier(namespace)
 
 
 def _checked(folder: Path, after: int, up_to: int) -> list[EndEvent]:

@@ -562,6 +562,11 @@ class KafkaTrackingAgent(TrackingAgent):
             self._catch_up()
             return self._state.figures()
 
+    def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
+        with self._lock:
+            self._catch_up()
+            return self._state.frontier(namespace)
+
     def close(self) -> None:
         """Release the producer and readers (the agent's data stays in Kafka)."""
         with self._lock:

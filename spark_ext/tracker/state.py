@@ -197,6 +197,14 @@ class TrackerState:
         self.ends.pop(s, None)
         self.closed.discard(s)
 
+    def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
+        """The source partitions' progress (a copy) and the end of ``namespace``'s oldest open
+        substream (None: none open): what an idle policy decides on, without copying the
+        whole state."""
+        prefix = namespace + "/"
+        ends = [e for s, e in self.ends.items() if s.startswith(prefix)]
+        return dict(self.progress), (min(ends) if ends else None)
+
     def in_flight(self) -> dict[str, int]:
         """Open substreams -> elements sent but not finished (state size metric)."""
         return {s: self.counts.get(s, 0) for s in self.open_substreams()}

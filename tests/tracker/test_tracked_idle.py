@@ -102,3 +102,44 @@ def test_an_idle_partition_is_closed_by_the_timeout_and_its_later_rows_are_late(
     downgrades = late[late["reason"] == REASON_IDLE]
     assert len(downgrades) >= 1 and set(downgrades["src_partition"]) == {1}
     assert downgrades["raw"].str.contains("declared_at_ms").all()
+
+
+def test_the_idle_check_of_each_batch_reads_the_agent_without_copying_its_state(tmp_path):
+    """Issue #12, scale: the handler asked the agent for a deep copy of its whole state in every
+    batch of a query with an idle policy (``agent.state()``), which grows with the open
+    windows; it needs only the partitions' progress and the oldest open window's end."""
+    from spark_ext.tracked.handler import BatchHandler
+    from spark_ext.tracked.idle import IdlePolicy
+    from spark_ext.tracker.agent import LocalTrackingAgent
+    from spark_ext.tracker.reports import Report, ReportKey, TaskReport
+
+    class CountingCopies(LocalTrackingAgent):
+        copies = 0
+
+        def state(self):
+            CountingCopies.copies += 1
+            return super().state()
+
+    agent = CountingCopies(tmp_path / "agent")
+    agent.declare("w", ["t:0", "t:1"])
+    body = TaskReport(
+        "gate",
+        0,
+        xors={"w/0/10000": 5},
+        counts={"w/0/10000": 1},
+        ends={"w/0/10000": 10_000, "w/10000/20000": 20_000},
+        progress={"t:0": 30_000, "t:1": 2_000},
+    )
+    agent.apply([Report(ReportKey("q", 0, "gate", 0), body)])
+
+    def write(df, batch_id):
+        raise AssertionError("not called")
+
+    handler = BatchHandler(
+        "q", agent, write, write, [], namespace="w", sources=("t:0", "t:1"),
+        idle=IdlePolicy(100, mark=lambda topic, part, through: None),
+    )  # fmt: skip
+    assert handler._idle_decisions() == []  # the policy's clocks start
+    time.sleep(0.15)
+    assert handler._idle_decisions() == [("t:1", 30_000)]  # through the other partition
+    assert CountingCopies.copies == 0
