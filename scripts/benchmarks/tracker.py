@@ -33,6 +33,7 @@ from spark_ext.operators import Count, WindowAggregate
 from spark_ext.sinks.trigger import Trigger
 from spark_ext.tracked import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
+from spark_ext.tracker.snapshot import log_generations, log_name
 
 PARTITIONS = 4
 SLOW = PARTITIONS - 1  # the slow partition lags LAG_S seconds of event time behind the others
@@ -121,7 +122,9 @@ def _tracked(
     ``late_sink`` receives the rows that broke their partition's markers (default: the
     benchmark only counts them through the handler's ``late_rows`` metric).
     """
-    agent = LocalTrackingAgent(folder / "agent")
+    # Never compacted (the thresholds are out of reach), so every log record stays for the
+    # report count of _drops_and_reports; a compaction would delete the records it covers.
+    agent = LocalTrackingAgent(folder / "agent", snapshot_every=1 << 62, snapshot_bytes=1 << 62)
     q = (
         TrackedStream(
             _events(ctx, topic, per_trigger),
@@ -182,8 +185,9 @@ def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figu
     tr_s = time.monotonic() - t0
     q.stop()
     reports = 0
-    for line in (folder / "agent" / "tracker.log").read_text().splitlines():
-        reports += len(json.loads(line).get("reports", []))
+    for gen in log_generations(folder / "agent"):
+        for line in (folder / "agent" / log_name(gen)).read_text().splitlines():
+            reports += len(json.loads(line).get("reports", []))
     k = len(agent.end_events(0, 10**9))
     return [
         Figure(
