@@ -6,7 +6,8 @@ cannot be a local file. :class:`KafkaTrackingAgent` keeps the same log records a
 
 ``spark_ext.tracker.<name>.log``
     One partition; one record per declaration and per applied batch of reports (the
-    reports accepted *and* the end events they caused). The agent's state is rebuilt from
+    reports accepted *and* the end events they caused; above Kafka's record size, cut in
+    consecutive parts of one transaction: :mod:`spark_ext.tracker.kafka_parts`). The agent's state is rebuilt from
     the newest snapshot and the records after it; records below the *previous* snapshot's
     position are deleted (``deleteRecords``) after each snapshot, so the topic stays bounded.
 ``spark_ext.tracker.<name>.snapshot``
@@ -82,6 +83,7 @@ from spark_ext.tracker.agent import (
     replay_record,
 )
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
+from spark_ext.tracker.kafka_parts import PartBuffer, split_record
 from spark_ext.tracker.kafka_snapshot import chunk_records, newest_snapshot
 from spark_ext.tracker.reports import Report
 
@@ -307,6 +309,7 @@ class KafkaTrackingAgent(TrackingAgent):
         #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
         self.load_figures: dict[str, int] = {}
         self._reader = _TopicReader(bootstrap, self.topics.log)
+        self._parts = PartBuffer()  # a log record cut in parts, until its last is read
         self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
         self._ends_reader = self._end_log._reader
         self._snap_reader = _TopicReader(bootstrap, self.topics.snapshot)
@@ -369,6 +372,7 @@ class KafkaTrackingAgent(TrackingAgent):
             snap_bytes = int(header["bytes"])
         self._since_records = self._since_bytes = 0
         self._stale = False
+        self._parts.clear()
         self._catch_up()
         self.load_figures = {
             "snapshot_bytes": snap_bytes,
@@ -388,10 +392,13 @@ class KafkaTrackingAgent(TrackingAgent):
             self._position = end
         self._own_marker = False
         for offset, value in self._reader.read(self._position, end):
-            replay_record(self._state, _decode(self.topics.log, offset, value))
             self._position = offset + 1
             self._since_records += 1
             self._since_bytes += len(value)
+            where = f"{self.topics.log} at offset {offset}"
+            record = self._parts.add(_decode(self.topics.log, offset, value), where)
+            if record is not None:  # whole (the last of its parts, or never cut)
+                replay_record(self._state, record)
         self._position = max(self._position, end)
 
     def _snapshot_due(self, record_bytes: int) -> bool:
@@ -425,8 +432,9 @@ class KafkaTrackingAgent(TrackingAgent):
         p = self._producer
         p.begin_transaction()
         BEFORE_SEND.reached(batch)
-        body = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
-        sent = p.send(self.topics.log, value=body, partition=0)
+        body = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        # above Kafka's record size in parts, all in this transaction (kafka_parts)
+        sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
         snapshot = self._snapshot_due(len(body))
         self._written = (len(body), snapshot)
         end_futures = [
@@ -441,7 +449,7 @@ class KafkaTrackingAgent(TrackingAgent):
         p.flush()
         # Every future, not just the last: kafka-python commits a transaction without a
         # batch that expired after delivery_timeout_ms (the KAFKA-5385 class of bug).
-        offset = sent.get(timeout=READ_TIMEOUT_S).offset
+        offset = [f.get(timeout=READ_TIMEOUT_S).offset for f in sent][-1]  # the last part
         end_offsets = [f.get(timeout=READ_TIMEOUT_S).offset for f in end_futures]
         end_offset = end_offsets[-1] if end_offsets else None
         if snapshot:  # the state after this record, in the same transaction

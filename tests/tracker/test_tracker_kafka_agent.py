@@ -135,3 +135,35 @@ def test_a_bug_in_the_agent_surfaces_as_itself_not_as_tracker_unavailable(kafka_
     with pytest.raises(KeyError, match="a bug"):
         agent._transact(broken, batch=0)
     assert len(calls) == 1
+
+
+def test_a_batch_whose_log_record_passes_kafkas_1_mb_limit_is_applied_and_replayed(
+    kafka_bootstrap,
+):
+    """Issue #12, scale: one batch's log record is one Kafka record, and above Kafka's 1 MB
+    default (about 18k report entries) every attempt failed -- the query could never pass the
+    batch. Here a backlog batch touches 40,000 windows (a ~3 MB record)."""
+    from spark_ext.tracker.reports import ReportBuilder, batch_reports
+
+    name = agent_name()
+    agent = KafkaTrackingAgent(kafka_bootstrap, name)
+    agent.declare("w", ["t:0"])
+    windows = [f"w/{i * 10_000}/{(i + 1) * 10_000}" for i in range(40_000)]
+    ends = [(i + 1) * 10_000 for i in range(40_000)]
+    labels = [1_000_003 * (i + 1) for i in range(40_000)]
+    sent = ReportBuilder("assign", 0)
+    sent.add_labels(windows, labels, sent=True, ends=ends)
+    sent.add_progress("t:0", 40_001 * 10_000)  # past every window's end
+    done = ReportBuilder("operator", 0)
+    done.add_labels(windows[:-1], labels[:-1], sent=False)  # the last one still in flight
+    reports = batch_reports("q", 0, [sent.build(), done.build()])
+    assert len(json.dumps([r.to_dict() for r in reports])) > 2_000_000
+
+    got = agent.apply(reports)
+    assert [e.seq for e in got] == list(range(1, 40_000))  # every window but the last
+    reopened = KafkaTrackingAgent(kafka_bootstrap, name)
+    state = reopened.state()
+    assert (state.seq, state.open_substreams()) == (39_999, [windows[-1]])
+    assert reopened.apply(reports) == []  # the replayed batch is a duplicate
+    for a in (agent, reopened):
+        a.close()

@@ -1,0 +1,63 @@
+"""Log records of the Kafka tracking agent that pass Kafka's record size, sent as parts.
+
+One applied batch is one log record (the reports accepted and the end events they caused).
+A backlog batch touching many windows makes it large: about 18k report entries pass Kafka's
+1 MB default (``max.request.size`` of the producer, ``message.max.bytes`` of the broker), and
+such a batch could never be applied. A record above :data:`PART_CHARS` characters is sent as
+consecutive *part* records ``{"t": "part", "i": i, "n": n, "data": <slice of its JSON>}`` in
+the same transaction: a ``read_committed`` reader sees all of them or none, and folds the
+record once its last part is read (:class:`PartBuffer`). Smaller records are sent as before,
+so logs written by earlier versions read unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from spark_ext.tracker.errors import TrackerLogCorrupt
+
+#: Characters of a record's JSON per part. The JSON is ASCII (``ensure_ascii``), and a part
+#: escapes it once more: a part record stays below 2 x this plus a few bytes, under 1 MB.
+PART_CHARS = 256 * 1024
+
+
+def split_record(body: str) -> list[bytes]:
+    """``body`` (a record's ASCII JSON) as the values to send: itself, or its parts."""
+    if len(body) <= PART_CHARS:
+        return [body.encode()]
+    slices = [body[i : i + PART_CHARS] for i in range(0, len(body), PART_CHARS)]
+    return [
+        json.dumps(
+            {"t": "part", "i": i, "n": len(slices), "data": s}, separators=(",", ":")
+        ).encode()
+        for i, s in enumerate(slices)
+    ]
+
+
+class PartBuffer:
+    """Reassembles part records read in offset order; whole records pass through."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+
+    def clear(self) -> None:
+        self._parts = []
+
+    def add(self, record: Any, where: str) -> Any | None:
+        """The whole record once complete (a non-part record at once), else None."""
+        if not isinstance(record, dict) or record.get("t") != "part":
+            if self._parts:
+                raise TrackerLogCorrupt(f"{where}: a record amid the parts of another")
+            return record
+        i, n = int(record["i"]), int(record["n"])
+        if i != len(self._parts):
+            raise TrackerLogCorrupt(f"{where}: part {i} of {n} after {len(self._parts)} parts")
+        self._parts.append(str(record["data"]))
+        if i + 1 < n:
+            return None
+        body, self._parts = "".join(self._parts), []
+        try:
+            return json.loads(body)
+        except json.JSONDecodeError as e:
+            raise TrackerLogCorrupt(f"{where}: parts do not form a record: {e}") from e
