@@ -116,10 +116,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_agent(folder, crash_at=None):
-    env = job_environment({"SPARK_EXT_CRASH_AT": crash_at} if crash_at else {})
+def run_agent(folder, crash_at=None, script=SCRIPT, env=None):
+    """``script`` on the agent ``folder`` in a process of its own (``env``: fault settings)."""
+    env = job_environment(env or ({"SPARK_EXT_CRASH_AT": crash_at} if crash_at else {}))
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(folder)],
+        [sys.executable, "-c", script, str(folder)],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import pytest
 
 import spark_ext.tracker.agent as agent_module
 import spark_ext.tracker.snapshot as snapshot_module
-from spark_ext.jobrun import REPO, job_environment
 from spark_ext.tracker.agent import LocalTrackingAgent, read_end_events
+from tests.tracker.test_tracker_agent import run_agent as run_script
 from tests.tracker.test_tracker_agent import window_batch
 
 EVERY = 20
@@ -141,16 +140,7 @@ SCRIPT = textwrap.dedent(
 
 
 def run_agent(folder: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = job_environment({"SPARK_EXT_FAULT": fault} if fault else {})
-    return subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(folder)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        start_new_session=True,  # the fault kills its own process group only
-    )
+    return run_script(folder, script=SCRIPT, env={"SPARK_EXT_FAULT": fault} if fault else None)
 
 
 @pytest.mark.crash
