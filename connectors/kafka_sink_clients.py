@@ -490,9 +490,16 @@ class ConfluentProducer:
 
     def probe(self, group: str, offset: int, metadata: str) -> None:
         """:meth:`offsets`, where being fenced is an expected answer: librdkafka's lines about
-        it (``TXNERR``, ``FATAL``) are logged at INFO from then on, not as errors."""
+        it (``TXNERR``, ``FATAL``) are logged at INFO from then on (the producer is closed
+        next), not as errors; any other outcome leaves its log as it was."""
         self.log.fence_expected = True
-        self.offsets(group, offset, metadata)
+        try:
+            self.offsets(group, offset, metadata)
+        except SliceFenced:
+            raise  # the expected answer: quiet while the producer is closed
+        except BaseException:
+            self.log.fence_expected = False
+            raise
         self.log.fence_expected = False
 
     def commit(self, group: str, offset: int, metadata: str) -> None:
