@@ -7,9 +7,10 @@ cannot be a local file. :class:`KafkaTrackingAgent` keeps the same log records a
 ``spark_ext.tracker.<name>.log``
     One partition; one record per declaration and per applied batch of reports (the
     reports accepted *and* the end events they caused; above Kafka's record size, cut in
-    consecutive parts of one transaction: :mod:`spark_ext.tracker.kafka_parts`). The agent's state is rebuilt from
-    the newest snapshot and the records after it; records below the *previous* snapshot's
-    position are deleted (``deleteRecords``) after each snapshot, so the topic stays bounded.
+    consecutive parts of one transaction: :mod:`spark_ext.tracker.kafka_parts`). The
+    agent's state is rebuilt from the newest snapshot and the records after it; records
+    below the *previous* snapshot's position are deleted (``deleteRecords``) after each
+    snapshot, so the topic stays bounded.
 ``spark_ext.tracker.<name>.snapshot``
     One partition, ``cleanup.policy=compact``: snapshots of the state, every
     ``snapshot_every`` log records or ``snapshot_bytes`` log bytes, each written in the
@@ -302,9 +303,9 @@ class KafkaTrackingAgent(TrackingAgent):
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
         self._snap_slot = 1  # its key slot (the next snapshot takes the other)
         self._snap_position = 0  # the log position the newest snapshot covers
-        #: What the last ``_write`` sent: (log record bytes, snapshot due) and, with a
-        #: snapshot, (its last chunk's offset, slot, log position covered).
-        self._written: tuple[int, bool] = (0, False)
+        #: What the last ``_write`` sent: the log record's bytes and, with a snapshot, (its
+        #: last chunk's offset, slot, log position covered).
+        self._written_bytes = 0
         self._written_snapshot: tuple[int, int, int] | None = None
         #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
         self.load_figures: dict[str, int] = {}
@@ -393,12 +394,12 @@ class KafkaTrackingAgent(TrackingAgent):
         self._own_marker = False
         for offset, value in self._reader.read(self._position, end):
             self._position = offset + 1
-            self._since_records += 1
             self._since_bytes += len(value)
             where = f"{self.topics.log} at offset {offset}"
             record = self._parts.add(_decode(self.topics.log, offset, value), where)
             if record is not None:  # whole (the last of its parts, or never cut)
                 replay_record(self._state, record)
+                self._since_records += 1  # a record, as _transact counts it, not a part
         self._position = max(self._position, end)
 
     def _snapshot_due(self, record_bytes: int) -> bool:
@@ -436,7 +437,7 @@ class KafkaTrackingAgent(TrackingAgent):
         # above Kafka's record size in parts, all in this transaction (kafka_parts)
         sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
         snapshot = self._snapshot_due(len(body))
-        self._written = (len(body), snapshot)
+        self._written_bytes = len(body)
         end_futures = [
             p.send(
                 self.topics.ends,
@@ -504,7 +505,7 @@ class KafkaTrackingAgent(TrackingAgent):
             self._position = offset + 1
             self._own_marker = True  # at ``offset + 1``: the log record is the only one
             self._since_records += 1
-            self._since_bytes += self._written[0]
+            self._since_bytes += self._written_bytes
             if self._written_snapshot is not None:
                 previous = self._snap_position
                 self._snap_last, self._snap_slot, self._snap_position = self._written_snapshot
