@@ -194,6 +194,7 @@ class EndSegments:
         firsts = self.firsts()
         first = firsts[-1] if firsts else int(events[0][0])
         pending: list[bytes] = []
+        events_done: list[Sequence[Any]] = []
         new_file = not firsts
 
         def flush() -> None:
@@ -203,8 +204,6 @@ class EndSegments:
                 f.flush()
                 os.fsync(f.fileno())
                 self._tail = (path, f.tell(), int(events_done[-1][0]), count)
-
-        events_done: list[Sequence[Any]] = []
 
         for e in events:
             if count >= SEGMENT_EVENTS:
