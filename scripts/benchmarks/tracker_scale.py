@@ -60,6 +60,7 @@ def batch(b: int) -> list[Report]:
     into the STEP windows at its own (lagging) frontier; shards finish every row."""
     head = OPEN + b * STEP  # partition 1..'s newest window index after this batch
     finished: list[dict[str, int]] = [{} for _ in range(SHARDS)]
+    done: list[dict[str, int]] = [{} for _ in range(SHARDS)]  # -1 per row a shard finished
     out = []
     for p in range(PARTITIONS):
         first = head - STEP if p else b * STEP
@@ -71,15 +72,10 @@ def batch(b: int) -> list[Report]:
             body.ends[sid] = (w + 1) * WINDOW_MS
             shard = finished[w % SHARDS]
             shard[sid] = shard.get(sid, 0) ^ label
+            done[w % SHARDS][sid] = done[w % SHARDS].get(sid, 0) - 1
         body.progress[f"t:{p}"] = (first + STEP) * WINDOW_MS
         out.append(Report(ReportKey("q", b, "assign", p), body))
-    for s, xors in enumerate(finished):
-        counts: dict[str, int] = {}
-        for p in range(PARTITIONS):
-            first = head - STEP if p else b * STEP
-            for w in range(first, first + STEP):
-                if w % SHARDS == s:
-                    counts[_sid(w)] = counts.get(_sid(w), 0) - 1
+    for s, (xors, counts) in enumerate(zip(finished, done, strict=True)):
         out.append(
             Report(ReportKey("q", b, "operator", s), TaskReport("operator", s, xors, counts))
         )
