@@ -10,6 +10,11 @@ a bad configuration fails fast):
   read end events past the agent's newest: the agent's log was lost.
 * :class:`~spark_ext.tracker.errors.PartitionSetMismatch` -- the declared partitions of a
   topic are not the topic's partitions (from its metadata).
+* :class:`~spark_ext.tracker.errors.CheckpointLayoutMismatch` -- the checkpoint's state is laid
+  out for another query (:func:`check_layout`: shard count, windowing, namespace, operator,
+  layout version), or was written before the layout record existed.
+
+The checks read a local checkpoint folder; on a remote one (``s3://...``) they are skipped.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from spark_ext.tracker.agent import TrackerState
 from spark_ext.tracker.errors import (
     AgentBehindCheckpoint,
     CheckpointBehindAgent,
+    CheckpointLayoutMismatch,
     PartitionSetMismatch,
 )
 
@@ -83,6 +89,52 @@ def check_agent_and_checkpoint(state: TrackerState, query: str, checkpoint: str)
             f"query {query!r}: the checkpoint {checkpoint} read end events up to {seq}, the "
             f"agent's newest is {state.seq}: the agent's log was lost"
         )
+
+
+#: Version of the tracked query's state layout (gate state per source partition, operator
+#: state per shard in ``MapState``); raised whenever a change makes older state unreadable.
+LAYOUT_VERSION = 1
+#: The layout record in a tracked query's checkpoint folder.
+LAYOUT_FILE = "spark_ext_tracked.json"
+
+
+def check_layout(checkpoint: str, layout: Mapping[str, object]) -> None:
+    """Record ``layout`` in a new checkpoint; raise if a used one holds another layout.
+
+    ``layout`` names what the operator state is keyed and laid out by (shard count,
+    windowing, namespace, operator); :data:`LAYOUT_VERSION` is added to it. A checkpoint
+    without a committed offset is new (a start killed before its first batch included): its
+    record is (re)written. One with offsets must hold the same record, or it raises
+    :class:`~spark_ext.tracker.errors.CheckpointLayoutMismatch` naming the first difference.
+    """
+    path = _local(checkpoint)
+    if path is None:
+        return
+    want = {"layout_version": LAYOUT_VERSION, **{k: layout[k] for k in sorted(layout)}}
+    record = path / LAYOUT_FILE
+    if not _numbered(path / "offsets"):
+        path.mkdir(parents=True, exist_ok=True)
+        tmp = path / f".{LAYOUT_FILE}.tmp"
+        tmp.write_text(json.dumps(want, sort_keys=True, indent=1) + "\n")
+        tmp.replace(record)
+        return
+    if not record.is_file():
+        raise CheckpointLayoutMismatch(
+            f"the checkpoint {checkpoint} has batches but no {LAYOUT_FILE}: it was written by "
+            f"a spark_ext version before layout {LAYOUT_VERSION}, or by a query that is not "
+            "tracked; start from a new checkpoint and a new agent"
+        )
+    try:
+        have = json.loads(record.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointLayoutMismatch(f"{record} cannot be read: {e}") from e
+    for k in want:
+        if have.get(k) != want[k]:
+            raise CheckpointLayoutMismatch(
+                f"the checkpoint {checkpoint} holds state for {k}={have.get(k)!r}, this query "
+                f"has {k}={want[k]!r}: resume with {k}={have.get(k)!r}, or start from a new "
+                "checkpoint and a new agent"
+            )
 
 
 def check_partitions(sources: tuple[str, ...], partition_counts: Mapping[str, int]) -> None:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -65,7 +65,7 @@ from pyspark.sql.types import DataType, StructField, StructType, TimestampType
 from spark_ext.errors import ConfigError
 from spark_ext.operators.base import SubstreamOperator
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked.checks import check_agent_and_checkpoint, check_partitions
+from spark_ext.tracked.checks import check_agent_and_checkpoint, check_layout, check_partitions
 from spark_ext.tracked.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
 from spark_ext.tracked.gate import GateConfig
 from spark_ext.tracked.handler import BatchHandler, Writer, as_callable
@@ -183,6 +183,18 @@ class TrackedStream:
         if shards <= 0:
             raise ConfigError("shards", f"must be positive, got {shards}")
         return TrackedQuery(self, windowing, operator, name or windowing.namespace, shards)
+
+
+def windowing_layout(w: Windowing) -> str:
+    """``w`` as a canonical string (``"10 seconds"`` and ``10000`` name one size)."""
+    values: dict[str, Any] = (
+        {f.name: getattr(w, f.name) for f in fields(w)} if is_dataclass(w) else {}
+    )
+    parts = [
+        f"{k}={duration_ms(v) if k in ('size', 'slide') else v!r}"
+        for k, v in sorted(values.items())
+    ]
+    return f"{type(w).__name__}({', '.join(parts)})"
 
 
 def _ms(col: str, dtype: DataType) -> Any:
@@ -356,6 +368,9 @@ class TrackedQuery:
         ------
         CheckpointBehindAgent, AgentBehindCheckpoint
             The agent and the checkpoint do not belong together (:mod:`spark_ext.tracked.checks`).
+        CheckpointLayoutMismatch
+            The checkpoint's state is laid out for another shard count, windowing, namespace or
+            operator, or was written before the layout record existed.
         """
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:
@@ -363,6 +378,7 @@ class TrackedQuery:
         write_late = as_callable(late, "TrackedQuery.start(late)")
         if topic_partitions is not None:
             check_partitions(self.stream.closing.sources, topic_partitions)
+        check_layout(checkpoint, self.layout())
         check_agent_and_checkpoint(self.stream.agent.state(), self.name, checkpoint)
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
         out = self.plan()
@@ -383,6 +399,16 @@ class TrackedQuery:
         else:
             writer = writer.trigger(**(trigger or {"processingTime": "1 second"}))
         return writer.start()
+
+    def layout(self) -> dict[str, object]:
+        """What this query's state is keyed and laid out by (recorded in its checkpoint)."""
+        return {
+            "shards": self.shards,
+            "windowing": windowing_layout(self.windowing),
+            "namespace": self.windowing.namespace,
+            "operator": type(self.operator).__name__,
+            "upstream": self.stream.upstream,
+        }
 
     def result_columns(self) -> list[str]:
         cols = [f.name for f in self.operator.output_schema]

@@ -7,6 +7,7 @@ from spark_ext.errors import ConfigError, SparkExtError
 __all__ = [
     "AgentBehindCheckpoint",
     "CheckpointBehindAgent",
+    "CheckpointLayoutMismatch",
     "ConfigError",
     "PartitionSetMismatch",
     "ReportConflict",
@@ -38,6 +39,18 @@ class CheckpointBehindAgent(TrackerError, RuntimeError):
     The checkpoint was reset (or replaced by an older one) while the agent was kept: every
     report of the restarted query would look like a duplicate and nothing would ever end.
     Start the query under a new name, or reset the agent together with the checkpoint.
+    """
+
+
+class CheckpointLayoutMismatch(TrackerError, RuntimeError):
+    """The checkpoint holds state laid out for another tracked query than the one starting.
+
+    Operator state is keyed by shard and substream: resuming it with another shard count,
+    windowing, namespace or operator would strand groups in shards no row reaches any more (a
+    silent loss) or split one window between two shards (a silent double row). A checkpoint
+    with batches but no layout record was written by a spark_ext version before the record
+    existed, or by a query that is not tracked. Start from a new checkpoint and a new agent
+    (replaying the source), or restart with the layout the checkpoint names.
     """
 
 

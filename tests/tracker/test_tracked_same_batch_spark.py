@@ -84,3 +84,55 @@ def test_window_row_is_written_by_the_batch_that_read_its_closing_rows(
     windows = [(b, r["key"], r["count"]) for b, r in results.rows]
     assert windows == [(closing_batch, "a", 16)]
     assert late.rows == []
+
+
+def test_a_restart_with_another_shard_count_is_refused_and_the_same_one_resumes_exactly(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """Operator state is keyed by shard: 2 -> 3 shards would leave key ``a``'s open window in
+    its old shard and count its new rows in another (a split window, two rows), 3 -> 2 would
+    strand a shard no row reaches (a silent loss). Before, the restart with 3 shards started
+    and wrote keys d, e and f as two rows of 1 each."""
+    from spark_ext.tracker.errors import CheckpointLayoutMismatch
+
+    topic = new_topic("trk-shards", partitions=1)
+    results, late = Recorder(), Recorder()
+    agent = LocalTrackingAgent(tmp_path / "agent")
+
+    def start(shards: int):
+        return (
+            TrackedStream(
+                parse(read_stream(spark, kafka_bootstrap, topic)),
+                key="user_id",
+                event_time="event_time",
+                agent=agent,
+                closing=Closing.partitions(topic, 1),
+            )
+            .apply(
+                Tumbling("10 seconds", namespace="shards"), WindowAggregate(Count()), shards=shards
+            )
+            .start(
+                results,
+                checkpoint=str(tmp_path / "chk"),
+                late=late,
+                trigger=Trigger(processing_time="0 seconds"),
+            )
+        )
+
+    produce(kafka_bootstrap, topic, [(k.encode(), event(k, 1.0, 1_000), 0) for k in "abcdef"])
+    q = start(2)
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    produce(kafka_bootstrap, topic, [(k.encode(), event(k, 1.0, 2_000), 0) for k in "abcdef"])
+    with pytest.raises(CheckpointLayoutMismatch, match="shards=2"):
+        start(3)
+    produce(kafka_bootstrap, topic, [(b"z", event("z", 1.0, 10_500), 0)])
+    q = start(2)
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert sorted((r["key"], r["count"]) for _, r in results.rows) == [(k, 2) for k in "abcdef"]
+    assert late.rows == []

@@ -9,7 +9,12 @@ import pytest
 from spark_ext.errors import ConfigError
 from spark_ext.operators import Count, WindowAggregate
 from spark_ext.tracked import Closing
-from spark_ext.tracked.checks import check_agent_and_checkpoint, check_partitions
+from spark_ext.tracked.checks import (
+    LAYOUT_FILE,
+    check_agent_and_checkpoint,
+    check_layout,
+    check_partitions,
+)
 from spark_ext.tracked.envelope import REASON_UNDECLARED
 from spark_ext.tracked.tester import PipelineTester
 from spark_ext.tracker import Tumbling
@@ -17,6 +22,7 @@ from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.errors import (
     AgentBehindCheckpoint,
     CheckpointBehindAgent,
+    CheckpointLayoutMismatch,
     PartitionSetMismatch,
 )
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport
@@ -33,8 +39,8 @@ def agent_after(query: str, batches: int, ends: int = 0) -> TrackerState:
 
 
 def checkpoint(tmp_path, committed: int | None, end_seq: int = 0):
-    (tmp_path / "commits").mkdir()
-    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "offsets").mkdir(exist_ok=True)
     for b in range((committed if committed is not None else -1) + 1):
         (tmp_path / "commits" / str(b)).write_text("v1\n{}\n")
         lines = ["v1", json.dumps({"batchWatermarkMs": 0}), json.dumps({"t": {"0": b}})]
@@ -102,3 +108,27 @@ def test_an_operator_column_named_like_a_pipeline_column_is_a_typed_error_at_pla
     query = TrackedQuery(None, Tumbling(10), WindowAggregate(Count(name="reason")), "q", 2)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="reason"):
         query._output_schema()
+
+
+def layout(**changes):
+    return {"shards": 2, "windowing": "Tumbling(namespace='w', size=10000)", **changes}
+
+
+def test_a_checkpoint_records_its_layout_and_refuses_another_one(tmp_path):
+    chk = str(tmp_path / "chk")
+    check_layout(chk, layout())  # new: recorded
+    assert json.loads((tmp_path / "chk" / LAYOUT_FILE).read_text())["shards"] == 2
+    check_layout(chk, layout(shards=5))  # no batch yet (a start killed early): re-recorded
+    checkpoint(tmp_path / "chk", 0)
+    check_layout(chk, layout(shards=5))
+    with pytest.raises(CheckpointLayoutMismatch, match=r"shards=5.*shards=2"):
+        check_layout(chk, layout(shards=2))
+    with pytest.raises(CheckpointLayoutMismatch, match="windowing"):
+        check_layout(chk, layout(shards=5, windowing="Tumbling(namespace='w', size=20000)"))
+
+
+def test_a_checkpoint_with_batches_and_no_layout_record_is_a_typed_error(tmp_path):
+    chk = checkpoint(tmp_path, 2)  # an older spark_ext version's, or an untracked query's
+    with pytest.raises(CheckpointLayoutMismatch, match=r"no spark_ext_tracked\.json"):
+        check_layout(chk, layout())
+    check_layout("s3://bucket/chk", layout())  # remote: not read here (module docstring)
