@@ -221,6 +221,11 @@ class KafkaEndLog:
     def _event(self, offset: int, value: bytes) -> EndEvent:
         return EndEvent.from_list(_decode(self.topic, offset, value))
 
+    def end_offset(self) -> int:
+        """The topic's end offset as ``read_committed`` readers see it (the next offset)."""
+        with self._lock:
+            return self._reader.end()
+
     def last_seq(self) -> int:
         """The sequence number of the newest committed end event (0 for none)."""
         with self._lock:
@@ -312,7 +317,6 @@ class KafkaTrackingAgent(TrackingAgent):
         self._reader = _TopicReader(bootstrap, self.topics.log)
         self._parts = PartBuffer()  # a log record cut in parts, until its last is read
         self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
-        self._ends_reader = self._end_log._reader
         self._snap_reader = _TopicReader(bootstrap, self.topics.snapshot)
         self._producer: Any = None
         with self._lock:
@@ -468,7 +472,7 @@ class KafkaTrackingAgent(TrackingAgent):
     def _await_visible(self, offset: int) -> None:
         """Wait until ``read_committed`` readers of the ends topic see ``offset``."""
         deadline = time.monotonic() + READ_TIMEOUT_S
-        while self._ends_reader.end() <= offset:
+        while self._end_log.end_offset() <= offset:
             if time.monotonic() > deadline:
                 raise TrackerUnavailable(f"end events at offset {offset} not visible in time")
             time.sleep(0.01)
