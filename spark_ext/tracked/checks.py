@@ -57,6 +57,24 @@ def last_committed_batch(checkpoint: str) -> int | None:
     return batches[-1] if batches else None
 
 
+def checkpoint_shuffle_partitions(checkpoint: str) -> int | None:
+    """The shuffle partition count Spark keeps for the query (its first offset log entry's
+    ``spark.sql.shuffle.partitions``); None for a new, remote or unreadable checkpoint."""
+    path = _local(checkpoint)
+    batches = _numbered(path / "offsets") if path else []
+    if not batches:
+        return None
+    for line in (path / "offsets" / str(batches[0])).read_text().splitlines():  # type: ignore[operator]
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and "conf" in value:
+            found = value["conf"].get("spark.sql.shuffle.partitions")
+            return int(found) if found is not None else None
+    return None
+
+
 def read_end_seq(checkpoint: str) -> int:
     """The newest end-event offset (``{"seq": n}``) in the checkpoint's offset log (0: none)."""
     path = _local(checkpoint)
@@ -110,7 +128,7 @@ def check_layout(checkpoint: str, layout: Mapping[str, object]) -> None:
     path = _local(checkpoint)
     if path is None:
         return
-    want = {"layout_version": LAYOUT_VERSION, **{k: layout[k] for k in sorted(layout)}}
+    want = {"layout_version": LAYOUT_VERSION, **layout}  # compared in this order
     record = path / LAYOUT_FILE
     if not _numbered(path / "offsets"):
         path.mkdir(parents=True, exist_ok=True)

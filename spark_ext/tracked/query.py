@@ -65,11 +65,17 @@ from pyspark.sql.types import DataType, StructField, StructType, TimestampType
 from spark_ext.errors import ConfigError
 from spark_ext.operators.base import SubstreamOperator
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked.checks import check_agent_and_checkpoint, check_layout, check_partitions
+from spark_ext.tracked.checks import (
+    check_agent_and_checkpoint,
+    check_layout,
+    check_partitions,
+    checkpoint_shuffle_partitions,
+)
 from spark_ext.tracked.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
 from spark_ext.tracked.gate import GateConfig
 from spark_ext.tracked.handler import BatchHandler, Writer, as_callable
 from spark_ext.tracked.idle import IdlePolicy
+from spark_ext.tracked.placement import shard_keys
 from spark_ext.tracked.shard import ShardConfig
 from spark_ext.tracked.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
@@ -282,8 +288,21 @@ class TrackedQuery:
             sources=frozenset(self.stream.closing.sources),
         )
 
-    def plan(self) -> DataFrame:
-        """The streaming DataFrame of operator output (results, late rows and report rows)."""
+    def shard_keys(self, checkpoint: str | None = None) -> list[int]:
+        """The operator stage's group key of each shard (:mod:`spark_ext.tracked.placement`),
+        for the checkpoint's shuffle partition count (the session's for a new one)."""
+        spark = self.stream.df.sparkSession
+        partitions = checkpoint_shuffle_partitions(checkpoint) if checkpoint else None
+        if partitions is None:
+            partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+        return shard_keys(self.shards, partitions)
+
+    def plan(self, keys: list[int] | None = None) -> DataFrame:
+        """The streaming DataFrame of operator output (results, late rows and report rows).
+
+        ``keys``: the group key of each shard (default: :meth:`shard_keys` of a new query).
+        """
+        keys = keys if keys is not None else self.shard_keys()
         prepared = self._input()
         envelope = self._envelope_schema()
         gate = GateProcessor(self.gate_config(), prepared.columns, [f.name for f in envelope])
@@ -305,8 +324,13 @@ class TrackedQuery:
             self.stream.upstream,
             tuple(f.name for f in output),
         )
-        return union.groupBy("shard").transformWithStateInPandas(
-            OperatorProcessor(cfg, union.columns), output, "append", "none"
+        # the logical shard (0 .. shards - 1) -> its key, which Spark's hash partitioning
+        # places in shuffle partition ``shard mod P``
+        keyed = union.withColumn(
+            "shard", F.element_at(F.array(*[F.lit(k) for k in keys]), F.col("shard") + 1)
+        )
+        return keyed.groupBy("shard").transformWithStateInPandas(
+            OperatorProcessor(cfg, keyed.columns, keys), output, "append", "none"
         )
 
     def _end_events(self, envelope: StructType) -> DataFrame:
@@ -378,10 +402,11 @@ class TrackedQuery:
         write_late = as_callable(late, "TrackedQuery.start(late)")
         if topic_partitions is not None:
             check_partitions(self.stream.closing.sources, topic_partitions)
-        check_layout(checkpoint, self.layout())
+        keys = self.shard_keys(checkpoint)
+        check_layout(checkpoint, self.layout(keys))
         check_agent_and_checkpoint(self.stream.agent.state(), self.name, checkpoint)
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
-        out = self.plan()
+        out = self.plan(keys)
         handler = self.handler = BatchHandler(
             self.name,
             self.stream.agent,
@@ -400,10 +425,11 @@ class TrackedQuery:
             writer = writer.trigger(**(trigger or {"processingTime": "1 second"}))
         return writer.start()
 
-    def layout(self) -> dict[str, object]:
+    def layout(self, keys: list[int]) -> dict[str, object]:
         """What this query's state is keyed and laid out by (recorded in its checkpoint)."""
         return {
-            "shards": self.shards,
+            "shards": self.shards,  # first: the difference a restart names
+            "shard_keys": keys,
             "windowing": windowing_layout(self.windowing),
             "namespace": self.windowing.namespace,
             "operator": type(self.operator).__name__,

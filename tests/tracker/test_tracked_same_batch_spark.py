@@ -136,3 +136,55 @@ def test_a_restart_with_another_shard_count_is_refused_and_the_same_one_resumes_
         q.stop()
     assert sorted((r["key"], r["count"]) for _, r in results.rows) == [(k, 2) for k in "abcdef"]
     assert late.rows == []
+
+
+class PartitionRecorder(Recorder):
+    """Also keeps the Spark partitions (operator-stage tasks) the result rows came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.partitions: set[int] = set()
+
+    def __call__(self, df, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        super().__call__(df, batch_id)
+        self.partitions |= {r[0] for r in df.select(F.spark_partition_id()).distinct().collect()}
+
+
+def test_the_operator_stage_runs_its_two_shards_in_two_tasks(
+    spark, kafka_bootstrap, new_topic, tmp_path
+):
+    """Before, shard keys 0 and 1 both hashed to shuffle partition 1: one task ran every
+    shard and the stage used one core of two."""
+    from spark_ext.tracked.placement import shard_keys
+
+    keys = shard_keys(2, 2)
+    placed = spark.sql(
+        "select pmod(hash(cast(k as int)), 2) p from values "
+        + ", ".join(f"({k})" for k in keys)
+        + " as t(k)"
+    )
+    assert [r.p for r in placed.collect()] == [0, 1]  # Spark agrees with placement.py
+
+    topic = new_topic("trk-two-tasks", partitions=1)
+    results, late = PartitionRecorder(), Recorder()
+    produce(kafka_bootstrap, topic, [(k.encode(), event(k, 1.0, 1_000), 0) for k in "abcdefgh"])
+    produce(kafka_bootstrap, topic, [(b"z", event("z", 1.0, 10_500), 0)])
+    q = (
+        TrackedStream(
+            parse(read_stream(spark, kafka_bootstrap, topic)),
+            key="user_id",
+            event_time="event_time",
+            agent=LocalTrackingAgent(tmp_path / "agent"),
+            closing=Closing.partitions(topic, 1),
+        )
+        .apply(Tumbling("10 seconds", namespace="tasks"), WindowAggregate(Count()), shards=2)
+        .start(results, checkpoint=str(tmp_path / "chk"), late=late)
+    )
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert sorted(r["key"] for _, r in results.rows) == list("abcdefgh")
+    assert results.partitions == {0, 1}
