@@ -54,6 +54,13 @@ Idempotent (:class:`KafkaIdempotentWriter`, for ``foreachBatch``)
 ----------------------------------------------------------------
 In :mod:`connectors.kafka_sink_idempotent`: records go from the tasks straight to the topic
 (never through the driver), named by their input coordinates; re-exported here.
+
+Two-phase for ``foreachBatch`` (:class:`KafkaTwoPhaseWriter`)
+-------------------------------------------------------------
+In :mod:`connectors.kafka_sink_sliced_writer`: the transaction-per-slice sink
+(:mod:`connectors.kafka_sink_slices`) as a ``foreachBatch`` function, for writers of tracked
+queries and other ``foreachBatch`` pipelines that run with ``spark.speculation`` on;
+re-exported here.
 """
 
 from __future__ import annotations
@@ -94,6 +101,7 @@ from connectors.kafka_sink_records import (
     current_batch_id,
     task_attempt,
 )
+from connectors.kafka_sink_sliced_writer import KafkaTwoPhaseWriter
 from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, abort_batch, commit_batch
 
@@ -109,6 +117,7 @@ __all__ = [
     "KafkaSinkSettings",
     "KafkaStagingWriter",
     "KafkaTwoPhaseDataSource",
+    "KafkaTwoPhaseWriter",
     "OutputRegion",
     "Recorded",
     "SinkProgress",

@@ -116,6 +116,7 @@ __all__ = [
     "committed_slices",
     "lingering_slices",
     "pending_slices",
+    "record_batch",
     "recover_slices",
 ]
 
@@ -355,25 +356,7 @@ class KafkaSliceWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Step 4: record the batch (every slice is committed once Spark calls this)."""
-        written = [m for m in messages if isinstance(m, SliceWritten)]
-        progress = SinkProgress(self.settings.bootstrap, self.settings.topic, self.settings.sink_id)
-        recorded = progress.read()
-        if check_batch_order(
-            self.settings.sink_id, batchId, recorded.batch_id if recorded else None
-        ):
-            return
-        used = max((m.index + 1 for m in written), default=0)
-        slices = max(recorded.slices if recorded else 0, used)
-        progress.record(batchId, {}, slices=slices)
-        log.info(
-            "%s batch %d: %d rows in %d slices (%d re-runs skipped)",
-            self.settings.sink_id,
-            batchId,
-            sum(m.rows for m in written),
-            len(written),
-            sum(m.skipped for m in written),
-        )
-        KAFKA_SLICED.reached(4, batchId)
+        record_batch(self.settings, batchId, [m for m in messages if isinstance(m, SliceWritten)])
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: a committed slice stays, and the batch's re-run skips it."""
@@ -382,6 +365,27 @@ class KafkaSliceWriter(DataSourceStreamArrowWriter):
             self.settings.sink_id,
             batchId,
         )
+
+
+def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[SliceWritten]) -> None:
+    """Step 4 (driver): record ``batch_id`` once every slice of it is committed (a replay of
+    the recorded batch records nothing; a lower id raises :class:`BatchRegressionError`)."""
+    progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
+    recorded = progress.read()
+    if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
+        return
+    used = max((m.index + 1 for m in written), default=0)
+    slices = max(recorded.slices if recorded else 0, used)
+    progress.record(batch_id, {}, slices=slices)
+    log.info(
+        "%s batch %d: %d rows in %d slices (%d re-runs skipped)",
+        settings.sink_id,
+        batch_id,
+        sum(m.rows for m in written),
+        len(written),
+        sum(m.skipped for m in written),
+    )
+    KAFKA_SLICED.reached(4, batch_id)
 
 
 class KafkaSlicedDataSource(DataSource):

@@ -6,8 +6,9 @@ Run::
 
 Query ``up`` reads the JSON events of :func:`jobs.tracker_windows.demo_records`, aggregates
 them per (10 s window, user) and writes each result row to the Kafka topic ``--mid-topic``
-(exactly once per batch: :func:`~spark_ext.tracked.handler.forward_records` through an
-idempotent Kafka writer), labelled and reported as *sent* into the
+(exactly once per batch: :func:`~spark_ext.tracked.handler.forward_records` through the
+two-phase Kafka writer ``KafkaTwoPhaseWriter``, a transaction per slice, so the job runs
+with ``spark.speculation`` on), labelled and reported as *sent* into the
 matching window of namespace ``down``; when the tracker ends an upstream window, ``up``'s
 flush also *closes* that downstream window. Query ``down`` reads the topic and sums the
 per-user rows into one row per window: ``users``, ``events``, ``amount`` (Delta table
@@ -19,8 +20,8 @@ window ends exactly when the upstream closed it and every row forwarded into it 
 
 Guarantees: every downstream window is emitted exactly once with all its upstream rows, as
 long as the upstream keeps its producers' close promises; a restart of either query from its
-checkpoint re-sends reports the agent has applied (ignored) and rows the idempotent sink has
-written (skipped). Does not guarantee: release before the upstream window ended (the
+checkpoint re-sends reports the agent has applied (ignored) and rows the two-phase sink has
+committed (skipped). Does not guarantee: release before the upstream window ended (the
 downstream waits for it, by design). Rows written to the topic by anyone but the upstream
 query (no forwarded substream) and duplicated forwarded rows (an at-least-once upstream) go
 to the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
@@ -77,7 +78,7 @@ def start_two_queries(
     """Start ``up`` and ``down``; returns both queries and their shared agent."""
     from connectors import kafka
     from connectors.delta_idempotent import DeltaIdempotentWriter
-    from connectors.kafka_sink import KafkaIdempotentWriter
+    from connectors.kafka_sink import KafkaTwoPhaseWriter
     from jobs.tracker_windows import parse, topic_partitions
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
@@ -89,10 +90,10 @@ def start_two_queries(
     agent = KafkaTrackingAgent(bootstrap, agent_name)
     trigger = Trigger(processing_time="0 seconds")
     sink_id = agent_name.replace("-", "_")  # sink ids: letters, digits, '_' and '.'
-    to_kafka = KafkaIdempotentWriter(bootstrap, mid_topic, f"{sink_id}.{UP}")
+    to_kafka = KafkaTwoPhaseWriter(bootstrap, mid_topic, f"{sink_id}.{UP}")
 
     def forward(df: DataFrame, batch_id: int) -> None:
-        to_kafka(forward_records(df), batch_id)
+        to_kafka(forward_records(df, record_ids=True), batch_id)
 
     events = parse(
         kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)

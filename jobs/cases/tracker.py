@@ -12,7 +12,6 @@ from typing import Any
 from jobs.cases.fault_cells import (
     BEHIND_AGENT,
     PRECISE,
-    SPECULATION_REFUSED,
     TXN_EXPIRED,
     broker_cells,
     cells,
@@ -31,6 +30,7 @@ from spark_ext.recovery import (
     RunSlot,
     read_delta_rows,
 )
+from spark_ext.sinks.protocol import KAFKA_SLICED
 from spark_ext.tracked.handler import AFTER_SINK as TRACKER_AFTER_SINK
 from spark_ext.tracked.stages import GATE_EMITTED as TRACKER_GATE_EMITTED
 
@@ -174,11 +174,13 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
         # The retention cells act on the one-query job's tables: not declared here (yet).
         upstream_only = {FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION}
         own = {f: c for f, c in self.cells.items() if f not in upstream_only}
-        # The upstream forwards its rows through the idempotent Kafka sink, which cannot
-        # fence two live attempts of a task: the job refuses speculation in its first batch,
-        # before it writes anything.
-        refused = FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED)
-        self.cells = {**own, **cells(refused, *broker_cells(TRACKER_AFTER_SINK))}
+        # The upstream forwards its rows through the two-phase Kafka writer (a transaction
+        # per slice): a slice task of batch 1 straggles inside its transaction and a
+        # speculative copy races it; the copy's init fences the straggler.
+        straggler = FaultCell(
+            FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0
+        )
+        self.cells = {**own, **cells(straggler, *broker_cells(TRACKER_AFTER_SINK))}
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [

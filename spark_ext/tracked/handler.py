@@ -65,17 +65,25 @@ def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None
     raise ConfigError(setting, f"must be callable (df, batch_id) or have write(); got {writer!r}")
 
 
-def forward_records(df: DataFrame) -> DataFrame:
+def forward_records(df: DataFrame, record_ids: bool = False) -> DataFrame:
     """Result rows as Kafka ``key`` / ``value`` (JSON of every column), for a downstream query.
 
-    Write them with an idempotent Kafka writer (e.g. ``connectors.kafka_sink.KafkaIdempotentWriter``);
-    an at-least-once writer may deliver a row twice, which the downstream sends to its late
-    output as a duplicate (it is neither folded twice nor left to stall the window).
+    Write them with an exactly-once Kafka writer: ``connectors.kafka_sink.KafkaTwoPhaseWriter``
+    (a transaction per slice; give ``record_ids=True``: a ``record_id`` of the forwarded
+    substream and label, unique per row and the same when the batch is re-run) or
+    ``KafkaIdempotentWriter`` (no ``spark.speculation``). An at-least-once writer may deliver
+    a row twice, which the downstream sends to its late output as a duplicate (it is neither
+    folded twice nor left to stall the window).
     """
-    return df.select(
+    cols = [
         F.col("key").cast("string").alias("key"),
         F.to_json(F.struct(*df.columns)).alias("value"),
-    )
+    ]
+    if record_ids:
+        cols.append(
+            F.concat_ws("/", "fwd_substream", F.col("fwd_label").cast("string")).alias("record_id")
+        )
+    return df.select(*cols)
 
 
 @dataclass

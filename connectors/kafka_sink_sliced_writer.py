@@ -1,0 +1,147 @@
+"""The two-phase Kafka sink with a transaction per slice, as a ``foreachBatch`` writer.
+
+:class:`KafkaTwoPhaseWriter` runs the steps of :mod:`connectors.kafka_sink_slices` inside
+``foreachBatch``: each task of the batch's DataFrame is one slice, produced in its own Kafka
+transaction committed with its slice record (steps 1-3, through ``mapInArrow``), then the
+driver records the batch (step 4). For a query whose rows reach the sink through a
+``foreachBatch`` function -- a tracked query's result writer
+(:mod:`spark_ext.tracked.handler`) -- where the data source form cannot be used.
+
+The guarantees are the data source form's (each record once for ``read_committed``
+consumers, a retried or speculative task fenced by its slice's transactional id, a re-run
+slice recognised by its digest), with one difference in when recovery runs: at this writer's
+first batch of a run, instead of before the query starts (nothing reaches the topic before
+that batch either), and again whenever a batch id does not follow the last one this writer
+handled (the query was restarted in this process with the same writer). A batch already
+recorded is skipped before any task runs.
+
+The rows need a ``record_id`` (string, unique within the batch and the same when the batch is
+re-run): it is part of a slice's digest. The slices of a re-run batch must hold the same rows
+as before (each Spark partition of ``df`` is one slice); a tracked query's results are, as the
+output partitions of its operator stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from itertools import chain
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from connectors.kafka_sink_clients import check_client
+from connectors.kafka_sink_progress import SinkProgress
+from connectors.kafka_sink_records import check_columns, require_topic, task_attempt
+from connectors.kafka_sink_slices import (
+    SliceTransaction,
+    SliceWritten,
+    record_batch,
+    recover_slices,
+)
+from connectors.kafka_sink_staging import KafkaSinkSettings
+from spark_ext.sinks.errors import check_batch_order
+
+log = logging.getLogger(__name__)
+
+_WRITTEN = pa.schema(
+    [
+        ("index", pa.int32()),
+        ("rows", pa.int64()),
+        ("digest", pa.string()),
+        ("skipped", pa.bool_()),
+    ]
+)
+_WRITTEN_DDL = "index int, rows long, digest string, skipped boolean"
+
+
+def slice_task(
+    settings: KafkaSinkSettings, batch_id: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a batch: steps 1-3 for the task's slice, one row out
+    (nothing for an empty slice: it opens no transaction)."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        index, _attempt = task_attempt()
+        rows = (b for b in batches if b.num_rows)
+        first = next(rows, None)
+        if first is None:
+            return
+        with SliceTransaction(settings, index) as tx:
+            w = tx.write(batch_id, chain([first], rows))
+        yield pa.RecordBatch.from_pylist(
+            [{"index": w.index, "rows": w.rows, "digest": w.digest, "skipped": w.skipped}],
+            schema=_WRITTEN,
+        )
+
+    return write
+
+
+class KafkaTwoPhaseWriter:
+    """``foreachBatch`` writer: each record once, a transaction per slice (module docstring).
+
+    Parameters
+    ----------
+    bootstrap, topic
+        The output topic (it must exist: :class:`~spark_ext.sinks.errors.TopicMissingError`).
+    sink_id
+        Names the slice groups, transactional ids and progress group; keep it across restarts.
+    client
+        The tasks' producer client: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
+    transaction_timeout_ms, delivery_timeout_ms
+        As for :func:`connectors.sinks.start_kafka_sink`.
+
+    Example
+    -------
+    >>> write = KafkaTwoPhaseWriter(bootstrap, "out", "out_1")                # doctest: +SKIP
+    >>> df.writeStream.foreachBatch(write)                                    # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        sink_id: str,
+        client: str = "confluent-kafka",
+        transaction_timeout_ms: int = 300_000,
+        delivery_timeout_ms: int = 120_000,
+    ) -> None:
+        self.base = KafkaSinkSettings(
+            bootstrap=bootstrap,
+            topic=topic,
+            sink_id=sink_id,
+            staging_dir="",
+            transaction_timeout_ms=transaction_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            client=check_client(client),
+        )
+        self._settings: KafkaSinkSettings | None = None
+        self._last: int | None = None
+
+    def _recovered(self, batch_id: int) -> KafkaSinkSettings:
+        """This run's settings: recovery (:func:`recover_slices`) at the first batch of a run."""
+        if self._settings is None or self._last is None or batch_id != self._last + 1:
+            require_topic(self.base.bootstrap, self.base.topic)
+            self._settings = recover_slices(self.base)
+        return self._settings
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        check_columns(df.schema, require_record_id=True)
+        settings = self._recovered(batch_id)
+        recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
+        if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
+            log.info("%s batch %d: already recorded, replay skipped", settings.sink_id, batch_id)
+        else:
+            record_batch(settings, batch_id, self.write_slices(df, batch_id, settings))
+        self._last = batch_id
+
+    @staticmethod
+    def write_slices(
+        df: DataFrame, batch_id: int, settings: KafkaSinkSettings
+    ) -> list[SliceWritten]:
+        """Steps 1-3: every slice of ``df`` committed (or found committed) in the topic."""
+        got = df.mapInArrow(slice_task(settings, batch_id), _WRITTEN_DDL).collect()
+        return [
+            SliceWritten(int(r["index"]), batch_id, int(r["rows"]), r["digest"], r["skipped"])
+            for r in got
+        ]
