@@ -11,8 +11,8 @@ a bad configuration fails fast):
 * :class:`~spark_ext.tracker.errors.PartitionSetMismatch` -- the declared partitions of a
   topic are not the topic's partitions (from its metadata).
 * :class:`~spark_ext.tracker.errors.CheckpointLayoutMismatch` -- the checkpoint's state is laid
-  out for another query (:func:`check_layout`: shard count, windowing, namespace, operator,
-  layout version), or was written before the layout record existed.
+  out for another query (:func:`check_layout`: shard count and keys, windowing, namespace,
+  operator, layout version), or was written before the layout record existed.
 
 The checks read a local checkpoint folder; on a remote one (``s3://...``) they are skipped.
 """
@@ -110,7 +110,7 @@ def check_agent_and_checkpoint(state: TrackerState, query: str, checkpoint: str)
 
 
 #: Version of the tracked query's state layout (gate state per source partition, operator
-#: state per shard in ``MapState``); raised whenever a change makes older state unreadable.
+#: state per shard key in ``MapState``); bumped whenever a change makes older state unreadable.
 LAYOUT_VERSION = 1
 #: The layout record in a tracked query's checkpoint folder.
 LAYOUT_FILE = "spark_ext_tracked.json"
