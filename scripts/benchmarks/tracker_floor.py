@@ -1,0 +1,126 @@
+"""Tracker latency floor: micro-batch time of Spark's watermark windows, of an empty Python stateful stage, and of the tracker.
+
+Why target (a) of the tracker benchmark (release latency <= 0.6x the watermark's) is out of
+reach on Spark 4.2: the tracker releases a window in the micro-batch that reads its closing
+row, so its latency is about 1.5 batch times (half a batch waiting for the trigger, then the
+batch); the watermark's is about 2.5 of its own batch times (it closes the window one batch
+later). 0.6x therefore needs a tracked batch at or below the watermark query's own batch
+time. This benchmark measures, alone and on the same input (``tracker``'s input written up
+front, PER_TRIGGER rows per micro-batch, batches after the first two): Spark's watermark
+windows (JVM), a ``transformWithStateInPandas`` stage that only counts rows per key into one
+``ValueState`` (the least any Python stateful operator does), and the tracked query. When the
+empty Python stage alone takes longer than the watermark batch, no tracker built on Spark's
+Python stateful operators meets 0.6x.
+
+Run: ``scripts/bench.sh tracker_floor [--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import LongType, StructField, StructType
+
+from benchmarks.common import BenchContext, Figure
+from benchmarks.tracker import (
+    LATENCY_DELAY,
+    _drain_tracked,
+    _events,
+    _input,
+    _topic,
+    _tracked,
+    _watermark_windows,
+)
+from connectors.kafka import produce
+
+PER_TRIGGER = 200  # rows per micro-batch: the live rate of the latency benchmark
+
+
+def _count_per_key() -> StatefulProcessor:
+    """A fresh processor (defined here so that it is pickled by value: ``benchmarks`` is not
+    importable on workers)."""
+
+    class _CountPerKey(StatefulProcessor):
+        """The least a Python stateful operator does: one ValueState update per key and batch."""
+
+        def init(self, handle: Any) -> None:
+            self.count = handle.getValueState("n", StructType([StructField("n", LongType())]))
+
+        def handleInputRows(
+            self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+        ) -> Iterator[pd.DataFrame]:
+            n = sum(len(r) for r in rows)
+            before = self.count.get()
+            self.count.update(((before[0] if before is not None else 0) + n,))
+            yield pd.DataFrame({"user_id": [str(key[0])], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    return _CountPerKey()
+
+
+def _batch_ms(progress: list[dict[str, Any]]) -> float:
+    """Median trigger time of the batches that read rows, the first two (warm-up) left out."""
+    times = [p["durationMs"]["triggerExecution"] for p in progress if p["numInputRows"]][2:]
+    return float(statistics.median(times))
+
+
+def run(ctx: BenchContext) -> list[Figure]:
+    n = ctx.n(4_000)
+    topic = _topic(ctx, "trk-floor")
+    produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
+
+    def drain(df: Any, name: str, mode: str = "append") -> float:
+        q = (
+            df.writeStream.foreachBatch(lambda d, _b: d.count())
+            .outputMode(mode)
+            .option("checkpointLocation", str(ctx.folder(name) / "chk"))
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        q.processAllAvailable()
+        q.stop()
+        return _batch_ms(q.recentProgress)
+
+    events = _events(ctx, topic, PER_TRIGGER)
+    wm = drain(_watermark_windows(events, LATENCY_DELAY), "floor_wm")
+    empty = drain(
+        events.select("user_id")
+        .groupBy("user_id")
+        .transformWithStateInPandas(_count_per_key(), "user_id string, n long", "append", "none"),
+        "floor_tws",
+    )
+    out: list[int] = []
+    q, agent = _tracked(
+        ctx,
+        topic,
+        PER_TRIGGER,
+        ctx.folder("floor_tracked"),
+        lambda df, _b: out.append(df.agg(F.count("*")).first()[0]),
+    )
+    _drain_tracked(q, agent, lambda: bool(out))
+    q.stop()
+    tracked = _batch_ms(q.recentProgress)
+    note = f"{PER_TRIGGER} rows/batch, median batch time"
+    return [
+        Figure(
+            "tracker_floor", "spark watermark windows (JVM)", "batch time", wm, "ms", True, note
+        ),
+        Figure(
+            "tracker_floor",
+            "empty transformWithStateInPandas",
+            "batch time",
+            empty,
+            "ms",
+            note=note,
+        ),
+        Figure(
+            "tracker_floor", "tracker (gate + shard stages)", "batch time", tracked, "ms", note=note
+        ),
+    ]
