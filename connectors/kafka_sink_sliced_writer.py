@@ -12,8 +12,8 @@ consumers, a retried or speculative task fenced by its slice's transactional id,
 slice recognised by its digest), with one difference in when recovery runs: at this writer's
 first batch of a run, instead of before the query starts (nothing reaches the topic before
 that batch either), and again whenever a batch id does not follow the last one this writer
-handled (the query was restarted in this process with the same writer). A batch already
-recorded is skipped before any task runs.
+handled or the last call failed (the query was restarted in this process with the same
+writer). A batch already recorded is skipped before any task runs.
 
 The rows need a ``record_id`` (string, unique within the batch and the same when the batch is
 re-run): it is part of a slice's digest. The slices of a re-run batch must hold the same rows
@@ -53,6 +53,26 @@ _WRITTEN = pa.schema(
     ]
 )
 _WRITTEN_DDL = "index int, rows long, digest string, skipped boolean"
+
+
+def slice_settings(
+    bootstrap: str,
+    topic: str,
+    sink_id: str,
+    client: str,
+    transaction_timeout_ms: int,
+    delivery_timeout_ms: int,
+) -> KafkaSinkSettings:
+    """The settings of a transaction-per-slice sink (no staging folder), before recovery."""
+    return KafkaSinkSettings(
+        bootstrap=bootstrap,
+        topic=topic,
+        sink_id=sink_id,
+        staging_dir="",
+        transaction_timeout_ms=transaction_timeout_ms,
+        delivery_timeout_ms=delivery_timeout_ms,
+        client=check_client(client),
+    )
 
 
 def slice_task(
@@ -106,14 +126,8 @@ class KafkaTwoPhaseWriter:
         transaction_timeout_ms: int = 300_000,
         delivery_timeout_ms: int = 120_000,
     ) -> None:
-        self.base = KafkaSinkSettings(
-            bootstrap=bootstrap,
-            topic=topic,
-            sink_id=sink_id,
-            staging_dir="",
-            transaction_timeout_ms=transaction_timeout_ms,
-            delivery_timeout_ms=delivery_timeout_ms,
-            client=check_client(client),
+        self.base = slice_settings(
+            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms
         )
         self._settings: KafkaSinkSettings | None = None
         self._last: int | None = None
@@ -128,6 +142,7 @@ class KafkaTwoPhaseWriter:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         check_columns(df.schema, require_record_id=True)
         settings = self._recovered(batch_id)
+        self._last = None  # until this batch is recorded: a failed call recovers next time
         recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
         if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
             log.info("%s batch %d: already recorded, replay skipped", settings.sink_id, batch_id)

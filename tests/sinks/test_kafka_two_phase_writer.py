@@ -50,3 +50,23 @@ def test_each_record_once_across_a_partly_written_batch_a_replay_and_a_restart(
     with pytest.raises(SinkConfigError, match="record_id"):
         restarted(batch(spark, 3).drop("record_id"), 3)
     assert values(kafka_bootstrap, topic) == want
+
+
+def test_a_failed_batch_is_recovered_before_the_same_writer_runs_it_again(
+    spark, kafka_bootstrap, new_topic
+):
+    """A query restarted in-process keeps its writer: after a failed call the next one starts a
+    new run (run epoch, open transactions aborted, committed slices read) before writing."""
+    from pyspark.sql import functions as F
+
+    topic = new_topic("tx-writer-fail", partitions=2)
+    write = KafkaTwoPhaseWriter(kafka_bootstrap, topic, "txw_fail")
+    write(batch(spark, 0), 0)
+    epoch = write._settings.run_epoch
+    with pytest.raises(Exception, match="PartitionOutOfRangeError"):
+        write(batch(spark, 1).withColumn("partition", F.lit(7)), 1)  # the topic has 2
+    write(batch(spark, 1), 1)
+    assert write._settings.run_epoch > epoch
+    assert values(kafka_bootstrap, topic) == Counter(
+        f"b{b}-{i}" for b in range(2) for i in range(10)
+    )
