@@ -235,18 +235,12 @@ def exactly_once_to_kafka(
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
     if mode == "two_phase" and atomicity == "slice":
-        from connectors.kafka_sink_clients import check_client
+        from connectors.kafka_sink_sliced_writer import slice_settings
         from connectors.kafka_sink_slices import FORMAT as SLICED
         from connectors.kafka_sink_slices import KafkaSlicedDataSource, recover_slices
 
-        settings = KafkaSinkSettings(
-            bootstrap=bootstrap,
-            topic=topic,
-            sink_id=sink_id,
-            staging_dir="",
-            transaction_timeout_ms=transaction_timeout_ms,
-            delivery_timeout_ms=delivery_timeout_ms,
-            client=check_client(client),
+        settings = slice_settings(
+            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms
         )
         # fences older drivers (run epoch), aborts slice transactions left open, reads the
         # slices a partly committed batch already has

@@ -327,6 +327,22 @@ def _latency(
 
 
 # -- (d): rows/s of the tracked query vs the same query untracked --------------------------
+def _drain_to_memory(df: DataFrame, name: str, folder: Any) -> float:
+    """Seconds a query of ``df`` into Spark's memory sink takes to process all its input."""
+    q = (
+        df.writeStream.format("memory")
+        .queryName(f"{name}_{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", str(folder / "chk"))
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    t0 = time.monotonic()
+    q.processAllAvailable()
+    seconds = time.monotonic() - t0
+    q.stop()
+    return seconds
+
+
 def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
     topic = _topic(ctx, "trk-tp")
     produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
@@ -367,30 +383,11 @@ def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
             "append",
             GroupStateTimeout.EventTimeTimeout,
         )
-        .writeStream.format("memory")
-        .queryName(f"bench_untracked_{uuid.uuid4().hex[:6]}")
-        .option("checkpointLocation", str(folder / "chk"))
-        .trigger(processingTime="0 seconds")
-        .start()
     )
-    t0 = time.monotonic()
-    untracked.processAllAvailable()
-    un_s = time.monotonic() - t0
-    untracked.stop()
-
+    un_s = _drain_to_memory(untracked, "bench_untracked", folder)
     # Spark's own windowed count (JVM aggregation, no Python): a reference, not the baseline
-    jvm = (
-        _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-        .writeStream.format("memory")
-        .queryName(f"bench_jvm_{uuid.uuid4().hex[:6]}")
-        .option("checkpointLocation", str(ctx.folder("tracker_jvm") / "chk"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
-    t0 = time.monotonic()
-    jvm.processAllAvailable()
-    jvm_s = time.monotonic() - t0
-    jvm.stop()
+    jvm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
+    jvm_s = _drain_to_memory(jvm, "bench_jvm", ctx.folder("tracker_jvm"))
 
     out: list[int] = []
     q, agent = _tracked(

@@ -46,27 +46,38 @@ def first_batch_reading(progress: list[dict], topic: str, ends: dict[str, int]) 
     raise AssertionError(f"no batch read {ends}: {[p['batchId'] for p in progress]}")
 
 
+def start_count(
+    spark, bootstrap, topic, agent, results, late, checkpoint, partitions=1, shards=2, marker=None
+):
+    """The tracked per-user count of 10 s windows (namespace ``w``) over ``topic``."""
+    return (
+        TrackedStream(
+            parse(read_stream(spark, bootstrap, topic)),
+            key="user_id",
+            event_time="event_time",
+            agent=agent,
+            closing=Closing.partitions(topic, partitions),
+            close_marker=marker,
+        )
+        .apply(Tumbling("10 seconds", namespace="w"), WindowAggregate(Count()), shards=shards)
+        .start(
+            results,
+            checkpoint=str(checkpoint),
+            late=late,
+            trigger=Trigger(processing_time="0 seconds"),
+        )
+    )
+
+
 def test_window_row_is_written_by_the_batch_that_read_its_closing_rows(
     spark, kafka_bootstrap, new_topic, tmp_path
 ):
     topic = new_topic("trk-same-batch", partitions=2)
     results, late = Recorder(), Recorder()
-    q = (
-        TrackedStream(
-            parse(read_stream(spark, kafka_bootstrap, topic)),
-            key="user_id",
-            event_time="event_time",
-            agent=LocalTrackingAgent(tmp_path / "agent"),
-            closing=Closing.partitions(topic, 2),
-            close_marker="close_through",
-        )
-        .apply(Tumbling("10 seconds", namespace="same"), WindowAggregate(Count()))
-        .start(
-            results,
-            checkpoint=str(tmp_path / "chk"),
-            late=late,
-            trigger=Trigger(processing_time="0 seconds"),
-        )
+    agent = LocalTrackingAgent(tmp_path / "agent")
+    chk = tmp_path / "chk"
+    q = start_count(
+        spark, kafka_bootstrap, topic, agent, results, late, chk, 2, marker="close_through"
     )
     try:
         produce(
@@ -100,24 +111,8 @@ def test_a_restart_with_another_shard_count_is_refused_and_the_same_one_resumes_
     agent = LocalTrackingAgent(tmp_path / "agent")
 
     def start(shards: int):
-        return (
-            TrackedStream(
-                parse(read_stream(spark, kafka_bootstrap, topic)),
-                key="user_id",
-                event_time="event_time",
-                agent=agent,
-                closing=Closing.partitions(topic, 1),
-            )
-            .apply(
-                Tumbling("10 seconds", namespace="shards"), WindowAggregate(Count()), shards=shards
-            )
-            .start(
-                results,
-                checkpoint=str(tmp_path / "chk"),
-                late=late,
-                trigger=Trigger(processing_time="0 seconds"),
-            )
-        )
+        chk = tmp_path / "chk"
+        return start_count(spark, kafka_bootstrap, topic, agent, results, late, chk, shards=shards)
 
     produce(kafka_bootstrap, topic, [(k.encode(), event(k, 1.0, 1_000), 0) for k in "abcdef"])
     q = start(2)
@@ -171,17 +166,8 @@ def test_the_operator_stage_runs_its_two_shards_in_two_tasks(
     results, late = PartitionRecorder(), Recorder()
     produce(kafka_bootstrap, topic, [(k.encode(), event(k, 1.0, 1_000), 0) for k in "abcdefgh"])
     produce(kafka_bootstrap, topic, [(b"z", event("z", 1.0, 10_500), 0)])
-    q = (
-        TrackedStream(
-            parse(read_stream(spark, kafka_bootstrap, topic)),
-            key="user_id",
-            event_time="event_time",
-            agent=LocalTrackingAgent(tmp_path / "agent"),
-            closing=Closing.partitions(topic, 1),
-        )
-        .apply(Tumbling("10 seconds", namespace="tasks"), WindowAggregate(Count()), shards=2)
-        .start(results, checkpoint=str(tmp_path / "chk"), late=late)
-    )
+    agent = LocalTrackingAgent(tmp_path / "agent")
+    q = start_count(spark, kafka_bootstrap, topic, agent, results, late, tmp_path / "chk")
     try:
         q.processAllAvailable()
     finally:
