@@ -109,7 +109,7 @@ class KafkaTwoPhaseWriter:
     client
         The tasks' producer client: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
     transaction_timeout_ms, delivery_timeout_ms
-        As for :func:`connectors.sinks.start_kafka_sink`.
+        As for :func:`connectors.sinks.exactly_once_to_kafka`.
 
     Example
     -------
