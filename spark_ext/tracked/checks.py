@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from spark_ext.tracker.agent import TrackerState
 from spark_ext.tracker.errors import (
@@ -57,39 +58,37 @@ def last_committed_batch(checkpoint: str) -> int | None:
     return batches[-1] if batches else None
 
 
-def checkpoint_shuffle_partitions(checkpoint: str) -> int | None:
-    """The shuffle partition count Spark keeps for the query (its first offset log entry's
-    ``spark.sql.shuffle.partitions``); None for a new, remote or unreadable checkpoint."""
+def _offset_entries(checkpoint: str, newest: bool) -> list[dict[str, Any]]:
+    """The JSON objects of the checkpoint's newest (or first) offset log entry; [] for none."""
     path = _local(checkpoint)
     batches = _numbered(path / "offsets") if path else []
-    if not batches:
-        return None
-    for line in (path / "offsets" / str(batches[0])).read_text().splitlines():  # type: ignore[operator]
+    if path is None or not batches:
+        return []
+    out = []
+    for line in (path / "offsets" / str(batches[-1 if newest else 0])).read_text().splitlines():
         try:
             value = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(value, dict) and "conf" in value:
-            found = value["conf"].get("spark.sql.shuffle.partitions")
-            return int(found) if found is not None else None
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def checkpoint_shuffle_partitions(checkpoint: str) -> int | None:
+    """The shuffle partition count Spark keeps for the query (its first offset log entry's
+    ``spark.sql.shuffle.partitions``); None for a new, remote or unreadable checkpoint."""
+    for value in _offset_entries(checkpoint, newest=False):
+        found = value.get("conf", {}).get("spark.sql.shuffle.partitions")
+        if found is not None:
+            return int(found)
     return None
 
 
 def read_end_seq(checkpoint: str) -> int:
     """The newest end-event offset (``{"seq": n}``) in the checkpoint's offset log (0: none)."""
-    path = _local(checkpoint)
-    batches = _numbered(path / "offsets") if path else []
-    if not batches:
-        return 0
-    seq = 0
-    for line in (path / "offsets" / str(batches[-1])).read_text().splitlines():  # type: ignore[operator]
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and set(value) == {"seq"}:
-            seq = max(seq, int(value["seq"]))
-    return seq
+    seqs = [int(v["seq"]) for v in _offset_entries(checkpoint, newest=True) if set(v) == {"seq"}]
+    return max(seqs, default=0)
 
 
 def check_agent_and_checkpoint(state: TrackerState, query: str, checkpoint: str) -> None:
