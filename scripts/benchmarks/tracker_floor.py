@@ -76,10 +76,10 @@ def run(ctx: BenchContext) -> list[Figure]:
     topic = _topic(ctx, "trk-floor")
     produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
 
-    def drain(df: Any, name: str, mode: str = "append") -> float:
+    def drain(df: Any, name: str) -> float:
         q = (
             df.writeStream.foreachBatch(lambda d, _b: d.count())
-            .outputMode(mode)
+            .outputMode("append")
             .option("checkpointLocation", str(ctx.folder(name) / "chk"))
             .trigger(processingTime="0 seconds")
             .start()

@@ -165,13 +165,11 @@ class _TwsStore:
 class OperatorProcessor(StatefulProcessor):
     """The operator stage of one shard (see :mod:`spark_ext.tracked.shard`)."""
 
-    def __init__(
-        self, cfg: ShardConfig, envelope_columns: list[str], keys: list[int] | None = None
-    ) -> None:
+    def __init__(self, cfg: ShardConfig, envelope_columns: list[str], keys: list[int]) -> None:
         self.cfg = cfg
         self.inputs = envelope_columns
-        #: group key -> logical shard (:mod:`spark_ext.tracked.placement`); None: the same
-        self.shard_of = {k: i for i, k in enumerate(keys)} if keys is not None else None
+        #: group key -> logical shard (:mod:`spark_ext.tracked.placement`)
+        self.shard_of = {k: i for i, k in enumerate(keys)}
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.store = _TwsStore(handle)
@@ -182,7 +180,7 @@ class OperatorProcessor(StatefulProcessor):
         pdf = pd.concat(list(rows), ignore_index=True)
         if list(pdf.columns) != self.inputs:  # Spark 4.2 hands them over as _0, _1, ...
             pdf.columns = self.inputs
-        shard = int(key[0]) if self.shard_of is None else self.shard_of[int(key[0])]
+        shard = self.shard_of[int(key[0])]
         self.store.begin()
         yield from run_shard(self.cfg, shard, pdf, self.store, task_partition())
 
