@@ -82,6 +82,29 @@ class BatchRegressionError(SinkError):
         )
 
 
+class SinkOwnerError(SinkError):
+    """Another query owns this sink id: nothing is written (issue #24, N11).
+
+    Every sink records, next to ``(sink id, batch id)``, the streaming query that owns the sink
+    (Spark's query id, kept in the checkpoint's ``metadata`` file: the same across restarts of
+    one checkpoint, new for a new or reset checkpoint). A second query with the same sink id
+    would otherwise take its batch 0 for a replay of the first query's batch 0 and skip it.
+    Raised before anything of a batch is committed. Give the query its own sink id, or hand
+    the sink over on purpose (``take_over=True``: the new query's batch ids start again).
+    """
+
+    def __init__(self, target: str, sink_id: str, recorded: str, ours: str) -> None:
+        self.target = target
+        self.sink_id = sink_id
+        self.recorded = recorded
+        self.ours = ours
+        super().__init__(
+            f"{target}: sink {sink_id!r} is owned by query {recorded}, not by this query "
+            f"({ours}); give this query its own sink_id, or pass take_over=True to hand the "
+            "sink over on purpose; nothing written"
+        )
+
+
 def check_batch_order(sink_id: str, batch_id: int, recorded: int | None) -> bool:
     """Whether ``batch_id`` is a replay of the recorded batch (skip it) or new (write it).
 
