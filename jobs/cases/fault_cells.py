@@ -16,11 +16,15 @@ from spark_ext.sinks.errors import (
     DeltaTxnExpiredError,
     ReplayUnprovableError,
     SinkConfigError,
+    SinkOwnerError,
 )
 from spark_ext.tracker.errors import CheckpointBehindAgent
 
 #: The typed error a checkpoint reset must end in when the output is kept (invariant 6).
 REGRESSION = ExpectedError.of(BatchRegressionError)
+#: The typed error a sink that records its owner gives a reset checkpoint (a new query id) or a
+#: second query with its sink id: another query owns the sink (issue #24, N11).
+OWNER_REFUSED = ExpectedError.of(SinkOwnerError)
 #: The tracker's: its agent applied batches the reset checkpoint never reached.
 BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
 #: A replay whose evidence (the output topic) retention trimmed (invariant 6).
