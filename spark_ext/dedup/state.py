@@ -27,7 +27,8 @@ class BloomStateStore:
     """The filters after each batch, one file per version (= batch id), written atomically.
 
     Batch ``N`` reads the newest version below ``N`` and writes version ``N``; the versions
-    below ``N - keep + 1`` are then removed. A version above ``N`` while batch ``N`` runs means
+    below ``N - keep + 1`` are then removed, except the one batch ``N`` started from (a
+    retry or replay of ``N`` starts from it again; issue #24, N2). A version above ``N`` while batch ``N`` runs means
     the query's checkpoint was reset under the same state folder: :class:`DedupStateError`.
     """
 
@@ -77,8 +78,13 @@ class BloomStateStore:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, target)
-        for old in self.versions():
-            if old <= batch_id - self.keep:
+        versions = self.versions()
+        # The version this batch started from stays, however old: a retried task or a replay
+        # of ``batch_id`` starts from it again (a quiet bucket saves no version for batches
+        # without its rows, so it may be far below ``batch_id - keep``).
+        base = max((v for v in versions if v < batch_id), default=None)
+        for old in versions:
+            if old <= batch_id - self.keep and base is not None and old < base:
                 self._file(old).unlink(missing_ok=True)
 
     def _decode(self, data: bytes, version: int) -> dict[int, bytes]:
