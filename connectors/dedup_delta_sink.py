@@ -302,11 +302,14 @@ class DeltaDedupSink:
             .withColumn(ROUTE, F.element_at(routes, bucket + 1))
             .repartition(c.buckets, ROUTE)
         )
-        shape = schema_shape(out_schema.json())
+        rows_json = out_schema.json()
+        shape = schema_shape(rows_json)
         results = [
             BucketResult(
                 r["bucket"],
-                StagedFile(r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape),
+                StagedFile(
+                    r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape, rows_json
+                ),
                 tuple(catalog_files(r["catalog"])),
                 r["null_rows"],
                 DedupMetrics.from_json(r["metrics"]),

@@ -11,7 +11,7 @@ batch as its version ``N``. The commit message is one row per bucket: file names
 counts and the bucket's metrics -- bounded by buckets and generations, never by rows.
 
 Step 2 (:func:`commit_catalog`, on the driver): one delta-rs commit adds the catalog files with
-``txn(<sink id>.catalog, N)``; :func:`clean_catalog` removes staged catalog files no snapshot
+``txn(<sink id>.catalog, N)``, against a snapshot whose features the add honours; :func:`clean_catalog` removes staged catalog files no snapshot
 references (losing task attempts, a skipped replay, orphans of a killed driver).
 """
 
@@ -33,12 +33,18 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from connectors.delta_log import referenced_files
 from connectors.delta_staging import stage_batches, staged_name
+from connectors.delta_table import check_snapshot
 from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, decide_batch
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.errors import CommitUncertainError, check_batch_order
+from spark_ext.sinks.errors import (
+    CommitUncertainError,
+    ConcurrentWriterError,
+    DeltaCommitRefusedError,
+    check_batch_order,
+)
 
 __all__ = [
     "MESSAGE_SCHEMA",
@@ -54,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: Rows per row group of the staged Parquet files.
 ROW_GROUP = 131_072
+#: Catalog commits that lost a race, re-checked and retried before ``ConcurrentWriterError``.
+MAX_CONFLICTS = 5
 
 #: One row per bucket a task decided (``catalog``: JSON list of :class:`CatalogFile` fields).
 MESSAGE_SCHEMA = StructType(
@@ -238,49 +246,60 @@ def catalog_files(message: str) -> list[CatalogFile]:
 def commit_catalog(catalog_path: str, app_id: str, batch_id: int, files: list[CatalogFile]) -> bool:
     """Step 2: one delta-rs commit adds ``files`` with ``txn(app_id, batch_id)``.
 
-    Returns ``False`` for a replay (the batch is recorded: nothing committed). A commit call
-    that raises after the commit landed (a post-commit hook) counts as committed.
+    Returns ``False`` for a replay (the batch is recorded: nothing committed). The commit is
+    made against a snapshot whose features an add of staged files honours
+    (:func:`connectors.delta_table.check_snapshot`). A commit call that raises after the commit
+    landed (a post-commit hook) counts as committed; one that lost a race is checked again.
     """
     from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction, RemoveAction
 
-    table = DeltaTable.create(
-        catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY
-    )
-    if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
-        return False
-    if not files:  # nothing to record; an empty batch leaves no trace to skip
-        return True
-    now_ms = int(time.time() * 1000)
-    adds: list[AddAction | RemoveAction] = [
-        AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
-        for f in files
-    ]
-    try:
-        table.create_write_transaction(
-            adds,
-            mode="append",
-            schema=table.schema(),
-            partition_by=PARTITION_BY,
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id, batch_id, now_ms)],
-                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
-            ),
-        )
-    except Exception as exc:
+    DeltaTable.create(catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY)
+    for _ in range(MAX_CONFLICTS + 1):
+        table = DeltaTable(catalog_path)
+        check_snapshot(table, catalog_path, None, tuple(PARTITION_BY))
+        if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
+            return False
+        if not files:  # nothing to record; an empty batch leaves no trace to skip
+            return True
+        now_ms = int(time.time() * 1000)
+        adds: list[AddAction | RemoveAction] = [
+            AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
+            for f in files
+        ]
         try:
-            recorded = DeltaTable(catalog_path).transaction_version(app_id)
-        except Exception as again:
-            raise CommitUncertainError(
-                f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table could "
-                f"not be read back ({again})"
-            ) from exc
-        if recorded != batch_id:
-            raise
-        log.warning(
-            "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
-        )
-    return True
+            table.create_write_transaction(
+                adds,
+                mode="append",
+                schema=table.schema(),
+                partition_by=PARTITION_BY,
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(app_id, batch_id, now_ms)],
+                    custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
+                    max_commit_retries=0,
+                ),
+            )
+        except CommitFailedError as exc:
+            if DeltaTable(catalog_path).version() == table.version():
+                raise DeltaCommitRefusedError(catalog_path, batch_id, str(exc)) from exc
+            log.warning("%s batch %d: catalog commit lost a race (%s)", app_id, batch_id, exc)
+            continue
+        except Exception as exc:
+            try:
+                recorded = DeltaTable(catalog_path).transaction_version(app_id)
+            except Exception as again:
+                raise CommitUncertainError(
+                    f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table "
+                    f"could not be read back ({again})"
+                ) from exc
+            if recorded != batch_id:
+                raise
+            log.warning(
+                "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
+            )
+        return True
+    raise ConcurrentWriterError(f"{catalog_path}: batch {batch_id} kept losing commit races")
 
 
 def clean_catalog(catalog_path: str, app_id: str, batch_id: int | None = None) -> int:

@@ -13,7 +13,8 @@
    files of this sink (the ``txn`` expired: ``delta.setTransactionRetentionDuration``) is
    :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`: nothing written, nothing deleted.
 3. one delta-rs commit adds every staged file, ``txn(sink id, batchId)`` and the run epoch
-   ``txn(<sink id>#run, epoch)``. It is made against the snapshot read in step 3 with no
+   ``txn(<sink id>#run, epoch)``. It is made against the snapshot read in step 3, whose
+   features the add must honour (:func:`connectors.delta_table.check_snapshot`), with no
    silent retry: if another commit landed in between, the sink re-reads the snapshot and
    re-checks the ``txn`` and the epoch before trying again. If the commit call raises for any
    other reason (a post-commit hook: checkpoint, log clean-up), the ``txn`` is read back: a
@@ -34,10 +35,12 @@ driver and late task attempts. ``recover()`` without ``fence`` deletes the same 
 stops no older driver (a caller that runs its committers without an epoch).
 
 Supported tables: unpartitioned, without CHECK constraints, generated/identity columns,
-column mapping, row tracking, and without a NOT NULL column the rows may break
-(:func:`connectors.delta_table.check_writable` refuses the others at start). Append only: a
-query in complete mode (``overwrite``) is refused. Local (or mounted) paths; statistics are
-``numRecords`` only. The idempotent sink is :mod:`connectors.delta_idempotent`.
+column mapping or column invariants in use, without a NOT NULL column the rows may break and
+without writer features delta-rs cannot write (:func:`connectors.delta_table.check_writable`
+refuses the others at start, :func:`~connectors.delta_table.check_snapshot` at every commit,
+since the table may change while the query runs). Append only: a query in complete mode
+(``overwrite``) is refused. Local (or mounted) paths; statistics are ``numRecords`` only. The
+idempotent sink is :mod:`connectors.delta_idempotent`.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from connectors.delta_staging import (
 )
 from connectors.delta_table import (
     arrow_schema,
+    check_snapshot,
     check_table_schema,
     check_writable,
     ensure_table,
@@ -77,6 +81,7 @@ from connectors.delta_table import (
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
+    DeltaCommitRefusedError,
     DeltaTxnExpiredError,
     DriverFencedError,
     SchemaMismatchError,
@@ -233,9 +238,12 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         txns = [Transaction(self.sink_id, batch_id, now_ms)]
         if self.run_epoch is not None:
             txns.append(Transaction(self.run_app_id, self.run_epoch, now_ms))
+        rows_json = next((m.schema_json for m in messages if m.path and m.schema_json), None)
         for attempt in range(self.max_conflicts + 1):
             table = self._table()  # the snapshot the commit is made against
             self._check_epoch(table)
+            # The table as it is now, not as it was at start (N3-N5 of issue #24).
+            check_snapshot(table, self.path, rows_json)
             recorded = table.transaction_version(self.sink_id)
             if recorded is not None and recorded >= batch_id:
                 raise ConcurrentWriterError(
@@ -266,6 +274,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
                     ),
                 )
             except CommitFailedError as exc:
+                self._check_lost_race(table, batch_id, exc)
                 log.warning(
                     "%s batch %d: commit lost a race (%s), re-checking (%d)",
                     self.sink_id,
@@ -292,6 +301,19 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         raise ConcurrentWriterError(
             f"{self.path}: batch {batch_id} lost {self.max_conflicts + 1} commit races in a row"
         )
+
+    def _check_lost_race(self, table: Any, batch_id: int, exc: Exception) -> None:
+        """After ``CommitFailedError``: a lost race means another commit landed since the
+        snapshot; if none did, delta-rs refused the commit itself (e.g. a table feature it
+        cannot write): :class:`DeltaCommitRefusedError`, never retried as a race."""
+        from deltalake import DeltaTable
+
+        try:
+            moved = DeltaTable(self.path).version() > table.version()
+        except Exception:
+            moved = True  # cannot tell: treat as a race, re-checked on the next snapshot
+        if not moved:
+            raise DeltaCommitRefusedError(self.path, batch_id, str(exc)) from exc
 
     def _landed(self, batch_id: int, messages: Sequence[StagedFile], exc: Exception) -> bool:
         """After a commit call raised: did this commit of ``batch_id`` land? (re-read the log)"""

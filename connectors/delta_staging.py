@@ -3,8 +3,8 @@
 A staged file sits in the table folder, named
 ``spark_ext-<sink id>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet`` (:data:`STAGED_NAME`),
 and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta_sink`).
-The commit message (:class:`StagedFile`) names the file, its size, rows and the schema shape it
-was written with. :class:`~connectors.dedup_delta_sink.DeltaDedupSink` stages the same way.
+The commit message (:class:`StagedFile`) names the file, its size, rows and the schema it was
+written with. :class:`~connectors.dedup_delta_sink.DeltaDedupSink` stages the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ class StagedFile(WriterCommitMessage):
     batch_id: int
     partition: int
     schema_shape: str
+    #: The rows' Spark schema JSON, nullability included (the commit checks NOT NULL columns
+    #: of the table it commits against); "" when unknown.
+    schema_json: str = ""
 
 
 def staged_name(sink_id: str, batch_id: int, partition: int, attempt: int) -> str:
@@ -84,4 +87,5 @@ def stage_batches(
     if rows == 0:
         os.remove(full)
         name, size = "", 0
-    return StagedFile(name, size, rows, batch_id, partition, schema_shape(schema.json()))
+    rows_json = schema.json()
+    return StagedFile(name, size, rows, batch_id, partition, schema_shape(rows_json), rows_json)

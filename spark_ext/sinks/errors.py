@@ -194,6 +194,36 @@ class UnsupportedTableFeatureError(SinkConfigError):
         super().__init__("path", f"{target}: {feature} is not supported by this sink: {detail}")
 
 
+class DeltaTargetPathError(SinkConfigError):
+    """The target path of a Delta sink is no Delta table and cannot become one; at start.
+
+    A file, or a folder holding other files but no ``_delta_log`` (someone's data: making a
+    table there would wrap their files). Nothing is written; give the sink a Delta table or a
+    missing or empty folder.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            "path", f"{path} {reason}; give the sink a Delta table or a missing or empty folder"
+        )
+
+
+class DeltaCommitRefusedError(SinkError):
+    """delta-rs refused a commit and no other commit landed meanwhile: not a lost race.
+
+    Nothing is committed and the commit is not retried (a lost race is re-checked and retried;
+    this is not one). ``cause`` is delta-rs' message.
+    """
+
+    def __init__(self, target: str, batch_id: int, cause: str) -> None:
+        self.target = target
+        self.batch_id = batch_id
+        self.cause = cause
+        super().__init__(f"{target}: batch {batch_id}: delta-rs refused the commit ({cause})")
+
+
 # -- Kafka sinks -------------------------------------------------------------------------
 
 
