@@ -21,18 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql.types import StructType
 
-from spark_ext.sinks.errors import (
-    DeltaTargetPathError,
-    SchemaMismatchError,
-    UnsupportedTableFeatureError,
-)
+from spark_ext.sinks.delta_txn import arrow_schema, check_target_path
+from spark_ext.sinks.errors import SchemaMismatchError, UnsupportedTableFeatureError
 
 __all__ = [
     "arrow_schema",
@@ -106,26 +101,6 @@ def schema_shape(schema_json: str) -> str:
     of the rows and of the table compare as strings.
     """
     return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema staged files are written with (timestamps in UTC, like the session)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
-def check_target_path(path: str | os.PathLike[str]) -> None:
-    """Raise :class:`DeltaTargetPathError` unless ``path`` is a Delta table, missing or an
-    empty folder (N10 of issue #24: a file gave delta-rs' ``Path does not exist``; a folder of
-    someone's files would have been made a table around them)."""
-    location = os.fspath(path).removeprefix("file:")
-    if not os.path.exists(location):
-        return
-    if not os.path.isdir(location):
-        raise DeltaTargetPathError(str(path), "is a file, not a Delta table folder")
-    if not os.path.isdir(os.path.join(location, "_delta_log")) and os.listdir(location):
-        raise DeltaTargetPathError(str(path), "holds files but no _delta_log: it is no Delta table")
 
 
 def _open(path: str | Path) -> Any:

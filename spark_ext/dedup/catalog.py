@@ -14,7 +14,8 @@ coords         string   coordinates of the kept copy, ``"/"``-joined (e.g. ``"t/
 batch_id       int64    micro-batch that kept it
 =============  =======  ==================================================================
 
-Appends carry ``txn(<sink id>.catalog, batch id)`` so a replayed batch adds nothing. Readers
+Appends carry ``txn(<sink id>:catalog, batch id)`` (:func:`catalog_app_id`) so a replayed batch
+adds nothing; the catalog also records the sink's owner (:mod:`spark_ext.sinks.delta_txn`). Readers
 ask only on a Bloom "maybe": :meth:`DedupCatalog.lookup_ids` (a bucket's ids, by the
 operators, in executors) and :meth:`DedupCatalog.lookup_hashes` (a batch's hashes, by
 :class:`connectors.dedup_delta_sink.DeltaDedupSink` on the driver). :meth:`DedupCatalog.purge`
@@ -31,12 +32,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, marker_app_id
 from spark_ext.sinks.errors import check_batch_order
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["CATALOG_SCHEMA", "DedupCatalog"]
+__all__ = ["CATALOG_SCHEMA", "DedupCatalog", "catalog_app_id"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,12 @@ CATALOG_SCHEMA = pa.schema(
     ]
 )
 PARTITION_BY = ["generation"]
+
+
+def catalog_app_id(sink_id: str) -> str:
+    """The catalog's batch marker of ``sink_id``: ``txn.appId`` ``<sink id>:catalog``."""
+    return marker_app_id(sink_id, "catalog")
+
 
 #: Catalog tables opened by this process, with the identity of their first commit file (a
 #: reused Python worker refreshes incrementally).
@@ -179,18 +187,22 @@ class DedupCatalog:
         self._changed()
         return True
 
-    def append_spark(self, rows: DataFrame, app_id: str, batch_id: int) -> None:
-        """Append ``rows`` (the :data:`CATALOG_SCHEMA` columns) with Spark's Delta writer and
-        ``txnAppId``/``txnVersion`` (Delta skips a batch it already has)."""
-        (
-            rows.select(*CATALOG_SCHEMA.names)
-            .write.format("delta")
-            .mode("append")
-            .partitionBy(*PARTITION_BY)
-            .option("txnAppId", app_id)
-            .option("txnVersion", batch_id)
-            .save(self.path)
+    def appender(self, sink_id: str, take_over: bool = False) -> DeltaTxnAppender:
+        """The writer of ``sink_id``'s catalog rows with Spark's Delta writer: batch marker
+        ``<sink id>:catalog``, partitioned by ``generation`` (one ``txnAppId`` writer for every
+        sink: :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`)."""
+        return DeltaTxnAppender(
+            self.path,
+            sink_id,
+            marker=catalog_app_id(sink_id),
+            partition_by=PARTITION_BY,
+            take_over=take_over,
         )
+
+    def append_spark(self, appender: DeltaTxnAppender, rows: DataFrame, batch_id: int) -> None:
+        """Append ``rows`` (the :data:`CATALOG_SCHEMA` columns) through ``appender``
+        (:meth:`appender`, claimed and checked by the caller)."""
+        appender.write(rows.select(*CATALOG_SCHEMA.names), batch_id)
         self._changed()
 
     def purge(self, older_than_generation: int) -> None:

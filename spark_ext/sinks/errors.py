@@ -149,10 +149,10 @@ class DeltaTxnExpiredError(SinkError):
     def __init__(self, target: str, sink_id: str, files: int) -> None:
         self.target = target
         self.sink_id = sink_id
-        self.files = files  # files (two-phase) or commits (idempotent) of the sink found
+        self.files = files  # files (two-phase) or commits (idempotent) of the sink still logged
         super().__init__(
-            f"{target}: {files} files/commits of sink {sink_id!r} are in the table but its txn "
-            "is gone "
+            f"{target}: sink {sink_id!r} wrote this table ({files} of its files/commits still in "
+            "the log) but its txn is gone "
             "(expired by delta.setTransactionRetentionDuration?); refusing to write or clean"
         )
 
@@ -161,7 +161,7 @@ class DriverFencedError(SinkError):
     """A newer start of the same sink fenced this driver; this driver's batch is not committed.
 
     Each start of a two-phase sink records a run epoch before it removes orphaned staging (the
-    Delta sink: ``txn(<sink id>#run, epoch)`` in the table, checked on the snapshot every commit
+    Delta sink: ``txn(<sink id>:run, epoch)`` in the table, checked on the snapshot every commit
     is made against; the Kafka sink: see :mod:`connectors.kafka_sink`), so an older driver
     still running (a re-run notebook cell, a hung driver) can never commit staging the newer
     start deleted. Never retried: the older driver must stop.

@@ -16,10 +16,12 @@ from deltalake import DeltaTable
 from connectors.dedup_delta_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
 from spark_ext.sinks.errors import UnsupportedTableFeatureError
+from spark_ext.sinks.owner import SinkOwner
 
 pytestmark = pytest.mark.integration
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+OWNER = SinkOwner("5b3c8e1a-7d2f-4c6b-9e0a-1f2d3c4b5a69")
 
 
 def readings(spark, batch_id: int, offsets: list[int]):
@@ -33,7 +35,7 @@ def make_sink(root: Path) -> DeltaDedupSink:
     config = DedupConfig(
         catalog_path=str(root / "catalog"), capacity=1_000, buckets=2, id_column="reading_id"
     )
-    return DeltaDedupSink(config, root / "out", "orders", root / "state")
+    return DeltaDedupSink(config, root / "out", "orders", root / "state", owner=OWNER)
 
 
 def test_check_constraint_added_while_running_stops_the_next_batch_before_its_commit(
