@@ -83,7 +83,14 @@ from connectors.delta_table import (
     ensure_table,
     schema_shape,
 )
-from spark_ext.sinks.delta_txn import Marks, commit_marks, owner_app_id, owner_record, run_app_id
+from spark_ext.sinks.delta_txn import (
+    LatestTable,
+    Marks,
+    commit_marks,
+    owner_app_id,
+    owner_record,
+    run_app_id,
+)
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
@@ -220,6 +227,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         self.run_epoch = run_epoch
         self.owner = owner
         self.take_over = take_over
+        self._latest = LatestTable(path)
 
     @property
     def run_app_id(self) -> str:
@@ -236,9 +244,13 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         return self._marks(table).decide(self.path, self.owner, self.take_over)
 
     def _table(self) -> Any:
-        from deltalake import DeltaTable
+        """The newest snapshot (read incrementally: :class:`LatestTable`)."""
+        table = self._latest.get()
+        if table is None:
+            from deltalake.exceptions import TableNotFoundError
 
-        return DeltaTable(self.path)
+            raise TableNotFoundError(f"no Delta table at {self.path}")
+        return table
 
     def _committed_files(self) -> list[str]:
         """Files of this sink that some loadable snapshot references."""
@@ -389,15 +401,19 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
     def staged_files(self) -> list[tuple[str, int]]:
         """``(file name, batch id)`` of every file this sink staged in the table folder."""
+        prefix = f"spark_ext-{self.sink_id}-"
         out = []
         for name in os.listdir(self.path):
+            if not name.startswith(prefix):
+                continue
             match = STAGED_NAME.match(name)
             if match and match["sink"] == self.sink_id:
                 out.append((name, int(match["batch"])))
         return out
 
     def _owned_attempts(self, batch_id: int) -> set[str]:
-        """Names of every attempt of ``batch_id`` staged under this committer's owner."""
+        """Names of every attempt of ``batch_id`` staged under this committer's owner: a
+        prefix test per name, no parse (the clean-up after each commit lists the folder)."""
         owner = self.owner.code if self.owner else None
         prefix = f"spark_ext-{self.sink_id}{owner_tag(owner)}-b{batch_id:012d}-"
         return {n for n in os.listdir(self.path) if n.startswith(prefix)}

@@ -25,14 +25,13 @@ bounds it to the generations the filters keep (docs/design.md, invariant 4).
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_ext.sinks.delta_txn import DeltaTxnAppender, marker_app_id
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, LatestTable, marker_app_id
 from spark_ext.sinks.errors import check_batch_order
 
 if TYPE_CHECKING:
@@ -61,9 +60,8 @@ def catalog_app_id(sink_id: str) -> str:
     return marker_app_id(sink_id, "catalog")
 
 
-#: Catalog tables opened by this process, with the identity of their first commit file (a
-#: reused Python worker refreshes incrementally).
-_OPEN_TABLES: dict[str, tuple[Any, tuple[int, int]]] = {}
+#: Catalog tables opened by this process (a reused Python worker refreshes incrementally).
+_OPEN_TABLES: dict[str, LatestTable] = {}
 
 
 class DedupCatalog:
@@ -82,38 +80,14 @@ class DedupCatalog:
     def _open(self) -> Any:
         """The table at its newest version, or ``None`` before the first append.
 
-        The open table of a path is kept for the process (a reused Python worker reads only
-        the commits since its last call), together with the identity (inode, mtime) of the
-        table's first commit file: a table deleted and made again at the same path is opened
-        afresh, never read as more commits of the old one.
+        The open table of a path is kept for the process (:class:`LatestTable`: a reused
+        Python worker reads only the commits since its last call; a table made again at the
+        same path is opened afresh).
         """
-        from deltalake import DeltaTable
-        from deltalake.exceptions import DeltaError, TableNotFoundError
-
-        identity = self._identity()
-        cached = _OPEN_TABLES.get(self.path)
-        if cached is not None and identity is not None and cached[1] == identity:
-            try:
-                cached[0].update_incremental()  # read only the commits since the last call
-                return cached[0]
-            except DeltaError as exc:  # e.g. a commit file gone: open the table afresh
-                log.info("%s: reopening the catalog (%s)", self.path, exc)
-        _OPEN_TABLES.pop(self.path, None)
-        try:
-            table = DeltaTable(self.path)
-        except TableNotFoundError:
-            return None
-        if identity is not None:
-            _OPEN_TABLES[self.path] = (table, identity)
-        return table
-
-    def _identity(self) -> tuple[int, int] | None:
-        """(inode, mtime) of the table's first commit file; ``None`` if it is not there."""
-        try:
-            st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
-        except OSError:
-            return None
-        return st.st_ino, st.st_mtime_ns
+        latest = _OPEN_TABLES.get(self.path)
+        if latest is None:
+            latest = _OPEN_TABLES[self.path] = LatestTable(self.path)
+        return latest.get()
 
     def _changed(self) -> None:
         _OPEN_TABLES.pop(self.path, None)

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_BATCH",
     "DeltaTxnAppender",
+    "LatestTable",
     "Marks",
     "arrow_schema",
     "check_target_path",
@@ -130,6 +131,51 @@ def check_target_path(path: str | os.PathLike[str]) -> None:
         raise DeltaTargetPathError(str(path), "is a file, not a Delta table folder")
     if not os.path.isdir(os.path.join(location, "_delta_log")) and os.listdir(location):
         raise DeltaTargetPathError(str(path), "holds files but no _delta_log: it is no Delta table")
+
+
+class LatestTable:
+    """The newest snapshot of the Delta table at ``path``, read incrementally.
+
+    Opening a table reads its newest checkpoint, every file of the table; a sink that opened
+    it afresh for each step paid that at every commit (suspicion (c) of issue #24: 43 -> 103 ms
+    a batch at 100 -> 2,000 commits). :meth:`get` keeps the open table and reads only the
+    commits since its last call (``update_incremental``), together with the identity (inode,
+    mtime) of the table's first commit file: a table deleted and made again at the same path is
+    opened afresh, never read as more commits of the old one. Not shared between threads.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._table: Any = None
+        self._identity: tuple[int, int] | None = None
+
+    def identity(self) -> tuple[int, int] | None:
+        """(inode, mtime) of the table's first commit file; ``None`` if it is not there."""
+        try:
+            st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def get(self) -> Any:
+        """The table at its newest version, or ``None`` when there is no table yet."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        identity = self.identity()
+        if self._table is not None and identity is not None and identity == self._identity:
+            try:
+                self._table.update_incremental()
+                return self._table
+            except DeltaError as exc:  # e.g. a commit file gone: open the table afresh
+                log.info("%s: reopening the table (%s)", self.path, exc)
+        self._table = None
+        try:
+            table = DeltaTable(self.path)
+        except TableNotFoundError:
+            return None
+        self._table, self._identity = table, identity
+        return table
 
 
 def commits_of(table: Any, app_id: str) -> int:
@@ -321,16 +367,11 @@ class DeltaTxnAppender:
         self.max_conflicts = max_conflicts
         #: The owner this writer recorded (its claim), ``None`` before.
         self.owner: SinkOwner | None = None
+        self._latest = LatestTable(self.path)
 
     def _table(self) -> Any:
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
-
         check_target_path(self.path)
-        try:
-            return DeltaTable(self.path)
-        except TableNotFoundError:
-            return None
+        return self._latest.get()
 
     def marks(self, table: Any) -> Marks:
         return Marks.of(table, self.sink_id, [self.marker])
