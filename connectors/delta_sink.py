@@ -44,7 +44,9 @@ column mapping or column invariants in use, without a NOT NULL column the rows m
 without writer features delta-rs cannot write (:func:`connectors.delta_table.check_writable`
 refuses the others at start, :func:`~connectors.delta_table.check_snapshot` at every commit).
 Append only: a query in complete mode (``overwrite``) is refused. Local (or mounted) paths;
-statistics are ``numRecords`` only. The idempotent sink is :mod:`connectors.delta_idempotent`.
+statistics are ``numRecords`` only. Spark's Delta writer must not write the table at the
+same time on a local path (docs/design.md, Delta sinks). The idempotent sink is
+:mod:`connectors.delta_idempotent`.
 """
 
 from __future__ import annotations
