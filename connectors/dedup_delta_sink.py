@@ -158,7 +158,9 @@ class DeltaDedupSink:
         batch of a run); default: the streaming query calling the sink.
     take_over
         Hand the sink over from another query on purpose: the output's and the catalog's
-        batch markers are reset, the old owner's next commit is refused.
+        batch markers are reset, the old owner's next commit is refused. Dedup starts afresh:
+        ids the old owner kept are not recognised (the filters in ``state_path`` are this
+        query's).
     """
 
     def __init__(

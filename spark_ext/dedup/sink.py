@@ -87,6 +87,8 @@ class DedupSink:
         The query that owns the sink; default: the streaming query calling the sink.
     take_over
         Hand the sink (every table) over from another query on purpose; its markers reset.
+        Dedup starts afresh: ids the old owner kept are not recognised (the filters are the
+        query's own state).
     """
 
     def __init__(
