@@ -16,11 +16,17 @@ and catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedu
    references either yet), then saves the bucket's filters after the batch as version N.
    Its commit message names the files and counts (one row per bucket, whatever the rows).
 2. ``cataloged``: one delta-rs commit adds the staged catalog files with
-   ``txn(<sink id>.catalog, N)`` (a replay finds the txn and skips).
+   ``txn(<sink id>:catalog, N)`` (a replay finds the txn and skips).
 3. ``written``: one delta-rs commit adds the staged output files with ``txn(<sink id>, N)``
    (:class:`connectors.delta_sink.DeltaCommitter`, whose own points are ``delta2pc.2``-``4``).
 4. ``cleaned``: staged files the commits did not take (losing task attempts, a skipped
    replay) are removed and the catalog's generations outside the window purged.
+
+Owner (issue #24, N11): at the first batch of a run the query (``owner``, else the streaming
+query calling the sink) is decided on the output and on the catalog before anything is
+written -- another query is :class:`~spark_ext.sinks.errors.SinkOwnerError`, ``take_over=True``
+hands the sink over -- and recorded (the output's fence commit, one commit on the catalog);
+steps 2 and 3 re-check it, and the tables' features, on the snapshot they commit against.
 
 Replays: a retried task attempt and a replay of batch N load the filters' version below N
 and ask the catalog for batches below N, so they decide exactly as the first attempt did;
@@ -68,6 +74,7 @@ from pyspark.sql.types import StringType, TimestampNTZType, TimestampType
 from connectors.dedup_delta_staging import (
     MESSAGE_SCHEMA,
     CatalogFile,
+    catalog_file_tag,
     catalog_files,
     clean_catalog,
     commit_catalog,
@@ -81,13 +88,15 @@ from connectors.delta_sink import (
     schema_shape,
 )
 from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
-from spark_ext.dedup.catalog import DedupCatalog
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import DedupInputError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.state import BucketStateStore
 from spark_ext.errors import ConfigError
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, marker_app_id, owner_of
 from spark_ext.sinks.errors import check_batch_order
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner
 from spark_ext.sinks.protocol import commit_batch, validate_sink_id
 
 __all__ = ["BucketResult", "DeltaDedupSink"]
@@ -135,7 +144,7 @@ class DeltaDedupSink:
     output_path
         The Delta table of kept rows (created on the first batch).
     sink_id
-        Keys idempotence: ``txn(sink_id, batch)`` on the output, ``txn(sink_id.catalog,
+        Keys idempotence: ``txn(sink_id, batch)`` on the output, ``txn(<sink_id>:catalog,
         batch)`` on the catalog. Stable for the life of the output.
     state_path
         Folder of the filters' versioned state; belongs with the query's checkpoint. Like the
@@ -144,6 +153,14 @@ class DeltaDedupSink:
         Delta table for rows with a null id, event time or coordinate (with ``_reason``).
     output_columns
         Columns written (default: all of the batch's).
+    owner
+        The query that owns the sink (recorded in the output and the catalog at the first
+        batch of a run); default: the streaming query calling the sink.
+    take_over
+        Hand the sink over from another query on purpose: the output's and the catalog's
+        batch markers are reset, the old owner's next commit is refused. Dedup starts afresh:
+        ids the old owner kept are not recognised (the filters in ``state_path`` are this
+        query's).
     """
 
     def __init__(
@@ -154,6 +171,9 @@ class DeltaDedupSink:
         state_path: str | Path,
         quarantine_path: str | Path | None = None,
         output_columns: Sequence[str] | None = None,
+        *,
+        owner: SinkOwner | None = None,
+        take_over: bool = False,
     ) -> None:
         self.config = config
         self.output_path = str(output_path)
@@ -167,42 +187,67 @@ class DeltaDedupSink:
         self.batches: list[DedupMetrics] = []
         #: What the tasks reported for the last batch: one entry per bucket with rows.
         self.last_results: list[BucketResult] = []
-        self._recovered = False
+        self.owner = owner
+        self.take_over = take_over
+        #: The catalog's owner record (claimed at the first batch of a run, never written).
+        self.catalog_marks = DeltaTxnAppender(
+            config.catalog_path,
+            self.sink_id,
+            marker=catalog_app_id(self.sink_id),
+            partition_by=PARTITION_BY,
+            take_over=take_over,
+        )
+        self._recovered: SinkOwner | None = None
         self._output: DeltaCommitter | None = None
+        self._quarantine: DeltaIdempotentWriter | None = None
         self._routes: list[int] | None = None
 
     @property
     def catalog_app_id(self) -> str:
-        return f"{self.sink_id}.catalog"
+        return catalog_app_id(self.sink_id)
 
     def _key_columns(self) -> list[str]:
         c = self.config
         return [c.id_column, c.event_time_column, *c.coordinate_columns]
 
-    def _committer(self) -> DeltaCommitter:
-        """The output's committer: one per sink, so the run epoch of :meth:`_start`'s fence
-        is the one every commit of this sink checks."""
-        if self._output is None:
-            self._output = DeltaCommitter(self.output_path, self.sink_id)
+    def _committer(self, owner: SinkOwner | None = None) -> DeltaCommitter:
+        """The output's committer: one per run, so the run epoch of :meth:`_start`'s fence
+        is the one every commit of this sink checks (and its owner the one each re-checks)."""
+        if self._output is None or (owner is not None and self._output.owner != owner):
+            self._output = DeltaCommitter(
+                self.output_path, self.sink_id, owner=owner, take_over=self.take_over
+            )
         return self._output
 
-    def _start(self, batch: DataFrame) -> list[str]:
-        """Check the columns; on the first batch, create the output and drop orphans."""
+    def _columns(self, batch: DataFrame) -> list[str]:
         columns = self.output_columns or batch.columns
         missing = [x for x in {*self._key_columns(), *columns} if x not in batch.columns]
         if missing:
             raise ConfigError("dedup.columns", f"columns {missing} are not in {batch.columns}")
-        if not self._recovered:
-            ensure_table(self.output_path, batch.select(*columns).schema)
-            # Refuses (DeltaTxnExpiredError) when the txn is gone next to committed files;
-            # fences older drivers of this sink, then removes staging no snapshot references.
-            self._committer().recover(fence=True)
-            clean_catalog(self.config.catalog_path, self.catalog_app_id)
-            # Keys staged by the driver-decided sink of earlier versions are of no use.
-            shutil.rmtree(self.legacy_keys_path, ignore_errors=True)
-            self._routes = _route_keys(batch.sparkSession, self.config.buckets)
-            self._recovered = True
         return columns
+
+    def _decide_owner(self, owner: SinkOwner) -> bool:
+        """Decide the owner on the output and the catalog before anything is written (a
+        stranger: :class:`~spark_ext.sinks.errors.SinkOwnerError`); whether it takes over."""
+        decisions: list[OwnerDecision | None] = [self.catalog_marks.decide(owner)]
+        if (Path(self.output_path) / "_delta_log").is_dir():
+            output = self._committer(owner)
+            decisions.append(output._decide(output._table()))
+        return OwnerDecision.TAKE_OVER in decisions
+
+    def _start(self, batch: DataFrame, columns: list[str], owner: SinkOwner) -> None:
+        """At the first batch of a run: create the output, record the owner, drop orphans."""
+        ensure_table(self.output_path, batch.select(*columns).schema)
+        self.catalog_marks.claim(owner, CATALOG_SCHEMA)
+        # Refuses (DeltaTxnExpiredError) when the txn is gone next to committed files; fences
+        # older drivers of this sink (recording the owner), then removes unreferenced staging.
+        self._committer(owner).recover(fence=True)
+        clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id))
+        # Keys staged by the driver-decided sink of earlier versions are of no use.
+        shutil.rmtree(self.legacy_keys_path, ignore_errors=True)
+        self._routes = _route_keys(batch.sparkSession, self.config.buckets)
+        self._quarantine = None  # made with this run's owner when first needed
+        self._recovered = owner
 
     def _recorded(self) -> tuple[int | None, int | None]:
         """The batch recorded on the output and on the catalog (``None``: none yet)."""
@@ -222,8 +267,16 @@ class DeltaDedupSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         c = self.config
-        replay = self._check_batch_order(batch_id)
-        columns = self._start(batch)
+        columns = self._columns(batch)
+        owner = owner_of(batch, self.owner, f"DeltaDedupSink({self.sink_id!r})")
+        if self._recovered != owner:
+            # A stranger is refused before anything is written; a take-over resets the
+            # markers first (the new owner's batch ids start again).
+            taking_over = self._decide_owner(owner)
+            replay = False if taking_over else self._check_batch_order(batch_id)
+            self._start(batch, columns, owner)
+        else:
+            replay = self._check_batch_order(batch_id)
         if replay:
             log.info(
                 "%s batch %d: output and catalog have it (replay), skipped", self.sink_id, batch_id
@@ -238,9 +291,9 @@ class DeltaDedupSink:
         if nulls:
             self._quarantine_nulls(batch, batch_id, nulls, outputs)
 
-        # 2. the catalog: one delta-rs commit with txn(<sink id>.catalog, batch id).
+        # 2. the catalog: one delta-rs commit with txn(<sink id>:catalog, batch id).
         files = [f for r in results for f in r.catalog]
-        if not commit_catalog(c.catalog_path, self.catalog_app_id, batch_id, files):
+        if not commit_catalog(c.catalog_path, self.sink_id, batch_id, files, owner):
             log.info("%s batch %d: catalog already has it (replay)", self.sink_id, batch_id)
         DEDUP_DELTA.reached(2, batch_id)
 
@@ -249,7 +302,7 @@ class DeltaDedupSink:
         DEDUP_DELTA.reached(3, batch_id)
 
         # 4. leftovers of the batch, and the catalog's generations outside the window.
-        clean_catalog(c.catalog_path, self.catalog_app_id, batch_id)
+        clean_catalog(c.catalog_path, catalog_file_tag(self.sink_id), batch_id)
         metrics = DedupMetrics.of_buckets(r.metrics for r in results)
         self.catalog.purge_outside(metrics.newest_generation, c.generations)
         DEDUP_DELTA.reached(4, batch_id)
@@ -292,6 +345,7 @@ class DeltaDedupSink:
             batch_id,
             str(self.state.root),
             (id_source, et_source, *c.coordinate_columns),
+            self._recovered.code if self._recovered else None,
         )
         routes = F.array(*[F.lit(v) for v in self._routes or range(c.buckets)])
         bucket = F.pmod(F.col(KEY_HASH), F.lit(c.buckets)).cast("int")
@@ -302,11 +356,14 @@ class DeltaDedupSink:
             .withColumn(ROUTE, F.element_at(routes, bucket + 1))
             .repartition(c.buckets, ROUTE)
         )
-        shape = schema_shape(out_schema.json())
+        rows_json = out_schema.json()
+        shape = schema_shape(rows_json)
         results = [
             BucketResult(
                 r["bucket"],
-                StagedFile(r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape),
+                StagedFile(
+                    r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape, rows_json
+                ),
                 tuple(catalog_files(r["catalog"])),
                 r["null_rows"],
                 DedupMetrics.from_json(r["metrics"]),
@@ -321,7 +378,7 @@ class DeltaDedupSink:
         keys = self._key_columns()
         if self.quarantine_path is None:
             self._committer().clean(batch_id, staged, committed=False)
-            clean_catalog(self.config.catalog_path, self.catalog_app_id, batch_id)
+            clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id), batch_id)
             raise DedupInputError(
                 f"batch {batch_id}: {count} rows have a null in {keys}; give the sink a "
                 "quarantine_path to keep them aside"
@@ -333,7 +390,13 @@ class DeltaDedupSink:
             F.lit(REASON_NULL_KEY + ":"),
             F.concat_ws(",", *[F.when(F.col(k).isNull(), F.lit(k)) for k in keys]),
         )
-        DeltaIdempotentWriter(self.quarantine_path, f"{self.sink_id}.quarantine")(
-            batch.where(~valid).withColumn("_reason", reason), batch_id
-        )
+        if self._quarantine is None:
+            self._quarantine = DeltaIdempotentWriter(
+                self.quarantine_path,
+                self.sink_id,
+                owner=self._recovered,
+                take_over=self.take_over,
+                marker=marker_app_id(self.sink_id, "quarantine"),
+            )
+        self._quarantine(batch.where(~valid).withColumn("_reason", reason), batch_id)
         log.warning("%s batch %d: %d rows quarantined (null key)", self.sink_id, batch_id, count)

@@ -11,7 +11,7 @@ batch as its version ``N``. The commit message is one row per bucket: file names
 counts and the bucket's metrics -- bounded by buckets and generations, never by rows.
 
 Step 2 (:func:`commit_catalog`, on the driver): one delta-rs commit adds the catalog files with
-``txn(<sink id>.catalog, N)``; :func:`clean_catalog` removes staged catalog files no snapshot
+``txn(<sink id>:catalog, N)``, against a snapshot still owned by the sink's query; :func:`clean_catalog` removes staged catalog files no snapshot
 references (losing task attempts, a skipped replay, orphans of a killed driver).
 """
 
@@ -33,17 +33,26 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from connectors.delta_log import referenced_files
 from connectors.delta_staging import stage_batches, staged_name
+from connectors.delta_table import check_snapshot
 from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, decide_batch
-from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.errors import CommitUncertainError, check_batch_order
+from spark_ext.sinks.delta_txn import Marks, owner_app_id
+from spark_ext.sinks.errors import (
+    CommitUncertainError,
+    ConcurrentWriterError,
+    DeltaCommitRefusedError,
+    check_batch_order,
+)
+from spark_ext.sinks.owner import SinkOwner
 
 __all__ = [
     "MESSAGE_SCHEMA",
     "ROW_GROUP",
     "CatalogFile",
+    "catalog_file_tag",
     "clean_catalog",
     "commit_catalog",
     "coords_of",
@@ -54,6 +63,8 @@ log = logging.getLogger(__name__)
 
 #: Rows per row group of the staged Parquet files.
 ROW_GROUP = 131_072
+#: Catalog commits that lost a race, re-checked and retried before ``ConcurrentWriterError``.
+MAX_CONFLICTS = 5
 
 #: One row per bucket a task decided (``catalog``: JSON list of :class:`CatalogFile` fields).
 MESSAGE_SCHEMA = StructType(
@@ -68,7 +79,7 @@ MESSAGE_SCHEMA = StructType(
     ]
 )
 
-#: A staged catalog file: ``generation=<g>/spark_ext-<sink id>.catalog-b<batch>-...parquet``.
+#: A staged catalog file: ``generation=<g>/spark_ext-<sink id>-catalog-b<batch>-...parquet``.
 _CATALOG_STAGED = re.compile(
     r"^generation=-?\d+/spark_ext-(?P<sink>.+)-b(?P<batch>\d+)-p\d+-a\d+-[0-9a-f]+\.parquet$"
 )
@@ -106,8 +117,15 @@ def _stats(rows: pa.Table) -> str:
     )
 
 
+def catalog_file_tag(sink_id: str) -> str:
+    """What names ``sink_id``'s staged catalog files (``spark_ext-<tag>-b...``): the sink id
+    and ``-catalog``. A sink id has no ``-``, so the tag is no sink id and no other sink's tag
+    (file names keep ``-``: a ``:`` in a relative path reads as a URI scheme to Delta)."""
+    return f"{sink_id}-catalog"
+
+
 def stage_catalog(
-    catalog_path: str, app_id: str, rows: pa.Table, batch_id: int, bucket: int, attempt: int
+    catalog_path: str, tag: str, rows: pa.Table, batch_id: int, bucket: int, attempt: int
 ) -> list[CatalogFile]:
     """Stage ``rows`` (:data:`~spark_ext.dedup.catalog.CATALOG_SCHEMA`) as one Parquet file per
     generation under ``catalog_path``; no Delta version references them yet."""
@@ -118,7 +136,7 @@ def stage_catalog(
     for gen in np.unique(generations):
         part = rows.filter(pa.array(generations == gen)).select(_FILE_SCHEMA.names)
         part = part.cast(_FILE_SCHEMA)
-        name = f"generation={int(gen)}/" + staged_name(app_id, batch_id, bucket, attempt)
+        name = f"generation={int(gen)}/" + staged_name(tag, batch_id, bucket, attempt)
         full = os.path.join(catalog_path, name)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         pq.write_table(part, full, compression="snappy", row_group_size=ROW_GROUP)
@@ -134,18 +152,20 @@ def decider(
     batch_id: int,
     state_root: str,
     key_sources: tuple[str, ...],
+    owner: int | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of step 1: decide each bucket of the task's rows, stage the
     kept rows and their catalog rows, save the bucket's filters; yield one message per bucket.
 
     ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
-    and the coordinates. Rows with a null in the key columns of ``config`` are left out and
+    and the coordinates; ``owner`` is the owning query's code, part of the output's staged
+    names (:func:`connectors.delta_staging.staged_name`). Rows with a null in the key columns of ``config`` are left out and
     counted (the driver quarantines them).
     """
     out_names = schema.fieldNames()
     id_source, et_source, *coordinates = key_sources
     key_names = [config.id_column, config.event_time_column, *config.coordinate_columns]
-    catalog_app_id = f"{sink_id}.catalog"
+    catalog_tag = catalog_file_tag(sink_id)
 
     def decide(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from spark_ext.sinks.task import task_attempt
@@ -198,6 +218,7 @@ def decider(
                 batch_id,
                 b,
                 attempt,
+                owner,
             )
             catalog_rows = pa.table(
                 {
@@ -210,7 +231,7 @@ def decider(
                 }
             )
             files = stage_catalog(
-                config.catalog_path, catalog_app_id, catalog_rows, batch_id, b, attempt
+                config.catalog_path, catalog_tag, catalog_rows, batch_id, b, attempt
             )
             store.save(b, batch_id, bloom.to_bytes())
             for name, value in (
@@ -235,57 +256,83 @@ def catalog_files(message: str) -> list[CatalogFile]:
     return [CatalogFile(*f) for f in json.loads(message)]
 
 
-def commit_catalog(catalog_path: str, app_id: str, batch_id: int, files: list[CatalogFile]) -> bool:
-    """Step 2: one delta-rs commit adds ``files`` with ``txn(app_id, batch_id)``.
+def commit_catalog(
+    catalog_path: str,
+    sink_id: str,
+    batch_id: int,
+    files: list[CatalogFile],
+    owner: SinkOwner | None = None,
+) -> bool:
+    """Step 2: one delta-rs commit adds ``files`` with ``txn(<sink id>:catalog, batch_id)``.
 
-    Returns ``False`` for a replay (the batch is recorded: nothing committed). A commit call
-    that raises after the commit landed (a post-commit hook) counts as committed.
+    Returns ``False`` for a replay (the batch is recorded: nothing committed). The commit is
+    made against a snapshot on which ``owner`` is still the owner
+    (:class:`~spark_ext.sinks.errors.SinkOwnerError` otherwise) and whose features an add of
+    staged files honours (:func:`connectors.delta_table.check_snapshot`); it carries the owner
+    ``txn`` too. A commit call that raises after the commit landed (a post-commit hook) counts
+    as committed; one that lost a race is checked again.
     """
     from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import AddAction, RemoveAction
 
-    table = DeltaTable.create(
-        catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY
-    )
-    if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
-        return False
-    if not files:  # nothing to record; an empty batch leaves no trace to skip
-        return True
-    now_ms = int(time.time() * 1000)
-    adds: list[AddAction | RemoveAction] = [
-        AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
-        for f in files
-    ]
-    try:
-        table.create_write_transaction(
-            adds,
-            mode="append",
-            schema=table.schema(),
-            partition_by=PARTITION_BY,
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id, batch_id, now_ms)],
-                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
-            ),
-        )
-    except Exception as exc:
+    app_id = catalog_app_id(sink_id)
+    DeltaTable.create(catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY)
+    for _ in range(MAX_CONFLICTS + 1):
+        table = DeltaTable(catalog_path)
+        if owner is not None:
+            Marks.of(table, sink_id, [app_id]).check_still_ours(catalog_path, owner)
+        check_snapshot(table, catalog_path, None, tuple(PARTITION_BY))
+        if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
+            return False
+        if not files:  # nothing to record; an empty batch leaves no trace to skip
+            return True
+        now_ms = int(time.time() * 1000)
+        adds: list[AddAction | RemoveAction] = [
+            AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
+            for f in files
+        ]
+        txns = [Transaction(app_id, batch_id, now_ms)]
+        if owner is not None:
+            txns.append(Transaction(owner_app_id(sink_id), owner.code, now_ms))
         try:
-            recorded = DeltaTable(catalog_path).transaction_version(app_id)
-        except Exception as again:
-            raise CommitUncertainError(
-                f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table could "
-                f"not be read back ({again})"
-            ) from exc
-        if recorded != batch_id:
-            raise
-        log.warning(
-            "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
-        )
-    return True
+            table.create_write_transaction(
+                adds,
+                mode="append",
+                schema=table.schema(),
+                partition_by=PARTITION_BY,
+                commit_properties=CommitProperties(
+                    app_transactions=txns,
+                    custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
+                    max_commit_retries=0,
+                ),
+            )
+        except CommitFailedError as exc:
+            if DeltaTable(catalog_path).version() == table.version():
+                raise DeltaCommitRefusedError(catalog_path, batch_id, str(exc)) from exc
+            log.warning("%s batch %d: catalog commit lost a race (%s)", app_id, batch_id, exc)
+            continue
+        except Exception as exc:
+            try:
+                recorded = DeltaTable(catalog_path).transaction_version(app_id)
+            except Exception as again:
+                raise CommitUncertainError(
+                    f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table "
+                    f"could not be read back ({again})"
+                ) from exc
+            if recorded != batch_id:
+                raise
+            log.warning(
+                "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
+            )
+        return True
+    raise ConcurrentWriterError(f"{catalog_path}: batch {batch_id} kept losing commit races")
 
 
-def clean_catalog(catalog_path: str, app_id: str, batch_id: int | None = None) -> int:
-    """Remove staged catalog files of ``app_id`` (of ``batch_id`` only, when given) that no
-    snapshot of the catalog references; returns how many."""
+def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> int:
+    """Remove staged catalog files named by ``tag`` (:func:`catalog_file_tag`; of
+    ``batch_id`` only, when given) that no snapshot of the catalog references; returns how
+    many."""
     root = os.path.join(catalog_path, "_delta_log")
     referenced = referenced_files(catalog_path) if os.path.isdir(root) else set()
     removed = 0
@@ -295,7 +342,7 @@ def clean_catalog(catalog_path: str, app_id: str, batch_id: int | None = None) -
         for name in os.listdir(os.path.join(catalog_path, folder)):
             rel = f"{folder}/{name}"
             match = _CATALOG_STAGED.match(rel)
-            if not match or match["sink"] != app_id or rel in referenced:
+            if not match or match["sink"] != tag or rel in referenced:
                 continue
             if batch_id is not None and int(match["batch"]) != batch_id:
                 continue

@@ -4,21 +4,25 @@
 :mod:`spark_ext.sinks.protocol`:
 
 1. each task writes its partition as one Parquet file *inside the table folder*, named
-   ``spark_ext-<sink id>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``; no Delta snapshot
-   references it, so no reader sees it. The commit message names the file, its size, rows
-   and the schema it was written with.
+   ``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``; no Delta
+   snapshot references it, so no reader sees it. The commit message names the file, its
+   size, rows and the schema it was written with.
 2. the driver's ``commit(messages, batchId)`` reads ``txn(appId=sink id)`` of the table; a
    recorded version ``== batchId`` means a replay: nothing is committed; a lower batch id is
    :class:`~spark_ext.sinks.errors.BatchRegressionError`. No ``txn`` while the log holds
    files of this sink (the ``txn`` expired: ``delta.setTransactionRetentionDuration``) is
    :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`: nothing written, nothing deleted.
-3. one delta-rs commit adds every staged file, ``txn(sink id, batchId)`` and the run epoch
-   ``txn(<sink id>#run, epoch)``. It is made against the snapshot read in step 3 with no
-   silent retry: if another commit landed in between, the sink re-reads the snapshot and
-   re-checks the ``txn`` and the epoch before trying again. If the commit call raises for any
-   other reason (a post-commit hook: checkpoint, log clean-up), the ``txn`` is read back: a
-   commit that landed is a committed batch, not a failure.
-4. staged files of the batch that the commit does not reference are deleted.
+3. one delta-rs commit adds every staged file, ``txn(sink id, batchId)``, the run epoch
+   ``txn(<sink id>:run, epoch)`` and the owner ``txn(<sink id>:owner, code)``. It is made
+   against a snapshot on which the epoch and the owner are still this query's
+   (:class:`~spark_ext.sinks.errors.DriverFencedError`,
+   :class:`~spark_ext.sinks.errors.SinkOwnerError`) and whose features the add honours
+   (:func:`connectors.delta_table.check_snapshot`: the table may have changed since the
+   start), with no silent retry: if another commit landed in between, the sink re-reads the
+   snapshot and checks again. If the commit call raises for any other reason (a post-commit
+   hook: checkpoint, log clean-up), the ``txn`` is read back: a commit that landed is a
+   committed batch, not a failure.
+4. staged files of the batch (of this owner) that the commit does not reference are deleted.
 
 Files are deleted only when no loadable snapshot references them
 (:func:`connectors.delta_log.referenced_files`: every ``add`` and ``remove`` still in the
@@ -26,18 +30,23 @@ log), so neither ``abort`` after a commit that became durable, nor the clean-up 
 replay after an ``OPTIMIZE``, ever removes a committed file (docs/design.md, invariant 6).
 
 Each start of :func:`connectors.sinks.exactly_once_to_delta` (``recover(fence=True)``) first
-*fences* older drivers of the same sink: it commits ``txn(<sink id>#run, epoch + 1)`` and
-hands the epoch to the stream writer; every batch commit checks, against the snapshot it
-commits on, that the epoch is still its own (:class:`~spark_ext.sinks.errors.DriverFencedError`
-otherwise). Only then does it delete staged files no snapshot references: orphans of a killed
-driver and late task attempts. ``recover()`` without ``fence`` deletes the same files but
-stops no older driver (a caller that runs its committers without an epoch).
+checks the owner (the query id of the checkpoint: another query is
+:class:`~spark_ext.sinks.errors.SinkOwnerError`, so a stranger never fences the owner's live
+driver), then *fences* older drivers of the same sink: it commits
+``txn(<sink id>:run, epoch + 1)`` with the owner record and hands the epoch to the stream
+writer; every batch commit checks, against the snapshot it commits on, that the epoch is
+still its own. Only then does it delete staged files no snapshot references: orphans of a
+killed driver and late task attempts. ``recover()`` without ``fence`` deletes the same files
+but stops no older driver (a caller that runs its committers without an epoch).
 
 Supported tables: unpartitioned, without CHECK constraints, generated/identity columns,
-column mapping, row tracking, and without a NOT NULL column the rows may break
-(:func:`connectors.delta_table.check_writable` refuses the others at start). Append only: a
-query in complete mode (``overwrite``) is refused. Local (or mounted) paths; statistics are
-``numRecords`` only. The idempotent sink is :mod:`connectors.delta_idempotent`.
+column mapping or column invariants in use, without a NOT NULL column the rows may break and
+without writer features delta-rs cannot write (:func:`connectors.delta_table.check_writable`
+refuses the others at start, :func:`~connectors.delta_table.check_snapshot` at every commit).
+Append only: a query in complete mode (``overwrite``) is refused. Local (or mounted) paths;
+statistics are ``numRecords`` only. Spark's Delta writer must not write the table at the
+same time on a local path (docs/design.md, Delta sinks). The idempotent sink is
+:mod:`connectors.delta_idempotent`.
 """
 
 from __future__ import annotations
@@ -64,25 +73,37 @@ from connectors.delta_staging import (
     STAGED_NAME,
     StagedFile,
     current_batch_id,
+    owner_tag,
     stage_batches,
     staged_name,
 )
 from connectors.delta_table import (
     arrow_schema,
+    check_snapshot,
     check_table_schema,
     check_writable,
     ensure_table,
     schema_shape,
 )
+from spark_ext.sinks.delta_txn import (
+    LatestTable,
+    Marks,
+    commit_marks,
+    owner_app_id,
+    owner_record,
+    run_app_id,
+)
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
+    DeltaCommitRefusedError,
     DeltaTxnExpiredError,
     DriverFencedError,
     SchemaMismatchError,
     SinkConfigError,
     StagedDataMissingError,
 )
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner
 from spark_ext.sinks.protocol import (
     DELTA_TWO_PHASE,
     Protocol,
@@ -113,8 +134,6 @@ __all__ = [
 ]
 
 FORMAT = "spark_ext_delta_2pc"
-#: ``txn.appId`` suffix under which a sink records its run epoch (a sink id has no ``#``).
-RUN_SUFFIX = "#run"
 
 
 # -- step 1 (executor) and the driver's commit/abort: the stream writer ----------------
@@ -122,18 +141,32 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
     def __init__(
-        self, path: str, sink_id: str, schema: StructType, run_epoch: int | None = None
+        self,
+        path: str,
+        sink_id: str,
+        schema: StructType,
+        run_epoch: int | None = None,
+        owner: SinkOwner | None = None,
     ) -> None:
         self.path = path
         self.sink_id = sink_id
         self.schema = schema
         self.run_epoch = run_epoch
+        self.owner = owner
 
     # 1. staged (executor)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         partition, attempt = task_attempt()
+        owner = self.owner.code if self.owner else None
         staged = stage_batches(
-            iterator, self.path, self.sink_id, self.schema, current_batch_id(), partition, attempt
+            iterator,
+            self.path,
+            self.sink_id,
+            self.schema,
+            current_batch_id(),
+            partition,
+            attempt,
+            owner,
         )
         DELTA_TWO_PHASE.reached(1, staged.batch_id)
         return staged
@@ -145,7 +178,7 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
         abort_batch(self.committer(), batchId, _staged(messages))
 
     def committer(self) -> DeltaCommitter:
-        return DeltaCommitter(self.path, self.sink_id, run_epoch=self.run_epoch)
+        return DeltaCommitter(self.path, self.sink_id, run_epoch=self.run_epoch, owner=self.owner)
 
 
 def _staged(messages: Sequence[WriterCommitMessage | None]) -> list[StagedFile]:
@@ -169,27 +202,57 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         The epoch this driver's start recorded (:meth:`recover` sets it). Commits check it
         against the table's and fail with :class:`DriverFencedError` once a newer start
         recorded another; ``None`` commits without the check (callers that never fence).
+    owner
+        The query that owns the sink (issue #24, N11): decided and recorded by
+        :meth:`recover`'s fence commit, re-checked on the snapshot of every commit
+        (:class:`~spark_ext.sinks.errors.SinkOwnerError` once another query took over).
+        ``None``: no owner is checked or recorded (callers that never fence).
+    take_over
+        Hand the sink over from another owner at :meth:`recover` (its batch marker is reset).
     """
 
     protocol: Protocol = DELTA_TWO_PHASE
 
     def __init__(
-        self, path: str, sink_id: str, max_conflicts: int = 5, run_epoch: int | None = None
+        self,
+        path: str,
+        sink_id: str,
+        max_conflicts: int = 5,
+        run_epoch: int | None = None,
+        *,
+        owner: SinkOwner | None = None,
+        take_over: bool = False,
     ) -> None:
         self.path = path
         self.sink_id = validate_sink_id(sink_id)
         self.max_conflicts = max_conflicts
         self.run_epoch = run_epoch
+        self.owner = owner
+        self.take_over = take_over
+        self._latest = LatestTable(path)
 
     @property
     def run_app_id(self) -> str:
         """The ``txn.appId`` holding this sink's run epoch."""
-        return self.sink_id + RUN_SUFFIX
+        return run_app_id(self.sink_id)
+
+    def _marks(self, table: Any) -> Marks:
+        return Marks.of(table, self.sink_id, [self.sink_id])
+
+    def _decide(self, table: Any) -> OwnerDecision | None:
+        """The owner decision on ``table`` (raises for a stranger); ``None`` without an owner."""
+        if self.owner is None:
+            return None
+        return self._marks(table).decide(self.path, self.owner, self.take_over)
 
     def _table(self) -> Any:
-        from deltalake import DeltaTable
+        """The newest snapshot (read incrementally: :class:`LatestTable`)."""
+        table = self._latest.get()
+        if table is None:
+            from deltalake.exceptions import TableNotFoundError
 
-        return DeltaTable(self.path)
+            raise TableNotFoundError(f"no Delta table at {self.path}")
+        return table
 
     def _committed_files(self) -> list[str]:
         """Files of this sink that some loadable snapshot references."""
@@ -233,9 +296,16 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         txns = [Transaction(self.sink_id, batch_id, now_ms)]
         if self.run_epoch is not None:
             txns.append(Transaction(self.run_app_id, self.run_epoch, now_ms))
+        if self.owner is not None:  # refreshed with every commit: it never expires under us
+            txns.append(Transaction(owner_app_id(self.sink_id), self.owner.code, now_ms))
+        rows_json = next((m.schema_json for m in messages if m.path and m.schema_json), None)
         for attempt in range(self.max_conflicts + 1):
             table = self._table()  # the snapshot the commit is made against
             self._check_epoch(table)
+            if self.owner is not None:
+                self._marks(table).check_still_ours(self.path, self.owner)
+            # The table as it is now, not as it was at start (N3-N5 of issue #24).
+            check_snapshot(table, self.path, rows_json)
             recorded = table.transaction_version(self.sink_id)
             if recorded is not None and recorded >= batch_id:
                 raise ConcurrentWriterError(
@@ -266,6 +336,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
                     ),
                 )
             except CommitFailedError as exc:
+                self._check_lost_race(table, batch_id, exc)
                 log.warning(
                     "%s batch %d: commit lost a race (%s), re-checking (%d)",
                     self.sink_id,
@@ -293,6 +364,19 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             f"{self.path}: batch {batch_id} lost {self.max_conflicts + 1} commit races in a row"
         )
 
+    def _check_lost_race(self, table: Any, batch_id: int, exc: Exception) -> None:
+        """After ``CommitFailedError``: a lost race means another commit landed since the
+        snapshot; if none did, delta-rs refused the commit itself (e.g. a table feature it
+        cannot write): :class:`DeltaCommitRefusedError`, never retried as a race."""
+        from deltalake import DeltaTable
+
+        try:
+            moved = DeltaTable(self.path).version() > table.version()
+        except Exception:
+            moved = True  # cannot tell: treat as a race, re-checked on the next snapshot
+        if not moved:
+            raise DeltaCommitRefusedError(self.path, batch_id, str(exc)) from exc
+
     def _landed(self, batch_id: int, messages: Sequence[StagedFile], exc: Exception) -> bool:
         """After a commit call raised: did this commit of ``batch_id`` land? (re-read the log)"""
         try:
@@ -319,42 +403,57 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
     def staged_files(self) -> list[tuple[str, int]]:
         """``(file name, batch id)`` of every file this sink staged in the table folder."""
+        prefix = f"spark_ext-{self.sink_id}-"
         out = []
         for name in os.listdir(self.path):
+            if not name.startswith(prefix):
+                continue
             match = STAGED_NAME.match(name)
             if match and match["sink"] == self.sink_id:
                 out.append((name, int(match["batch"])))
         return out
 
+    def _owned_attempts(self, batch_id: int) -> set[str]:
+        """Names of every attempt of ``batch_id`` staged under this committer's owner: a
+        prefix test per name, no parse (the clean-up after each commit lists the folder)."""
+        owner = self.owner.code if self.owner else None
+        prefix = f"spark_ext-{self.sink_id}{owner_tag(owner)}-b{batch_id:012d}-"
+        return {n for n in os.listdir(self.path) if n.startswith(prefix)}
+
     def clean(self, batch_id: int, messages: Sequence[StagedFile], committed: bool) -> None:
         named = {m.path for m in messages if m.path}
-        ours = {n for n, b in self.staged_files() if b == batch_id}
         if committed:
-            # The commit just made is the only one that added files of this batch (its txn
-            # check saw none recorded), and it added exactly ``named``: the rest are losing
-            # task attempts no snapshot ever referenced.
-            doomed = ours - named
+            # The commit just made is the only one that added files of this batch *of this
+            # owner* (its txn check saw none recorded; an older owner's batch of the same id
+            # has another name), and it added exactly ``named``: the rest are losing task
+            # attempts no snapshot ever referenced.
+            doomed = self._owned_attempts(batch_id) - named
         else:
             # Abort or skipped replay: the batch may be committed (by an earlier run, or by
             # this very commit before something raised), and files of it may have been
             # removed since by an OPTIMIZE that time travel still needs. Keep all those.
+            ours = {n for n, b in self.staged_files() if b == batch_id}
             doomed = (named | ours) - referenced_files(self.path)
         self._remove(sorted(doomed))
 
     def recover(self, fence: bool = False) -> None:
-        """At start: fence older drivers, then delete staged files no snapshot references.
+        """At start: check the owner, fence older drivers, delete staged files no snapshot
+        references.
 
         Parameters
         ----------
         fence
             Record a new run epoch first (one commit) and keep it in :attr:`run_epoch`, so
             an older driver of this sink still running can no longer commit (its staged
-            files are about to be deleted). Commits check the epoch only when the committer
-            was given it; without ``fence`` an older driver is not stopped.
+            files are about to be deleted). The same commit records :attr:`owner`. Commits
+            check the epoch only when the committer was given it; without ``fence`` an older
+            driver is not stopped.
 
-        Raises :class:`DeltaTxnExpiredError` (before touching anything) when the ``txn``
-        of this sink is gone but the log holds its files.
+        Raises :class:`~spark_ext.sinks.errors.SinkOwnerError` (another query owns the sink)
+        and :class:`DeltaTxnExpiredError` (the ``txn`` of this sink is gone but the log holds
+        its files) before touching anything: a stranger never fences the owner's live driver.
         """
+        self._decide(self._table())
         self.last_committed_batch()
         if fence:
             self.run_epoch = self._fence()
@@ -365,26 +464,23 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         self._remove(doomed)
 
     def _fence(self) -> int:
-        """Record ``epoch + 1`` as this sink's run epoch in one commit; return it."""
-        from deltalake import CommitProperties, Transaction
+        """Record ``epoch + 1`` as this sink's run epoch, with the owner, in one commit."""
         from deltalake.exceptions import CommitFailedError
 
         for _ in range(self.max_conflicts + 1):
             table = self._table()
             epoch = (table.transaction_version(self.run_app_id) or 0) + 1
+            txns: list[tuple[str, int]] = [(self.run_app_id, epoch)]
+            properties: dict[str, str] = {}
+            metadata: dict[str, Any] = {"spark_ext.sink_id": self.sink_id, "spark_ext.run": epoch}
+            decision = self._decide(table)
+            if self.owner is not None and decision is not None:
+                record = owner_record(self._marks(table), self.owner, decision)
+                txns += record.transactions
+                properties.update(record.properties)
+                metadata.update(record.metadata)
             try:
-                table.create_write_transaction(
-                    [],
-                    mode="append",
-                    schema=table.schema(),
-                    commit_properties=CommitProperties(
-                        custom_metadata={"spark_ext.sink_id": self.sink_id, "spark_ext.run": epoch},
-                        max_commit_retries=0,
-                        app_transactions=[
-                            Transaction(self.run_app_id, epoch, int(time.time() * 1000))
-                        ],
-                    ),
-                )
+                commit_marks(table, txns, properties, metadata)
             except CommitFailedError:
                 continue
             log.info("%s: run %d fences older drivers of this sink", self.sink_id, epoch)
@@ -400,11 +496,12 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
 
 class DeltaTwoPhaseDataSource(DataSource):
-    """Python data source ``spark_ext_delta_2pc``: options ``path``, ``sink_id``, ``run_epoch``.
+    """Python data source ``spark_ext_delta_2pc``: options ``path``, ``sink_id``, ``run_epoch``,
+    ``owner``.
 
-    ``run_epoch`` is what :meth:`DeltaCommitter.recover` recorded when the query started
-    (:func:`connectors.sinks.exactly_once_to_delta` passes it); without it commits are not
-    fenced against a newer start.
+    ``run_epoch`` and ``owner`` (a query id) are what :meth:`DeltaCommitter.recover` recorded
+    when the query started (:func:`connectors.sinks.exactly_once_to_delta` passes them);
+    without them commits are not fenced against a newer start nor checked for a new owner.
     """
 
     @classmethod
@@ -421,4 +518,11 @@ class DeltaTwoPhaseDataSource(DataSource):
             )
         sink_id = validate_sink_id(self.options.get("sink_id", ""))
         epoch = self.options.get("run_epoch")
-        return DeltaStagingWriter(path, sink_id, schema, int(epoch) if epoch else None)
+        owner = self.options.get("owner")
+        return DeltaStagingWriter(
+            path,
+            sink_id,
+            schema,
+            int(epoch) if epoch else None,
+            SinkOwner(owner) if owner else None,
+        )

@@ -1,10 +1,11 @@
 """Step 1 of the two-phase Delta sink, in the executor task: stage rows as one Parquet file.
 
 A staged file sits in the table folder, named
-``spark_ext-<sink id>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet`` (:data:`STAGED_NAME`),
+``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``
+(:data:`STAGED_NAME`; ``-o<owner>`` when the sink has one),
 and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta_sink`).
-The commit message (:class:`StagedFile`) names the file, its size, rows and the schema shape it
-was written with. :class:`~connectors.dedup_delta_sink.DeltaDedupSink` stages the same way.
+The commit message (:class:`StagedFile`) names the file, its size, rows and the schema it was
+written with. :class:`~connectors.dedup_delta_sink.DeltaDedupSink` stages the same way.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ __all__ = [
     "STAGED_NAME",
     "StagedFile",
     "current_batch_id",
+    "owner_tag",
     "stage_batches",
     "staged_name",
 ]
 
 STAGED_NAME = re.compile(
-    r"^spark_ext-(?P<sink>.+)-b(?P<batch>\d+)-p(?P<part>\d+)-a(?P<attempt>\d+)-[0-9a-f]+\.parquet$"
+    r"^spark_ext-(?P<sink>.+?)(?:-o(?P<owner>[0-9a-f]{16}))?"
+    r"-b(?P<batch>\d+)-p(?P<part>\d+)-a(?P<attempt>\d+)-[0-9a-f]+\.parquet$"
 )
 
 
@@ -47,12 +50,28 @@ class StagedFile(WriterCommitMessage):
     batch_id: int
     partition: int
     schema_shape: str
+    #: The rows' Spark schema JSON, nullability included (the commit checks NOT NULL columns
+    #: of the table it commits against); "" when unknown.
+    schema_json: str = ""
 
 
-def staged_name(sink_id: str, batch_id: int, partition: int, attempt: int) -> str:
-    """A new, unique staged-file name for one task attempt (matches :data:`STAGED_NAME`)."""
+def owner_tag(owner: int | None) -> str:
+    """The owner part of a staged name: ``o`` + the owner's code in 16 hex digits."""
+    return "" if owner is None else f"-o{owner:016x}"
+
+
+def staged_name(
+    sink_id: str, batch_id: int, partition: int, attempt: int, owner: int | None = None
+) -> str:
+    """A new, unique staged-file name for one task attempt (matches :data:`STAGED_NAME`).
+
+    ``owner`` (the owning query's :attr:`~spark_ext.sinks.owner.SinkOwner.code`) is part of the
+    name: after a take-over the new owner's batch ids start again at 0, and the clean-up after
+    its commit of batch N removes the *other attempts* of its own batch N, never the files the
+    old owner committed for its batch N.
+    """
     return (
-        f"spark_ext-{sink_id}-b{batch_id:012d}-p{partition:05d}-a{attempt}-"
+        f"spark_ext-{sink_id}{owner_tag(owner)}-b{batch_id:012d}-p{partition:05d}-a{attempt}-"
         f"{uuid.uuid4().hex[:12]}.parquet"
     )
 
@@ -65,14 +84,15 @@ def stage_batches(
     batch_id: int,
     partition: int,
     attempt: int,
+    owner: int | None = None,
 ) -> StagedFile:
     """Step 1 for one task: write ``batches`` as one Parquet file in the table folder.
 
     No Delta snapshot references the file until the driver commits it. An empty partition
-    stages nothing (the message's ``path`` is ``""``).
+    stages nothing (the message's ``path`` is ``""``). ``owner``: see :func:`staged_name`.
     """
     target = arrow_schema(schema)
-    name = staged_name(sink_id, batch_id, partition, attempt)
+    name = staged_name(sink_id, batch_id, partition, attempt, owner)
     full = os.path.join(path, name)
     rows = 0
     with pq.ParquetWriter(full, target, compression="snappy") as out:
@@ -84,4 +104,5 @@ def stage_batches(
     if rows == 0:
         os.remove(full)
         name, size = "", 0
-    return StagedFile(name, size, rows, batch_id, partition, schema_shape(schema.json()))
+    rows_json = schema.json()
+    return StagedFile(name, size, rows, batch_id, partition, schema_shape(rows_json), rows_json)

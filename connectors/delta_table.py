@@ -4,9 +4,12 @@ The two-phase sink (and :class:`~connectors.dedup_delta_sink.DeltaDedupSink`, wh
 commit) adds Parquet files written by the tasks to the table with delta-rs. Such an add is
 correct only for a table that asks nothing more of a writer than "files with these columns":
 no partition values, no NOT NULL column the rows may break, no CHECK constraint, generated or
-identity column, column mapping (physical names) or row tracking. :func:`check_writable`
-refuses every other table at start with :class:`UnsupportedTableFeatureError` naming the
-feature (see :mod:`connectors.delta_sink`); the idempotent sink writes through Spark's Delta
+identity column, column mapping (physical names) or column invariant in use, and no writer
+feature delta-rs cannot write (row tracking, clustering, in-commit timestamps, ...).
+:func:`check_writable` refuses every other table at start with
+:class:`UnsupportedTableFeatureError` naming the feature, and :func:`check_snapshot` does the
+same on the snapshot each commit is made against, since the table may change while the query
+runs (see :mod:`connectors.delta_sink`). The idempotent sink writes through Spark's Delta
 writer, which honours them all, and only needs :func:`check_table_schema`.
 
 Example
@@ -21,10 +24,21 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql.types import StructType
 
+from spark_ext.sinks.delta_txn import arrow_schema, check_target_path
 from spark_ext.sinks.errors import SchemaMismatchError, UnsupportedTableFeatureError
+
+__all__ = [
+    "arrow_schema",
+    "check_snapshot",
+    "check_table_schema",
+    "check_target_path",
+    "check_writable",
+    "ensure_table",
+    "schema_shape",
+    "unsupported_features",
+]
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +49,35 @@ COLUMN_FEATURES = {
     "delta.identity.step": "identity column",
     "delta.invariants": "column invariant",
 }
-#: Writer features an add of plain Parquet files does not implement.
-UNSUPPORTED_WRITER_FEATURES = {
-    "checkConstraints": "CHECK constraints",
-    "generatedColumns": "generated columns",
-    "identityColumns": "identity columns",
-    "columnMapping": "column mapping",
-    "rowTracking": "row tracking",
-    "invariants": "column invariants",
-    "icebergCompatV1": "Iceberg compatibility",
-    "icebergCompatV2": "Iceberg compatibility",
-}
+#: Writer features an add of plain Parquet files (with delta-rs) honours, as long as the table
+#: does not *use* them in a way checked separately: CHECK constraints, generated columns,
+#: column mapping and column invariants are refused by their use (a constraint, an expression,
+#: a mapping mode, a column's ``delta.invariants``), not by the feature's name, because Delta
+#: keeps listing a feature after its last use is gone (and Spark 4.2 lists the legacy
+#: ``invariants`` on every writer-version-7 table: N6 of issue #24). Every other writer feature
+#: is refused by its name: delta-rs cannot write it (``clustering``, ``domainMetadata``,
+#: ``inCommitTimestamp``, ``rowTracking``, ``identityColumns``, ``v2Checkpoint``, ...) or an add
+#: of plain files would break it (``icebergCompatV1``/``V2``).
+WRITABLE_WRITER_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "changeDataFeed",
+        "checkConstraints",
+        "columnMapping",
+        "deletionVectors",
+        "generatedColumns",
+        "invariants",
+        "timestampNtz",
+    }
+)
+#: Reader features delta-rs reads (a writer must read the table too).
+READABLE_READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz"})
+#: Writer versions below 7 imply their features: version 6 adds identity columns (delta-rs
+#: cannot write it), versions above 7 are unknown.
+_WRITER_VERSION_FEATURE = {6: "identityColumns"}
+#: Features named last: ``domainMetadata`` is required by others (clustering, row tracking),
+#: which are the ones to name.
+_NAMED_LAST = ("domainMetadata",)
 
 
 # -- schema ------------------------------------------------------------------------------
@@ -71,17 +103,13 @@ def schema_shape(schema_json: str) -> str:
     return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
 
 
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema staged files are written with (timestamps in UTC, like the session)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
-
-
 def _open(path: str | Path) -> Any:
+    """The Delta table at ``path``, ``None`` if there is none yet (:func:`check_target_path`
+    refuses a path that is no table and cannot become one)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    check_target_path(path)
     try:
         return DeltaTable(str(path))
     except TableNotFoundError:
@@ -141,38 +169,75 @@ def _column_features(node: Any, where: str, out: list[tuple[str, str]]) -> None:
             _column_features(v, where, out)
 
 
-def unsupported_features(table: Any, schema: StructType) -> list[tuple[str, str]]:
+def _protocol_refusals(protocol: Any) -> list[tuple[str, str]]:
+    """``(feature, detail)`` of the protocol's features this sink cannot write, by name."""
+    found: list[tuple[str, str]] = []
+    writer = protocol.min_writer_version
+    if writer > 7:
+        found.append((f"writer version {writer}", "unknown to this sink"))
+    if writer in _WRITER_VERSION_FEATURE:
+        name = _WRITER_VERSION_FEATURE[writer]
+        found.append((name, f"implied by writer version {writer}"))
+    for name in protocol.writer_features or []:
+        if name not in WRITABLE_WRITER_FEATURES:
+            found.append((name, f"writer feature {name!r} (delta-rs cannot write it)"))
+    if protocol.min_reader_version > 3:
+        found.append((f"reader version {protocol.min_reader_version}", "unknown to this sink"))
+    for name in protocol.reader_features or []:
+        if name not in READABLE_READER_FEATURES and all(f != name for f, _ in found):
+            found.append((name, f"reader feature {name!r} (delta-rs cannot read it)"))
+    return sorted(found, key=lambda f: f[0] in _NAMED_LAST)
+
+
+def unsupported_features(
+    table: Any, rows_schema_json: str | None, partition_by: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
     """``(feature, detail)`` of everything in ``table`` an add of staged Parquet would break.
 
-    Pure inspection of a delta-rs ``DeltaTable`` and the rows' Spark schema; an empty list
-    means the sink can write the table correctly.
+    Pure inspection of a delta-rs ``DeltaTable`` (the snapshot a commit is made against) and
+    the rows' Spark schema JSON (``None``: no rows to check against NOT NULL columns); an
+    empty list means the sink can write the table correctly. ``partition_by`` are the
+    partition columns the writer adds values for (none: a partitioned table is refused).
     """
     found: list[tuple[str, str]] = []
     metadata = table.metadata()
     config = metadata.configuration or {}
-    if metadata.partition_columns:
+    if list(metadata.partition_columns) != list(partition_by):
         found.append(("partitioned table", f"partition columns {metadata.partition_columns}"))
     table_json = json.loads(table.schema().to_json())
-    breaches = _not_null_breaches(table_json, json.loads(schema.json()), "")
-    if breaches:
-        found.append(("NOT NULL column", f"{breaches} are NOT NULL, the rows may hold nulls"))
+    if rows_schema_json:
+        breaches = _not_null_breaches(table_json, json.loads(rows_schema_json), "")
+        if breaches:
+            found.append(("NOT NULL column", f"{breaches} are NOT NULL, the rows may hold nulls"))
     constraints = sorted(k for k in config if k.startswith("delta.constraints."))
     if constraints:
         found.append(("CHECK constraints", f"{constraints}"))
     mapping = config.get("delta.columnMapping.mode", "none")
     if mapping != "none":
         found.append(("column mapping", f"delta.columnMapping.mode = {mapping}"))
-    if str(config.get("delta.enableRowTracking", "false")).lower() == "true":
-        found.append(("row tracking", "delta.enableRowTracking = true"))
     columns: list[tuple[str, str]] = []
     _column_features(table_json, "", columns)
     found += [(feature, f"column {name}") for feature, name in columns]
-    features = table.protocol().writer_features or []
-    for name in features:
-        label = UNSUPPORTED_WRITER_FEATURES.get(name)
-        if label and all(f != label for f, _ in found):
-            found.append((label, f"writer feature {name!r}"))
-    return found
+    return found + _protocol_refusals(table.protocol())
+
+
+def check_snapshot(
+    table: Any,
+    path: str | Path,
+    rows_schema_json: str | None,
+    partition_by: tuple[str, ...] = (),
+) -> None:
+    """Raise :class:`UnsupportedTableFeatureError` naming the first feature of the snapshot
+    ``table`` an add of staged Parquet cannot honour (:func:`unsupported_features`).
+
+    Run at start and again on the snapshot every commit is made against: the table may have
+    changed while the query ran (a CHECK constraint or column mapping added by Spark, a feature
+    delta-rs cannot write enabled: N3-N5 of issue #24).
+    """
+    found = unsupported_features(table, rows_schema_json, partition_by)
+    if found:
+        feature, detail = found[0]
+        raise UnsupportedTableFeatureError(str(path), feature, detail)
 
 
 def check_writable(path: str | Path, schema: StructType) -> None:
@@ -181,19 +246,17 @@ def check_writable(path: str | Path, schema: StructType) -> None:
     A missing table is fine. The first unsupported feature found is the one named.
     """
     table = _open(path)
-    if table is None:
-        return
-    found = unsupported_features(table, schema)
-    if found:
-        feature, detail = found[0]
-        raise UnsupportedTableFeatureError(str(path), feature, detail)
+    if table is not None:
+        check_snapshot(table, path, schema.json())
 
 
 def ensure_table(path: str | Path, schema: StructType) -> None:
     """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits).
 
     Raises :class:`SchemaMismatchError` or :class:`UnsupportedTableFeatureError` for an
-    existing table the staged files cannot be added to.
+    existing table the staged files cannot be added to, and
+    :class:`~spark_ext.sinks.errors.DeltaTargetPathError` for a path that is a file or a folder
+    of other files (never made a table: N10 of issue #24).
     """
     from deltalake import DeltaTable
 

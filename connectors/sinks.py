@@ -49,6 +49,7 @@ def exactly_once_to_delta(
     mode: DeltaMode = "two_phase",
     trigger: Trigger = DEFAULT_TRIGGER,
     query_name: str | None = None,
+    take_over: bool = False,
 ) -> StreamingQuery:
     """Append a streaming DataFrame to the Delta table at ``path``, exactly once.
 
@@ -69,6 +70,10 @@ def exactly_once_to_delta(
         writer in ``foreachBatch`` with ``txnAppId``/``txnVersion``.
     trigger
         When batches run; default every second.
+    take_over
+        The table records which query owns ``sink_id`` (the query id kept in ``checkpoint``);
+        another query is refused. ``True`` hands the sink over to this query on purpose: its
+        batch ids start again at 0 and the old owner's next batch is refused.
 
     Returns
     -------
@@ -77,6 +82,9 @@ def exactly_once_to_delta(
 
     Raises
     ------
+    SinkOwnerError
+        Another query (another checkpoint, or this one reset) owns ``sink_id`` on this table
+        and ``take_over`` is false; nothing is written.
     SchemaMismatchError
         The table exists with another schema (raised here, before any batch runs).
     SinkConfigError
@@ -88,6 +96,8 @@ def exactly_once_to_delta(
     DeltaTxnExpiredError
         (two-phase) The table holds files of this sink but no ``txn`` for it (expired by
         ``delta.setTransactionRetentionDuration``): nothing is written or deleted.
+    DeltaTargetPathError
+        ``path`` is a file, or a folder of other files without a Delta log.
 
     Notes
     -----
@@ -104,30 +114,34 @@ def exactly_once_to_delta(
         DeltaCommitter,
         DeltaIdempotentWriter,
         DeltaTwoPhaseDataSource,
-        check_table_schema,
         ensure_table,
     )
+    from spark_ext.sinks.owner import owner_of_checkpoint
 
     chk = check_sink_query(df, checkpoint, sink_id)
     table = str(path)
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
+    if mode not in ("two_phase", "idempotent"):
+        raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
+    owner = owner_of_checkpoint(chk)  # the query id Spark will run this checkpoint with
     if mode == "two_phase":
         ensure_table(table, df.schema)
-        committer = DeltaCommitter(table, sink_id)
-        committer.recover(fence=True)  # fences older drivers of this sink, then removes orphans
+        committer = DeltaCommitter(table, sink_id, owner=owner, take_over=take_over)
+        # refuses a stranger, then fences older drivers (recording the owner), removes orphans
+        committer.recover(fence=True)
         df.sparkSession.dataSource.register(DeltaTwoPhaseDataSource)
         query = (
             writer.format(FORMAT)
             .option("sink_id", sink_id)
             .option("run_epoch", str(committer.run_epoch))
+            .option("owner", owner.query_id)
             .start(table)
         )
-    elif mode == "idempotent":
-        check_table_schema(table, df.schema)
-        query = writer.foreachBatch(DeltaIdempotentWriter(table, sink_id)).start()
     else:
-        raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
+        idempotent = DeltaIdempotentWriter(table, sink_id, owner=owner, take_over=take_over)
+        idempotent.claim(df)  # refuses a stranger (or takes over) before the query starts
+        query = writer.foreachBatch(idempotent).start()
     log.info("exactly-once Delta sink %s (%s) -> %s started", sink_id, mode, table)
     return query
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.cases.fault_cells import (
+    OWNER_REFUSED,
     PRECISE,
-    REGRESSION,
     TXN_EXPIRED,
     broker_cells,
     cells,
@@ -48,7 +48,7 @@ class DedupDeltaCase(RecoveryCase):
             FaultCell(FaultClass.TASK_RAISE, DEDUP_DELTA.fault(1), 1),
             FaultCell(FaultClass.SPECULATION, DEDUP_DELTA.fault(1), 1, seconds=5.0, partition=0),
             FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
             *broker_cells(DEDUP_DELTA.fault(4)),
             # Output and catalog written for batch 1, the filter state not saved yet.
             FaultCell(FaultClass.TXN_RETENTION, DEDUP_DELTA.fault(3), 1, TXN_EXPIRED),

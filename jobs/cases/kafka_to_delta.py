@@ -13,8 +13,8 @@ from typing import Any
 from jobs.at_least_once import AFTER_WRITE as AT_LEAST_ONCE_AFTER_WRITE
 from jobs.at_most_once import AFTER_OFFSET_COMMIT as AT_MOST_ONCE_AFTER_OFFSET_COMMIT
 from jobs.cases.fault_cells import (
+    OWNER_REFUSED,
     PRECISE,
-    REGRESSION,
     TXN_EXPIRED,
     broker_cells,
     cells,
@@ -173,7 +173,7 @@ CASES: tuple[RecoveryCase, ...] = (
         cells=cells(
             FaultCell(FaultClass.TASK_RAISE, DELTA_TWO_PHASE.fault(1), 1),
             FaultCell(FaultClass.DRIVER_RAISE, DELTA_TWO_PHASE.fault(3), 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
             FaultCell(
                 FaultClass.SPECULATION, DELTA_TWO_PHASE.fault(1), 1, seconds=5.0, partition=0
             ),
@@ -190,7 +190,7 @@ CASES: tuple[RecoveryCase, ...] = (
         "idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
         cells=cells(
             FaultCell(FaultClass.DRIVER_RAISE, DELTA_IDEMPOTENT.fault(3), 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
             FaultCell(FaultClass.TXN_RETENTION, DELTA_IDEMPOTENT.fault(3), 1, TXN_EXPIRED),
             FaultCell(FaultClass.LOG_RETENTION, DELTA_IDEMPOTENT.fault(3), 1, PRECISE),
         ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.cases.fault_cells import REGRESSION, cells
+from jobs.cases.fault_cells import OWNER_REFUSED, TXN_EXPIRED, cells, expire_delta
 from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
 from spark_ext.recovery import (
     CrashPlan,
@@ -95,6 +95,12 @@ class OrderingCase(RecoveryCase):
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         return read_delta_rows(slot.out / output, READINGS.read_columns())
 
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """Retention on every Delta table DedupSink appends to (output, catalog, late rows)."""
+        for table in ("ewma", "catalog", "late"):
+            if (slot.out / table / "_delta_log").is_dir():
+                expire_delta(slot.out / table, fault)
+
 
 #: The ordering jobs, in the order :mod:`jobs.registry` lists them.
 CASES: tuple[RecoveryCase, ...] = (
@@ -105,7 +111,10 @@ CASES: tuple[RecoveryCase, ...] = (
         duplicate_every=5,
         cells=cells(
             FaultCell(FaultClass.DRIVER_RAISE, DEDUP_AFTER_OUTPUT, 0),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
+            # Output and catalog written for batch 0, Spark's commit log not: the replay must
+            # be refused once DedupSink's txns expired, not written again.
+            FaultCell(FaultClass.TXN_RETENTION, DEDUP_AFTER_OUTPUT, 0, TXN_EXPIRED),
         ),
     ),
     OrderingCase(

@@ -14,7 +14,8 @@ coords         string   coordinates of the kept copy, ``"/"``-joined (e.g. ``"t/
 batch_id       int64    micro-batch that kept it
 =============  =======  ==================================================================
 
-Appends carry ``txn(<sink id>.catalog, batch id)`` so a replayed batch adds nothing. Readers
+Appends carry ``txn(<sink id>:catalog, batch id)`` (:func:`catalog_app_id`) so a replayed batch
+adds nothing; the catalog also records the sink's owner (:mod:`spark_ext.sinks.delta_txn`). Readers
 ask only on a Bloom "maybe": :meth:`DedupCatalog.lookup_ids` (a bucket's ids, by the
 operators, in executors) and :meth:`DedupCatalog.lookup_hashes` (a batch's hashes, by
 :class:`connectors.dedup_delta_sink.DeltaDedupSink` on the driver). :meth:`DedupCatalog.purge`
@@ -24,19 +25,19 @@ bounds it to the generations the filters keep (docs/design.md, invariant 4).
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, LatestTable, marker_app_id
 from spark_ext.sinks.errors import check_batch_order
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["CATALOG_SCHEMA", "DedupCatalog"]
+__all__ = ["CATALOG_SCHEMA", "DedupCatalog", "catalog_app_id"]
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,14 @@ CATALOG_SCHEMA = pa.schema(
 )
 PARTITION_BY = ["generation"]
 
-#: Catalog tables opened by this process, with the identity of their first commit file (a
-#: reused Python worker refreshes incrementally).
-_OPEN_TABLES: dict[str, tuple[Any, tuple[int, int]]] = {}
+
+def catalog_app_id(sink_id: str) -> str:
+    """The catalog's batch marker of ``sink_id``: ``txn.appId`` ``<sink id>:catalog``."""
+    return marker_app_id(sink_id, "catalog")
+
+
+#: Catalog tables opened by this process (a reused Python worker refreshes incrementally).
+_OPEN_TABLES: dict[str, LatestTable] = {}
 
 
 class DedupCatalog:
@@ -74,38 +80,14 @@ class DedupCatalog:
     def _open(self) -> Any:
         """The table at its newest version, or ``None`` before the first append.
 
-        The open table of a path is kept for the process (a reused Python worker reads only
-        the commits since its last call), together with the identity (inode, mtime) of the
-        table's first commit file: a table deleted and made again at the same path is opened
-        afresh, never read as more commits of the old one.
+        The open table of a path is kept for the process (:class:`LatestTable`: a reused
+        Python worker reads only the commits since its last call; a table made again at the
+        same path is opened afresh).
         """
-        from deltalake import DeltaTable
-        from deltalake.exceptions import DeltaError, TableNotFoundError
-
-        identity = self._identity()
-        cached = _OPEN_TABLES.get(self.path)
-        if cached is not None and identity is not None and cached[1] == identity:
-            try:
-                cached[0].update_incremental()  # read only the commits since the last call
-                return cached[0]
-            except DeltaError as exc:  # e.g. a commit file gone: open the table afresh
-                log.info("%s: reopening the catalog (%s)", self.path, exc)
-        _OPEN_TABLES.pop(self.path, None)
-        try:
-            table = DeltaTable(self.path)
-        except TableNotFoundError:
-            return None
-        if identity is not None:
-            _OPEN_TABLES[self.path] = (table, identity)
-        return table
-
-    def _identity(self) -> tuple[int, int] | None:
-        """(inode, mtime) of the table's first commit file; ``None`` if it is not there."""
-        try:
-            st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
-        except OSError:
-            return None
-        return st.st_ino, st.st_mtime_ns
+        latest = _OPEN_TABLES.get(self.path)
+        if latest is None:
+            latest = _OPEN_TABLES[self.path] = LatestTable(self.path)
+        return latest.get()
 
     def _changed(self) -> None:
         _OPEN_TABLES.pop(self.path, None)
@@ -179,18 +161,22 @@ class DedupCatalog:
         self._changed()
         return True
 
-    def append_spark(self, rows: DataFrame, app_id: str, batch_id: int) -> None:
-        """Append ``rows`` (the :data:`CATALOG_SCHEMA` columns) with Spark's Delta writer and
-        ``txnAppId``/``txnVersion`` (Delta skips a batch it already has)."""
-        (
-            rows.select(*CATALOG_SCHEMA.names)
-            .write.format("delta")
-            .mode("append")
-            .partitionBy(*PARTITION_BY)
-            .option("txnAppId", app_id)
-            .option("txnVersion", batch_id)
-            .save(self.path)
+    def appender(self, sink_id: str, take_over: bool = False) -> DeltaTxnAppender:
+        """The writer of ``sink_id``'s catalog rows with Spark's Delta writer: batch marker
+        ``<sink id>:catalog``, partitioned by ``generation`` (one ``txnAppId`` writer for every
+        sink: :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`)."""
+        return DeltaTxnAppender(
+            self.path,
+            sink_id,
+            marker=catalog_app_id(sink_id),
+            partition_by=PARTITION_BY,
+            take_over=take_over,
         )
+
+    def append_spark(self, appender: DeltaTxnAppender, rows: DataFrame, batch_id: int) -> None:
+        """Append ``rows`` (the :data:`CATALOG_SCHEMA` columns) through ``appender``
+        (:meth:`appender`, claimed and checked by the caller)."""
+        appender.write(rows.select(*CATALOG_SCHEMA.names), batch_id)
         self._changed()
 
     def purge(self, older_than_generation: int) -> None:

@@ -2,7 +2,8 @@
 
 :class:`DedupSink` writes what :func:`~spark_ext.dedup.operator.deduplicate` or
 :func:`spark_ext.ordering.order_and_fold` tagged, with Spark's Delta writer and
-``txnAppId``/``txnVersion`` = (sink id, batch id) on each table (docs/design.md, invariant 1).
+``txnAppId``/``txnVersion`` = (sink id, batch id) on each table (docs/design.md, invariant 1),
+through the one such writer, :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`.
 Its fault points :data:`AFTER_CATALOG` and :data:`AFTER_OUTPUT` are declared at import.
 """
 
@@ -15,12 +16,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_ext.crash import declare
-from spark_ext.dedup.catalog import DedupCatalog
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import LateRowsWithoutQuarantineError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.tags import KIND_LATE, KIND_METRICS, KIND_NEW
-from spark_ext.sinks.errors import check_batch_order
+from spark_ext.sinks.delta_txn import (
+    DeltaTxnAppender,
+    arrow_schema,
+    claim_all,
+    marker_app_id,
+    owner_of,
+)
+from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import validate_sink_id
 
 __all__ = ["AFTER_CATALOG", "AFTER_OUTPUT", "DedupSink"]
@@ -32,36 +40,31 @@ AFTER_CATALOG = declare("dedup.after_catalog", "driver", "kept ids in the catalo
 AFTER_OUTPUT = declare("dedup.after_output", "driver", "output appended, filter state not saved")
 
 
-def _recorded_batch(path: str, app_id: str) -> int | None:
-    """The ``txn`` version recorded for ``app_id`` in the Delta table at ``path`` (or None)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(path).transaction_version(app_id)
-    except TableNotFoundError:
-        return None
-
-
 class DedupSink:
     """``foreachBatch`` sink of tagged rows: catalog, output, quarantine; idempotent per batch.
 
     Takes the output of :func:`~spark_ext.dedup.operator.deduplicate` or of
-    :func:`spark_ext.ordering.order_and_fold`. Steps per batch (fault points
-    :data:`AFTER_CATALOG` and :data:`AFTER_OUTPUT` after steps 2 and 3):
+    :func:`spark_ext.ordering.order_and_fold`. Every table is written by a
+    :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender` (Spark's Delta writer with
+    ``txnAppId``/``txnVersion``, the one such writer of the project). Steps per batch (fault
+    points :data:`AFTER_CATALOG` and :data:`AFTER_OUTPUT` after steps 2 and 3):
 
-    1. check the batch order (a batch below the one recorded on the output or the catalog:
-       :class:`~spark_ext.sinks.errors.BatchRegressionError`, nothing written); persist the
-       tagged batch (the stateful operator runs once) and read its metrics rows;
-    2. append the kept ids to the catalog with ``txn(<sink id>.catalog, batch_id)``
+    1. read the batch's metrics rows (the tagged batch is persisted: the stateful operator runs
+       once); late rows without a quarantine stop here. At the first call of a run, decide the
+       owner on every table before recording it on any (another query:
+       :class:`~spark_ext.sinks.errors.SinkOwnerError`, nothing written). Then check each table:
+       a batch below the one recorded is :class:`~spark_ext.sinks.errors.BatchRegressionError`,
+       a ``txn`` gone by retention next to this sink's record is
+       :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`; nothing written either way;
+    2. append the kept ids to the catalog with ``txn(<sink id>:catalog, batch_id)``
        (skipped without a ``config``: no dedup, no catalog);
     3. append the kept rows to ``output_path`` with ``txn(sink_id, batch_id)``;
-    4. append late rows (if any) to ``quarantine_path`` with ``txn(<sink id>.late, batch_id)``;
+    4. append late rows (if any) to ``quarantine_path`` with ``txn(<sink id>:late, batch_id)``;
     5. purge catalog generations the filters no longer keep (any time is safe: lookups ignore
        them anyway), fold the metrics into :attr:`metrics` and log them.
 
-    Spark re-runs a batch whose commit-log entry is missing; steps 2-4 are then skipped by
-    Delta (same app id and version), and the operator's catalog rule keeps the decision.
+    Spark re-runs a batch whose commit-log entry is missing; a table that recorded it is then
+    skipped, and the operator's catalog rule keeps the decision.
 
     Parameters
     ----------
@@ -71,14 +74,21 @@ class DedupSink:
     output_path
         Delta table of the kept rows.
     sink_id
-        Keys idempotence (``txnAppId``); derived ids are ``<sink id>.catalog`` and
-        ``<sink id>.late``. Checked by :func:`~spark_ext.sinks.protocol.validate_sink_id`.
+        Keys idempotence (``txnAppId``); the catalog's and late rows' markers are derived
+        from it (``<sink id>:catalog``, ``<sink id>:late``). Checked by
+        :func:`~spark_ext.sinks.protocol.validate_sink_id`.
     output_columns
         Columns written (default: the batch's columns not starting with ``_``).
     quarantine_path
         Delta table of late rows (``_kind == "late"``, ordering buffer only). Without one, a
         batch with late rows raises
         :class:`~spark_ext.dedup.errors.LateRowsWithoutQuarantineError` (nothing written).
+    owner
+        The query that owns the sink; default: the streaming query calling the sink.
+    take_over
+        Hand the sink (every table) over from another query on purpose; its markers reset.
+        Dedup starts afresh: ids the old owner kept are not recognised (the filters are the
+        query's own state).
     """
 
     def __init__(
@@ -88,48 +98,66 @@ class DedupSink:
         sink_id: str,
         output_columns: Sequence[str] | None = None,
         quarantine_path: str | None = None,
+        *,
+        owner: SinkOwner | None = None,
+        take_over: bool = False,
     ) -> None:
         self.config = config
         self.output_path = output_path
         self.sink_id = validate_sink_id(sink_id)
         self.output_columns = list(output_columns) if output_columns else None
         self.quarantine_path = quarantine_path
+        self.owner = owner
         self.catalog = DedupCatalog(config.catalog_path) if config else None
+        self.output = DeltaTxnAppender(output_path, self.sink_id, take_over=take_over)
+        self.catalog_writer = (
+            self.catalog.appender(self.sink_id, take_over) if self.catalog else None
+        )
+        self.late = (
+            DeltaTxnAppender(
+                quarantine_path, self.sink_id, marker=self.late_app_id, take_over=take_over
+            )
+            if quarantine_path
+            else None
+        )
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
 
     @property
     def catalog_app_id(self) -> str:
-        """``txnAppId`` of the catalog appends: ``<sink id>.catalog``."""
-        return f"{self.sink_id}.catalog"
+        """``txnAppId`` of the catalog appends: ``<sink id>:catalog``."""
+        return catalog_app_id(self.sink_id)
 
     @property
     def late_app_id(self) -> str:
-        """``txnAppId`` of the late-row appends: ``<sink id>.late``."""
-        return f"{self.sink_id}.late"
+        """``txnAppId`` of the late-row appends: ``<sink id>:late``."""
+        return marker_app_id(self.sink_id, "late")
 
-    def _append(self, df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
-        (
-            df.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", batch_id)
-            .save(path)
-        )
+    def _claim(self, batch: DataFrame, columns: list[str]) -> None:
+        """At the first call of a run: the owner decided on every table, then recorded."""
+        owner = owner_of(batch, self.owner, f"DedupSink({self.sink_id!r})")
+        if self.output.owner == owner:
+            return
+        rows = arrow_schema(batch.select(*columns).schema)
+        tables = [(self.output, rows, True)]
+        if self.catalog_writer is not None:
+            tables.append((self.catalog_writer, CATALOG_SCHEMA, True))
+        if self.late is not None:  # rarely written: its expiry is judged per batch
+            tables.append((self.late, rows, False))
+        claim_all(tables, owner)
 
-    def _check_batch_order(self, batch_id: int) -> None:
-        """X1 (docs/design.md, invariant 6): Spark's Delta writer skips a ``txnVersion`` at or
-        below the recorded one silently; a batch *below* it is refused here instead."""
-        targets = [(self.output_path, self.sink_id)]
-        if self.catalog is not None:
-            targets.append((self.catalog.path, self.catalog_app_id))
-        if self.quarantine_path:
-            targets.append((self.quarantine_path, self.late_app_id))
-        for path, app_id in targets:
-            check_batch_order(app_id, batch_id, _recorded_batch(path, app_id))
+    def _check(self, batch_id: int) -> tuple[bool, bool, bool]:
+        """X1 (docs/design.md, invariant 6) and expiry, for every table before any is written:
+        whether the catalog, the output and the late rows recorded this batch (a replay)."""
+        output = self.output.check(batch_id)
+        catalog = self.catalog_writer.check(batch_id) if self.catalog_writer else False
+        # Late rows are written after the output: a batch the output has not recorded is new
+        # for them, whatever their (rarely written, maybe expired) marker says.
+        new = not output
+        late = self.late.check(batch_id, known_new=new) if self.late else False
+        return catalog, output, late
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        self._check_batch_order(batch_id)
         batch = batch.persist()
         try:
             metrics = DedupMetrics.of_buckets(
@@ -138,11 +166,14 @@ class DedupSink:
             )
             if metrics.late_rows and not self.quarantine_path:
                 raise LateRowsWithoutQuarantineError(self.sink_id, batch_id, metrics.late_rows)
+            columns = self.output_columns or [c for c in batch.columns if not c.startswith("_")]
+            self._claim(batch, columns)
+            catalog_done, output_done, late_done = self._check(batch_id)
             kept = batch.where(F.col("_kind") == KIND_NEW)
-            if self.catalog is not None and self.config is not None:
-                record_id = F.col(self.config.id_column).cast("string")
-                self.catalog.append_spark(
-                    kept.select(
+            if self.catalog_writer is not None and self.config is not None:
+                if not catalog_done:
+                    record_id = F.col(self.config.id_column).cast("string")
+                    rows = kept.select(
                         F.col("_generation").cast("long").alias("generation"),
                         F.col("_bucket").cast("int").alias("bucket"),
                         F.xxhash64(record_id).alias("hash"),
@@ -151,17 +182,16 @@ class DedupSink:
                             "/", *[F.col(c).cast("string") for c in self.config.coordinate_columns]
                         ).alias("coords"),
                         F.lit(batch_id).cast("long").alias("batch_id"),
-                    ),
-                    self.catalog_app_id,
-                    batch_id,
-                )
+                    )
+                    assert self.catalog is not None
+                    self.catalog.append_spark(self.catalog_writer, rows, batch_id)
                 AFTER_CATALOG.reached(batch_id)
-            columns = self.output_columns or [c for c in batch.columns if not c.startswith("_")]
-            self._append(kept.select(*columns), self.output_path, self.sink_id, batch_id)
+            if not output_done:
+                self.output.write(kept.select(*columns), batch_id)
             AFTER_OUTPUT.reached(batch_id)
-            if self.quarantine_path and metrics.late_rows:
+            if self.late is not None and metrics.late_rows and not late_done:
                 late = batch.where(F.col("_kind") == KIND_LATE).select(*columns)
-                self._append(late, self.quarantine_path, self.late_app_id, batch_id)
+                self.late.write(late, batch_id)
         finally:
             batch.unpersist()
         if self.catalog is not None and self.config is not None:

@@ -149,10 +149,10 @@ class DeltaTxnExpiredError(SinkError):
     def __init__(self, target: str, sink_id: str, files: int) -> None:
         self.target = target
         self.sink_id = sink_id
-        self.files = files  # files (two-phase) or commits (idempotent) of the sink found
+        self.files = files  # files (two-phase) or commits (idempotent) of the sink still logged
         super().__init__(
-            f"{target}: {files} files/commits of sink {sink_id!r} are in the table but its txn "
-            "is gone "
+            f"{target}: sink {sink_id!r} wrote this table ({files} of its files/commits still in "
+            "the log) but its txn is gone "
             "(expired by delta.setTransactionRetentionDuration?); refusing to write or clean"
         )
 
@@ -161,7 +161,7 @@ class DriverFencedError(SinkError):
     """A newer start of the same sink fenced this driver; this driver's batch is not committed.
 
     Each start of a two-phase sink records a run epoch before it removes orphaned staging (the
-    Delta sink: ``txn(<sink id>#run, epoch)`` in the table, checked on the snapshot every commit
+    Delta sink: ``txn(<sink id>:run, epoch)`` in the table, checked on the snapshot every commit
     is made against; the Kafka sink: see :mod:`connectors.kafka_sink`), so an older driver
     still running (a re-run notebook cell, a hung driver) can never commit staging the newer
     start deleted. Never retried: the older driver must stop.
@@ -192,6 +192,36 @@ class UnsupportedTableFeatureError(SinkConfigError):
         self.feature = feature
         self.detail = detail
         super().__init__("path", f"{target}: {feature} is not supported by this sink: {detail}")
+
+
+class DeltaTargetPathError(SinkConfigError):
+    """The target path of a Delta sink is no Delta table and cannot become one; at start.
+
+    A file, or a folder holding other files but no ``_delta_log`` (someone's data: making a
+    table there would wrap their files). Nothing is written; give the sink a Delta table or a
+    missing or empty folder.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            "path", f"{path} {reason}; give the sink a Delta table or a missing or empty folder"
+        )
+
+
+class DeltaCommitRefusedError(SinkError):
+    """delta-rs refused a commit and no other commit landed meanwhile: not a lost race.
+
+    Nothing is committed and the commit is not retried (a lost race is re-checked and retried;
+    this is not one). ``cause`` is delta-rs' message.
+    """
+
+    def __init__(self, target: str, batch_id: int, cause: str) -> None:
+        self.target = target
+        self.batch_id = batch_id
+        self.cause = cause
+        super().__init__(f"{target}: batch {batch_id}: delta-rs refused the commit ({cause})")
 
 
 # -- Kafka sinks -------------------------------------------------------------------------

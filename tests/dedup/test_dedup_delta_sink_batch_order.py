@@ -12,7 +12,8 @@ import pytest
 
 from connectors.dedup_delta_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
-from spark_ext.sinks.errors import BatchRegressionError, DeltaTxnExpiredError
+from spark_ext.sinks.errors import BatchRegressionError, DeltaTxnExpiredError, SinkOwnerError
+from spark_ext.sinks.owner import SinkOwner
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,10 @@ def readings(spark, batch_id: int, n: int = 6):
     )
 
 
-def make_sink(root: Path, state: str = "state") -> DeltaDedupSink:
+OWNER = SinkOwner("2f4e8d52-0b51-4b57-9a0e-2c1d1e0f7a10")
+
+
+def make_sink(root: Path, state: str = "state", owner: SinkOwner = OWNER) -> DeltaDedupSink:
     config = DedupConfig(
         catalog_path=str(root / "catalog"),
         capacity=1_000,
@@ -38,7 +42,7 @@ def make_sink(root: Path, state: str = "state") -> DeltaDedupSink:
         id_column="reading_id",
         coordinate_columns=("topic", "partition", "offset"),
     )
-    return DeltaDedupSink(config, root / "out", "orders", root / state)
+    return DeltaDedupSink(config, root / "out", "orders", root / state, owner=owner)
 
 
 def snapshot(root: Path) -> dict[str, object]:
@@ -61,10 +65,24 @@ def test_batch_below_the_recorded_one_is_refused_and_writes_nothing(spark, tmp_p
         first(readings(spark, batch_id), batch_id)
     before = snapshot(tmp_path)
 
-    restarted = make_sink(tmp_path, state)  # a checkpoint reset: the query starts at batch 0/1
+    restarted = make_sink(tmp_path, state)  # the same query (a zombie driver) at batch 1
     with pytest.raises(BatchRegressionError) as err:
         restarted(readings(spark, 1), 1)
     assert (err.value.batch_id, err.value.recorded) == (1, 2)
+    assert snapshot(tmp_path) == before
+
+
+def test_reset_checkpoint_is_another_owner_and_writes_nothing(spark, tmp_path):
+    first = make_sink(tmp_path)
+    for batch_id in range(3):
+        first(readings(spark, batch_id), batch_id)
+    before = snapshot(tmp_path)
+
+    # A reset checkpoint is a new query id: refused as another owner, at its batch 0 or 1.
+    reset = SinkOwner("6a1c0c47-5d1c-4c8e-8f0e-8b6f3e5e9d22")
+    with pytest.raises(SinkOwnerError) as err:
+        make_sink(tmp_path, "new_state", reset)(readings(spark, 1), 1)
+    assert (err.value.recorded, err.value.ours) == (OWNER.query_id, reset.query_id)
     assert snapshot(tmp_path) == before
 
 

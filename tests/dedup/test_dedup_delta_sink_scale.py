@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from connectors.dedup_delta_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
+from spark_ext.sinks.owner import SinkOwner
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def make_sink(root: Path) -> DeltaDedupSink:
         id_column="reading_id",
         coordinate_columns=("topic", "partition", "offset"),
     )
-    return DeltaDedupSink(config, root / "out", "scale", root / "state")
+    return DeltaDedupSink(config, root / "out", "scale", root / "state", owner=SinkOwner("q-scale"))
 
 
 def driver_peak(sink: DeltaDedupSink, df, batch_id: int) -> int:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from spark_ext.dedup import DedupMetrics, DedupSink, LateRowsWithoutQuarantineError
+from spark_ext.sinks.owner import SinkOwner
 
 pytestmark = pytest.mark.integration
 
+OWNER = SinkOwner("q-late-rows")
 SCHEMA = "key string, record_id string, value double, _kind string, _bucket int, _detail string"
 
 
@@ -25,7 +27,7 @@ def tagged(spark):
 
 
 def test_late_rows_without_a_quarantine_stop_the_batch_and_nothing_is_written(spark, tmp_path):
-    sink = DedupSink(None, str(tmp_path / "out"), sink_id="folds")
+    sink = DedupSink(None, str(tmp_path / "out"), sink_id="folds", owner=OWNER)
     with pytest.raises(LateRowsWithoutQuarantineError) as err:
         sink(tagged(spark), 0)
     assert err.value.rows == 1
@@ -33,7 +35,9 @@ def test_late_rows_without_a_quarantine_stop_the_batch_and_nothing_is_written(sp
 
 
 def test_late_rows_go_to_the_quarantine(spark, tmp_path):
-    sink = DedupSink(None, str(tmp_path / "out"), "folds", quarantine_path=str(tmp_path / "late"))
+    sink = DedupSink(
+        None, str(tmp_path / "out"), "folds", quarantine_path=str(tmp_path / "late"), owner=OWNER
+    )
     sink(tagged(spark), 0)
     late = spark.read.format("delta").load(str(tmp_path / "late"))
     assert [r["record_id"] for r in late.collect()] == ["r0"]

@@ -14,6 +14,7 @@ from connectors.delta_idempotent import DeltaIdempotentWriter
 from connectors.delta_sink import FORMAT, DeltaTwoPhaseDataSource
 from connectors.sinks import Trigger, exactly_once_to_delta
 from spark_ext.sinks.errors import BatchRegressionError, UnsupportedTableFeatureError
+from spark_ext.sinks.owner import SinkOwner
 from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
@@ -100,7 +101,7 @@ def test_two_phase_sink_refuses_complete_mode(spark, tmp_path):
 
 def test_idempotent_sink_batch_below_the_recorded_one_raises_and_writes_nothing(spark, tmp_path):
     table = str(tmp_path / "t")
-    writer = DeltaIdempotentWriter(table, "s")
+    writer = DeltaIdempotentWriter(table, "s", owner=SinkOwner("q-features"))
     df = spark.createDataFrame([("a", 1), ("b", 2)], "id string, n long")
     writer(df, 0)
     writer(df, 1)
@@ -121,7 +122,7 @@ def test_idempotent_sink_with_an_expired_txn_next_to_its_commits_raises_and_writ
     from spark_ext.sinks.errors import DeltaTxnExpiredError
 
     table = str(tmp_path / "t")
-    writer = DeltaIdempotentWriter(table, "s")
+    writer = DeltaIdempotentWriter(table, "s", owner=SinkOwner("q-features"))
     df = spark.createDataFrame([("a", 1), ("b", 2)], "id string, n long")
     writer(df, 0)
     writer(df, 1)

@@ -27,7 +27,7 @@ MATRIX = {
         "kill": "delta2pc.3.committed@1: events=precise",
         "task-raise": "delta2pc.1.staged@1: events=precise",
         "driver-raise": "delta2pc.3.committed@1: events=precise",
-        "checkpoint-reset": "-: events=BatchRegressionError",
+        "checkpoint-reset": "-: events=SinkOwnerError",
         "speculation": "delta2pc.1.staged@1 #0 5s: events=precise",
         "broker-pause": "delta2pc.3.committed@0 130s: events=precise",
         "broker-restart": "delta2pc.3.committed@0 5s: events=precise",
@@ -37,7 +37,7 @@ MATRIX = {
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
         "driver-raise": "delta_idem.3.written@1: events=precise",
-        "checkpoint-reset": "-: events=BatchRegressionError",
+        "checkpoint-reset": "-: events=SinkOwnerError",
         "txn-retention": "delta_idem.3.written@1: events=DeltaTxnExpiredError",
         "log-retention": "delta_idem.3.written@1: events=precise",
     },
@@ -97,7 +97,8 @@ MATRIX = {
     "ordering_dedup": {
         "kill": "dedup.after_output@0: ewma=precise",
         "driver-raise": "dedup.after_output@0: ewma=precise",
-        "checkpoint-reset": "-: ewma=BatchRegressionError",
+        "checkpoint-reset": "-: ewma=SinkOwnerError",
+        "txn-retention": "dedup.after_output@0: ewma=DeltaTxnExpiredError",
     },
     "ordering_no_buffer": {
         "kill": "dedup.after_output@0: ewma=rollback-divergent",
@@ -106,7 +107,7 @@ MATRIX = {
         "kill": "dedup_delta.2.cataloged@1: unique=precise",
         "task-raise": "dedup_delta.1.staged@1: unique=precise",
         "driver-raise": "dedup_delta.2.cataloged@1: unique=precise",
-        "checkpoint-reset": "-: unique=BatchRegressionError",
+        "checkpoint-reset": "-: unique=SinkOwnerError",
         "speculation": "dedup_delta.1.staged@1 #0 5s: unique=precise",
         "broker-pause": "dedup_delta.4.cleaned@0 130s: unique=precise",
         "broker-restart": "dedup_delta.4.cleaned@0 5s: unique=precise",

@@ -1,0 +1,498 @@
+"""Delta tables a sink marks: batch marker, owner, and the one ``txnAppId`` appender.
+
+Every Delta sink keys idempotence by ``txn`` actions (docs/design.md invariant 1) and records
+the query that owns it (issue #24, N11). For a sink id ``S`` a table holds, all app ids made
+with :func:`~spark_ext.sinks.names.derived_name` except the batch marker:
+
+====================================  =========================================================
+``txn`` app id                        version
+====================================  =========================================================
+``S`` (the output), or ``S:catalog``,  the batch marker: the last batch committed to the table;
+``S:late``, ``S:quarantine``           :data:`NO_BATCH` (``-1``) once an owner is recorded and
+                                       before its first batch, or after a take-over
+``S:owner``                            :attr:`~spark_ext.sinks.owner.SinkOwner.code` of the owner
+``S:run``                              two-phase sinks: the run epoch that fences older drivers
+====================================  =========================================================
+
+and the table property ``spark_ext.owner:S`` = the owner's query id. A ``txn`` expires
+(``delta.setTransactionRetentionDuration``) and commit infos go with log clean-up; the property
+does neither, so it names the owner in :class:`~spark_ext.sinks.errors.SinkOwnerError` and
+tells an expired batch marker from a sink that never wrote (:class:`Marks`). Every commit that
+records an owner also carries the commit-info key ``spark_ext.owner`` (the query id).
+
+:class:`DeltaTxnAppender` is the one writer of batches through Spark's Delta writer with
+``txnAppId``/``txnVersion`` (the idempotent Delta sink, :class:`~spark_ext.dedup.DedupSink`'s
+output, late rows and catalog). It lives here, in the core, because the dedup package (core)
+and ``connectors`` (above it) both use it and the core may not import ``connectors``
+(docs/design.md, Layers). delta-rs makes the owner commits; Spark's writer the data commits.
+
+Example
+-------
+>>> owner_app_id("events"), run_app_id("events"), owner_property("events")
+('events:owner', 'events:run', 'spark_ext.owner:events')
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spark_ext.sinks.errors import (
+    ConcurrentWriterError,
+    DeltaTargetPathError,
+    DeltaTxnExpiredError,
+    SinkConfigError,
+    SinkOwnerError,
+    check_batch_order,
+)
+from spark_ext.sinks.names import derived_name
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner, owner_of_batch
+from spark_ext.sinks.protocol import validate_sink_id
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "NO_BATCH",
+    "DeltaTxnAppender",
+    "LatestTable",
+    "Marks",
+    "arrow_schema",
+    "check_target_path",
+    "claim_all",
+    "commit_marks",
+    "commits_of",
+    "marker_app_id",
+    "owner_app_id",
+    "owner_of",
+    "owner_property",
+    "owner_record",
+    "run_app_id",
+    "user_metadata",
+]
+
+log = logging.getLogger(__name__)
+
+#: The batch marker of a sink that has an owner but no batch yet (Spark writes any batch id
+#: above it, delta-rs accepts it): what an owner's first record and a take-over write.
+NO_BATCH = -1
+#: Namespace of the table property that names a sink's owner.
+OWNER_PROPERTY = "spark_ext.owner"
+
+
+def owner_app_id(sink_id: str) -> str:
+    """``txn.appId`` of the owner of ``sink_id`` (version: the owner's code)."""
+    return derived_name(sink_id, "owner")
+
+
+def run_app_id(sink_id: str) -> str:
+    """``txn.appId`` of a two-phase sink's run epoch."""
+    return derived_name(sink_id, "run")
+
+
+def marker_app_id(sink_id: str, kind: str) -> str:
+    """``txn.appId`` of the batch marker of ``sink_id``'s ``kind`` of table (``catalog``,
+    ``late``, ``quarantine``); the output's marker is the sink id itself."""
+    return derived_name(sink_id, kind)
+
+
+def owner_property(sink_id: str) -> str:
+    """The table property naming the owner (query id) of ``sink_id``."""
+    return derived_name(OWNER_PROPERTY, sink_id)
+
+
+def user_metadata(app_id: str) -> str:
+    """The ``userMetadata`` of every Spark commit of the batch marker ``app_id``."""
+    return f"spark_ext.sink_id={app_id}"
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of Spark rows (timestamps in UTC, like the session)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def check_target_path(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`DeltaTargetPathError` unless ``path`` is a Delta table, missing or an
+    empty folder (N10 of issue #24: a file gave delta-rs' ``Path does not exist``; a folder of
+    someone's files would have been made a table around them)."""
+    location = os.fspath(path).removeprefix("file:")
+    if not os.path.exists(location):
+        return
+    if not os.path.isdir(location):
+        raise DeltaTargetPathError(str(path), "is a file, not a Delta table folder")
+    if not os.path.isdir(os.path.join(location, "_delta_log")) and os.listdir(location):
+        raise DeltaTargetPathError(str(path), "holds files but no _delta_log: it is no Delta table")
+
+
+class LatestTable:
+    """The newest snapshot of the Delta table at ``path``, read incrementally.
+
+    Opening a table reads its newest checkpoint, every file of the table; a sink that opened
+    it afresh for each step paid that at every commit (suspicion (c) of issue #24: 43 -> 103 ms
+    a batch at 100 -> 2,000 commits). :meth:`get` keeps the open table and reads only the
+    commits since its last call (``update_incremental``), together with the identity (inode,
+    mtime) of the table's first commit file: a table deleted and made again at the same path is
+    opened afresh, never read as more commits of the old one. Not shared between threads.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._table: Any = None
+        self._identity: tuple[int, int] | None = None
+
+    def identity(self) -> tuple[int, int] | None:
+        """(inode, mtime) of the table's first commit file; ``None`` if it is not there."""
+        try:
+            st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def get(self) -> Any:
+        """The table at its newest version, or ``None`` when there is no table yet."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        identity = self.identity()
+        if self._table is not None and identity is not None and identity == self._identity:
+            try:
+                self._table.update_incremental()
+                return self._table
+            except DeltaError as exc:  # e.g. a commit file gone: open the table afresh
+                log.info("%s: reopening the table (%s)", self.path, exc)
+        self._table = None
+        try:
+            table = DeltaTable(self.path)
+        except TableNotFoundError:
+            return None
+        self._table, self._identity = table, identity
+        return table
+
+
+def commits_of(table: Any, app_id: str) -> int:
+    """How many commits still in the log of ``table`` a Spark write of ``app_id`` made."""
+    tag = user_metadata(app_id)
+    return sum(1 for h in table.history() if h.get("userMetadata") == tag)
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What one snapshot records for one sink: its owner and its batch markers."""
+
+    sink_id: str
+    #: The owner ``txn``'s version (``None``: none, or expired).
+    owner_code: int | None
+    #: The owner's query id from the table property (``None``: no owner ever recorded).
+    owner_name: str | None
+    #: Batch marker app id -> recorded version (``None``: none, or expired).
+    batches: Mapping[str, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: Any, sink_id: str, markers: Sequence[str]) -> Marks:
+        """The marks of ``sink_id`` in the delta-rs snapshot ``table``."""
+        config = table.metadata().configuration or {}
+        return cls(
+            sink_id,
+            table.transaction_version(owner_app_id(sink_id)),
+            config.get(owner_property(sink_id)),
+            {m: table.transaction_version(m) for m in markers},
+        )
+
+    @property
+    def owner(self) -> int | None:
+        """The recorded owner's code: the ``txn``, else the property's (the ``txn`` expired)."""
+        if self.owner_code is not None:
+            return self.owner_code
+        return SinkOwner(self.owner_name).code if self.owner_name else None
+
+    def _name(self) -> str | None:
+        recorded = self.owner
+        if self.owner_name and recorded == SinkOwner(self.owner_name).code:
+            return self.owner_name
+        return None
+
+    def decide(self, target: str, ours: SinkOwner, take_over: bool) -> OwnerDecision:
+        """:func:`~spark_ext.sinks.owner.check_owner` on these marks (raises for a stranger).
+
+        A sink with batches recorded but no owner (written before owners existed) is adopted
+        with a warning: :data:`OwnerDecision.FIRST`, its markers kept.
+        """
+        if self.owner is None and any(v is not None for v in self.batches.values()):
+            log.warning(
+                "%s: sink %r has batches but no owner (written before owners were recorded); "
+                "query %s adopts it",
+                target,
+                self.sink_id,
+                ours,
+            )
+        return check_owner(
+            self.sink_id, target, self.owner, ours, take_over=take_over, recorded_name=self._name()
+        )
+
+    def check_still_ours(self, target: str, ours: SinkOwner) -> None:
+        """Raise :class:`SinkOwnerError` when another query recorded itself as the owner (a
+        take-over after this query's start): checked on the snapshot each commit is made on."""
+        recorded = self.owner
+        if recorded is not None and recorded != ours.code:
+            raise SinkOwnerError(target, self.sink_id, self._name() or f"#{recorded}", str(ours))
+
+    def expired(self, marker: str) -> bool:
+        """Whether ``marker`` reads as none although this sink recorded an owner here: the
+        owner's first record set it to :data:`NO_BATCH`, so only retention removes it."""
+        return self.batches.get(marker) is None and self.owner_name is not None
+
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    """The actions of one commit that records an owner (:func:`owner_record`)."""
+
+    transactions: tuple[tuple[str, int], ...]
+    properties: Mapping[str, str]
+    metadata: Mapping[str, Any]
+
+
+def owner_record(marks: Marks, ours: SinkOwner, decision: OwnerDecision) -> OwnerRecord:
+    """What records ``ours`` as the owner after ``decision`` (made on ``marks``).
+
+    Always the owner ``txn`` (refreshed, so it does not expire under a live owner); the
+    property when it does not name ``ours`` yet; on :data:`OwnerDecision.TAKE_OVER` every batch
+    marker reset to :data:`NO_BATCH` (the new owner's batch ids start again at 0); when no
+    owner was ever recorded on the table, the markers not recorded yet set to it. A marker
+    that is gone although an owner was recorded expired: it is left gone, for the sink to
+    refuse (:meth:`Marks.expired`).
+    """
+    txns = [(owner_app_id(marks.sink_id), ours.code)]
+    first = marks.owner_name is None  # no owner ever recorded here (a marker gone since expired)
+    for marker, version in marks.batches.items():
+        if decision is OwnerDecision.TAKE_OVER or (first and version is None):
+            txns.append((marker, NO_BATCH))
+    props = {}
+    if marks.owner_name != ours.query_id:
+        props[owner_property(marks.sink_id)] = ours.query_id
+    meta = {"spark_ext.owner": ours.query_id, "spark_ext.sink_id": marks.sink_id}
+    return OwnerRecord(tuple(txns), props, meta)
+
+
+def commit_marks(
+    table: Any,
+    transactions: Sequence[tuple[str, int]],
+    properties: Mapping[str, str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
+    """One delta-rs commit of ``txn`` actions (and table properties) against the snapshot
+    ``table``, never retried: ``CommitFailedError`` when another commit landed since."""
+    from deltalake import CommitProperties, Transaction
+
+    now_ms = int(time.time() * 1000)
+    props = CommitProperties(
+        custom_metadata=dict(metadata or {}),
+        max_commit_retries=0,
+        app_transactions=[Transaction(app, version, now_ms) for app, version in transactions],
+    )
+    if properties:
+        table.alter.set_table_properties(dict(properties), False, commit_properties=props)
+    else:
+        table.create_write_transaction(
+            [], mode="append", schema=table.schema(), commit_properties=props
+        )
+
+
+def owner_of(df: DataFrame, explicit: SinkOwner | None, name: str) -> SinkOwner:
+    """The owner of a ``foreachBatch`` writer: ``explicit``, else the query running ``df``;
+    :class:`SinkConfigError` naming ``owner`` outside a streaming query without one."""
+    owner = explicit or owner_of_batch(df)
+    if owner is None:
+        raise SinkConfigError(
+            "owner",
+            f"{name} runs outside a streaming query: pass owner=SinkOwner(<query id>) to say "
+            "which query owns the sink",
+        )
+    return owner
+
+
+class DeltaTxnAppender:
+    """Appends one sink's batches to one Delta table with Spark's Delta writer, keyed by ``txn``.
+
+    Steps (docs/design.md, Delta sinks):
+
+    1. :meth:`claim`, at a writer's first call of a run: the owner is decided on the snapshot
+       (a stranger is :class:`SinkOwnerError`, nothing written) and recorded by one delta-rs
+       commit (:func:`owner_record`; a missing table is created first, empty, with the rows'
+       schema). Skipped when the owner is recorded and its ``txn`` is current.
+    2. :meth:`check`, before each batch writes anything: the owner is still this query; the
+       batch marker reads as none although this sink wrote here (expired by
+       ``delta.setTransactionRetentionDuration``) is :class:`DeltaTxnExpiredError`; equal is a
+       replay (skip), lower is :class:`BatchRegressionError`.
+    3. :meth:`write`: one Spark commit with the rows and ``txn(marker, batch id)``; a write
+       that lost a race is checked again (step 2) and retried.
+
+    Parameters
+    ----------
+    path
+        The Delta table folder.
+    sink_id
+        The sink (its owner is recorded under it).
+    marker
+        The batch marker's app id (default: ``sink_id``; :func:`marker_app_id` for the others).
+    partition_by
+        Partition columns of the table (created so, written so).
+    take_over
+        Hand the sink over from another owner on purpose (its batch marker is reset).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        sink_id: str,
+        *,
+        marker: str | None = None,
+        partition_by: Sequence[str] = (),
+        take_over: bool = False,
+        max_conflicts: int = 3,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.sink_id = validate_sink_id(sink_id)
+        self.marker = marker or sink_id
+        self.partition_by = tuple(partition_by)
+        self.take_over = take_over
+        self.max_conflicts = max_conflicts
+        #: The owner this writer recorded (its claim), ``None`` before.
+        self.owner: SinkOwner | None = None
+        self._latest = LatestTable(self.path)
+
+    def _table(self) -> Any:
+        check_target_path(self.path)
+        return self._latest.get()
+
+    def marks(self, table: Any) -> Marks:
+        return Marks.of(table, self.sink_id, [self.marker])
+
+    def decide(self, owner: SinkOwner) -> OwnerDecision:
+        """The owner decision on the current snapshot (raises for a stranger); writes nothing."""
+        table = self._table()
+        if table is None:
+            return OwnerDecision.FIRST
+        return self.marks(table).decide(self.path, owner, self.take_over)
+
+    def claim(
+        self, owner: SinkOwner, schema: pa.Schema, *, refuse_expired: bool = True
+    ) -> OwnerDecision:
+        """Step 1: decide and record ``owner`` (``schema``: the table's, if it is created).
+
+        ``refuse_expired``: an expired batch marker is refused here, before the record; a
+        table whose expiry is judged per batch (:meth:`check` with ``known_new``) passes
+        ``False``.
+        """
+        from deltalake.exceptions import CommitFailedError
+
+        for _ in range(self.max_conflicts + 2):
+            table = self._table()
+            if table is None:
+                self._create(schema)
+                continue
+            marks = self.marks(table)
+            decision = marks.decide(self.path, owner, self.take_over)
+            if refuse_expired and decision is not OwnerDecision.TAKE_OVER:
+                self._refuse_expired(table, marks)  # before the record: nothing written
+            if decision is not OwnerDecision.SAME or marks.owner_code is None:
+                record = owner_record(marks, owner, decision)
+                try:
+                    commit_marks(table, record.transactions, record.properties, record.metadata)
+                except CommitFailedError as exc:
+                    log.info("%s: owner record lost a race (%s); deciding again", self.path, exc)
+                    continue
+            self.owner = owner
+            log.info(
+                "%s: sink %r owned by query %s (%s)", self.path, self.sink_id, owner, decision.value
+            )
+            return decision
+        raise ConcurrentWriterError(f"{self.path}: could not record the owner of {self.sink_id!r}")
+
+    def _create(self, schema: pa.Schema) -> None:
+        """Create the missing table (empty: the owner is recorded by the next commit; delta-rs
+        takes no property of its own at creation)."""
+        from deltalake import DeltaTable
+
+        Path(self.path).mkdir(parents=True, exist_ok=True)
+        DeltaTable.create(
+            self.path, schema=schema, mode="ignore", partition_by=list(self.partition_by) or None
+        )
+
+    def check(self, batch_id: int, *, known_new: bool = False) -> bool:
+        """Step 2: whether ``batch_id`` is a replay (skip it); raises if it must not be written.
+
+        ``known_new``: the caller proved the batch is new for this table (another table of the
+        sink, written after this one, recorded an earlier batch), so a marker gone by
+        retention on a rarely written table (late rows) is no reason to refuse.
+        """
+        table = self._table()
+        if table is None:
+            return False
+        marks = self.marks(table)
+        if self.owner is not None:
+            marks.check_still_ours(self.path, self.owner)
+        if not known_new:
+            self._refuse_expired(table, marks)
+        return check_batch_order(self.marker, batch_id, marks.batches[self.marker])
+
+    def _refuse_expired(self, table: Any, marks: Marks) -> None:
+        """:class:`DeltaTxnExpiredError` when the batch marker is gone although this sink
+        wrote here: its owner is recorded (:meth:`Marks.expired`), or commits of it are still
+        in the log (a table written before owners were recorded)."""
+        if marks.batches[self.marker] is not None:
+            return
+        commits = commits_of(table, self.marker)
+        if commits or marks.expired(self.marker):
+            raise DeltaTxnExpiredError(self.path, self.marker, commits)
+
+    def write(self, df: DataFrame, batch_id: int) -> None:
+        """Step 3: one Spark commit with ``df``'s rows and ``txn(marker, batch_id)``."""
+        from delta.exceptions import (
+            ConcurrentAppendException,
+            ConcurrentTransactionException,
+            DeltaConcurrentModificationException,
+        )
+
+        for attempt in range(self.max_conflicts + 1):
+            if attempt and self.check(batch_id):  # a retry: did a concurrent commit change it?
+                return
+            writer = (
+                df.write.format("delta")
+                .mode("append")
+                .option("txnAppId", self.marker)
+                .option("txnVersion", str(batch_id))
+                .option("userMetadata", user_metadata(self.marker))
+            )
+            if self.partition_by:
+                writer = writer.partitionBy(*self.partition_by)
+            try:
+                writer.save(self.path)
+                return
+            except ConcurrentTransactionException as exc:
+                raise ConcurrentWriterError(
+                    f"{self.path}: another query writes with sink id {self.marker!r}"
+                ) from exc
+            except (ConcurrentAppendException, DeltaConcurrentModificationException) as exc:
+                log.warning(
+                    "%s batch %d: conflict %s, retry %d", self.marker, batch_id, exc, attempt
+                )
+        raise ConcurrentWriterError(f"{self.path}: batch {batch_id} kept conflicting")
+
+
+def claim_all(
+    tables: Sequence[tuple[DeltaTxnAppender, pa.Schema, bool]], owner: SinkOwner
+) -> list[OwnerDecision]:
+    """Claim several tables of one sink, each ``(appender, schema, refuse_expired)``: every
+    owner decided before any is recorded, so a stranger is refused with nothing written."""
+    for appender, _, _ in tables:
+        appender.decide(owner)
+    return [a.claim(owner, s, refuse_expired=r) for a, s, r in tables]
