@@ -7,7 +7,7 @@ here (:data:`DEDUP_DELTA`, fault points ``dedup_delta.<number>.<step>``):
 1. ``staged`` (executor tasks): each task decided its buckets' rows with :func:`decide_batch`,
    staged the kept rows and their catalog rows (referenced by no Delta version yet) and saved
    its buckets' filters after batch ``N`` as their version ``N``;
-2. ``cataloged``: the kept ids are in the catalog (``txn(<sink id>.catalog, N)``);
+2. ``cataloged``: the kept ids are in the catalog (``txn(<sink id>:catalog, N)``);
 3. ``written``: the kept rows are in the output (``txn(<sink id>, N)``);
 4. ``cleaned``: staged files no commit took are removed, the catalog purged to the window.
 

@@ -47,7 +47,8 @@ TASK, DRIVER, RESET = FaultClass.TASK_RAISE, FaultClass.DRIVER_RAISE, FaultClass
 #: ``checkpoint-reset`` (test_a_slice_below_its_recorded_batch_raises_and_writes_nothing);
 #: tracker ``task-raise`` (test_driver_kill_and_task_failure_emit_the_same_windows_...); dedup
 #: ``task-raise`` (test_tasks_failing_after_saving_their_filters_are_retried_...) and
-#: ``checkpoint-reset`` (test_batch_below_the_recorded_one_is_refused_and_writes_nothing).
+#: ``checkpoint-reset`` (a reset checkpoint is a new query id:
+#: test_second_query_with_the_sink_id_stops_at_its_first_batch_and_writes_nothing).
 CI_CELLS: dict[str, tuple[FaultClass, ...]] = {
     "exactly_once_delta": (TASK, RESET),
     "exactly_once_kafka": (DRIVER,),
