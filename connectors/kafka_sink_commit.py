@@ -93,7 +93,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         self.sink_id = settings.sink_id
         self.progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
         #: The group whose committed offset on partition 0 is the latest run epoch.
-        self.run_group = f"spark_ext.sink.{settings.sink_id}.run"
+        self.run_group = settings.names.run_group
         #: The run epoch :meth:`recover` recorded with ``fence=True`` (else ``None``).
         self.started_epoch: int | None = None
         self._producer: Any = None

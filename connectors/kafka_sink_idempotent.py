@@ -52,6 +52,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.kafka_sink_clients import TaskProducer, check_client, task_producer
+from connectors.kafka_sink_names import KafkaSinkNames
 from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_records import (
     RECORD_ID_COLUMN,
@@ -185,7 +186,7 @@ def written_ids(
 
 class TaskStarted:
     """A task's durable "I started batch B": the committed offset of the group
-    ``spark_ext.sink.<sink id>.t<partition id>`` on the topic's partition 0 (offset = batch).
+    ``spark_ext.sink:<sink id>:t<partition id>`` on the topic's partition 0 (offset = batch).
 
     Written before the task sends anything, read when it starts: a task finding its own mark
     for the batch ran before (a retried attempt, or a stage re-attempted after a fetch failure,
@@ -196,7 +197,7 @@ class TaskStarted:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = sink_id
-        self.group = f"spark_ext.sink.{sink_id}.t{index}"
+        self.group = KafkaSinkNames(sink_id, topic).task_group(index)
 
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer

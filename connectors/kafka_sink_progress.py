@@ -1,6 +1,6 @@
 """Where the Kafka sinks record "sink S has written batch B": a sink-progress consumer group.
 
-Both sinks record it as committed offsets of the group ``spark_ext.sink.<sink id>`` on the
+Both sinks record it as committed offsets of the group ``spark_ext.sink:<sink id>`` on the
 output topic's partitions. No consumer ever joins that group; it is a small durable register
 the broker keeps.
 
@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from connectors.kafka_sink_names import KafkaSinkNames
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
@@ -38,7 +39,7 @@ class Recorded:
 
 
 class SinkProgress:
-    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink.<id>``.
+    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink:<id>``.
 
     Read with ``isolation_level=read_committed`` (``require_stable``), so an offset committed
     by a transaction still being completed is waited for, never read half-way.
@@ -48,7 +49,7 @@ class SinkProgress:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
-        self.group = f"spark_ext.sink.{sink_id}"
+        self.group = KafkaSinkNames(sink_id, topic).progress_group
 
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer

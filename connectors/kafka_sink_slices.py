@@ -4,7 +4,7 @@ Model (issue #14, model (b))
 ----------------------------
 Each write task produces its slice of the batch straight to the output topic inside its own
 Kafka transaction, and commits that transaction together with a *slice record*: the committed
-offset of the group ``spark_ext.sink.<sink id>.s<i>`` (``i`` = the task's partition id) on the
+offset of the group ``spark_ext.sink:<sink id>:s<i>`` (``i`` = the task's partition id) on the
 topic's partition 0, whose offset is the batch id and whose metadata lists the digests of the
 slices committed under ``i`` for that batch. A slice's digest is order-independent (count and
 sum of 64-bit hashes of its records *with their* ``record_id``, the input coordinates, so two
@@ -16,7 +16,7 @@ process's transaction, and doing it through a client's internals against Kafka 4
 protocol v2 (which bumps the epoch on every transaction, FLINK-40689) would tie the sink to one
 client's private state. With a transaction per slice every step is a public client call, and
 the fencing Flink gets from resumed epochs comes from the transactional id: a retried or
-speculative attempt of task ``i`` initialises ``spark_ext.<sink id>.<topic>.s<i>``, which
+speculative attempt of task ``i`` initialises ``spark_ext.tx:<sink id>:<topic>:s<i>``, which
 fences the other attempt and settles its open transaction before the slice record is read.
 
 Slices are recognised by digest, not by task index: Spark does not keep the task index of a
@@ -43,7 +43,7 @@ Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KA
    :class:`~spark_ext.sinks.errors.TransactionExpiredError`, and Spark retries the task (the
    bound is one task's slice, not the whole batch: K5).
 4. ``recorded`` (driver): the batch id (and how many slices the sink has used) is recorded in
-   the sink-progress group ``spark_ext.sink.<sink id>``; a lower id than the recorded one
+   the sink-progress group ``spark_ext.sink:<sink id>``; a lower id than the recorded one
    raises :class:`~spark_ext.sinks.errors.BatchRegressionError`.
 
 At start (:func:`recover_slices`) the driver fences older drivers (run epoch), aborts every
@@ -237,7 +237,7 @@ class SliceTransaction:
         producer.begin()
         if self._reused:
             try:
-                producer.probe(self.group + ".probe", batch_id, PROBE)
+                producer.probe(self.settings.names.probe_group(self.index), batch_id, PROBE)
             except SliceFenced:
                 # Not aborted: a fenced producer's abort always fails, and the init that
                 # fenced it already ended its transactions (this one holds nothing yet).
@@ -413,12 +413,12 @@ def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
         listed = admin.list_transactions(state_filters=["Ongoing", "PrepareCommit", "PrepareAbort"])
     finally:
         admin.close()
-    prefix = settings.slice_prefix
+    names = settings.names
     return sorted(
         t.transactional_id
         for rows in listed.values()
         for t in rows
-        if t.transactional_id.startswith(prefix) and t.transactional_id[len(prefix) :].isdigit()
+        if names.slice_of_transactional_id(t.transactional_id) is not None
     )
 
 
@@ -426,14 +426,15 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     """Every slice record of this sink on its topic, by slice index (groups found by name)."""
     from kafka import KafkaAdminClient, TopicPartition
 
-    prefix = f"spark_ext.sink.{settings.sink_id}.s"
+    names = settings.names
     admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
     try:
-        groups = [
-            g["group_id"]
+        slices = {
+            g["group_id"]: index
             for g in admin.list_groups()
-            if g["group_id"].startswith(prefix) and g["group_id"][len(prefix) :].isdigit()
-        ]
+            if (index := names.slice_of_group(g["group_id"])) is not None
+        }
+        groups = list(slices)
         tp = TopicPartition(settings.topic, 0)
         got = admin.list_group_offsets({g: [tp] for g in groups}) if groups else {}
     finally:
@@ -443,7 +444,7 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
         found = offsets.get(tp)
         record = SliceRecord.parse(settings.sink_id, found.metadata) if found else None
         if record is not None:
-            records[int(group[len(prefix) :])] = record
+            records[slices[group]] = record
     return records
 
 

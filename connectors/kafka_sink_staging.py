@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyspark.sql.datasource import WriterCommitMessage
 
+from connectors.kafka_sink_names import KafkaSinkNames
 from connectors.kafka_sink_records import LINGER_MS, PRODUCER, to_bytes
 from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
 from spark_ext.sinks.protocol import validate_sink_id
@@ -99,10 +100,14 @@ class KafkaSinkSettings:
         }
 
     @property
+    def names(self) -> KafkaSinkNames:
+        """The sink's consumer groups and transactional ids (:mod:`connectors.kafka_sink_names`)."""
+        return KafkaSinkNames(self.sink_id, self.topic)
+
+    @property
     def transactional_id(self) -> str:
-        """``spark_ext.<sink id>.<topic>.commit``: the topic is part of it, so one sink id
-        writing two topics does not fence itself (the FLINK-11654 pattern)."""
-        return f"spark_ext.{self.sink_id}.{self.topic}.commit"
+        """The driver's transactional id (:attr:`KafkaSinkNames.commit_id`)."""
+        return self.names.commit_id
 
     def sink_dir(self) -> str:
         """The sink's staging folder (whole-batch mode only; :class:`SinkConfigError` if unset)."""
@@ -111,19 +116,14 @@ class KafkaSinkSettings:
         return os.path.join(self.staging_dir, self.sink_id)
 
     def slice_transactional_id(self, index: int) -> str:
-        """``spark_ext.<sink id>.<topic>.s<index>``: the transactional id of task slice
-        ``index`` (one transaction per task; a retried or speculative attempt fences the
-        other)."""
-        return f"{self.slice_prefix}{index}"
-
-    @property
-    def slice_prefix(self) -> str:
-        return f"spark_ext.{self.sink_id}.{self.topic}.s"
+        """The transactional id of task slice ``index`` (:meth:`KafkaSinkNames.slice_id`: one
+        transaction per task; a retried or speculative attempt fences the other)."""
+        return self.names.slice_id(index)
 
     def slice_group(self, index: int) -> str:
-        """``spark_ext.sink.<sink id>.s<index>``: the group recording what slice ``index``
-        committed last (its offset on the topic's partition 0 is the batch id)."""
-        return f"spark_ext.sink.{self.sink_id}.s{index}"
+        """The group recording what slice ``index`` committed last
+        (:meth:`KafkaSinkNames.slice_group`)."""
+        return self.names.slice_group(index)
 
     def batch_dir(self, batch_id: int) -> str:
         return os.path.join(self.sink_dir(), f"b{batch_id:012d}")

@@ -163,10 +163,11 @@ def exactly_once_to_kafka(
     bootstrap
         Kafka bootstrap servers.
     sink_id
-        Names this sink for good: the progress consumer group ``spark_ext.sink.<sink_id>``
+        Names this sink for good: the progress consumer group ``spark_ext.sink:<sink_id>``
         records the last batch written; the transactional ids are
-        ``spark_ext.<sink_id>.<topic>.s<task>`` (``atomicity="slice"``) or
-        ``spark_ext.<sink_id>.<topic>.commit`` (``atomicity="batch"``).
+        ``spark_ext.tx:<sink_id>:<topic>:s<task>`` (``atomicity="slice"``) or
+        ``spark_ext.tx:<sink_id>:<topic>:commit`` (``atomicity="batch"``); every name is in
+        :mod:`connectors.kafka_sink_names`.
     checkpoint
         Spark's checkpoint location.
     mode
