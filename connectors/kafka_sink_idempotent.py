@@ -54,6 +54,13 @@ from pyspark.sql import DataFrame
 from connectors.kafka_sink_clients import TaskProducer, check_client, task_producer
 from connectors.kafka_sink_names import KafkaSinkNames
 from connectors.kafka_sink_progress import Recorded, SinkProgress
+from connectors.kafka_sink_readback import (
+    assigned_consumer,
+    check_not_trimmed,
+    end_offsets,
+    record_id,
+    written_ids,
+)
 from connectors.kafka_sink_records import (
     RECORD_ID_COLUMN,
     RECORD_ID_HEADER,
@@ -62,7 +69,7 @@ from connectors.kafka_sink_records import (
     check_columns,
     task_attempt,
 )
-from spark_ext.sinks.errors import ReplayUnprovableError, SinkConfigError, check_batch_order
+from spark_ext.sinks.errors import SinkConfigError, check_batch_order
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 log = logging.getLogger(__name__)
@@ -70,12 +77,6 @@ log = logging.getLogger(__name__)
 #: Step 2: a task's first record is acknowledged, the rest is not.
 PARTIAL = KAFKA_IDEMPOTENT.fault(2)
 Record = tuple[bytes | None, bytes | None, int | None]
-
-
-def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
-    """``<sink>/<batch>/<name>`` (a row's record id), or ``.../<slice>/<seq>`` (no record id)."""
-    base = f"{sink_id}/{batch_id}/{slice_name}"
-    return base if seq is None else f"{base}/{seq}"
 
 
 def partition_identity(records: Iterable[Record]) -> str:
@@ -104,27 +105,11 @@ class OutputRegion:
     dirty: bool
 
 
-def _assigned_consumer(bootstrap: str, topic: str, **config: Any) -> tuple[Any, list[Any]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **config)
-    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-    return consumer, parts
-
-
-def _check_not_trimmed(
-    sink_id: str, batch_id: int, since: dict[int, int], begin: dict[int, int]
-) -> None:
-    trimmed = {p: (since.get(p, 0), b) for p, b in begin.items() if b > since.get(p, 0)}
-    if trimmed:
-        raise ReplayUnprovableError(sink_id, batch_id, trimmed)
-
-
 def output_region(
     bootstrap: str, topic: str, sink_id: str, batch_id: int, recorded: Recorded | None
 ) -> OutputRegion:
     """Step 1's look at the topic: where batch ``batch_id`` can start, and if it did (K4)."""
-    consumer, parts = _assigned_consumer(bootstrap, topic)
+    consumer, parts = assigned_consumer(bootstrap, topic)
     try:
         begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
         end = {tp.partition: o for tp, o in consumer.end_offsets(parts).items()}
@@ -134,54 +119,8 @@ def output_region(
         since = begin  # no batch recorded yet: the batch can only be after the log start
     else:
         since = {p: recorded.end_offsets.get(p, 0) for p in begin}
-        _check_not_trimmed(sink_id, batch_id, since, begin)
+        check_not_trimmed(sink_id, batch_id, since, begin)
     return OutputRegion(since, any(end[p] > since[p] for p in end))
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer, parts = _assigned_consumer(bootstrap, topic, isolation_level="read_committed")
-    try:
-        return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
-    finally:
-        consumer.close()
-
-
-def written_ids(
-    bootstrap: str,
-    topic: str,
-    since: dict[int, int],
-    prefix: str,
-    sink_id: str = "",
-    batch_id: int = -1,
-    timeout_s: float = 60.0,
-) -> set[str]:
-    """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition).
-
-    Never guesses: a log start above ``since`` raises :class:`ReplayUnprovableError`, and an
-    offset out of range while reading raises (``auto_offset_reset='none'``) instead of jumping
-    to the end of the log.
-    """
-    consumer, parts = _assigned_consumer(
-        bootstrap, topic, auto_offset_reset="none", consumer_timeout_ms=int(timeout_s * 1000)
-    )
-    found: set[str] = set()
-    try:
-        consumer.assign(parts)
-        begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
-        _check_not_trimmed(sink_id, batch_id, since, begin)
-        ends = consumer.end_offsets(parts)
-        for tp in parts:
-            consumer.seek(tp, since.get(tp.partition, 0))
-        while any(consumer.position(tp) < ends[tp] for tp in parts):
-            polled = consumer.poll(timeout_ms=1000)
-            for records in polled.values():
-                for r in records:
-                    for name, value in r.headers or ():
-                        if name == RECORD_ID_HEADER and value.decode().startswith(prefix):
-                            found.add(value.decode())
-    finally:
-        consumer.close()
-    return found
 
 
 class TaskStarted:

@@ -159,9 +159,10 @@ class NamedRows:
     names: list[bytes]
 
     @classmethod
-    def of(cls, batch: pa.RecordBatch, prefix: bytes) -> NamedRows:
+    def of(cls, batch: pa.RecordBatch, prefix: bytes, id_as_key: bool = True) -> NamedRows:
         """The rows of ``batch`` (with a ``record_id`` column), their ids ``prefix + id``
-        (built in Arrow; a null id is a :class:`SinkConfigError`)."""
+        (built in Arrow; a null id is a :class:`SinkConfigError`). ``id_as_key``: a row
+        without a key gets its id as key (the idempotent sink); else its key stays null."""
         ids = batch.column(RECORD_ID_COLUMN)
         if ids.null_count:
             raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "is null in a row")
@@ -169,11 +170,14 @@ class NamedRows:
         named = pc.binary_join_element_wise(
             pa.scalar(prefix, pa.large_binary()), ids.cast(pa.large_binary()), empty
         )
-        keys = named
-        if "key" in batch.schema.names:
-            keys = pc.coalesce(batch.column("key").cast(pa.large_binary()), named)
         rows = arrow_columns(batch, record_ids=False)
-        return cls(rows.values, keys.to_pylist(), rows.partitions, named.to_pylist())
+        if not id_as_key:
+            keys: list[bytes | None] = rows.keys or [None] * batch.num_rows
+            return cls(rows.values, keys, rows.partitions, named.to_pylist())
+        keyed = named
+        if "key" in batch.schema.names:
+            keyed = pc.coalesce(batch.column("key").cast(pa.large_binary()), named)
+        return cls(rows.values, keyed.to_pylist(), rows.partitions, named.to_pylist())
 
     def without(self, names: set[bytes]) -> NamedRows:
         """The rows whose record id is not in ``names``."""

@@ -8,17 +8,17 @@ driver records the batch (step 4). For a query whose rows reach the sink through
 (:mod:`spark_ext.tracked.handler`) -- where the data source form cannot be used.
 
 The guarantees are the data source form's (each record once for ``read_committed``
-consumers, a retried or speculative task fenced by its slice's transactional id, a re-run
-slice recognised by its digest), with one difference in when recovery runs: at this writer's
+consumers, a retried or speculative task fenced by its slice's transactional id, a partly
+committed batch re-run however it is sliced), with one difference in when recovery runs: at this writer's
 first batch of a run, instead of before the query starts (nothing reaches the topic before
 that batch either), and again whenever a batch id does not follow the last one this writer
 handled or the last call failed (the query was restarted in this process with the same
 writer). A batch already recorded is skipped before any task runs.
 
 The rows need a ``record_id`` (string, unique within the batch and the same when the batch is
-re-run): it is part of a slice's digest. The slices of a re-run batch must hold the same rows
-as before (each Spark partition of ``df`` is one slice); a tracked query's results are, as the
-output partitions of its operator stage.
+re-run): it names each record (header ``spark_ext.record_id``) and is part of a slice's
+digest. Each Spark partition of ``df`` is one slice; a re-run batch may be partitioned
+otherwise (issue #24, N1).
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ offset of the group ``spark_ext.sink:<sink id>:s<i>`` (``i`` = the task's partit
 topic's partition 0, whose offset is the batch id and whose metadata lists the digests of the
 slices committed under ``i`` for that batch. A slice's digest is order-independent (count and
 sum of 64-bit hashes of its records *with their* ``record_id``, the input coordinates, so two
-slices never share one). The driver only records the batch.
+slices never share one). Every record carries the header ``spark_ext.record_id`` =
+``<sink id>/<batch id>/<record_id>``. The driver only records the batch, with the end offset
+of every output partition.
 
 Why this model and not Flink's (each task prepares, the driver commits every task's
 transaction by resuming producer id and epoch): kafka-python has no API to resume another
@@ -19,10 +21,15 @@ the fencing Flink gets from resumed epochs comes from the transactional id: a re
 speculative attempt of task ``i`` initialises ``spark_ext.tx:<sink id>:<topic>:s<i>``, which
 fences the other attempt and settles its open transaction before the slice record is read.
 
-Slices are recognised by digest, not by task index: Spark does not keep the task index of a
-row across a restart (its Kafka source orders the offset ranges of a replayed batch as the
-offset log's JSON lists them, not as the live run did), so the rows of task ``i`` in the
-replay may be another task's in the first run.
+A replay is recognised without looking at how Spark slices it (issue #24, N1): the same
+offsets give the same rows, not the same slices (the Kafka source's ``minPartitions``, a
+``coalesce``, the rate source and file splits follow settings a restart may change, and the
+Kafka source orders a replayed batch's offset ranges as its offset log lists them). So a
+task of the batch recorded at start writes nothing, and a task of a batch some of whose
+slices a killed run committed reads back the record ids of that batch already committed
+(``read_committed``, from the end offsets recorded with the batch before) and writes only the
+other records. Within one run a slice's rows stay with its task index, so a retried or
+speculative attempt is recognised by the digests under its index, without a read-back.
 
 Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_SLICED`)
 1. ``initialised`` (task): the run epoch is checked (a task of an older driver stops with
@@ -31,26 +38,29 @@ Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KA
    kept from the slice's previous task is probed instead: :meth:`SliceTransaction._begin`),
    and the slice record is read.
    A batch id below it raises :class:`~spark_ext.sinks.errors.BatchRegressionError` (X1),
-   nothing written. An empty slice writes nothing and opens no transaction.
-2. ``in_transaction`` (task): every record flushed into the open transaction and every produce
-   future checked (K1: an undelivered record aborts the transaction and raises
+   nothing written. An empty slice writes nothing and opens no transaction, nor does a task of
+   a batch at or below the one recorded at start (below: ``BatchRegressionError``). In the
+   batch the start found partly committed the task reads back the ids already committed.
+2. ``in_transaction`` (task): every record not read back flushed into the open transaction and
+   every produce future checked (K1: an undelivered record aborts the transaction and raises
    :class:`~spark_ext.sinks.errors.ProduceFailedError`); nothing committed.
-3. ``sliced`` (task): if the slice's digest is already committed for this batch -- under this
-   index (an earlier attempt) or under any index before this start (the start reads them all:
-   :func:`pending_slices`) -- the transaction is aborted (a re-run, nothing becomes visible);
-   else it is committed with the slice record. A transaction that outlived
+3. ``sliced`` (task): if the slice's digest is already committed under this index for this
+   batch (an earlier attempt), or every record was read back, the transaction is aborted (a
+   re-run, nothing becomes visible); else it is committed with the slice record. A transaction that outlived
    ``transaction_timeout_ms`` was aborted by the broker:
    :class:`~spark_ext.sinks.errors.TransactionExpiredError`, and Spark retries the task (the
    bound is one task's slice, not the whole batch: K5).
-4. ``recorded`` (driver): the batch id (and how many slices the sink has used) is recorded in
-   the sink-progress group ``spark_ext.sink:<sink id>``; a lower id than the recorded one
+4. ``recorded`` (driver): the batch id, the end offset of every output partition (every
+   record of the next batch lies above them) and how many slices the sink has used are recorded
+   in the sink-progress group ``spark_ext.sink:<sink id>``; a lower id than the recorded one
    raises :class:`~spark_ext.sinks.errors.BatchRegressionError`.
 
 At start (:func:`recover_slices`) the driver fences older drivers (run epoch), aborts every
 transaction of this sink's slices still open (a task killed mid-transaction, found with
 ``ListTransactions``) so ``read_committed`` consumers are not held back until the broker's
-timeout, and reads the slice records of the recorded batch and the next one: the digests of
-whichever of the two Spark re-runs first that are committed already, handed to the tasks.
+timeout, and reads the recorded batch and the slice records of the next one
+(:func:`replay_state`): the recorded batch, whether the next is partly committed, and where
+its records can begin are handed to the tasks.
 
 What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*: each task's
 records at once when its transaction commits, the batch complete once every task committed;
@@ -87,8 +97,10 @@ from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_produc
 from connectors.kafka_sink_commit import KafkaCommitter
 from connectors.kafka_sink_digest import SliceDigest
 from connectors.kafka_sink_progress import SinkProgress
+from connectors.kafka_sink_readback import end_offsets, record_id, written_ids
 from connectors.kafka_sink_records import (
-    arrow_columns,
+    RECORD_ID_HEADER,
+    NamedRows,
     check_columns,
     current_batch_id,
     task_attempt,
@@ -115,9 +127,9 @@ __all__ = [
     "SliceWritten",
     "committed_slices",
     "lingering_slices",
-    "pending_slices",
     "record_batch",
     "recover_slices",
+    "replay_state",
 ]
 
 FORMAT = "spark_ext_kafka_tx"
@@ -129,9 +141,10 @@ PROBE = '{"probe": true}'
 
 @dataclass(frozen=True)
 class SliceWritten(WriterCommitMessage):
-    """Commit message of one task: its slice index, rows and digest, and whether it was a
-    re-run of a slice already committed (``skipped``: its transaction aborted, nothing of it
-    visible to ``read_committed`` consumers)."""
+    """Commit message of one task: its slice index, rows and digest, and whether every row
+    of it was committed before (``skipped``: a replay of the recorded batch, a re-run slice, or
+    a partly committed batch's rows found in the topic; nothing of this attempt is visible to
+    ``read_committed`` consumers)."""
 
     index: int
     batch_id: int
@@ -267,6 +280,8 @@ class SliceTransaction:
     def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
         """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
         s = self.settings
+        if s.recorded is not None and batch_id <= s.recorded:
+            return self._replayed(batch_id, batches)
         self._clean = False
         started = time.monotonic()
         producer = self._begin(batch_id)
@@ -276,19 +291,23 @@ class SliceTransaction:
             if last is not None and last.batch_id > batch_id:
                 raise BatchRegressionError(s.sink_id, batch_id, last.batch_id)
             own = last.digests if last is not None and last.batch_id == batch_id else ()
-            committed = set(own) | {
-                d for b, _, d in (p.partition(":") for p in s.pending) if b == str(batch_id)
-            }
-            digest = SliceDigest()
+            written = self._written_before(batch_id)
+            prefix = record_id(s.sink_id, batch_id, "").encode()
+            digest, sent = SliceDigest(), 0
             for batch in batches:
-                rows = arrow_columns(batch, record_ids=False)
+                digest.add_batch(batch)
+                rows = NamedRows.of(batch, prefix, id_as_key=False)
                 if rows.partitions is not None:
                     self._check_partitions(rows.partitions)
-                digest.add_batch(batch)
-                producer.send_many(rows.values, rows.keys, rows.partitions)
+                if written:
+                    rows = rows.without(written)
+                if rows.values:
+                    header = (RECORD_ID_HEADER, rows.names)
+                    producer.send_many(rows.values, rows.keys, rows.partitions, header)
+                    sent += len(rows.values)
             producer.flush(s.sink_id, batch_id)
             KAFKA_SLICED.reached(2, batch_id)
-            if digest.value in committed:
+            if digest.value in own or not sent:
                 producer.abort()
                 self._clean = True
                 log.info("%s batch %d slice %d: committed before", s.sink_id, batch_id, self.index)
@@ -314,6 +333,44 @@ class SliceTransaction:
             raise
         KAFKA_SLICED.reached(3, batch_id)
         return SliceWritten(self.index, batch_id, digest.count, digest.value, skipped=False)
+
+    def _replayed(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
+        """A task of the batch recorded when this run started (Spark re-runs it: its commit
+        log entry was not written) writes nothing, however Spark slices it now; a task of a
+        batch below it is :class:`BatchRegressionError`."""
+        recorded = self.settings.recorded
+        if recorded is not None and batch_id < recorded:
+            raise BatchRegressionError(self.settings.sink_id, batch_id, recorded)
+        rows = sum(b.num_rows for b in batches)
+        log.info(
+            "%s batch %d slice %d: recorded, skipped", self.settings.sink_id, batch_id, self.index
+        )
+        return SliceWritten(self.index, batch_id, rows, "", skipped=True)
+
+    def _written_before(self, batch_id: int) -> set[bytes]:
+        """The record ids of ``batch_id`` committed before this run started, if the start
+        found some of its slices committed (:func:`replay_state`); read after ``init`` fenced
+        the slice's other attempts, and only committed transactions count."""
+        s = self.settings
+        if s.partial != batch_id:
+            return set()
+        found = written_ids(
+            s.bootstrap,
+            s.topic,
+            s.replay_from or None,
+            record_id(s.sink_id, batch_id, ""),
+            s.sink_id,
+            batch_id,
+            read_committed=True,
+        )
+        log.info(
+            "%s batch %d slice %d: %d records of the batch committed before this start",
+            s.sink_id,
+            batch_id,
+            self.index,
+            len(found),
+        )
+        return {rid.encode() for rid in found}
 
     def _check_partitions(self, wanted: list[int | None]) -> None:
         """:class:`PartitionOutOfRangeError` if a row names a partition the topic lacks."""
@@ -376,7 +433,8 @@ def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[Slice
         return
     used = max((m.index + 1 for m in written), default=0)
     slices = max(recorded.slices if recorded else 0, used)
-    progress.record(batch_id, {}, slices=slices)
+    # every slice of the batch is committed: the next batch's records all lie above these
+    progress.record(batch_id, end_offsets(settings.bootstrap, settings.topic), slices=slices)
     log.info(
         "%s batch %d: %d rows in %d slices (%d re-runs skipped)",
         settings.sink_id,
@@ -448,29 +506,43 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     return records
 
 
-def pending_slices(settings: KafkaSinkSettings, recorded: int | None) -> tuple[str, ...]:
-    """``"<batch>:<digest>"`` of every slice committed for a batch Spark may re-run first.
+def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
+    """What a start hands its tasks about the batches Spark may re-run first.
 
-    That is the recorded batch (its commit reached step 4 but not Spark's commit log) or the
-    one after it (its commit never reached step 4). Slice records of any other batch above the
-    recorded one cannot come from this query's checkpoint: :class:`ProgressInconsistentError`.
+    The recorded batch (its commit reached step 4 but not Spark's commit log): its tasks write
+    nothing. The batch after it, if some of its slices are committed (its commit never
+    reached step 4): its tasks read back the record ids already committed, from the end
+    offsets recorded with the batch before, and write the rest; how the batch is sliced now
+    does not matter (issue #24, N1). Slice records of any other batch above the recorded one
+    cannot come from this query's checkpoint: :class:`ProgressInconsistentError`.
     """
-    records = committed_slices(settings).values()
-    mine = [r for r in records if recorded is None or r.batch_id >= recorded]
-    batches = sorted({r.batch_id for r in mine})
-    allowed = [recorded, recorded + 1] if recorded is not None else batches[:1]
-    if any(b not in allowed for b in batches):
+    recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
+    batch = recorded.batch_id if recorded is not None else None
+    ahead = sorted(
+        {
+            r.batch_id
+            for r in committed_slices(settings).values()
+            if batch is None or r.batch_id > batch
+        }
+    )
+    allowed = [batch + 1] if batch is not None else ahead[:1]
+    if any(b not in allowed for b in ahead):
         raise ProgressInconsistentError(
-            f"sink {settings.sink_id!r}: slices record batches {batches} with batch "
-            f"{recorded} recorded; only it and the next batch can be partly written"
+            f"sink {settings.sink_id!r}: slices record batches {ahead} with batch "
+            f"{batch} recorded; only the next batch can be partly written"
         )
-    return tuple(sorted({f"{r.batch_id}:{d}" for r in mine for d in r.digests}))
+    return dataclasses.replace(
+        settings,
+        recorded=batch,
+        partial=ahead[0] if ahead else None,
+        replay_from=dict(recorded.end_offsets) if recorded is not None else {},
+    )
 
 
 def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
     """At start: fence older drivers (a new run epoch), abort this sink's open slice
-    transactions, read the digests of a partly committed batch; returns the settings to hand
-    to this start's writers."""
+    transactions, find the recorded and a partly committed batch (:func:`replay_state`);
+    returns the settings to hand to this start's writers."""
     from kafka import KafkaProducer
 
     committer = KafkaCommitter(settings)
@@ -490,12 +562,12 @@ def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
             )
         finally:
             producer.close(timeout=10)
-    recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
-    pending = pending_slices(settings, recorded.batch_id if recorded else None)
-    if pending:
+    state = replay_state(settings)
+    if state.partial is not None:
         log.warning(
-            "%s: %d slice(s) of a batch Spark may re-run are committed; the re-run skips them",
+            "%s: batch %d is partly committed; its re-run writes only the records not in %s",
             settings.sink_id,
-            len(pending),
+            state.partial,
+            settings.topic,
         )
-    return dataclasses.replace(settings, run_epoch=epoch, pending=pending)
+    return dataclasses.replace(state, run_epoch=epoch)

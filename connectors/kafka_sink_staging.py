@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -72,9 +72,14 @@ class KafkaSinkSettings:
     #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
     #: (:mod:`connectors.kafka_sink_clients`).
     client: str = "confluent-kafka"
-    #: (one transaction per task slice) ``"<batch>:<digest>"`` of the slices a start found
-    #: committed for a batch Spark may re-run (:func:`connectors.kafka_sink_slices.pending_slices`).
-    pending: tuple[str, ...] = ()
+    #: (one transaction per task slice) What the start found (:func:`connectors.kafka_sink_slices.
+    #: replay_state`): the batch recorded then (a task of it or below writes nothing) ...
+    recorded: int | None = None
+    #: ... the batch after it if some of its slices are committed (its tasks read back the
+    #: record ids already committed and write the rest) ...
+    partial: int | None = None
+    #: ... and the offsets (per output partition) from which that batch's records can lie.
+    replay_from: dict[int, int] = field(default_factory=dict)
     #: (one transaction per task slice) Keep a slice's producer in the Python worker for the
     #: slice's next task (no ``init_transactions`` per task and batch).
     reuse_producers: bool = True
@@ -137,8 +142,14 @@ class KafkaSinkSettings:
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
             "client": self.client,
-            **({"pending": ",".join(self.pending)} if self.pending else {}),
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
+            **({"recorded": str(self.recorded)} if self.recorded is not None else {}),
+            **({"partial": str(self.partial)} if self.partial is not None else {}),
+            **(
+                {"replay_from": ",".join(f"{p}:{o}" for p, o in sorted(self.replay_from.items()))}
+                if self.replay_from
+                else {}
+            ),
         }
 
     @classmethod
@@ -152,15 +163,28 @@ class KafkaSinkSettings:
                 timeouts[name] = int(options.get(name, default))
             except ValueError as exc:
                 raise SinkConfigError(name, "must be an integer") from exc
-        epoch = options.get("run_epoch")
+
+        def number(name: str) -> int | None:
+            value = options.get(name)
+            return int(value) if value is not None else None
+
+        replay_from = dict(
+            (int(p), int(o))
+            for p, _, o in (
+                item.partition(":") for item in options.get("replay_from", "").split(",")
+            )
+            if p
+        )
         return cls(
             bootstrap=options.get("bootstrap", ""),
             topic=options.get("topic", ""),
             sink_id=options.get("sink_id", ""),
             staging_dir=options.get("staging_dir", ""),
-            run_epoch=int(epoch) if epoch is not None else None,
+            run_epoch=number("run_epoch"),
             client=options.get("client", "confluent-kafka"),
-            pending=tuple(d for d in options.get("pending", "").split(",") if d),
+            recorded=number("recorded"),
+            partial=number("partial"),
+            replay_from=replay_from,
             transaction_timeout_ms=timeouts["transaction_timeout_ms"],
             delivery_timeout_ms=timeouts["delivery_timeout_ms"],
         )
