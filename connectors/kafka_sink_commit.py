@@ -18,9 +18,11 @@ from typing import Any
 
 from connectors.kafka_sink_delivery import DeliveryCheck
 from connectors.kafka_sink_progress import SinkProgress
+from connectors.kafka_sink_records import bounded, client_deadline_s, existing_topics
 from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
+    ClientStalledError,
     CommitUncertainError,
     DriverFencedError,
     PartitionOutOfRangeError,
@@ -53,6 +55,33 @@ def _fenced_errors() -> tuple[type[BaseException], ...]:
 FENCED = _fenced_errors()
 #: Fenced, as kafka-python reports it or as this sink re-raised it.
 FENCED_OR_WRITER: tuple[type[BaseException], ...] = (*FENCED, WriterFencedError)
+
+
+def send_offsets(
+    producer: Any,
+    offsets: dict[Any, Any],
+    group: str,
+    bootstrap: str,
+    topic: str,
+    deadline_s: float,
+) -> None:
+    """kafka-python's ``send_offsets_to_transaction`` under a deadline (it has no timeout).
+
+    For a topic deleted after the start checked it the broker answers
+    ``UNKNOWN_TOPIC_OR_PARTITION`` and the client retries without end (issue #24, N9: a
+    start waited forever). Past ``deadline_s``: :class:`TopicMissingError` naming ``topic`` if
+    it is gone, else :class:`ClientStalledError`; the caller drops the producer either way.
+    """
+    try:
+        bounded(
+            lambda: producer.send_offsets_to_transaction(offsets, group),
+            f"adding {group}'s offsets on {topic} to a transaction",
+            deadline_s,
+        )
+    except ClientStalledError:
+        if topic not in existing_topics(bootstrap):
+            raise TopicMissingError(topic, "output") from None
+        raise
 
 
 def topic_partitions(producer: Any, topic: str) -> set[int]:
@@ -209,9 +238,19 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                     f"{self.settings.transactional_id} was fenced by a newer producer"
                 ) from exc
             raise
-        producer.send_offsets_to_transaction(self.progress.offsets(batch_id), self.progress.group)
+        self._send_offsets(self.progress.offsets(batch_id), self.progress.group)
         producer.commit_transaction()
         return rows
+
+    def _send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
+        """:func:`send_offsets` of the driver's producer, dropped if the call did not end."""
+        s = self.settings
+        try:
+            deadline = client_deadline_s(s.delivery_timeout_ms)
+            send_offsets(self._producer, offsets, group, s.bootstrap, s.topic, deadline)
+        except (ClientStalledError, TopicMissingError):
+            self._producer = None  # its call waits on: never closed, never reused
+            raise
 
     def _abort_open_transaction(self, batch_id: int) -> None:
         """Abort the open transaction; if even that fails, drop the producer (the next
@@ -284,7 +323,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         epoch = (self.recorded_run_epoch() or 0) + 1
         meta = json.dumps({"sink": self.sink_id, "run": epoch})
         producer.begin_transaction()
-        producer.send_offsets_to_transaction(
+        self._send_offsets(
             {self._run_epoch_offset(): OffsetAndMetadata(epoch, meta, -1)}, self.run_group
         )
         producer.commit_transaction()
