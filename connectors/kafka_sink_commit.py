@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connectors.kafka_sink_delivery import DeliveryCheck
+from connectors.kafka_sink_owner import check_progress_owner, check_still_owner, record_owner
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_records import bounded, client_deadline_s, existing_topics
 from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
@@ -27,12 +28,14 @@ from spark_ext.sinks.errors import (
     DriverFencedError,
     PartitionOutOfRangeError,
     ProduceFailedError,
+    SinkOwnerError,
     StagedDataMissingError,
     TopicMissingError,
     TransactionExpiredError,
     TransactionTimeoutError,
     WriterFencedError,
 )
+from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, Protocol, TwoPhaseCommitter
 
 log = logging.getLogger(__name__)
@@ -154,6 +157,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
     def last_committed_batch(self) -> int | None:
         self.producer()  # settle a transaction a killed driver left before reading
         recorded = self.progress.read()
+        check_still_owner(self.progress, recorded, self.settings.owner)
         return recorded.batch_id if recorded else None
 
     def commit_staged(self, batch_id: int, messages: Sequence[StagedRecords]) -> None:
@@ -238,7 +242,8 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                     f"{self.settings.transactional_id} was fenced by a newer producer"
                 ) from exc
             raise
-        self._send_offsets(self.progress.offsets(batch_id), self.progress.group)
+        progress = self.progress.offsets(batch_id, owner=self.settings.owner)
+        self._send_offsets(progress, self.progress.group)
         producer.commit_transaction()
         return rows
 
@@ -290,8 +295,9 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
         return TopicPartition(self.settings.topic, 0)
 
-    def recorded_run_epoch(self) -> int | None:
-        """The run epoch the latest start of this sink recorded (``None`` before any)."""
+    def recorded_run(self) -> tuple[int, str | None] | None:
+        """The run epoch the latest start of this sink recorded and its owner (``None``
+        before any start)."""
         from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(
@@ -304,16 +310,30 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             got = consumer.committed(self._run_epoch_offset(), metadata=True)
         finally:
             consumer.close()
-        return None if got is None else int(got.offset)
+        if got is None:
+            return None
+        meta = json.loads(got.metadata) if got.metadata else {}
+        return int(got.offset), meta.get("owner")
+
+    def recorded_run_epoch(self) -> int | None:
+        """The run epoch the latest start of this sink recorded (``None`` before any)."""
+        run = self.recorded_run()
+        return None if run is None else run[0]
 
     def check_run_epoch(self) -> None:
-        """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch."""
+        """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch;
+        :class:`SinkOwnerError` if that start was another query's (the sink was handed over)."""
         mine = self.settings.run_epoch
         if mine is None:
             return
-        current = self.recorded_run_epoch()
-        if current is not None and current != mine:
-            raise DriverFencedError(self.settings.topic, self.sink_id, mine, current)
+        run = self.recorded_run()
+        if run is None or run[0] == mine:
+            return
+        current, owner = run
+        ours = self.settings.owner
+        if owner is not None and ours is not None and owner != ours:
+            raise SinkOwnerError(self.settings.topic, self.sink_id, owner, ours)
+        raise DriverFencedError(self.settings.topic, self.sink_id, mine, current)
 
     def start_run(self) -> int:
         """Fence every older driver of this sink and record a new run epoch; returns it."""
@@ -321,7 +341,10 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
         producer = self.producer()  # init_transactions: older producers fenced first
         epoch = (self.recorded_run_epoch() or 0) + 1
-        meta = json.dumps({"sink": self.sink_id, "run": epoch})
+        run = {"sink": self.sink_id, "run": epoch}
+        meta = json.dumps(
+            run if self.settings.owner is None else {**run, "owner": self.settings.owner}
+        )
         producer.begin_transaction()
         self._send_offsets(
             {self._run_epoch_offset(): OffsetAndMetadata(epoch, meta, -1)}, self.run_group
@@ -330,12 +353,16 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False, staging: bool = True) -> None:
-        """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging.
+    def recover(self, fence: bool = False, staging: bool = True, take_over: bool = False) -> None:
+        """At start: fail fast on a bad transaction timeout or another owner, fence zombies,
+        record the owner, drop old staging.
 
-        With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass it to
-        this start's committers (:attr:`KafkaSinkSettings.run_epoch`). ``staging=False``: the
-        sink stages nothing (one transaction per task slice).
+        The owner (:attr:`KafkaSinkSettings.owner`, if set) is checked before anything is
+        fenced or written (:mod:`connectors.kafka_sink_owner`; another query's sink is
+        :class:`SinkOwnerError` unless ``take_over``) and recorded once older drivers are
+        fenced. With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass
+        it to this start's committers (:attr:`KafkaSinkSettings.run_epoch`).
+        ``staging=False``: the sink stages nothing (one transaction per task slice).
         """
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
@@ -345,9 +372,15 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                 f"{s.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms "
                 f"({limit}); the broker would refuse every transaction",
             )
+        owner = SinkOwner(s.owner) if s.owner is not None else None
+        decision = (
+            check_progress_owner(self.progress, owner, take_over=take_over) if owner else None
+        )
         if fence:
             self.started_epoch = self.start_run()
         self.producer()
+        if owner is not None and decision is not None:
+            record_owner(self.progress, owner, decision)
         if not staging:
             return
         folder = self.settings.sink_dir()

@@ -53,6 +53,12 @@ from pyspark.sql import DataFrame
 
 from connectors.kafka_sink_clients import TaskProducer, check_client, task_producer
 from connectors.kafka_sink_names import KafkaSinkNames
+from connectors.kafka_sink_owner import (
+    check_progress_owner,
+    check_still_owner,
+    record_owner,
+    writer_owner,
+)
 from connectors.kafka_sink_progress import Recorded, SinkProgress
 from connectors.kafka_sink_readback import (
     assigned_consumer,
@@ -70,6 +76,7 @@ from connectors.kafka_sink_records import (
     task_attempt,
 )
 from spark_ext.sinks.errors import SinkConfigError, check_batch_order
+from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 log = logging.getLogger(__name__)
@@ -262,6 +269,9 @@ class KafkaIdempotentWriter:
         Names the progress group and prefixes every record id; keep it across restarts.
     client
         The producer client of the tasks: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
+    owner, take_over
+        As for :class:`~connectors.kafka_sink_sliced_writer.KafkaTwoPhaseWriter` (records the
+        old owner wrote are never read back as this query's).
 
     Example
     -------
@@ -271,18 +281,37 @@ class KafkaIdempotentWriter:
     protocol: Protocol = KAFKA_IDEMPOTENT
 
     def __init__(
-        self, bootstrap: str, topic: str, sink_id: str, client: str = "confluent-kafka"
+        self,
+        bootstrap: str,
+        topic: str,
+        sink_id: str,
+        client: str = "confluent-kafka",
+        owner: SinkOwner | str | None = None,
+        take_over: bool = False,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
         self.client = check_client(client)
         self.progress = SinkProgress(bootstrap, topic, sink_id)
+        self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
+        self.take_over = take_over
+        #: The owner this writer checked and recorded (at its first call, or :meth:`claim`).
+        self._claimed: SinkOwner | None = None
+
+    def claim(self, owner: SinkOwner) -> SinkOwner:
+        """Check the sink's owner and record ``owner`` where needed (before any write)."""
+        decision = check_progress_owner(self.progress, owner, take_over=self.take_over)
+        record_owner(self.progress, owner, decision)
+        self._claimed = owner
+        return owner
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         check_columns(df.schema)
         check_no_speculation(df)
+        claimed = self._claimed or self.claim(writer_owner(self.owner, df, "KafkaIdempotentWriter"))
         recorded = self.progress.read()
+        check_still_owner(self.progress, recorded, claimed.query_id)
         if check_batch_order(self.sink_id, batch_id, recorded.batch_id if recorded else None):
             log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
             return
@@ -303,7 +332,8 @@ class KafkaIdempotentWriter:
         log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)
         # 3. written: every record of the batch is acknowledged by the broker.
         self.protocol.reached(3, batch_id)
-        self.progress.record(batch_id, end_offsets(self.bootstrap, self.topic))
+        ends = end_offsets(self.bootstrap, self.topic)
+        self.progress.record(batch_id, ends, owner=claimed.query_id)
         # 4. marked: the batch id is recorded; Spark's commit log comes next.
         self.protocol.reached(4, batch_id)
 

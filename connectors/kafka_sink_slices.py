@@ -96,6 +96,7 @@ from pyspark.sql.types import StructType
 from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_producer
 from connectors.kafka_sink_commit import KafkaCommitter
 from connectors.kafka_sink_digest import SliceDigest
+from connectors.kafka_sink_owner import check_still_owner
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_readback import end_offsets, record_id, written_ids
 from connectors.kafka_sink_records import (
@@ -162,13 +163,28 @@ class SliceRecord:
     digests: tuple[str, ...]
 
     @classmethod
-    def parse(cls, sink_id: str, metadata: str | None) -> SliceRecord | None:
+    def parse(
+        cls, sink_id: str, metadata: str | None, owner: str | None = None
+    ) -> SliceRecord | None:
+        """The record in ``metadata``, or ``None`` if it is not this sink's or (``owner``
+        given) was written by another owner (the sink was handed over since: its batches are
+        not ours)."""
         # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
         text = (metadata or "").rstrip("\x00")
         meta = json.loads(text) if text else {}
         if meta.get("sink") != sink_id:
             return None
+        if owner is not None and meta.get("owner", owner) != owner:
+            return None
         return cls(int(meta["batch"]), tuple(meta["digests"]))
+
+    @staticmethod
+    def metadata(settings: KafkaSinkSettings, batch_id: int, digests: list[str]) -> str:
+        """What slice ``digests`` of ``batch_id`` are recorded as (with the sink's owner)."""
+        meta: dict[str, object] = {"sink": settings.sink_id, "batch": batch_id, "digests": digests}
+        if settings.owner is not None:
+            meta["owner"] = settings.owner
+        return json.dumps(meta)
 
 
 #: Producers of this Python worker whose last transaction ended cleanly (committed or
@@ -275,7 +291,9 @@ class SliceTransaction:
             got = consumer.committed(TopicPartition(self.settings.topic, 0), metadata=True)
         finally:
             consumer.close()
-        return None if got is None else SliceRecord.parse(self.settings.sink_id, got.metadata)
+        if got is None:
+            return None
+        return SliceRecord.parse(self.settings.sink_id, got.metadata, self.settings.owner)
 
     def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
         """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
@@ -312,9 +330,7 @@ class SliceTransaction:
                 self._clean = True
                 log.info("%s batch %d slice %d: committed before", s.sink_id, batch_id, self.index)
                 return SliceWritten(self.index, batch_id, digest.count, digest.value, True)
-            meta = json.dumps(
-                {"sink": s.sink_id, "batch": batch_id, "digests": [*own, digest.value]}
-            )
+            meta = SliceRecord.metadata(s, batch_id, [*own, digest.value])
             producer.commit(self.group, batch_id, meta)
             self._clean = True
         except SliceFenced as exc:
@@ -429,12 +445,14 @@ def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[Slice
     the recorded batch records nothing; a lower id raises :class:`BatchRegressionError`)."""
     progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
     recorded = progress.read()
+    check_still_owner(progress, recorded, settings.owner)
     if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
         return
     used = max((m.index + 1 for m in written), default=0)
     slices = max(recorded.slices if recorded else 0, used)
     # every slice of the batch is committed: the next batch's records all lie above these
-    progress.record(batch_id, end_offsets(settings.bootstrap, settings.topic), slices=slices)
+    ends = end_offsets(settings.bootstrap, settings.topic)
+    progress.record(batch_id, ends, slices=slices, owner=settings.owner)
     log.info(
         "%s batch %d: %d rows in %d slices (%d re-runs skipped)",
         settings.sink_id,
@@ -500,7 +518,9 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     records = {}
     for group, offsets in got.items():
         found = offsets.get(tp)
-        record = SliceRecord.parse(settings.sink_id, found.metadata) if found else None
+        record = (
+            SliceRecord.parse(settings.sink_id, found.metadata, settings.owner) if found else None
+        )
         if record is not None:
             records[slices[group]] = record
     return records
@@ -539,15 +559,16 @@ def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
     )
 
 
-def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
-    """At start: fence older drivers (a new run epoch), abort this sink's open slice
-    transactions, find the recorded and a partly committed batch (:func:`replay_state`);
-    returns the settings to hand to this start's writers."""
+def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> KafkaSinkSettings:
+    """At start: check the owner (another query's sink is :class:`SinkOwnerError` unless
+    ``take_over``), fence older drivers (a new run epoch), record the owner, abort this sink's
+    open slice transactions, find the recorded and a partly committed batch
+    (:func:`replay_state`); returns the settings to hand to this start's writers."""
     from kafka import KafkaProducer
 
     committer = KafkaCommitter(settings)
     try:
-        committer.recover(fence=True, staging=False)
+        committer.recover(fence=True, staging=False, take_over=take_over)
         epoch = committer.started_epoch
     finally:
         committer.close()

@@ -66,6 +66,10 @@ class KafkaSinkSettings:
     #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
     #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
     run_epoch: int | None = None
+    #: The streaming query id that owns the sink (:mod:`connectors.kafka_sink_owner`), checked
+    #: against the progress record of every commit; ``None``: unchecked (commits made outside
+    #: a query).
+    owner: str | None = None
     #: Transactions retried after one whose outcome was learned to be "aborted".
     max_attempts: int = 3
     #: (one transaction per task slice) The client the tasks produce with:
@@ -143,6 +147,7 @@ class KafkaSinkSettings:
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
             "client": self.client,
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
+            **({"owner": self.owner} if self.owner is not None else {}),
             **({"recorded": str(self.recorded)} if self.recorded is not None else {}),
             **({"partial": str(self.partial)} if self.partial is not None else {}),
             **(
@@ -181,6 +186,7 @@ class KafkaSinkSettings:
             sink_id=options.get("sink_id", ""),
             staging_dir=options.get("staging_dir", ""),
             run_epoch=number("run_epoch"),
+            owner=options.get("owner"),
             client=options.get("client", "confluent-kafka"),
             recorded=number("recorded"),
             partial=number("partial"),

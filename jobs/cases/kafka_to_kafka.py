@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.cases.fault_cells import (
+    OWNER_REFUSED,
     PRECISE,
-    REGRESSION,
     SPECULATION_REFUSED,
     UNPROVABLE,
     broker_cells,
@@ -92,8 +92,8 @@ def two_phase_kafka_case(
     """:mod:`jobs.exactly_once_kafka` through the two-phase sink with ``--atomicity atomicity``.
 
     Both atomicities promise the same matrix, every cell precise but ``checkpoint-reset``
-    (:data:`~jobs.cases.fault_cells.REGRESSION`: the sink's progress is ahead of the reset
-    checkpoint's batches). They differ only in the steps where each fault fires.
+    (:data:`~jobs.cases.fault_cells.OWNER_REFUSED`: a reset checkpoint is a new query, and
+    the sink belongs to the old one). They differ only in the steps where each fault fires.
 
     Parameters
     ----------
@@ -119,7 +119,7 @@ def two_phase_kafka_case(
         cells=cells(
             FaultCell(FaultClass.TASK_RAISE, failed_task, 1),
             FaultCell(FaultClass.DRIVER_RAISE, recorded, 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
             FaultCell(FaultClass.SPECULATION, straggler, 1, seconds=5.0, partition=0),
             *broker_cells(recorded),
             FaultCell(FaultClass.OUTPUT_TRIM, committed, 1, PRECISE),
@@ -160,7 +160,7 @@ CASES: tuple[RecoveryCase, ...] = (
         cells=cells(
             FaultCell(FaultClass.TASK_RAISE, KAFKA_IDEMPOTENT.fault(2), 1),
             FaultCell(FaultClass.DRIVER_RAISE, KAFKA_IDEMPOTENT.fault(3), 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=REGRESSION),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
             # Two live attempts of a task cannot be fenced without transactions: refused.
             FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED),
             # The replay is proven by reading back what it wrote: once retention trimmed
