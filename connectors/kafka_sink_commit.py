@@ -28,6 +28,7 @@ from spark_ext.sinks.errors import (
     DriverFencedError,
     PartitionOutOfRangeError,
     ProduceFailedError,
+    SinkError,
     SinkOwnerError,
     StagedDataMissingError,
     TopicMissingError,
@@ -135,7 +136,10 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
         A driver whose run epoch is older than the recorded one is refused *before*
         ``init_transactions`` (:class:`DriverFencedError`), so an old driver still running
-        never fences the live one's transaction.
+        never fences the live one's transaction, and again *after* it: a start between the
+        two checks recorded its epoch after this producer was initialised (or failed, fenced
+        by it), and a commit of this producer would write over what that start's driver
+        records (issue #24, suspicion (b)).
         """
         if self._producer is None:
             from kafka import KafkaProducer
@@ -146,6 +150,11 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
             # recover() checks the maximum first, so that case fails at start-up, typed.
             producer.init_transactions()
+            try:
+                self.check_run_epoch()
+            except BaseException:
+                producer.close(timeout=10)
+                raise
             self._producer = producer
         return self._producer
 
@@ -319,6 +328,39 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         """The run epoch the latest start of this sink recorded (``None`` before any)."""
         run = self.recorded_run()
         return None if run is None else run[0]
+
+    def fenced(self) -> SinkError:
+        """The error of a driver whose producer was fenced: by a newer start of another query
+        (:class:`SinkOwnerError`) or of this one (:class:`DriverFencedError`), or, the run
+        epoch unchanged, by another producer of this run (:class:`WriterFencedError`: another
+        Python worker of this driver initialised the transactional id since)."""
+        run = self.recorded_run()
+        current, owner = run if run is not None else (-1, None)
+        ours = self.settings.owner
+        if owner is not None and ours is not None and owner != ours:
+            return SinkOwnerError(self.settings.topic, self.sink_id, owner, ours)
+        mine = self.settings.run_epoch
+        if mine is not None and current != mine:
+            return DriverFencedError(self.settings.topic, self.sink_id, mine, current)
+        return WriterFencedError(
+            f"{self.settings.transactional_id} was fenced by another producer of this run"
+        )
+
+    def record_progress(self, batch_id: int, end_offsets: dict[int, int], slices: int) -> None:
+        """Record ``batch_id`` (sliced sink, step 4) in a transaction of the driver's
+        transactional id, after :meth:`producer` checked the run epoch and initialised it and
+        the caller read the record: a newer start's ``init_transactions`` fences this
+        producer, so an older driver's late commit fails instead of moving the record back
+        (issue #24, suspicion (b)); :meth:`fenced` says why."""
+        producer = self.producer()
+        producer.begin_transaction()
+        try:
+            offsets = self.progress.offsets(batch_id, end_offsets, slices, self.settings.owner)
+            self._send_offsets(offsets, self.progress.group)
+            producer.commit_transaction()
+        except FENCED as exc:
+            self._producer = None  # fenced: its abort and close would fail too
+            raise self.fenced() from exc
 
     def check_run_epoch(self) -> None:
         """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch;
