@@ -25,8 +25,12 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
    requested there).
    A task reads back the record ids of its batch already in the topic *itself*, at its start,
    when the driver saw records beyond the recorded offsets or when it ran before (a retried
-   attempt, or its own start marker for the batch: K2, a skip set computed once on the driver
-   misses what an earlier attempt of a task sent).
+   attempt, or its own claim of the batch: K2, a skip set computed once on the driver
+   misses what an earlier attempt of a task sent). Every attempt claims its slice first
+   (:class:`TaskStarted`) and stops before any Arrow batch it would send once a newer attempt
+   claimed it; a new attempt that finds an unended claim of the same run (an executor Spark
+   declared lost, whose attempt may still run) waits the delivery timeout + 5 s before it reads
+   back, so what the old attempt sent before it stopped is seen.
 3. ``written`` (driver): every record of the batch is acknowledged (every produce future is
    checked: a failed one raises :class:`ProduceFailedError`, K1).
 4. ``marked`` (driver): the batch id and the end offset of every partition are recorded
@@ -35,15 +39,21 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
 What consumers see: any consumer (``read_committed`` or not) sees every record once; a batch
 becomes visible record by record while it is written. Not covered: speculative execution
 (two attempts of a task writing at once cannot be fenced without transactions:
-``spark.speculation`` is refused with :class:`SinkConfigError`). A task re-run at attempt 0 (a
+``spark.speculation`` is refused with :class:`SinkConfigError`); an attempt on a lost executor
+that stalls, between its check of the claim and its sends, for longer than the new attempt
+waits (a bound in time, not a fence: use the two-phase sink where that matters). A task re-run at attempt 0 (a
 stage re-attempted after a shuffle fetch failure; PySpark does not expose the stage attempt)
 is recognised by its start marker (:class:`TaskStarted`) and reads back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +85,7 @@ from connectors.kafka_sink_records import (
     check_columns,
     task_attempt,
 )
-from spark_ext.sinks.errors import SinkConfigError, check_batch_order
+from spark_ext.sinks.errors import SinkConfigError, WriterFencedError, check_batch_order
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
@@ -130,13 +140,46 @@ def output_region(
     return OutputRegion(since, any(end[p] > since[p] for p in end))
 
 
-class TaskStarted:
-    """A task's durable "I started batch B": the committed offset of the group
-    ``spark_ext.sink:<sink id>:t<partition id>`` on the topic's partition 0 (offset = batch).
+#: How much longer than the delivery timeout a task waits, after it claimed its slice from a
+#: lost attempt that may still run, before it reads back (that attempt's last records were
+#: produced before it saw the claim, up to one Arrow batch, and are delivered by then).
+IN_FLIGHT_GRACE_S = 5.0
 
-    Written before the task sends anything, read when it starts: a task finding its own mark
-    for the batch ran before (a retried attempt, or a stage re-attempted after a fetch failure,
-    whose tasks start again at attempt 0) and reads back what it already sent.
+
+@dataclass(frozen=True)
+class Claim:
+    """Who writes a task's slice of a batch: the attempt holding ``token``, of the driver run
+    ``run``; ``ended``: that attempt stopped (finished or failed), it sends nothing more."""
+
+    batch_id: int
+    run: str
+    token: str
+    ended: bool = False
+
+    @classmethod
+    def parse(cls, sink_id: str, batch_id: int, metadata: str | None) -> Claim | None:
+        try:
+            meta = json.loads(metadata or "")
+        except ValueError:
+            return None
+        if not isinstance(meta, dict) or meta.get("sink") != sink_id:
+            return None
+        return cls(
+            batch_id, str(meta.get("run", "")), str(meta.get("token", "")), bool(meta.get("ended"))
+        )
+
+
+class TaskStarted:
+    """A task's durable claim of its slice of batch B: the committed offset of the group
+    ``spark_ext.sink:<sink id>:t<partition id>`` on the topic's partition 0 (offset = batch,
+    metadata = :class:`Claim`).
+
+    Every attempt claims the slice before it sends anything. A task finding a claim for its
+    batch ran before (a retried attempt, or a stage re-attempted after a fetch failure, whose
+    tasks start again at attempt 0) and reads back what it already sent. An attempt checks
+    the claim is still its own before each Arrow batch it sends and stops if a newer attempt
+    claimed the slice: an attempt on an executor Spark declared lost may still run (issue #24,
+    suspicion (a): it wrote its remaining records after the new attempt's read-back, twice).
     """
 
     def __init__(self, bootstrap: str, topic: str, sink_id: str, index: int) -> None:
@@ -144,6 +187,7 @@ class TaskStarted:
         self.topic = topic
         self.sink_id = sink_id
         self.group = KafkaSinkNames(sink_id, topic).task_group(index)
+        self._reader: Any = None
 
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer
@@ -152,26 +196,47 @@ class TaskStarted:
             bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False
         )
 
-    def read(self) -> int | None:
+    def read(self) -> Claim | None:
+        """The slice's claim (one consumer kept for the repeated checks of one attempt)."""
         from kafka import TopicPartition
 
-        consumer = self._consumer()
-        try:
-            got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
-        finally:
-            consumer.close()
-        return None if got is None or got.metadata != self.sink_id else got.offset
+        if self._reader is None:
+            self._reader = self._consumer()
+        got = self._reader.committed(TopicPartition(self.topic, 0), metadata=True)
+        return None if got is None else Claim.parse(self.sink_id, got.offset, got.metadata)
 
-    def write(self, batch_id: int) -> None:
+    def write(self, claim: Claim) -> None:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
+        meta = json.dumps(
+            {"sink": self.sink_id, "run": claim.run, "token": claim.token, "ended": claim.ended}
+        )
         consumer = self._consumer()
         try:
-            offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(batch_id, self.sink_id, -1)}
-            consumer.commit(offsets)
+            consumer.commit(
+                {TopicPartition(self.topic, 0): OffsetAndMetadata(claim.batch_id, meta, -1)}
+            )
         finally:
             consumer.close()
+
+    def holds(self, claim: Claim) -> bool:
+        """Whether ``claim`` is still the slice's (no newer attempt claimed it)."""
+        current = self.read()
+        return current is not None and (current.batch_id, current.token) == (
+            claim.batch_id,
+            claim.token,
+        )
+
+    def end(self, claim: Claim) -> None:
+        """Mark ``claim`` ended (its attempt sends nothing more) if it is still the slice's."""
+        if self.holds(claim):
+            self.write(dataclasses.replace(claim, ended=True))
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
 
 @dataclass(frozen=True)
@@ -185,28 +250,81 @@ class SliceWriter:
     region: OutputRegion
     #: The producer client (:mod:`connectors.kafka_sink_clients`).
     client: str = "confluent-kafka"
+    #: The driver run the batch belongs to (:attr:`KafkaIdempotentWriter.run`): an unended
+    #: claim of the same run may be a lost attempt still running.
+    run: str = ""
+    #: How long a record may wait for its acknowledgement (also how long a lost attempt's
+    #: records may still arrive).
+    delivery_timeout_ms: int = 120_000
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index, attempt = task_attempt()
         prefix = record_id(self.sink_id, self.batch_id, "")
         skip: set[str] = set()
         marker = TaskStarted(self.bootstrap, self.topic, self.sink_id, index)
-        # K2: read back in the task, not on the driver; a task of a re-attempted stage starts
-        # at attempt 0 again, so its own start marker tells it it ran before.
-        ran_before = attempt > 0 or marker.read() == self.batch_id
-        if not ran_before:
-            marker.write(self.batch_id)  # durable before the first record is sent
-        if self.region.dirty or ran_before:
-            skip = written_ids(
-                self.bootstrap, self.topic, self.region.since, prefix, self.sink_id, self.batch_id
-            )
-        producer = task_producer(
-            self.client, bootstrap=self.bootstrap, topic=self.topic, transactional_id=None
+        try:
+            before = marker.read()
+            claim = Claim(self.batch_id, self.run, uuid.uuid4().hex)
+            marker.write(claim)  # durable before the first record is sent
+            # K2: read back in the task, not on the driver; a task of a re-attempted stage
+            # starts at attempt 0 again, so the claim of its batch tells it it ran before.
+            ran_before = attempt > 0 or (before is not None and before.batch_id == self.batch_id)
+            if before is not None and (before.batch_id, before.run) == (self.batch_id, self.run):
+                self._await_lost_attempt(index, before)
+            if self.region.dirty or ran_before:
+                skip = written_ids(
+                    self.bootstrap,
+                    self.topic,
+                    self.region.since,
+                    prefix,
+                    self.sink_id,
+                    self.batch_id,
+                )
+            sent = self._write(batches, marker, claim, {rid.encode() for rid in skip})
+        finally:
+            marker.close()
+        yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
+
+    def _await_lost_attempt(self, index: int, before: Claim) -> None:
+        """An earlier attempt of this run claimed the slice and never ended: its executor was
+        lost, maybe with the attempt still running. It stops before its next Arrow batch now
+        that this attempt claimed the slice; what it produced before is delivered (or failed)
+        within the delivery timeout, so the read-back waits that long to see it."""
+        if before.ended:
+            return
+        wait_s = self.delivery_timeout_ms / 1000 + IN_FLIGHT_GRACE_S
+        log.warning(
+            "%s batch %d task %d: an earlier attempt may still be running; reading back in %.0f s",
+            self.sink_id,
+            self.batch_id,
+            index,
+            wait_s,
         )
-        skipped = {rid.encode() for rid in skip}
+        time.sleep(wait_s)
+
+    def _write(
+        self,
+        batches: Iterator[pa.RecordBatch],
+        marker: TaskStarted,
+        claim: Claim,
+        skipped: set[bytes],
+    ) -> int:
+        """Produce every row not in ``skipped``; stop if a newer attempt claims the slice."""
+        producer = task_producer(
+            self.client,
+            bootstrap=self.bootstrap,
+            topic=self.topic,
+            transactional_id=None,
+            delivery_timeout_ms=self.delivery_timeout_ms,
+        )
         sent = 0
         try:
             for rows in self._named(batches):
+                if not marker.holds(claim):
+                    raise WriterFencedError(
+                        f"{marker.group}: batch {self.batch_id} claimed by a newer attempt "
+                        "(this one ran on an executor Spark declared lost); it stops"
+                    )
                 if skipped:
                     rows = rows.without(skipped)
                 if not rows.values:
@@ -223,7 +341,8 @@ class SliceWriter:
             producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
             producer.close()
-        yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
+            marker.end(claim)
+        return sent
 
     def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[NamedRows]:
         """The rows of every batch with their record ids, in order (named in Arrow when the
@@ -272,6 +391,10 @@ class KafkaIdempotentWriter:
     owner, take_over
         As for :class:`~connectors.kafka_sink_sliced_writer.KafkaTwoPhaseWriter` (records the
         old owner wrote are never read back as this query's).
+    delivery_timeout_ms
+        How long a record may wait for its acknowledgement; a task retried after its
+        executor was lost waits this long (plus 5 s) before it reads back, in case the lost
+        attempt still runs.
 
     Example
     -------
@@ -288,7 +411,10 @@ class KafkaIdempotentWriter:
         client: str = "confluent-kafka",
         owner: SinkOwner | str | None = None,
         take_over: bool = False,
+        delivery_timeout_ms: int = 120_000,
     ) -> None:
+        if delivery_timeout_ms < 1000:
+            raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
@@ -296,6 +422,9 @@ class KafkaIdempotentWriter:
         self.progress = SinkProgress(bootstrap, topic, sink_id)
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over
+        self.delivery_timeout_ms = delivery_timeout_ms
+        #: This writer's run (a task claim of another run cannot be a live attempt of ours).
+        self.run = uuid.uuid4().hex
         #: The owner this writer checked and recorded (at its first call, or :meth:`claim`).
         self._claimed: SinkOwner | None = None
 
@@ -325,7 +454,14 @@ class KafkaIdempotentWriter:
         # 1. before_write: the batch is known, where it can already be is known.
         self.protocol.reached(1, batch_id)
         writer = SliceWriter(
-            self.bootstrap, self.topic, self.sink_id, batch_id, region, self.client
+            self.bootstrap,
+            self.topic,
+            self.sink_id,
+            batch_id,
+            region,
+            self.client,
+            self.run,
+            self.delivery_timeout_ms,
         )
         # one row per task, summed here: no aggregation stage (and its shuffle) per batch
         sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())

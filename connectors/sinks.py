@@ -194,10 +194,12 @@ def exactly_once_to_kafka(
         ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
         batches with ``maxOffsetsPerTrigger`` so the largest one commits well within it.
     delivery_timeout_ms
-        (two-phase) How long a record may wait for its acknowledgement (at least 1000). A
+        How long a record may wait for its acknowledgement (at least 1000). Two-phase: a
         record not acknowledged in time fails its slice or batch with ``ProduceFailedError``
         and nothing of it is committed. It also sets how long the sink waits on a client call
         that stalls (``ClientStalledError``, e.g. after the group coordinator restarted).
+        Idempotent: how long a task retried after its executor was lost waits before it
+        reads back what the lost attempt, maybe still running, sent.
     client
         (idempotent, and two-phase with ``atomicity="slice"``) The client the tasks produce with:
         ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
@@ -281,7 +283,9 @@ def exactly_once_to_kafka(
         df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":
-        idempotent = KafkaIdempotentWriter(bootstrap, topic, sink_id, client, owner, take_over)
+        idempotent = KafkaIdempotentWriter(
+            bootstrap, topic, sink_id, client, owner, take_over, delivery_timeout_ms
+        )
         idempotent.claim(owner)  # at start: another owner is refused before the query runs
         query = writer.foreachBatch(idempotent).start()
     else:
