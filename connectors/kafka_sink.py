@@ -3,7 +3,7 @@
 Where the batch id is recorded
 ------------------------------
 Both sinks record "sink S has written batch B" as committed offsets of a *sink-progress
-consumer group* ``spark_ext.sink.<sink id>`` on the output topic
+consumer group* ``spark_ext.sink:<sink id>`` on the output topic
 (:class:`~connectors.kafka_sink_progress.SinkProgress`).
 
 Two-phase, a transaction per task (default): :mod:`connectors.kafka_sink_slices`
@@ -22,7 +22,7 @@ transaction per batch (so every record passes through the driver's one producer)
 2. ``before_commit`` -- the driver's ``commit(messages, batchId)`` checks its run epoch
    (:class:`~spark_ext.sinks.errors.DriverFencedError` for a driver of an older start, before
    it touches the transactional id), starts a transactional producer with
-   ``transactional.id = spark_ext.<sink id>.<topic>.commit`` and calls ``init_transactions``,
+   ``transactional.id = spark_ext.tx:<sink id>:<topic>:commit`` and calls ``init_transactions``,
    which completes or aborts whatever transaction a killed driver left open. Only then it
    reads the recorded batch: equal is a replay, skipped; lower raises
    :class:`~spark_ext.sinks.errors.BatchRegressionError` (X1).

@@ -22,12 +22,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from connectors.kafka_sink_commit import FENCED
+from connectors.kafka_sink_commit import FENCED, send_offsets
 from connectors.kafka_sink_delivery import DeliveryCheck
-from connectors.kafka_sink_records import LINGER_MS, PRODUCER
+from connectors.kafka_sink_records import (
+    LINGER_MS,
+    PRODUCER,
+    STALL_GRACE_S,
+    bounded,
+    call_timeout_s,
+    client_deadline_s,
+)
 from spark_ext.sinks.errors import (
     ClientStalledError,
     ProduceFailedError,
@@ -44,6 +51,7 @@ __all__ = [
     "TaskProducer",
     "bounded",
     "check_client",
+    "client_deadline_s",
     "task_producer",
 ]
 
@@ -52,40 +60,10 @@ LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
 CLIENTS: tuple[str, ...] = ("confluent-kafka", "kafka-python")
 #: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).
 _GROUP_METADATA: dict[tuple[str, str], Any] = {}
-#: How much longer than a call's own timeout :func:`bounded` waits before giving it up.
-STALL_GRACE_S = 5.0
 
 
 class SliceFenced(Exception):
     """Internal: the producer was fenced (or its transaction aborted by the broker)."""
-
-
-def bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
-    """Run ``call`` in a thread of its own; :class:`ClientStalledError` if it has not
-    returned ``timeout_s`` later (its exception, if it raised, is raised here).
-
-    For client calls that ignore their own timeout (librdkafka's
-    ``send_offsets_to_transaction`` after a coordinator restart). The stalled thread is left
-    behind (a daemon): the caller must drop the client, whose call returns once something
-    fences it.
-    """
-    outcome: list[BaseException | None] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            call()
-            outcome.append(None)
-        except BaseException as exc:  # handed to the caller's thread below
-            outcome.append(exc)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name=f"spark-ext: {what}", daemon=True).start()
-    if not done.wait(timeout_s):
-        raise ClientStalledError(what, timeout_s)
-    if outcome[0] is not None:
-        raise outcome[0]
 
 
 class TaskProducer(Protocol):
@@ -161,6 +139,7 @@ class KafkaPythonProducer:
 
         self.bootstrap = bootstrap
         self.topic = topic
+        self.deadline_s = client_deadline_s(delivery_timeout_ms)
         txn = (
             {"transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms}
             if transactional_id
@@ -174,6 +153,9 @@ class KafkaPythonProducer:
             request_timeout_ms=min(30_000, delivery_timeout_ms - LINGER_MS),
         )
         self.check = DeliveryCheck()
+        #: A call of this producer was given up (:func:`send_offsets`): dropped, never aborted
+        #: or closed (each would wait behind the call).
+        self.stalled: Exception | None = None
 
     def init(self) -> None:
         self.producer.init_transactions()
@@ -242,9 +224,12 @@ class KafkaPythonProducer:
 
         offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(offset, metadata, -1)}
         try:
-            self.producer.send_offsets_to_transaction(offsets, group)
+            send_offsets(self.producer, offsets, group, self.bootstrap, self.topic, self.deadline_s)
         except FENCED as exc:
             raise SliceFenced(str(exc)) from exc
+        except (ClientStalledError, TopicMissingError) as exc:
+            self.stalled = exc
+            raise
 
     def probe(self, group: str, offset: int, metadata: str) -> None:
         """:meth:`offsets`, where being fenced is an expected answer (kafka-python still logs
@@ -259,10 +244,13 @@ class KafkaPythonProducer:
             raise SliceFenced(str(exc)) from exc
 
     def abort(self) -> None:
+        if self.stalled is not None:
+            raise self.stalled
         self.producer.abort_transaction()
 
     def close(self) -> None:
-        self.producer.close(timeout=10)
+        if self.stalled is None:
+            self.producer.close(timeout=10)
 
 
 # -- confluent-kafka ----------------------------------------------------------------------
@@ -296,7 +284,7 @@ class ConfluentProducer:
         self.bootstrap = bootstrap
         self.topic = topic
         self.log = _ProducerLog()
-        self.timeout_s = max(30.0, delivery_timeout_ms / 1000 + 5)
+        self.timeout_s = call_timeout_s(delivery_timeout_ms)
         txn: dict[str, Any] = (
             {
                 "transactional.id": transactional_id,

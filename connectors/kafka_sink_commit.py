@@ -17,20 +17,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from connectors.kafka_sink_delivery import DeliveryCheck
+from connectors.kafka_sink_owner import check_progress_owner, check_still_owner, record_owner
 from connectors.kafka_sink_progress import SinkProgress
+from connectors.kafka_sink_records import bounded, client_deadline_s, existing_topics
 from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
+    ClientStalledError,
     CommitUncertainError,
     DriverFencedError,
     PartitionOutOfRangeError,
     ProduceFailedError,
+    SinkError,
+    SinkOwnerError,
     StagedDataMissingError,
     TopicMissingError,
     TransactionExpiredError,
     TransactionTimeoutError,
     WriterFencedError,
 )
+from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, Protocol, TwoPhaseCommitter
 
 log = logging.getLogger(__name__)
@@ -53,6 +59,33 @@ def _fenced_errors() -> tuple[type[BaseException], ...]:
 FENCED = _fenced_errors()
 #: Fenced, as kafka-python reports it or as this sink re-raised it.
 FENCED_OR_WRITER: tuple[type[BaseException], ...] = (*FENCED, WriterFencedError)
+
+
+def send_offsets(
+    producer: Any,
+    offsets: dict[Any, Any],
+    group: str,
+    bootstrap: str,
+    topic: str,
+    deadline_s: float,
+) -> None:
+    """kafka-python's ``send_offsets_to_transaction`` under a deadline (it has no timeout).
+
+    For a topic deleted after the start checked it the broker answers
+    ``UNKNOWN_TOPIC_OR_PARTITION`` and the client retries without end (issue #24, N9: a
+    start waited forever). Past ``deadline_s``: :class:`TopicMissingError` naming ``topic`` if
+    it is gone, else :class:`ClientStalledError`; the caller drops the producer either way.
+    """
+    try:
+        bounded(
+            lambda: producer.send_offsets_to_transaction(offsets, group),
+            f"adding {group}'s offsets on {topic} to a transaction",
+            deadline_s,
+        )
+    except ClientStalledError:
+        if topic not in existing_topics(bootstrap):
+            raise TopicMissingError(topic, "output") from None
+        raise
 
 
 def topic_partitions(producer: Any, topic: str) -> set[int]:
@@ -93,7 +126,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         self.sink_id = settings.sink_id
         self.progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
         #: The group whose committed offset on partition 0 is the latest run epoch.
-        self.run_group = f"spark_ext.sink.{settings.sink_id}.run"
+        self.run_group = settings.names.run_group
         #: The run epoch :meth:`recover` recorded with ``fence=True`` (else ``None``).
         self.started_epoch: int | None = None
         self._producer: Any = None
@@ -103,7 +136,10 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
         A driver whose run epoch is older than the recorded one is refused *before*
         ``init_transactions`` (:class:`DriverFencedError`), so an old driver still running
-        never fences the live one's transaction.
+        never fences the live one's transaction, and again *after* it: a start between the
+        two checks recorded its epoch after this producer was initialised (or failed, fenced
+        by it), and a commit of this producer would write over what that start's driver
+        records (issue #24, suspicion (b)).
         """
         if self._producer is None:
             from kafka import KafkaProducer
@@ -114,6 +150,11 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
             # recover() checks the maximum first, so that case fails at start-up, typed.
             producer.init_transactions()
+            try:
+                self.check_run_epoch()
+            except BaseException:
+                producer.close(timeout=10)
+                raise
             self._producer = producer
         return self._producer
 
@@ -125,6 +166,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
     def last_committed_batch(self) -> int | None:
         self.producer()  # settle a transaction a killed driver left before reading
         recorded = self.progress.read()
+        check_still_owner(self.progress, recorded, self.settings.owner)
         return recorded.batch_id if recorded else None
 
     def commit_staged(self, batch_id: int, messages: Sequence[StagedRecords]) -> None:
@@ -209,9 +251,20 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                     f"{self.settings.transactional_id} was fenced by a newer producer"
                 ) from exc
             raise
-        producer.send_offsets_to_transaction(self.progress.offsets(batch_id), self.progress.group)
+        progress = self.progress.offsets(batch_id, owner=self.settings.owner)
+        self._send_offsets(progress, self.progress.group)
         producer.commit_transaction()
         return rows
+
+    def _send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
+        """:func:`send_offsets` of the driver's producer, dropped if the call did not end."""
+        s = self.settings
+        try:
+            deadline = client_deadline_s(s.delivery_timeout_ms)
+            send_offsets(self._producer, offsets, group, s.bootstrap, s.topic, deadline)
+        except (ClientStalledError, TopicMissingError):
+            self._producer = None  # its call waits on: never closed, never reused
+            raise
 
     def _abort_open_transaction(self, batch_id: int) -> None:
         """Abort the open transaction; if even that fails, drop the producer (the next
@@ -251,8 +304,9 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
         return TopicPartition(self.settings.topic, 0)
 
-    def recorded_run_epoch(self) -> int | None:
-        """The run epoch the latest start of this sink recorded (``None`` before any)."""
+    def recorded_run(self) -> tuple[int, str | None] | None:
+        """The run epoch the latest start of this sink recorded and its owner (``None``
+        before any start)."""
         from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(
@@ -265,16 +319,63 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             got = consumer.committed(self._run_epoch_offset(), metadata=True)
         finally:
             consumer.close()
-        return None if got is None else int(got.offset)
+        if got is None:
+            return None
+        meta = json.loads(got.metadata) if got.metadata else {}
+        return int(got.offset), meta.get("owner")
+
+    def recorded_run_epoch(self) -> int | None:
+        """The run epoch the latest start of this sink recorded (``None`` before any)."""
+        run = self.recorded_run()
+        return None if run is None else run[0]
+
+    def fenced(self) -> SinkError:
+        """The error of a driver whose producer was fenced: by a newer start of another query
+        (:class:`SinkOwnerError`) or of this one (:class:`DriverFencedError`), or, the run
+        epoch unchanged, by another producer of this run (:class:`WriterFencedError`: another
+        Python worker of this driver initialised the transactional id since)."""
+        run = self.recorded_run()
+        current, owner = run if run is not None else (-1, None)
+        ours = self.settings.owner
+        if owner is not None and ours is not None and owner != ours:
+            return SinkOwnerError(self.settings.topic, self.sink_id, owner, ours)
+        mine = self.settings.run_epoch
+        if mine is not None and current != mine:
+            return DriverFencedError(self.settings.topic, self.sink_id, mine, current)
+        return WriterFencedError(
+            f"{self.settings.transactional_id} was fenced by another producer of this run"
+        )
+
+    def record_progress(self, batch_id: int, end_offsets: dict[int, int], slices: int) -> None:
+        """Record ``batch_id`` (sliced sink, step 4) in a transaction of the driver's
+        transactional id, after :meth:`producer` checked the run epoch and initialised it and
+        the caller read the record: a newer start's ``init_transactions`` fences this
+        producer, so an older driver's late commit fails instead of moving the record back
+        (issue #24, suspicion (b)); :meth:`fenced` says why."""
+        producer = self.producer()
+        producer.begin_transaction()
+        try:
+            offsets = self.progress.offsets(batch_id, end_offsets, slices, self.settings.owner)
+            self._send_offsets(offsets, self.progress.group)
+            producer.commit_transaction()
+        except FENCED as exc:
+            self._producer = None  # fenced: its abort and close would fail too
+            raise self.fenced() from exc
 
     def check_run_epoch(self) -> None:
-        """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch."""
+        """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch;
+        :class:`SinkOwnerError` if that start was another query's (the sink was handed over)."""
         mine = self.settings.run_epoch
         if mine is None:
             return
-        current = self.recorded_run_epoch()
-        if current is not None and current != mine:
-            raise DriverFencedError(self.settings.topic, self.sink_id, mine, current)
+        run = self.recorded_run()
+        if run is None or run[0] == mine:
+            return
+        current, owner = run
+        ours = self.settings.owner
+        if owner is not None and ours is not None and owner != ours:
+            raise SinkOwnerError(self.settings.topic, self.sink_id, owner, ours)
+        raise DriverFencedError(self.settings.topic, self.sink_id, mine, current)
 
     def start_run(self) -> int:
         """Fence every older driver of this sink and record a new run epoch; returns it."""
@@ -282,21 +383,28 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
 
         producer = self.producer()  # init_transactions: older producers fenced first
         epoch = (self.recorded_run_epoch() or 0) + 1
-        meta = json.dumps({"sink": self.sink_id, "run": epoch})
+        run = {"sink": self.sink_id, "run": epoch}
+        meta = json.dumps(
+            run if self.settings.owner is None else {**run, "owner": self.settings.owner}
+        )
         producer.begin_transaction()
-        producer.send_offsets_to_transaction(
+        self._send_offsets(
             {self._run_epoch_offset(): OffsetAndMetadata(epoch, meta, -1)}, self.run_group
         )
         producer.commit_transaction()
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False, staging: bool = True) -> None:
-        """At start: fail fast on a bad transaction timeout, fence zombies, drop old staging.
+    def recover(self, fence: bool = False, staging: bool = True, take_over: bool = False) -> None:
+        """At start: fail fast on a bad transaction timeout or another owner, fence zombies,
+        record the owner, drop old staging.
 
-        With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass it to
-        this start's committers (:attr:`KafkaSinkSettings.run_epoch`). ``staging=False``: the
-        sink stages nothing (one transaction per task slice).
+        The owner (:attr:`KafkaSinkSettings.owner`, if set) is checked before anything is
+        fenced or written (:mod:`connectors.kafka_sink_owner`; another query's sink is
+        :class:`SinkOwnerError` unless ``take_over``) and recorded once older drivers are
+        fenced. With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass
+        it to this start's committers (:attr:`KafkaSinkSettings.run_epoch`).
+        ``staging=False``: the sink stages nothing (one transaction per task slice).
         """
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
@@ -306,9 +414,15 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
                 f"{s.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms "
                 f"({limit}); the broker would refuse every transaction",
             )
+        owner = SinkOwner(s.owner) if s.owner is not None else None
+        decision = (
+            check_progress_owner(self.progress, owner, take_over=take_over) if owner else None
+        )
         if fence:
             self.started_epoch = self.start_run()
         self.producer()
+        if owner is not None and decision is not None:
+            record_owner(self.progress, owner, decision)
         if not staging:
             return
         folder = self.settings.sink_dir()

@@ -25,8 +25,12 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
    requested there).
    A task reads back the record ids of its batch already in the topic *itself*, at its start,
    when the driver saw records beyond the recorded offsets or when it ran before (a retried
-   attempt, or its own start marker for the batch: K2, a skip set computed once on the driver
-   misses what an earlier attempt of a task sent).
+   attempt, or its own claim of the batch: K2, a skip set computed once on the driver
+   misses what an earlier attempt of a task sent). Every attempt claims its slice first
+   (:class:`TaskStarted`) and stops before any Arrow batch it would send once a newer attempt
+   claimed it; a new attempt that finds an unended claim of the same run (an executor Spark
+   declared lost, whose attempt may still run) waits the delivery timeout + 5 s before it reads
+   back, so what the old attempt sent before it stopped is seen.
 3. ``written`` (driver): every record of the batch is acknowledged (every produce future is
    checked: a failed one raises :class:`ProduceFailedError`, K1).
 4. ``marked`` (driver): the batch id and the end offset of every partition are recorded
@@ -35,15 +39,21 @@ Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.
 What consumers see: any consumer (``read_committed`` or not) sees every record once; a batch
 becomes visible record by record while it is written. Not covered: speculative execution
 (two attempts of a task writing at once cannot be fenced without transactions:
-``spark.speculation`` is refused with :class:`SinkConfigError`). A task re-run at attempt 0 (a
+``spark.speculation`` is refused with :class:`SinkConfigError`); an attempt on a lost executor
+that stalls, between its check of the claim and its sends, for longer than the new attempt
+waits (a bound in time, not a fence: use the two-phase sink where that matters). A task re-run at attempt 0 (a
 stage re-attempted after a shuffle fetch failure; PySpark does not expose the stage attempt)
 is recognised by its start marker (:class:`TaskStarted`) and reads back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +62,21 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.kafka_sink_clients import TaskProducer, check_client, task_producer
+from connectors.kafka_sink_names import KafkaSinkNames
+from connectors.kafka_sink_owner import (
+    check_progress_owner,
+    check_still_owner,
+    record_owner,
+    writer_owner,
+)
 from connectors.kafka_sink_progress import Recorded, SinkProgress
+from connectors.kafka_sink_readback import (
+    assigned_consumer,
+    check_not_trimmed,
+    end_offsets,
+    record_id,
+    written_ids,
+)
 from connectors.kafka_sink_records import (
     RECORD_ID_COLUMN,
     RECORD_ID_HEADER,
@@ -61,7 +85,8 @@ from connectors.kafka_sink_records import (
     check_columns,
     task_attempt,
 )
-from spark_ext.sinks.errors import ReplayUnprovableError, SinkConfigError, check_batch_order
+from spark_ext.sinks.errors import SinkConfigError, WriterFencedError, check_batch_order
+from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 log = logging.getLogger(__name__)
@@ -69,12 +94,6 @@ log = logging.getLogger(__name__)
 #: Step 2: a task's first record is acknowledged, the rest is not.
 PARTIAL = KAFKA_IDEMPOTENT.fault(2)
 Record = tuple[bytes | None, bytes | None, int | None]
-
-
-def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
-    """``<sink>/<batch>/<name>`` (a row's record id), or ``.../<slice>/<seq>`` (no record id)."""
-    base = f"{sink_id}/{batch_id}/{slice_name}"
-    return base if seq is None else f"{base}/{seq}"
 
 
 def partition_identity(records: Iterable[Record]) -> str:
@@ -103,27 +122,11 @@ class OutputRegion:
     dirty: bool
 
 
-def _assigned_consumer(bootstrap: str, topic: str, **config: Any) -> tuple[Any, list[Any]]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **config)
-    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-    return consumer, parts
-
-
-def _check_not_trimmed(
-    sink_id: str, batch_id: int, since: dict[int, int], begin: dict[int, int]
-) -> None:
-    trimmed = {p: (since.get(p, 0), b) for p, b in begin.items() if b > since.get(p, 0)}
-    if trimmed:
-        raise ReplayUnprovableError(sink_id, batch_id, trimmed)
-
-
 def output_region(
     bootstrap: str, topic: str, sink_id: str, batch_id: int, recorded: Recorded | None
 ) -> OutputRegion:
     """Step 1's look at the topic: where batch ``batch_id`` can start, and if it did (K4)."""
-    consumer, parts = _assigned_consumer(bootstrap, topic)
+    consumer, parts = assigned_consumer(bootstrap, topic)
     try:
         begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
         end = {tp.partition: o for tp, o in consumer.end_offsets(parts).items()}
@@ -133,70 +136,58 @@ def output_region(
         since = begin  # no batch recorded yet: the batch can only be after the log start
     else:
         since = {p: recorded.end_offsets.get(p, 0) for p in begin}
-        _check_not_trimmed(sink_id, batch_id, since, begin)
+        check_not_trimmed(sink_id, batch_id, since, begin)
     return OutputRegion(since, any(end[p] > since[p] for p in end))
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer, parts = _assigned_consumer(bootstrap, topic, isolation_level="read_committed")
-    try:
-        return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
-    finally:
-        consumer.close()
+#: How much longer than the delivery timeout a task waits, after it claimed its slice from a
+#: lost attempt that may still run, before it reads back (that attempt's last records were
+#: produced before it saw the claim, up to one Arrow batch, and are delivered by then).
+IN_FLIGHT_GRACE_S = 5.0
 
 
-def written_ids(
-    bootstrap: str,
-    topic: str,
-    since: dict[int, int],
-    prefix: str,
-    sink_id: str = "",
-    batch_id: int = -1,
-    timeout_s: float = 60.0,
-) -> set[str]:
-    """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition).
+@dataclass(frozen=True)
+class Claim:
+    """Who writes a task's slice of a batch: the attempt holding ``token``, of the driver run
+    ``run``; ``ended``: that attempt stopped (finished or failed), it sends nothing more."""
 
-    Never guesses: a log start above ``since`` raises :class:`ReplayUnprovableError`, and an
-    offset out of range while reading raises (``auto_offset_reset='none'``) instead of jumping
-    to the end of the log.
-    """
-    consumer, parts = _assigned_consumer(
-        bootstrap, topic, auto_offset_reset="none", consumer_timeout_ms=int(timeout_s * 1000)
-    )
-    found: set[str] = set()
-    try:
-        consumer.assign(parts)
-        begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
-        _check_not_trimmed(sink_id, batch_id, since, begin)
-        ends = consumer.end_offsets(parts)
-        for tp in parts:
-            consumer.seek(tp, since.get(tp.partition, 0))
-        while any(consumer.position(tp) < ends[tp] for tp in parts):
-            polled = consumer.poll(timeout_ms=1000)
-            for records in polled.values():
-                for r in records:
-                    for name, value in r.headers or ():
-                        if name == RECORD_ID_HEADER and value.decode().startswith(prefix):
-                            found.add(value.decode())
-    finally:
-        consumer.close()
-    return found
+    batch_id: int
+    run: str
+    token: str
+    ended: bool = False
+
+    @classmethod
+    def parse(cls, sink_id: str, batch_id: int, metadata: str | None) -> Claim | None:
+        try:
+            meta = json.loads(metadata or "")
+        except ValueError:
+            return None
+        if not isinstance(meta, dict) or meta.get("sink") != sink_id:
+            return None
+        return cls(
+            batch_id, str(meta.get("run", "")), str(meta.get("token", "")), bool(meta.get("ended"))
+        )
 
 
 class TaskStarted:
-    """A task's durable "I started batch B": the committed offset of the group
-    ``spark_ext.sink.<sink id>.t<partition id>`` on the topic's partition 0 (offset = batch).
+    """A task's durable claim of its slice of batch B: the committed offset of the group
+    ``spark_ext.sink:<sink id>:t<partition id>`` on the topic's partition 0 (offset = batch,
+    metadata = :class:`Claim`).
 
-    Written before the task sends anything, read when it starts: a task finding its own mark
-    for the batch ran before (a retried attempt, or a stage re-attempted after a fetch failure,
-    whose tasks start again at attempt 0) and reads back what it already sent.
+    Every attempt claims the slice before it sends anything. A task finding a claim for its
+    batch ran before (a retried attempt, or a stage re-attempted after a fetch failure, whose
+    tasks start again at attempt 0) and reads back what it already sent. An attempt checks
+    the claim is still its own before each Arrow batch it sends and stops if a newer attempt
+    claimed the slice: an attempt on an executor Spark declared lost may still run (issue #24,
+    suspicion (a): it wrote its remaining records after the new attempt's read-back, twice).
     """
 
     def __init__(self, bootstrap: str, topic: str, sink_id: str, index: int) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = sink_id
-        self.group = f"spark_ext.sink.{sink_id}.t{index}"
+        self.group = KafkaSinkNames(sink_id, topic).task_group(index)
+        self._reader: Any = None
 
     def _consumer(self) -> Any:
         from kafka import KafkaConsumer
@@ -205,26 +196,47 @@ class TaskStarted:
             bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False
         )
 
-    def read(self) -> int | None:
+    def read(self) -> Claim | None:
+        """The slice's claim (one consumer kept for the repeated checks of one attempt)."""
         from kafka import TopicPartition
 
-        consumer = self._consumer()
-        try:
-            got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
-        finally:
-            consumer.close()
-        return None if got is None or got.metadata != self.sink_id else got.offset
+        if self._reader is None:
+            self._reader = self._consumer()
+        got = self._reader.committed(TopicPartition(self.topic, 0), metadata=True)
+        return None if got is None else Claim.parse(self.sink_id, got.offset, got.metadata)
 
-    def write(self, batch_id: int) -> None:
+    def write(self, claim: Claim) -> None:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
+        meta = json.dumps(
+            {"sink": self.sink_id, "run": claim.run, "token": claim.token, "ended": claim.ended}
+        )
         consumer = self._consumer()
         try:
-            offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(batch_id, self.sink_id, -1)}
-            consumer.commit(offsets)
+            consumer.commit(
+                {TopicPartition(self.topic, 0): OffsetAndMetadata(claim.batch_id, meta, -1)}
+            )
         finally:
             consumer.close()
+
+    def holds(self, claim: Claim) -> bool:
+        """Whether ``claim`` is still the slice's (no newer attempt claimed it)."""
+        current = self.read()
+        return current is not None and (current.batch_id, current.token) == (
+            claim.batch_id,
+            claim.token,
+        )
+
+    def end(self, claim: Claim) -> None:
+        """Mark ``claim`` ended (its attempt sends nothing more) if it is still the slice's."""
+        if self.holds(claim):
+            self.write(dataclasses.replace(claim, ended=True))
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
 
 @dataclass(frozen=True)
@@ -238,28 +250,81 @@ class SliceWriter:
     region: OutputRegion
     #: The producer client (:mod:`connectors.kafka_sink_clients`).
     client: str = "confluent-kafka"
+    #: The driver run the batch belongs to (:attr:`KafkaIdempotentWriter.run`): an unended
+    #: claim of the same run may be a lost attempt still running.
+    run: str = ""
+    #: How long a record may wait for its acknowledgement (also how long a lost attempt's
+    #: records may still arrive).
+    delivery_timeout_ms: int = 120_000
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index, attempt = task_attempt()
         prefix = record_id(self.sink_id, self.batch_id, "")
         skip: set[str] = set()
         marker = TaskStarted(self.bootstrap, self.topic, self.sink_id, index)
-        # K2: read back in the task, not on the driver; a task of a re-attempted stage starts
-        # at attempt 0 again, so its own start marker tells it it ran before.
-        ran_before = attempt > 0 or marker.read() == self.batch_id
-        if not ran_before:
-            marker.write(self.batch_id)  # durable before the first record is sent
-        if self.region.dirty or ran_before:
-            skip = written_ids(
-                self.bootstrap, self.topic, self.region.since, prefix, self.sink_id, self.batch_id
-            )
-        producer = task_producer(
-            self.client, bootstrap=self.bootstrap, topic=self.topic, transactional_id=None
+        try:
+            before = marker.read()
+            claim = Claim(self.batch_id, self.run, uuid.uuid4().hex)
+            marker.write(claim)  # durable before the first record is sent
+            # K2: read back in the task, not on the driver; a task of a re-attempted stage
+            # starts at attempt 0 again, so the claim of its batch tells it it ran before.
+            ran_before = attempt > 0 or (before is not None and before.batch_id == self.batch_id)
+            if before is not None and (before.batch_id, before.run) == (self.batch_id, self.run):
+                self._await_lost_attempt(index, before)
+            if self.region.dirty or ran_before:
+                skip = written_ids(
+                    self.bootstrap,
+                    self.topic,
+                    self.region.since,
+                    prefix,
+                    self.sink_id,
+                    self.batch_id,
+                )
+            sent = self._write(batches, marker, claim, {rid.encode() for rid in skip})
+        finally:
+            marker.close()
+        yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
+
+    def _await_lost_attempt(self, index: int, before: Claim) -> None:
+        """An earlier attempt of this run claimed the slice and never ended: its executor was
+        lost, maybe with the attempt still running. It stops before its next Arrow batch now
+        that this attempt claimed the slice; what it produced before is delivered (or failed)
+        within the delivery timeout, so the read-back waits that long to see it."""
+        if before.ended:
+            return
+        wait_s = self.delivery_timeout_ms / 1000 + IN_FLIGHT_GRACE_S
+        log.warning(
+            "%s batch %d task %d: an earlier attempt may still be running; reading back in %.0f s",
+            self.sink_id,
+            self.batch_id,
+            index,
+            wait_s,
         )
-        skipped = {rid.encode() for rid in skip}
+        time.sleep(wait_s)
+
+    def _write(
+        self,
+        batches: Iterator[pa.RecordBatch],
+        marker: TaskStarted,
+        claim: Claim,
+        skipped: set[bytes],
+    ) -> int:
+        """Produce every row not in ``skipped``; stop if a newer attempt claims the slice."""
+        producer = task_producer(
+            self.client,
+            bootstrap=self.bootstrap,
+            topic=self.topic,
+            transactional_id=None,
+            delivery_timeout_ms=self.delivery_timeout_ms,
+        )
         sent = 0
         try:
             for rows in self._named(batches):
+                if not marker.holds(claim):
+                    raise WriterFencedError(
+                        f"{marker.group}: batch {self.batch_id} claimed by a newer attempt "
+                        "(this one ran on an executor Spark declared lost); it stops"
+                    )
                 if skipped:
                     rows = rows.without(skipped)
                 if not rows.values:
@@ -276,7 +341,8 @@ class SliceWriter:
             producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
             producer.close()
-        yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
+            marker.end(claim)
+        return sent
 
     def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[NamedRows]:
         """The rows of every batch with their record ids, in order (named in Arrow when the
@@ -322,6 +388,13 @@ class KafkaIdempotentWriter:
         Names the progress group and prefixes every record id; keep it across restarts.
     client
         The producer client of the tasks: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
+    owner, take_over
+        As for :class:`~connectors.kafka_sink_sliced_writer.KafkaTwoPhaseWriter` (records the
+        old owner wrote are never read back as this query's).
+    delivery_timeout_ms
+        How long a record may wait for its acknowledgement; a task retried after its
+        executor was lost waits this long (plus 5 s) before it reads back, in case the lost
+        attempt still runs.
 
     Example
     -------
@@ -331,18 +404,43 @@ class KafkaIdempotentWriter:
     protocol: Protocol = KAFKA_IDEMPOTENT
 
     def __init__(
-        self, bootstrap: str, topic: str, sink_id: str, client: str = "confluent-kafka"
+        self,
+        bootstrap: str,
+        topic: str,
+        sink_id: str,
+        client: str = "confluent-kafka",
+        owner: SinkOwner | str | None = None,
+        take_over: bool = False,
+        delivery_timeout_ms: int = 120_000,
     ) -> None:
+        if delivery_timeout_ms < 1000:
+            raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
         self.client = check_client(client)
         self.progress = SinkProgress(bootstrap, topic, sink_id)
+        self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
+        self.take_over = take_over
+        self.delivery_timeout_ms = delivery_timeout_ms
+        #: This writer's run (a task claim of another run cannot be a live attempt of ours).
+        self.run = uuid.uuid4().hex
+        #: The owner this writer checked and recorded (at its first call, or :meth:`claim`).
+        self._claimed: SinkOwner | None = None
+
+    def claim(self, owner: SinkOwner) -> SinkOwner:
+        """Check the sink's owner and record ``owner`` where needed (before any write)."""
+        decision = check_progress_owner(self.progress, owner, take_over=self.take_over)
+        record_owner(self.progress, owner, decision)
+        self._claimed = owner
+        return owner
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         check_columns(df.schema)
         check_no_speculation(df)
+        claimed = self._claimed or self.claim(writer_owner(self.owner, df, "KafkaIdempotentWriter"))
         recorded = self.progress.read()
+        check_still_owner(self.progress, recorded, claimed.query_id)
         if check_batch_order(self.sink_id, batch_id, recorded.batch_id if recorded else None):
             log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
             return
@@ -356,14 +454,22 @@ class KafkaIdempotentWriter:
         # 1. before_write: the batch is known, where it can already be is known.
         self.protocol.reached(1, batch_id)
         writer = SliceWriter(
-            self.bootstrap, self.topic, self.sink_id, batch_id, region, self.client
+            self.bootstrap,
+            self.topic,
+            self.sink_id,
+            batch_id,
+            region,
+            self.client,
+            self.run,
+            self.delivery_timeout_ms,
         )
         # one row per task, summed here: no aggregation stage (and its shuffle) per batch
         sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())
         log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)
         # 3. written: every record of the batch is acknowledged by the broker.
         self.protocol.reached(3, batch_id)
-        self.progress.record(batch_id, end_offsets(self.bootstrap, self.topic))
+        ends = end_offsets(self.bootstrap, self.topic)
+        self.progress.record(batch_id, ends, owner=claimed.query_id)
         # 4. marked: the batch id is recorded; Spark's commit log comes next.
         self.protocol.reached(4, batch_id)
 

@@ -1,6 +1,6 @@
 """Where the Kafka sinks record "sink S has written batch B": a sink-progress consumer group.
 
-Both sinks record it as committed offsets of the group ``spark_ext.sink.<sink id>`` on the
+Both sinks record it as committed offsets of the group ``spark_ext.sink:<sink id>`` on the
 output topic's partitions. No consumer ever joins that group; it is a small durable register
 the broker keeps.
 
@@ -11,9 +11,14 @@ the broker keeps.
   Earlier versions put every end offset into partition 0's metadata, which passes the broker's
   4096-byte ``offset.metadata.max.bytes`` at about 245 partitions (K6 of issue #14); that
   format is still read.
-* The two-phase sink records no end offsets (``parts`` = 0); partition 0's offset is the
-  batch id. With one transaction per task slice it also records ``slices``: how many slices
-  (transactional ids) the sink has used, so a start can abort what a crash left open.
+* The two-phase sink with one transaction per batch records no end offsets (``parts`` = 0);
+  partition 0's offset is the batch id. With one transaction per task slice it records the
+  end offsets as the idempotent sink does (a partly committed batch is read back from there)
+  and ``slices``: how many slices (transactional ids) the sink has used.
+* Every record names the sink's owner (``"owner"``: the streaming query id, issue #24, N11,
+  :mod:`connectors.kafka_sink_owner`). A start that finds no record, or hands the sink over
+  (``take_over``), records ``"batch": null`` with the end offsets of that moment: no batch
+  written yet, and the next batch's records lie above those offsets.
 """
 
 from __future__ import annotations
@@ -22,23 +27,27 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from connectors.kafka_sink_names import KafkaSinkNames
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """What the progress group holds: the last batch and (idempotent sink) end offsets."""
+    """What the progress group holds: the last batch and the end offsets recorded with it."""
 
-    batch_id: int
+    #: The last batch written by the owner; ``None``: none yet (a first start, a take-over).
+    batch_id: int | None
     end_offsets: dict[int, int]
     #: (sliced two-phase sink) How many task slices the sink has ever used: the transactional
     #: ids ``...s0`` to ``...s<slices-1>`` a start-up checks for lingering transactions.
     slices: int = 0
+    #: The streaming query id of the sink's owner (``None``: a record without one).
+    owner: str | None = None
 
 
 class SinkProgress:
-    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink.<id>``.
+    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink:<id>``.
 
     Read with ``isolation_level=read_committed`` (``require_stable``), so an offset committed
     by a transaction still being completed is waited for, never read half-way.
@@ -48,22 +57,26 @@ class SinkProgress:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
-        self.group = f"spark_ext.sink.{sink_id}"
+        self.group = KafkaSinkNames(sink_id, topic).progress_group
 
-    def _consumer(self) -> Any:
+    def _consumer(self, stable: bool = True) -> Any:
         from kafka import KafkaConsumer
 
         return KafkaConsumer(
             bootstrap_servers=self.bootstrap,
             group_id=self.group,
             enable_auto_commit=False,
-            isolation_level="read_committed",
+            isolation_level="read_committed" if stable else "read_uncommitted",
         )
 
-    def read(self) -> Recorded | None:
+    def read(self, stable: bool = True) -> Recorded | None:
+        """The record, or ``None`` if this sink has none. ``stable=False``: the last committed
+        record without waiting for a transaction that is writing one (a start reads its
+        owner so before it fences anything: a killed driver's open transaction would hold a
+        stable read back until the broker aborts it)."""
         from kafka import TopicPartition
 
-        consumer = self._consumer()
+        consumer = self._consumer(stable)
         try:
             got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
             if got is None or not got.metadata:
@@ -71,19 +84,21 @@ class SinkProgress:
             meta = json.loads(got.metadata)
             if meta.get("sink") != self.sink_id:
                 return None
-            batch = int(meta["batch"])
+            batch = None if meta.get("batch") is None else int(meta["batch"])
             slices = int(meta.get("slices", 0))
+            owner = meta.get("owner")
             if "ends" in meta:  # the earlier format: every end offset in this metadata
-                return Recorded(batch, {int(p): int(o) for p, o in meta["ends"].items()})
+                ends = {int(p): int(o) for p, o in meta["ends"].items()}
+                return Recorded(batch, ends, slices, owner)
             parts = int(meta.get("parts", 0))
         finally:
             consumer.close()
         ends = {0: got.offset} if parts else {}
         if parts > 1:
             ends.update(self._tagged_offsets(batch, parts))
-        return Recorded(batch, ends, slices)
+        return Recorded(batch, ends, slices, owner)
 
-    def _tagged_offsets(self, batch: int, parts: int) -> dict[int, int]:
+    def _tagged_offsets(self, batch: int | None, parts: int) -> dict[int, int]:
         """Committed offsets of partitions 1..parts-1, each checked to be of ``batch``."""
         from kafka import KafkaAdminClient, TopicPartition
 
@@ -106,27 +121,43 @@ class SinkProgress:
         return ends
 
     def offsets(
-        self, batch_id: int, end_offsets: dict[int, int] | None = None, slices: int = 0
+        self,
+        batch_id: int | None,
+        end_offsets: dict[int, int] | None = None,
+        slices: int = 0,
+        owner: str | None = None,
     ) -> dict[Any, Any]:
-        """The offsets that record ``batch_id`` (and the end offset of every partition)."""
+        """The offsets that record ``batch_id`` (and the end offset of every partition) for
+        the owner ``owner``."""
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
         ends = end_offsets or {}
         if ends and sorted(ends) != list(range(len(ends))):
             raise ValueError(f"end offsets of partitions {sorted(ends)} are not 0..n-1")
-        fields = {"sink": self.sink_id, "batch": batch_id, "parts": len(ends)}
-        head = json.dumps({**fields, "slices": slices} if slices else fields)
+        fields: dict[str, Any] = {"sink": self.sink_id, "batch": batch_id, "parts": len(ends)}
+        if slices:
+            fields["slices"] = slices
+        if owner is not None:
+            fields["owner"] = owner
+        head = json.dumps(fields)
         tag = json.dumps({"sink": self.sink_id, "batch": batch_id})
-        out = {TopicPartition(self.topic, 0): OffsetAndMetadata(ends.get(0, batch_id), head, -1)}
+        first = ends.get(0, batch_id if batch_id is not None else 0)
+        out = {TopicPartition(self.topic, 0): OffsetAndMetadata(first, head, -1)}
         for p in range(1, len(ends)):
             out[TopicPartition(self.topic, p)] = OffsetAndMetadata(ends[p], tag, -1)
         return out
 
-    def record(self, batch_id: int, end_offsets: dict[int, int], slices: int = 0) -> None:
+    def record(
+        self,
+        batch_id: int | None,
+        end_offsets: dict[int, int],
+        slices: int = 0,
+        owner: str | None = None,
+    ) -> None:
         """Record ``batch_id`` outside a transaction (idempotent and sliced sinks): one commit."""
         consumer = self._consumer()
         try:
-            consumer.commit(self.offsets(batch_id, end_offsets, slices))
+            consumer.commit(self.offsets(batch_id, end_offsets, slices, owner))
         finally:
             consumer.close()

@@ -9,7 +9,8 @@ Delta sinks) and are re-exported here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from spark_ext.sinks.errors import SinkConfigError, TopicMissingError
+from spark_ext.sinks.errors import ClientStalledError, SinkConfigError, TopicMissingError
 from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
@@ -27,11 +28,15 @@ __all__ = [
     "PRODUCER",
     "RECORD_ID_COLUMN",
     "RECORD_ID_HEADER",
+    "STALL_GRACE_S",
     "NamedRows",
     "RecordColumns",
     "arrow_columns",
     "arrow_rows",
+    "bounded",
+    "call_timeout_s",
     "check_columns",
+    "client_deadline_s",
     "current_batch_id",
     "existing_topics",
     "require_topic",
@@ -50,6 +55,49 @@ PRODUCER: dict[str, Any] = {
     "batch_size": 512 * 1024,
     "enable_idempotence": True,
 }
+
+
+#: How much longer than a call's own timeout :func:`bounded` waits before giving it up.
+STALL_GRACE_S = 5.0
+
+
+def call_timeout_s(delivery_timeout_ms: int) -> float:
+    """The timeout the sinks give a client call that waits on the broker (at least 30 s,
+    and longer than a record may wait for its acknowledgement)."""
+    return max(30.0, delivery_timeout_ms / 1000 + 5)
+
+
+def client_deadline_s(delivery_timeout_ms: int) -> float:
+    """When :func:`bounded` gives up a call of :func:`call_timeout_s`."""
+    return call_timeout_s(delivery_timeout_ms) + STALL_GRACE_S
+
+
+def bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
+    """Run ``call`` in a thread of its own; :class:`ClientStalledError` if it has not
+    returned ``timeout_s`` later (its exception, if it raised, is raised here).
+
+    For client calls that ignore their own timeout (librdkafka's
+    ``send_offsets_to_transaction`` after a coordinator restart) or have none (kafka-python's,
+    which retries an unknown topic without end). The stalled thread is left behind (a
+    daemon): the caller must drop the client, whose call returns once something fences it.
+    """
+    outcome: list[BaseException | None] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"spark-ext: {what}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise ClientStalledError(what, timeout_s)
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def check_columns(schema: StructType, require_record_id: bool = False) -> None:
@@ -159,9 +207,10 @@ class NamedRows:
     names: list[bytes]
 
     @classmethod
-    def of(cls, batch: pa.RecordBatch, prefix: bytes) -> NamedRows:
+    def of(cls, batch: pa.RecordBatch, prefix: bytes, id_as_key: bool = True) -> NamedRows:
         """The rows of ``batch`` (with a ``record_id`` column), their ids ``prefix + id``
-        (built in Arrow; a null id is a :class:`SinkConfigError`)."""
+        (built in Arrow; a null id is a :class:`SinkConfigError`). ``id_as_key``: a row
+        without a key gets its id as key (the idempotent sink); else its key stays null."""
         ids = batch.column(RECORD_ID_COLUMN)
         if ids.null_count:
             raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "is null in a row")
@@ -169,11 +218,14 @@ class NamedRows:
         named = pc.binary_join_element_wise(
             pa.scalar(prefix, pa.large_binary()), ids.cast(pa.large_binary()), empty
         )
-        keys = named
-        if "key" in batch.schema.names:
-            keys = pc.coalesce(batch.column("key").cast(pa.large_binary()), named)
         rows = arrow_columns(batch, record_ids=False)
-        return cls(rows.values, keys.to_pylist(), rows.partitions, named.to_pylist())
+        if not id_as_key:
+            keys: list[bytes | None] = rows.keys or [None] * batch.num_rows
+            return cls(rows.values, keys, rows.partitions, named.to_pylist())
+        keyed = named
+        if "key" in batch.schema.names:
+            keyed = pc.coalesce(batch.column("key").cast(pa.large_binary()), named)
+        return cls(rows.values, keyed.to_pylist(), rows.partitions, named.to_pylist())
 
     def without(self, names: set[bytes]) -> NamedRows:
         """The rows whose record id is not in ``names``."""

@@ -8,21 +8,22 @@ driver records the batch (step 4). For a query whose rows reach the sink through
 (:mod:`spark_ext.tracked.handler`) -- where the data source form cannot be used.
 
 The guarantees are the data source form's (each record once for ``read_committed``
-consumers, a retried or speculative task fenced by its slice's transactional id, a re-run
-slice recognised by its digest), with one difference in when recovery runs: at this writer's
+consumers, a retried or speculative task fenced by its slice's transactional id, a partly
+committed batch re-run however it is sliced), with one difference in when recovery runs: at this writer's
 first batch of a run, instead of before the query starts (nothing reaches the topic before
 that batch either), and again whenever a batch id does not follow the last one this writer
 handled or the last call failed (the query was restarted in this process with the same
 writer). A batch already recorded is skipped before any task runs.
 
 The rows need a ``record_id`` (string, unique within the batch and the same when the batch is
-re-run): it is part of a slice's digest. The slices of a re-run batch must hold the same rows
-as before (each Spark partition of ``df`` is one slice); a tracked query's results are, as the
-output partitions of its operator stage.
+re-run): it names each record (header ``spark_ext.record_id``) and is part of a slice's
+digest. Each Spark partition of ``df`` is one slice; a re-run batch may be partitioned
+otherwise (issue #24, N1).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from itertools import chain
@@ -31,6 +32,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.kafka_sink_clients import check_client
+from connectors.kafka_sink_owner import check_still_owner, writer_owner
 from connectors.kafka_sink_progress import SinkProgress
 from connectors.kafka_sink_records import check_columns, require_topic, task_attempt
 from connectors.kafka_sink_slices import (
@@ -41,6 +43,7 @@ from connectors.kafka_sink_slices import (
 )
 from connectors.kafka_sink_staging import KafkaSinkSettings
 from spark_ext.sinks.errors import check_batch_order
+from spark_ext.sinks.owner import SinkOwner
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ def slice_settings(
     client: str,
     transaction_timeout_ms: int,
     delivery_timeout_ms: int,
+    owner: SinkOwner | None = None,
 ) -> KafkaSinkSettings:
     """The settings of a transaction-per-slice sink (no staging folder), before recovery."""
     return KafkaSinkSettings(
@@ -72,6 +76,7 @@ def slice_settings(
         transaction_timeout_ms=transaction_timeout_ms,
         delivery_timeout_ms=delivery_timeout_ms,
         client=check_client(client),
+        owner=owner.query_id if owner is not None else None,
     )
 
 
@@ -110,6 +115,15 @@ class KafkaTwoPhaseWriter:
         The tasks' producer client: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
     transaction_timeout_ms, delivery_timeout_ms
         As for :func:`connectors.sinks.exactly_once_to_kafka`.
+    owner
+        The query that owns the sink (:mod:`connectors.kafka_sink_owner`): by default the
+        streaming query calling this writer (:func:`~spark_ext.sinks.owner.owner_of_batch`);
+        give it (a query id) to call the writer outside a streaming query, else
+        :class:`~spark_ext.sinks.errors.SinkConfigError` names ``owner``.
+    take_over
+        Hand the sink over to this query if another one owns it (its batch ids start again at
+        0; the old owner is refused from then on). Without it another owner is
+        :class:`~spark_ext.sinks.errors.SinkOwnerError` at the first batch, nothing written.
 
     Example
     -------
@@ -125,25 +139,34 @@ class KafkaTwoPhaseWriter:
         client: str = "confluent-kafka",
         transaction_timeout_ms: int = 300_000,
         delivery_timeout_ms: int = 120_000,
+        owner: SinkOwner | str | None = None,
+        take_over: bool = False,
     ) -> None:
         self.base = slice_settings(
             bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms
         )
+        self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
+        self.take_over = take_over
         self._settings: KafkaSinkSettings | None = None
         self._last: int | None = None
 
-    def _recovered(self, batch_id: int) -> KafkaSinkSettings:
-        """This run's settings: recovery (:func:`recover_slices`) at the first batch of a run."""
+    def _recovered(self, df: DataFrame, batch_id: int) -> KafkaSinkSettings:
+        """This run's settings: recovery (:func:`recover_slices`, the owner checked first) at
+        the first batch of a run."""
         if self._settings is None or self._last is None or batch_id != self._last + 1:
+            owner = writer_owner(self.owner, df, "KafkaTwoPhaseWriter")
             require_topic(self.base.bootstrap, self.base.topic)
-            self._settings = recover_slices(self.base)
+            base = dataclasses.replace(self.base, owner=owner.query_id)
+            self._settings = recover_slices(base, take_over=self.take_over)
         return self._settings
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         check_columns(df.schema, require_record_id=True)
-        settings = self._recovered(batch_id)
+        settings = self._recovered(df, batch_id)
         self._last = None  # until this batch is recorded: a failed call recovers next time
-        recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
+        progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
+        recorded = progress.read()
+        check_still_owner(progress, recorded, settings.owner)
         if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
             log.info("%s batch %d: already recorded, replay skipped", settings.sink_id, batch_id)
         else:

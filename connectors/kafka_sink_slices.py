@@ -4,11 +4,13 @@ Model (issue #14, model (b))
 ----------------------------
 Each write task produces its slice of the batch straight to the output topic inside its own
 Kafka transaction, and commits that transaction together with a *slice record*: the committed
-offset of the group ``spark_ext.sink.<sink id>.s<i>`` (``i`` = the task's partition id) on the
+offset of the group ``spark_ext.sink:<sink id>:s<i>`` (``i`` = the task's partition id) on the
 topic's partition 0, whose offset is the batch id and whose metadata lists the digests of the
 slices committed under ``i`` for that batch. A slice's digest is order-independent (count and
 sum of 64-bit hashes of its records *with their* ``record_id``, the input coordinates, so two
-slices never share one). The driver only records the batch.
+slices never share one). Every record carries the header ``spark_ext.record_id`` =
+``<sink id>/<batch id>/<record_id>``. The driver only records the batch, with the end offset
+of every output partition.
 
 Why this model and not Flink's (each task prepares, the driver commits every task's
 transaction by resuming producer id and epoch): kafka-python has no API to resume another
@@ -16,13 +18,18 @@ process's transaction, and doing it through a client's internals against Kafka 4
 protocol v2 (which bumps the epoch on every transaction, FLINK-40689) would tie the sink to one
 client's private state. With a transaction per slice every step is a public client call, and
 the fencing Flink gets from resumed epochs comes from the transactional id: a retried or
-speculative attempt of task ``i`` initialises ``spark_ext.<sink id>.<topic>.s<i>``, which
+speculative attempt of task ``i`` initialises ``spark_ext.tx:<sink id>:<topic>:s<i>``, which
 fences the other attempt and settles its open transaction before the slice record is read.
 
-Slices are recognised by digest, not by task index: Spark does not keep the task index of a
-row across a restart (its Kafka source orders the offset ranges of a replayed batch as the
-offset log's JSON lists them, not as the live run did), so the rows of task ``i`` in the
-replay may be another task's in the first run.
+A replay is recognised without looking at how Spark slices it (issue #24, N1): the same
+offsets give the same rows, not the same slices (the Kafka source's ``minPartitions``, a
+``coalesce``, the rate source and file splits follow settings a restart may change, and the
+Kafka source orders a replayed batch's offset ranges as its offset log lists them). So a
+task of the batch recorded at start writes nothing, and a task of a batch some of whose
+slices a killed run committed reads back the record ids of that batch already committed
+(``read_committed``, from the end offsets recorded with the batch before) and writes only the
+other records. Within one run a slice's rows stay with its task index, so a retried or
+speculative attempt is recognised by the digests under its index, without a read-back.
 
 Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_SLICED`)
 1. ``initialised`` (task): the run epoch is checked (a task of an older driver stops with
@@ -31,26 +38,32 @@ Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KA
    kept from the slice's previous task is probed instead: :meth:`SliceTransaction._begin`),
    and the slice record is read.
    A batch id below it raises :class:`~spark_ext.sinks.errors.BatchRegressionError` (X1),
-   nothing written. An empty slice writes nothing and opens no transaction.
-2. ``in_transaction`` (task): every record flushed into the open transaction and every produce
-   future checked (K1: an undelivered record aborts the transaction and raises
+   nothing written. An empty slice writes nothing and opens no transaction, nor does a task of
+   a batch at or below the one recorded at start (below: ``BatchRegressionError``). In the
+   batch the start found partly committed the task reads back the ids already committed.
+2. ``in_transaction`` (task): every record not read back flushed into the open transaction and
+   every produce future checked (K1: an undelivered record aborts the transaction and raises
    :class:`~spark_ext.sinks.errors.ProduceFailedError`); nothing committed.
-3. ``sliced`` (task): if the slice's digest is already committed for this batch -- under this
-   index (an earlier attempt) or under any index before this start (the start reads them all:
-   :func:`pending_slices`) -- the transaction is aborted (a re-run, nothing becomes visible);
-   else it is committed with the slice record. A transaction that outlived
+3. ``sliced`` (task): if the slice's digest is already committed under this index for this
+   batch (an earlier attempt), or every record was read back, the transaction is aborted (a
+   re-run, nothing becomes visible); else it is committed with the slice record. A transaction that outlived
    ``transaction_timeout_ms`` was aborted by the broker:
    :class:`~spark_ext.sinks.errors.TransactionExpiredError`, and Spark retries the task (the
    bound is one task's slice, not the whole batch: K5).
-4. ``recorded`` (driver): the batch id (and how many slices the sink has used) is recorded in
-   the sink-progress group ``spark_ext.sink.<sink id>``; a lower id than the recorded one
-   raises :class:`~spark_ext.sinks.errors.BatchRegressionError`.
+4. ``recorded`` (driver): the batch id, the end offset of every output partition (every
+   record of the next batch lies above them) and how many slices the sink has used are recorded
+   in the sink-progress group ``spark_ext.sink:<sink id>``, in a transaction of the driver's
+   transactional id (a newer start fences it: an older driver's late step 4 fails instead of
+   moving the record back, :func:`record_batch`); a lower id than the recorded one raises
+   :class:`~spark_ext.sinks.errors.BatchRegressionError`, another owner
+   :class:`~spark_ext.sinks.errors.SinkOwnerError`.
 
 At start (:func:`recover_slices`) the driver fences older drivers (run epoch), aborts every
 transaction of this sink's slices still open (a task killed mid-transaction, found with
 ``ListTransactions``) so ``read_committed`` consumers are not held back until the broker's
-timeout, and reads the slice records of the recorded batch and the next one: the digests of
-whichever of the two Spark re-runs first that are committed already, handed to the tasks.
+timeout, and reads the recorded batch and the slice records of the next one
+(:func:`replay_state`): the recorded batch, whether the next is partly committed, and where
+its records can begin are handed to the tasks.
 
 What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*: each task's
 records at once when its transaction commits, the batch complete once every task committed;
@@ -86,9 +99,12 @@ from pyspark.sql.types import StructType
 from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_producer
 from connectors.kafka_sink_commit import KafkaCommitter
 from connectors.kafka_sink_digest import SliceDigest
+from connectors.kafka_sink_owner import check_still_owner
 from connectors.kafka_sink_progress import SinkProgress
+from connectors.kafka_sink_readback import end_offsets, record_id, written_ids
 from connectors.kafka_sink_records import (
-    arrow_columns,
+    RECORD_ID_HEADER,
+    NamedRows,
     check_columns,
     current_batch_id,
     task_attempt,
@@ -115,9 +131,9 @@ __all__ = [
     "SliceWritten",
     "committed_slices",
     "lingering_slices",
-    "pending_slices",
     "record_batch",
     "recover_slices",
+    "replay_state",
 ]
 
 FORMAT = "spark_ext_kafka_tx"
@@ -129,9 +145,10 @@ PROBE = '{"probe": true}'
 
 @dataclass(frozen=True)
 class SliceWritten(WriterCommitMessage):
-    """Commit message of one task: its slice index, rows and digest, and whether it was a
-    re-run of a slice already committed (``skipped``: its transaction aborted, nothing of it
-    visible to ``read_committed`` consumers)."""
+    """Commit message of one task: its slice index, rows and digest, and whether every row
+    of it was committed before (``skipped``: a replay of the recorded batch, a re-run slice, or
+    a partly committed batch's rows found in the topic; nothing of this attempt is visible to
+    ``read_committed`` consumers)."""
 
     index: int
     batch_id: int
@@ -149,13 +166,28 @@ class SliceRecord:
     digests: tuple[str, ...]
 
     @classmethod
-    def parse(cls, sink_id: str, metadata: str | None) -> SliceRecord | None:
+    def parse(
+        cls, sink_id: str, metadata: str | None, owner: str | None = None
+    ) -> SliceRecord | None:
+        """The record in ``metadata``, or ``None`` if it is not this sink's or (``owner``
+        given) was written by another owner (the sink was handed over since: its batches are
+        not ours)."""
         # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
         text = (metadata or "").rstrip("\x00")
         meta = json.loads(text) if text else {}
         if meta.get("sink") != sink_id:
             return None
+        if owner is not None and meta.get("owner", owner) != owner:
+            return None
         return cls(int(meta["batch"]), tuple(meta["digests"]))
+
+    @staticmethod
+    def metadata(settings: KafkaSinkSettings, batch_id: int, digests: list[str]) -> str:
+        """What slice ``digests`` of ``batch_id`` are recorded as (with the sink's owner)."""
+        meta: dict[str, object] = {"sink": settings.sink_id, "batch": batch_id, "digests": digests}
+        if settings.owner is not None:
+            meta["owner"] = settings.owner
+        return json.dumps(meta)
 
 
 #: Producers of this Python worker whose last transaction ended cleanly (committed or
@@ -237,7 +269,7 @@ class SliceTransaction:
         producer.begin()
         if self._reused:
             try:
-                producer.probe(self.group + ".probe", batch_id, PROBE)
+                producer.probe(self.settings.names.probe_group(self.index), batch_id, PROBE)
             except SliceFenced:
                 # Not aborted: a fenced producer's abort always fails, and the init that
                 # fenced it already ended its transactions (this one holds nothing yet).
@@ -262,11 +294,15 @@ class SliceTransaction:
             got = consumer.committed(TopicPartition(self.settings.topic, 0), metadata=True)
         finally:
             consumer.close()
-        return None if got is None else SliceRecord.parse(self.settings.sink_id, got.metadata)
+        if got is None:
+            return None
+        return SliceRecord.parse(self.settings.sink_id, got.metadata, self.settings.owner)
 
     def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
         """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
         s = self.settings
+        if s.recorded is not None and batch_id <= s.recorded:
+            return self._replayed(batch_id, batches)
         self._clean = False
         started = time.monotonic()
         producer = self._begin(batch_id)
@@ -276,26 +312,28 @@ class SliceTransaction:
             if last is not None and last.batch_id > batch_id:
                 raise BatchRegressionError(s.sink_id, batch_id, last.batch_id)
             own = last.digests if last is not None and last.batch_id == batch_id else ()
-            committed = set(own) | {
-                d for b, _, d in (p.partition(":") for p in s.pending) if b == str(batch_id)
-            }
-            digest = SliceDigest()
+            written = self._written_before(batch_id)
+            prefix = record_id(s.sink_id, batch_id, "").encode()
+            digest, sent = SliceDigest(), 0
             for batch in batches:
-                rows = arrow_columns(batch, record_ids=False)
+                digest.add_batch(batch)
+                rows = NamedRows.of(batch, prefix, id_as_key=False)
                 if rows.partitions is not None:
                     self._check_partitions(rows.partitions)
-                digest.add_batch(batch)
-                producer.send_many(rows.values, rows.keys, rows.partitions)
+                if written:
+                    rows = rows.without(written)
+                if rows.values:
+                    header = (RECORD_ID_HEADER, rows.names)
+                    producer.send_many(rows.values, rows.keys, rows.partitions, header)
+                    sent += len(rows.values)
             producer.flush(s.sink_id, batch_id)
             KAFKA_SLICED.reached(2, batch_id)
-            if digest.value in committed:
+            if digest.value in own or not sent:
                 producer.abort()
                 self._clean = True
                 log.info("%s batch %d slice %d: committed before", s.sink_id, batch_id, self.index)
                 return SliceWritten(self.index, batch_id, digest.count, digest.value, True)
-            meta = json.dumps(
-                {"sink": s.sink_id, "batch": batch_id, "digests": [*own, digest.value]}
-            )
+            meta = SliceRecord.metadata(s, batch_id, [*own, digest.value])
             producer.commit(self.group, batch_id, meta)
             self._clean = True
         except SliceFenced as exc:
@@ -314,6 +352,44 @@ class SliceTransaction:
             raise
         KAFKA_SLICED.reached(3, batch_id)
         return SliceWritten(self.index, batch_id, digest.count, digest.value, skipped=False)
+
+    def _replayed(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
+        """A task of the batch recorded when this run started (Spark re-runs it: its commit
+        log entry was not written) writes nothing, however Spark slices it now; a task of a
+        batch below it is :class:`BatchRegressionError`."""
+        recorded = self.settings.recorded
+        if recorded is not None and batch_id < recorded:
+            raise BatchRegressionError(self.settings.sink_id, batch_id, recorded)
+        rows = sum(b.num_rows for b in batches)
+        log.info(
+            "%s batch %d slice %d: recorded, skipped", self.settings.sink_id, batch_id, self.index
+        )
+        return SliceWritten(self.index, batch_id, rows, "", skipped=True)
+
+    def _written_before(self, batch_id: int) -> set[bytes]:
+        """The record ids of ``batch_id`` committed before this run started, if the start
+        found some of its slices committed (:func:`replay_state`); read after ``init`` fenced
+        the slice's other attempts, and only committed transactions count."""
+        s = self.settings
+        if s.partial != batch_id:
+            return set()
+        found = written_ids(
+            s.bootstrap,
+            s.topic,
+            s.replay_from or None,
+            record_id(s.sink_id, batch_id, ""),
+            s.sink_id,
+            batch_id,
+            read_committed=True,
+        )
+        log.info(
+            "%s batch %d slice %d: %d records of the batch committed before this start",
+            s.sink_id,
+            batch_id,
+            self.index,
+            len(found),
+        )
+        return {rid.encode() for rid in found}
 
     def _check_partitions(self, wanted: list[int | None]) -> None:
         """:class:`PartitionOutOfRangeError` if a row names a partition the topic lacks."""
@@ -367,16 +443,60 @@ class KafkaSliceWriter(DataSourceStreamArrowWriter):
         )
 
 
+#: The driver's committer of each run, by (transactional id, run epoch), kept between the
+#: batches this process records: ``init_transactions`` costs ~0.3 s. A newer start fences the
+#: kept producer (its next commit fails, :meth:`KafkaCommitter.record_progress`); a committer
+#: whose call failed is dropped.
+_RECORDERS: dict[tuple[str, int | None], KafkaCommitter] = {}
+
+
 def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[SliceWritten]) -> None:
     """Step 4 (driver): record ``batch_id`` once every slice of it is committed (a replay of
-    the recorded batch records nothing; a lower id raises :class:`BatchRegressionError`)."""
-    progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
-    recorded = progress.read()
-    if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
-        return
-    used = max((m.index + 1 for m in written), default=0)
-    slices = max(recorded.slices if recorded else 0, used)
-    progress.record(batch_id, {}, slices=slices)
+    the recorded batch records nothing; a lower id raises :class:`BatchRegressionError`).
+
+    In a transaction of the driver's transactional id (:meth:`KafkaCommitter.producer`
+    checks the run epoch before and after initialising it), after the record was read: a
+    start after that fences the producer and the commit fails (:meth:`KafkaCommitter.fenced`),
+    so an older driver's late commit never moves the record back. PySpark runs a data
+    source's commit in whichever Python worker of the driver is free, so a producer kept in
+    one worker is fenced by another worker's of the same run: that one is replaced and the
+    step done again, from the read.
+    """
+    key = (settings.transactional_id, settings.run_epoch)
+    kept = _RECORDERS.pop(key, None)
+    try:
+        committer = _record(settings, batch_id, written, kept or KafkaCommitter(settings))
+    except WriterFencedError:
+        if kept is None:
+            raise
+        log.info("%s batch %d: kept producer fenced by another worker", settings.sink_id, batch_id)
+        committer = _record(settings, batch_id, written, KafkaCommitter(settings))
+    for stale in [k for k in _RECORDERS if k[0] == key[0]]:
+        _RECORDERS.pop(stale).close()  # an earlier run's, fenced by this one's start
+    _RECORDERS[key] = committer
+
+
+def _record(
+    settings: KafkaSinkSettings,
+    batch_id: int,
+    written: list[SliceWritten],
+    committer: KafkaCommitter,
+) -> KafkaCommitter:
+    """:func:`record_batch` with ``committer``; returns it to be kept (closed if it raised)."""
+    try:
+        committer.producer()
+        progress = committer.progress
+        recorded = progress.read()
+        check_still_owner(progress, recorded, settings.owner)
+        if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
+            return committer
+        used = max((m.index + 1 for m in written), default=0)
+        slices = max(recorded.slices if recorded else 0, used)
+        # every slice of the batch is committed: the next batch's records all lie above these
+        committer.record_progress(batch_id, end_offsets(settings.bootstrap, settings.topic), slices)
+    except BaseException:
+        committer.close()
+        raise
     log.info(
         "%s batch %d: %d rows in %d slices (%d re-runs skipped)",
         settings.sink_id,
@@ -386,6 +506,7 @@ def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[Slice
         sum(m.skipped for m in written),
     )
     KAFKA_SLICED.reached(4, batch_id)
+    return committer
 
 
 class KafkaSlicedDataSource(DataSource):
@@ -413,12 +534,12 @@ def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
         listed = admin.list_transactions(state_filters=["Ongoing", "PrepareCommit", "PrepareAbort"])
     finally:
         admin.close()
-    prefix = settings.slice_prefix
+    names = settings.names
     return sorted(
         t.transactional_id
         for rows in listed.values()
         for t in rows
-        if t.transactional_id.startswith(prefix) and t.transactional_id[len(prefix) :].isdigit()
+        if names.slice_of_transactional_id(t.transactional_id) is not None
     )
 
 
@@ -426,14 +547,15 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     """Every slice record of this sink on its topic, by slice index (groups found by name)."""
     from kafka import KafkaAdminClient, TopicPartition
 
-    prefix = f"spark_ext.sink.{settings.sink_id}.s"
+    names = settings.names
     admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
     try:
-        groups = [
-            g["group_id"]
+        slices = {
+            g["group_id"]: index
             for g in admin.list_groups()
-            if g["group_id"].startswith(prefix) and g["group_id"][len(prefix) :].isdigit()
-        ]
+            if (index := names.slice_of_group(g["group_id"])) is not None
+        }
+        groups = list(slices)
         tp = TopicPartition(settings.topic, 0)
         got = admin.list_group_offsets({g: [tp] for g in groups}) if groups else {}
     finally:
@@ -441,40 +563,57 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     records = {}
     for group, offsets in got.items():
         found = offsets.get(tp)
-        record = SliceRecord.parse(settings.sink_id, found.metadata) if found else None
+        record = (
+            SliceRecord.parse(settings.sink_id, found.metadata, settings.owner) if found else None
+        )
         if record is not None:
-            records[int(group[len(prefix) :])] = record
+            records[slices[group]] = record
     return records
 
 
-def pending_slices(settings: KafkaSinkSettings, recorded: int | None) -> tuple[str, ...]:
-    """``"<batch>:<digest>"`` of every slice committed for a batch Spark may re-run first.
+def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
+    """What a start hands its tasks about the batches Spark may re-run first.
 
-    That is the recorded batch (its commit reached step 4 but not Spark's commit log) or the
-    one after it (its commit never reached step 4). Slice records of any other batch above the
-    recorded one cannot come from this query's checkpoint: :class:`ProgressInconsistentError`.
+    The recorded batch (its commit reached step 4 but not Spark's commit log): its tasks write
+    nothing. The batch after it, if some of its slices are committed (its commit never
+    reached step 4): its tasks read back the record ids already committed, from the end
+    offsets recorded with the batch before, and write the rest; how the batch is sliced now
+    does not matter (issue #24, N1). Slice records of any other batch above the recorded one
+    cannot come from this query's checkpoint: :class:`ProgressInconsistentError`.
     """
-    records = committed_slices(settings).values()
-    mine = [r for r in records if recorded is None or r.batch_id >= recorded]
-    batches = sorted({r.batch_id for r in mine})
-    allowed = [recorded, recorded + 1] if recorded is not None else batches[:1]
-    if any(b not in allowed for b in batches):
+    recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
+    batch = recorded.batch_id if recorded is not None else None
+    ahead = sorted(
+        {
+            r.batch_id
+            for r in committed_slices(settings).values()
+            if batch is None or r.batch_id > batch
+        }
+    )
+    allowed = [batch + 1] if batch is not None else ahead[:1]
+    if any(b not in allowed for b in ahead):
         raise ProgressInconsistentError(
-            f"sink {settings.sink_id!r}: slices record batches {batches} with batch "
-            f"{recorded} recorded; only it and the next batch can be partly written"
+            f"sink {settings.sink_id!r}: slices record batches {ahead} with batch "
+            f"{batch} recorded; only the next batch can be partly written"
         )
-    return tuple(sorted({f"{r.batch_id}:{d}" for r in mine for d in r.digests}))
+    return dataclasses.replace(
+        settings,
+        recorded=batch,
+        partial=ahead[0] if ahead else None,
+        replay_from=dict(recorded.end_offsets) if recorded is not None else {},
+    )
 
 
-def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
-    """At start: fence older drivers (a new run epoch), abort this sink's open slice
-    transactions, read the digests of a partly committed batch; returns the settings to hand
-    to this start's writers."""
+def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> KafkaSinkSettings:
+    """At start: check the owner (another query's sink is :class:`SinkOwnerError` unless
+    ``take_over``), fence older drivers (a new run epoch), record the owner, abort this sink's
+    open slice transactions, find the recorded and a partly committed batch
+    (:func:`replay_state`); returns the settings to hand to this start's writers."""
     from kafka import KafkaProducer
 
     committer = KafkaCommitter(settings)
     try:
-        committer.recover(fence=True, staging=False)
+        committer.recover(fence=True, staging=False, take_over=take_over)
         epoch = committer.started_epoch
     finally:
         committer.close()
@@ -489,12 +628,12 @@ def recover_slices(settings: KafkaSinkSettings) -> KafkaSinkSettings:
             )
         finally:
             producer.close(timeout=10)
-    recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
-    pending = pending_slices(settings, recorded.batch_id if recorded else None)
-    if pending:
+    state = replay_state(settings)
+    if state.partial is not None:
         log.warning(
-            "%s: %d slice(s) of a batch Spark may re-run are committed; the re-run skips them",
+            "%s: batch %d is partly committed; its re-run writes only the records not in %s",
             settings.sink_id,
-            len(pending),
+            state.partial,
+            settings.topic,
         )
-    return dataclasses.replace(settings, run_epoch=epoch, pending=pending)
+    return dataclasses.replace(state, run_epoch=epoch)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyspark.sql.datasource import WriterCommitMessage
 
+from connectors.kafka_sink_names import KafkaSinkNames
 from connectors.kafka_sink_records import LINGER_MS, PRODUCER, to_bytes
 from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
 from spark_ext.sinks.protocol import validate_sink_id
@@ -65,15 +66,24 @@ class KafkaSinkSettings:
     #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
     #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
     run_epoch: int | None = None
+    #: The streaming query id that owns the sink (:mod:`connectors.kafka_sink_owner`), checked
+    #: against the progress record of every commit; ``None``: unchecked (commits made outside
+    #: a query).
+    owner: str | None = None
     #: Transactions retried after one whose outcome was learned to be "aborted".
     max_attempts: int = 3
     #: (one transaction per task slice) The client the tasks produce with:
     #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
     #: (:mod:`connectors.kafka_sink_clients`).
     client: str = "confluent-kafka"
-    #: (one transaction per task slice) ``"<batch>:<digest>"`` of the slices a start found
-    #: committed for a batch Spark may re-run (:func:`connectors.kafka_sink_slices.pending_slices`).
-    pending: tuple[str, ...] = ()
+    #: (one transaction per task slice) What the start found (:func:`connectors.kafka_sink_slices.
+    #: replay_state`): the batch recorded then (a task of it or below writes nothing) ...
+    recorded: int | None = None
+    #: ... the batch after it if some of its slices are committed (its tasks read back the
+    #: record ids already committed and write the rest) ...
+    partial: int | None = None
+    #: ... and the offsets (per output partition) from which that batch's records can lie.
+    replay_from: dict[int, int] = field(default_factory=dict)
     #: (one transaction per task slice) Keep a slice's producer in the Python worker for the
     #: slice's next task (no ``init_transactions`` per task and batch).
     reuse_producers: bool = True
@@ -99,10 +109,14 @@ class KafkaSinkSettings:
         }
 
     @property
+    def names(self) -> KafkaSinkNames:
+        """The sink's consumer groups and transactional ids (:mod:`connectors.kafka_sink_names`)."""
+        return KafkaSinkNames(self.sink_id, self.topic)
+
+    @property
     def transactional_id(self) -> str:
-        """``spark_ext.<sink id>.<topic>.commit``: the topic is part of it, so one sink id
-        writing two topics does not fence itself (the FLINK-11654 pattern)."""
-        return f"spark_ext.{self.sink_id}.{self.topic}.commit"
+        """The driver's transactional id (:attr:`KafkaSinkNames.commit_id`)."""
+        return self.names.commit_id
 
     def sink_dir(self) -> str:
         """The sink's staging folder (whole-batch mode only; :class:`SinkConfigError` if unset)."""
@@ -111,19 +125,14 @@ class KafkaSinkSettings:
         return os.path.join(self.staging_dir, self.sink_id)
 
     def slice_transactional_id(self, index: int) -> str:
-        """``spark_ext.<sink id>.<topic>.s<index>``: the transactional id of task slice
-        ``index`` (one transaction per task; a retried or speculative attempt fences the
-        other)."""
-        return f"{self.slice_prefix}{index}"
-
-    @property
-    def slice_prefix(self) -> str:
-        return f"spark_ext.{self.sink_id}.{self.topic}.s"
+        """The transactional id of task slice ``index`` (:meth:`KafkaSinkNames.slice_id`: one
+        transaction per task; a retried or speculative attempt fences the other)."""
+        return self.names.slice_id(index)
 
     def slice_group(self, index: int) -> str:
-        """``spark_ext.sink.<sink id>.s<index>``: the group recording what slice ``index``
-        committed last (its offset on the topic's partition 0 is the batch id)."""
-        return f"spark_ext.sink.{self.sink_id}.s{index}"
+        """The group recording what slice ``index`` committed last
+        (:meth:`KafkaSinkNames.slice_group`)."""
+        return self.names.slice_group(index)
 
     def batch_dir(self, batch_id: int) -> str:
         return os.path.join(self.sink_dir(), f"b{batch_id:012d}")
@@ -137,8 +146,15 @@ class KafkaSinkSettings:
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
             "client": self.client,
-            **({"pending": ",".join(self.pending)} if self.pending else {}),
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
+            **({"owner": self.owner} if self.owner is not None else {}),
+            **({"recorded": str(self.recorded)} if self.recorded is not None else {}),
+            **({"partial": str(self.partial)} if self.partial is not None else {}),
+            **(
+                {"replay_from": ",".join(f"{p}:{o}" for p, o in sorted(self.replay_from.items()))}
+                if self.replay_from
+                else {}
+            ),
         }
 
     @classmethod
@@ -152,15 +168,29 @@ class KafkaSinkSettings:
                 timeouts[name] = int(options.get(name, default))
             except ValueError as exc:
                 raise SinkConfigError(name, "must be an integer") from exc
-        epoch = options.get("run_epoch")
+
+        def number(name: str) -> int | None:
+            value = options.get(name)
+            return int(value) if value is not None else None
+
+        replay_from = dict(
+            (int(p), int(o))
+            for p, _, o in (
+                item.partition(":") for item in options.get("replay_from", "").split(",")
+            )
+            if p
+        )
         return cls(
             bootstrap=options.get("bootstrap", ""),
             topic=options.get("topic", ""),
             sink_id=options.get("sink_id", ""),
             staging_dir=options.get("staging_dir", ""),
-            run_epoch=int(epoch) if epoch is not None else None,
+            run_epoch=number("run_epoch"),
+            owner=options.get("owner"),
             client=options.get("client", "confluent-kafka"),
-            pending=tuple(d for d in options.get("pending", "").split(",") if d),
+            recorded=number("recorded"),
+            partial=number("partial"),
+            replay_from=replay_from,
             transaction_timeout_ms=timeouts["transaction_timeout_ms"],
             delivery_timeout_ms=timeouts["delivery_timeout_ms"],
         )

@@ -161,6 +161,7 @@ def exactly_once_to_kafka(
     delivery_timeout_ms: int = 120_000,
     client: str = "confluent-kafka",
     query_name: str | None = None,
+    take_over: bool = False,
 ) -> StreamingQuery:
     """Write a streaming DataFrame of ``value`` (+ optional ``key``, ``partition``) to ``topic``.
 
@@ -177,10 +178,11 @@ def exactly_once_to_kafka(
     bootstrap
         Kafka bootstrap servers.
     sink_id
-        Names this sink for good: the progress consumer group ``spark_ext.sink.<sink_id>``
+        Names this sink for good: the progress consumer group ``spark_ext.sink:<sink_id>``
         records the last batch written; the transactional ids are
-        ``spark_ext.<sink_id>.<topic>.s<task>`` (``atomicity="slice"``) or
-        ``spark_ext.<sink_id>.<topic>.commit`` (``atomicity="batch"``).
+        ``spark_ext.tx:<sink_id>:<topic>:s<task>`` (``atomicity="slice"``) or
+        ``spark_ext.tx:<sink_id>:<topic>:commit`` (``atomicity="batch"``); every name is in
+        :mod:`connectors.kafka_sink_names`.
     checkpoint
         Spark's checkpoint location.
     mode
@@ -206,14 +208,22 @@ def exactly_once_to_kafka(
         ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
         batches with ``maxOffsetsPerTrigger`` so the largest one commits well within it.
     delivery_timeout_ms
-        (two-phase) How long a record may wait for its acknowledgement (at least 1000). A
+        How long a record may wait for its acknowledgement (at least 1000). Two-phase: a
         record not acknowledged in time fails its slice or batch with ``ProduceFailedError``
         and nothing of it is committed. It also sets how long the sink waits on a client call
         that stalls (``ClientStalledError``, e.g. after the group coordinator restarted).
+        Idempotent: how long a task retried after its executor was lost waits before it
+        reads back what the lost attempt, maybe still running, sent.
     client
         (idempotent, and two-phase with ``atomicity="slice"``) The client the tasks produce with:
         ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
         default) or ``"kafka-python"``. Both give the same guarantees.
+    take_over
+        The sink is owned by the query whose ``checkpoint`` first wrote with ``sink_id``
+        (Spark's query id, kept in the checkpoint and recorded next to the sink's batch). Another
+        query (a new or reset checkpoint) is refused at start with ``SinkOwnerError``, nothing
+        written; ``take_over=True`` hands the sink over to this query on purpose: its batch
+        ids start again at 0, and the old owner is refused from then on.
 
     Notes
     -----
@@ -224,7 +234,8 @@ def exactly_once_to_kafka(
     idempotent-mode consumers may see a batch while it is being written; the progress group's
     offsets expire after the broker's ``offsets.retention.minutes`` without commits (7 days
     by default), after which a replay of the last batch is no longer recognised. Refused at
-    start (typed): a missing ``topic``; in idempotent mode, rows without ``record_id`` and
+    start (typed): a missing ``topic``; a sink id another query owns (``SinkOwnerError``,
+    see ``take_over``); in idempotent mode, rows without ``record_id`` and
     ``spark.speculation`` on (two attempts of a task writing at once cannot be fenced without
     transactions). Failures while writing are typed too (``spark_ext.sinks.errors``):
     an undelivered record (``ProduceFailedError``, nothing recorded), a ``partition`` the topic
@@ -240,12 +251,14 @@ def exactly_once_to_kafka(
     )
     from connectors.kafka_sink_idempotent import check_no_speculation
     from connectors.kafka_sink_records import require_topic
+    from spark_ext.sinks.owner import owner_of_checkpoint
 
     chk = check_sink_query(df, checkpoint, sink_id)
     check_columns(df.schema, require_record_id=mode == "idempotent" or atomicity == "slice")
     if mode == "idempotent":
         check_no_speculation(df)
     require_topic(bootstrap, topic)
+    owner = owner_of_checkpoint(chk)  # the query id Spark will run this checkpoint with
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
     if mode == "two_phase" and atomicity == "slice":
@@ -254,11 +267,11 @@ def exactly_once_to_kafka(
         from connectors.kafka_sink_slices import KafkaSlicedDataSource, recover_slices
 
         settings = slice_settings(
-            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms
+            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms, owner
         )
-        # fences older drivers (run epoch), aborts slice transactions left open, reads the
-        # slices a partly committed batch already has
-        settings = recover_slices(settings)
+        # checks the owner, fences older drivers (run epoch), records the owner, aborts slice
+        # transactions left open, finds the recorded and a partly committed batch
+        settings = recover_slices(settings, take_over=take_over)
         df.sparkSession.dataSource.register(KafkaSlicedDataSource)
         query = writer.format(SLICED).options(**settings.as_options()).start()
     elif mode == "two_phase":
@@ -271,20 +284,24 @@ def exactly_once_to_kafka(
             staging_dir=str(staging_dir or Path(chk) / "_sink_staging"),
             transaction_timeout_ms=transaction_timeout_ms,
             delivery_timeout_ms=delivery_timeout_ms,
+            owner=owner.query_id,
         )
         committer = KafkaCommitter(settings)
         try:
-            # fences older drivers of this sink (run epoch), then removes orphaned staging
-            committer.recover(fence=True)
+            # checks the owner, fences older drivers of this sink (run epoch), records the
+            # owner, then removes orphaned staging
+            committer.recover(fence=True, take_over=take_over)
         finally:
             committer.close()
         settings = dataclasses.replace(settings, run_epoch=committer.started_epoch)
         df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":
-        query = writer.foreachBatch(
-            KafkaIdempotentWriter(bootstrap, topic, sink_id, client)
-        ).start()
+        idempotent = KafkaIdempotentWriter(
+            bootstrap, topic, sink_id, client, owner, take_over, delivery_timeout_ms
+        )
+        idempotent.claim(owner)  # at start: another owner is refused before the query runs
+        query = writer.foreachBatch(idempotent).start()
     else:
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
     log.info("exactly-once Kafka sink %s (%s/%s) -> %s started", sink_id, mode, atomicity, topic)

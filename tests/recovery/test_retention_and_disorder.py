@@ -2,9 +2,10 @@
 
 ``output-trim``: the job is killed after a batch's records are written, the output topic is
 trimmed (what retention does), the job restarted. The idempotent Kafka sink proves a replay by
-reading back its records, so it must stop with ``ReplayUnprovableError`` and write nothing;
-the two-phase Kafka sink keeps the batch id in its transaction and stays precise on what
-retention left. ``txn-retention``: the Delta output's ``txn`` expires between the kill and the
+reading back its records, so it must stop with ``ReplayUnprovableError`` and write nothing
+(so does the two-phase one with a transaction per slice, which reads back a partly committed
+batch: issue #24, N1); with one transaction per batch the two-phase Kafka sink keeps the batch
+id in that transaction and stays precise on what retention left. ``txn-retention``: the Delta output's ``txn`` expires between the kill and the
 restart: ``DeltaTxnExpiredError``, nothing written. ``log-retention``: the Delta log is trimmed
 to a checkpoint between the kill and the restart; the txn lives on there: precise.
 ``disorder``: the tracker's input jitters
@@ -54,7 +55,7 @@ def test_idempotent_kafka_sink_refuses_a_replay_whose_output_retention_trimmed(
 def test_two_phase_kafka_sink_recognises_a_replay_whose_output_retention_trimmed(
     harness, recovery_results
 ):
-    result = run(harness, "exactly_once_kafka", FaultClass.OUTPUT_TRIM, recovery_results)
+    result = run(harness, "exactly_once_kafka_batch", FaultClass.OUTPUT_TRIM, recovery_results)
     assert result.error is None and result.recovery_class is RecoveryClass.PRECISE
     # Retention removed rows, and the rest of the clean output is there once.
     assert 0 < result.comparison.expected_rows

@@ -21,6 +21,8 @@ from spark_ext.sinks.errors import (
 )
 
 pytestmark = pytest.mark.integration
+#: The query that owns the sinks these tests call outside a streaming query.
+OWNER = "7d1c4c02-4b8e-4d0b-9d55-0a5c3b1f6e10"
 
 
 def rows(spark, n: int, tag: str = "a", partitions: int = 2):
@@ -40,7 +42,7 @@ def test_idempotent_kafka_sink_refuses_a_batch_below_the_recorded_one_and_writes
 ):
     """X1: a lower batch id (checkpoint reset, second query, zombie) is a typed error."""
     out = new_topic("idem-x1", partitions=2)
-    writer = KafkaIdempotentWriter(kafka_bootstrap, out, "idem_x1")
+    writer = KafkaIdempotentWriter(kafka_bootstrap, out, "idem_x1", owner=OWNER)
     writer(rows(spark, 4), 5)
     written = values(kafka_bootstrap, out)
     assert len(written) == 4
@@ -61,7 +63,7 @@ def test_idempotent_kafka_sink_refuses_a_replay_whose_output_was_trimmed(
     delete_records) below the log start: what is already there cannot be proven, so the sink
     raises instead of seeking with ``auto_offset_reset='latest'`` and finding nothing."""
     out = new_topic("idem-k4", partitions=1)
-    writer = KafkaIdempotentWriter(kafka_bootstrap, out, "idem_k4")
+    writer = KafkaIdempotentWriter(kafka_bootstrap, out, "idem_k4", owner=OWNER)
     writer(rows(spark, 3, partitions=1), 0)  # recorded: batch 0, partition 0 ends at 3
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
     for i in range(2):  # an earlier run of batch 1 wrote two records, then died
@@ -91,7 +93,7 @@ def test_idempotent_kafka_sink_records_batches_on_a_topic_with_many_partitions(
     metadata, so every batch failed; they are now one committed offset per partition."""
     out = new_topic("idem-k6", partitions=480)
     try:
-        writer = KafkaIdempotentWriter(kafka_bootstrap, out, "idem_k6")
+        writer = KafkaIdempotentWriter(kafka_bootstrap, out, "idem_k6", owner=OWNER)
         writer(rows(spark, 20), 0)
         writer(rows(spark, 20, tag="b"), 1)
         writer(rows(spark, 20, tag="b"), 1)  # replay: skipped

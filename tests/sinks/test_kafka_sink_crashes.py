@@ -118,7 +118,7 @@ def test_kafka_sink_killed_at_random_times_writes_each_record_once(
 
     def recorded() -> int:
         got = SinkProgress(kafka_bootstrap, out, f"eo_{mode}").read()
-        return got.batch_id if got else -1
+        return got.batch_id if got is not None and got.batch_id is not None else -1
 
     args = job_args(events_topic, out, tmp_path, mode, batches_for(RANDOM_KILLS, EVENTS))
     runs = kill_at_random_times(JOB, args, RANDOM_KILLS, seed=11, progress=recorded)

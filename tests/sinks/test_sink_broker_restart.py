@@ -44,7 +44,7 @@ def recorded_batch(bootstrap: str, topic: str, sink_id: str) -> int:
         got = SinkProgress(bootstrap, topic, sink_id).read()
     except KafkaError:
         return -1
-    return got.batch_id if got else -1
+    return got.batch_id if got is not None and got.batch_id is not None else -1
 
 
 def test_two_phase_kafka_sink_resumes_after_the_broker_restarts(spark, private_broker, tmp_path):

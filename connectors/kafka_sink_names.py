@@ -1,0 +1,109 @@
+"""Every consumer group and transactional id a Kafka sink derives from its sink id and topic.
+
+All of them are built here with :func:`~spark_ext.sinks.names.derived_name`, which joins the
+parts with ``:`` (in no sink id and no topic name), so a name determines its sink id, topic
+and kind, and a prefix scan (:func:`~spark_ext.sinks.names.derived_prefix`) finds one sink's
+names and no other's (issue #24, N7 and N8: the names were joined with ``.``, which sink ids
+and topics may contain: sink ``X``'s run group was sink ``X.run``'s progress group, and sink
+``a.b`` -> topic ``c`` shared slice transactional ids with sink ``a`` -> topic ``b.c``).
+
+========================== ============================================ =========================
+name                       value                                        holds
+========================== ============================================ =========================
+:attr:`progress_group`     ``spark_ext.sink:<sink>``                    batch, owner, end offsets
+:attr:`run_group`          ``spark_ext.sink:<sink>:run``                run epoch (fences drivers)
+:meth:`slice_group`        ``spark_ext.sink:<sink>:s<i>``               slice ``i``'s last batch
+:meth:`probe_group`        ``spark_ext.sink:<sink>:s<i>:probe``         a kept producer's probe
+:meth:`task_group`         ``spark_ext.sink:<sink>:t<i>``               idempotent task marker
+:attr:`commit_id`          ``spark_ext.tx:<sink>:<topic>:commit``       the driver's transactions
+:meth:`slice_id`           ``spark_ext.tx:<sink>:<topic>:s<i>``         slice ``i``'s transactions
+========================== ============================================ =========================
+
+Groups are per sink id (their offsets are kept per topic partition, so one sink id writing two
+topics keeps each topic's records apart); transactional ids are per sink id *and* topic, so one
+sink id writing two topics does not fence itself (the FLINK-11654 pattern). These names
+replaced the dotted ones (``spark_ext.sink.<sink>.run``, ...) without reading them: nothing
+written with the old names was released.
+
+Example
+-------
+>>> names = KafkaSinkNames("a.b", "c")
+>>> names.slice_id(0)
+'spark_ext.tx:a.b:c:s0'
+>>> KafkaSinkNames("a", "b.c").slice_id(0) != names.slice_id(0)
+True
+>>> names.slice_of_group("spark_ext.sink:a.b:s3"), names.slice_of_group("spark_ext.sink:a.b.s:s3")
+(3, None)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spark_ext.sinks.names import derived_name, derived_prefix
+
+__all__ = ["GROUPS", "TRANSACTIONS", "KafkaSinkNames"]
+
+#: The namespace of the sinks' consumer groups.
+GROUPS = "spark_ext.sink"
+#: The namespace of the sinks' transactional ids.
+TRANSACTIONS = "spark_ext.tx"
+_SLICE = re.compile(r"s(0|[1-9][0-9]*)")
+
+
+@dataclass(frozen=True)
+class KafkaSinkNames:
+    """The names of the sink ``sink_id`` writing ``topic`` (see the module's table)."""
+
+    sink_id: str
+    topic: str
+
+    @property
+    def progress_group(self) -> str:
+        return derived_name(GROUPS, self.sink_id)
+
+    @property
+    def run_group(self) -> str:
+        return derived_name(GROUPS, self.sink_id, "run")
+
+    def slice_group(self, index: int) -> str:
+        return derived_name(GROUPS, self.sink_id, f"s{index}")
+
+    def probe_group(self, index: int) -> str:
+        return derived_name(GROUPS, self.sink_id, f"s{index}", "probe")
+
+    def task_group(self, index: int) -> str:
+        return derived_name(GROUPS, self.sink_id, f"t{index}")
+
+    @property
+    def commit_id(self) -> str:
+        return derived_name(TRANSACTIONS, self.sink_id, self.topic, "commit")
+
+    def slice_id(self, index: int) -> str:
+        return derived_name(TRANSACTIONS, self.sink_id, self.topic, f"s{index}")
+
+    @property
+    def group_prefix(self) -> str:
+        """What every group of this sink (but its progress group) starts with, and no other's."""
+        return derived_prefix(GROUPS, self.sink_id)
+
+    @property
+    def slice_id_prefix(self) -> str:
+        """What every transactional id of this sink and topic starts with, and no other's."""
+        return derived_prefix(TRANSACTIONS, self.sink_id, self.topic)
+
+    def slice_of_group(self, group: str) -> int | None:
+        """``i`` if ``group`` is :meth:`slice_group` ``(i)`` of this sink, else ``None``."""
+        return _slice_after(self.group_prefix, group)
+
+    def slice_of_transactional_id(self, transactional_id: str) -> int | None:
+        """``i`` if ``transactional_id`` is :meth:`slice_id` ``(i)``, else ``None``."""
+        return _slice_after(self.slice_id_prefix, transactional_id)
+
+
+def _slice_after(prefix: str, name: str) -> int | None:
+    if not name.startswith(prefix):
+        return None
+    found = _SLICE.fullmatch(name[len(prefix) :])
+    return int(found.group(1)) if found else None

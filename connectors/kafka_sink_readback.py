@@ -1,0 +1,120 @@
+"""Reading back what a Kafka sink already wrote: record ids of a batch, from known offsets on.
+
+Both Kafka sinks name every record with the header ``spark_ext.record_id`` =
+``<sink id>/<batch id>/<record_id>`` (:func:`record_id`; ``record_id`` is the row's input
+coordinates) and record the end offset of every output partition with each batch
+(:class:`~connectors.kafka_sink_progress.SinkProgress`), so the records of batch ``B + 1`` all
+lie at or after the ends recorded with ``B``. A replay of a batch some of whose records are
+already in the topic reads their ids back from there (:func:`written_ids`) and writes the rest:
+the idempotent sink for any consumer, the sliced two-phase sink for ``read_committed`` ones
+(its read-back skips aborted transactions, whose records are not written). Recognising a
+record by its id does not depend on how Spark sliced the batch (issue #24, N1).
+
+Never a guess: a log start above the offsets to read from (retention trimmed the evidence) is
+:class:`~spark_ext.sinks.errors.ReplayUnprovableError`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from connectors.kafka_sink_records import RECORD_ID_HEADER
+from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
+
+__all__ = [
+    "assigned_consumer",
+    "check_not_trimmed",
+    "end_offsets",
+    "record_id",
+    "written_ids",
+]
+
+
+def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
+    """``<sink>/<batch>/<name>`` (a row's record id), or ``.../<slice>/<seq>`` (no record id).
+
+    A sink id holds no ``/`` and a batch id is digits, so ``<sink>/<batch>/`` is a prefix
+    no other sink's or batch's ids share.
+    """
+    base = f"{sink_id}/{batch_id}/{slice_name}"
+    return base if seq is None else f"{base}/{seq}"
+
+
+def assigned_consumer(bootstrap: str, topic: str, **config: Any) -> tuple[Any, list[Any]]:
+    """A kafka-python consumer without a group and every partition of ``topic``."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **config)
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+    return consumer, parts
+
+
+def check_not_trimmed(
+    sink_id: str, batch_id: int, since: dict[int, int], begin: dict[int, int]
+) -> None:
+    """:class:`ReplayUnprovableError` if a partition's log starts above ``since``."""
+    trimmed = {p: (since.get(p, 0), b) for p, b in begin.items() if b > since.get(p, 0)}
+    if trimmed:
+        raise ReplayUnprovableError(sink_id, batch_id, trimmed)
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's last stable offset (``read_committed``): no record written after this
+    call lies below it."""
+    consumer, parts = assigned_consumer(bootstrap, topic, isolation_level="read_committed")
+    try:
+        return {tp.partition: off for tp, off in consumer.end_offsets(parts).items()}
+    finally:
+        consumer.close()
+
+
+def written_ids(
+    bootstrap: str,
+    topic: str,
+    since: dict[int, int] | None,
+    prefix: str,
+    sink_id: str = "",
+    batch_id: int = -1,
+    timeout_s: float = 60.0,
+    read_committed: bool = False,
+) -> set[str]:
+    """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition;
+    ``None``: from the start of the log, when no batch recorded where its records can begin).
+
+    ``read_committed``: only records of committed transactions (and non-transactional ones)
+    count, read up to the last stable offset. Never guesses: a log start above ``since``
+    raises :class:`ReplayUnprovableError`, and an offset out of range while reading raises
+    (``auto_offset_reset='none'``) instead of jumping to the end of the log. Reading that has
+    not reached the end offsets ``timeout_s`` later is :class:`ClientStalledError`.
+    """
+    consumer, parts = assigned_consumer(
+        bootstrap,
+        topic,
+        auto_offset_reset="none",
+        consumer_timeout_ms=int(timeout_s * 1000),
+        isolation_level="read_committed" if read_committed else "read_uncommitted",
+    )
+    found: set[str] = set()
+    try:
+        consumer.assign(parts)
+        begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
+        if since is None:
+            since = begin
+        check_not_trimmed(sink_id, batch_id, since, begin)
+        ends = consumer.end_offsets(parts)
+        for tp in parts:
+            consumer.seek(tp, since.get(tp.partition, 0))
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            if time.monotonic() > deadline:
+                raise ClientStalledError(f"reading back the record ids of {topic}", timeout_s)
+            polled = consumer.poll(timeout_ms=1000)
+            for records in polled.values():
+                for r in records:
+                    for name, value in r.headers or ():
+                        if name == RECORD_ID_HEADER and value.decode().startswith(prefix):
+                            found.add(value.decode())
+    finally:
+        consumer.close()
+    return found
