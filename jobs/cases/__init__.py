@@ -6,7 +6,7 @@ runs them and reads their outputs) and the declared cases themselves (``CASES``:
 point and expected outcome of every fault class each job declares):
 
 - :mod:`jobs.cases.fault_cells`: what the families share: the typed-error outcomes
-  (``REGRESSION``, ``UNPROVABLE``, ...), :func:`~jobs.cases.fault_cells.cells`,
+  (``OWNER_REFUSED``, ``UNPROVABLE``, ...), :func:`~jobs.cases.fault_cells.cells`,
   :func:`~jobs.cases.fault_cells.broker_cells` and what retention does to a Delta table.
 - :mod:`jobs.cases.kafka_to_delta`: demo events from Kafka into Delta tables (at most once,
   at least once, the exactly-once Delta sinks).

@@ -12,7 +12,6 @@ from pathlib import Path
 from spark_ext.crash import FaultPoint
 from spark_ext.recovery import ExpectedError, FaultCell, FaultClass, RecoveryClass
 from spark_ext.sinks.errors import (
-    BatchRegressionError,
     DeltaTxnExpiredError,
     ReplayUnprovableError,
     SinkConfigError,
@@ -20,10 +19,8 @@ from spark_ext.sinks.errors import (
 )
 from spark_ext.tracker.errors import CheckpointBehindAgent
 
-#: The typed error a checkpoint reset must end in when the output is kept (invariant 6).
-REGRESSION = ExpectedError.of(BatchRegressionError)
-#: The typed error a sink that records its owner gives a reset checkpoint (a new query id) or a
-#: second query with its sink id: another query owns the sink (issue #24, N11).
+#: The typed error a checkpoint reset must end in when the output is kept (invariant 6): a
+#: reset checkpoint is a new query id, and another query owns the sink (issue #24, N11).
 OWNER_REFUSED = ExpectedError.of(SinkOwnerError)
 #: The tracker's: its agent applied batches the reset checkpoint never reached.
 BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)

@@ -23,7 +23,7 @@ def test_list_shows_each_jobs_fault_points_and_declared_outcomes(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert "delta2pc.1.staged [executor] batch 1" in out
-    assert "BatchRegressionError" in out and "rollback-convergent" in out
+    assert "SinkOwnerError" in out and "rollback-convergent" in out
     for case in registry.JOBS.values():
         assert case.crash.point is not None and case.crash.point.name in out
 
