@@ -104,7 +104,10 @@ def two_phase_kafka_case(
         is recognised without the records retention trimmed (precise). A transaction per
         slice: a partly committed batch is recognised by reading its records back, however
         Spark slices the replay (issue #24, N1), so trimmed records are a replay that cannot be
-        proven (:data:`~jobs.cases.fault_cells.UNPROVABLE`), never a guess.
+        proven (:data:`~jobs.cases.fault_cells.UNPROVABLE`), never a guess: a slice not among
+        the committed ones may hold records a killed run committed under other slicing (only
+        a slice cut as a committed one is still recognised, by its digest). The cell was
+        precise before only because the sink assumed the replay was sliced as before.
     recorded
         The driver step after which the batch is recorded: ``driver-raise`` in batch 1, and
         where the broker is paused or restarted (batch 0).

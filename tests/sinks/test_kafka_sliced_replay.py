@@ -14,6 +14,11 @@ sink (the data source and :class:`KafkaTwoPhaseWriter` in ``foreachBatch``):
 
 Before, the digest of a whole slice recognised a slice only when the replay cut the same one:
 every record of a re-sliced replay was written again.
+
+A third sequence trims the output topic between the two runs of ``partial`` (what retention
+does): the records the re-sliced replay would read back are gone, and it cut its slices
+otherwise than the committed ones, so it cannot be proven and must stop with
+``ReplayUnprovableError``, writing nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from connectors import kafka
 from connectors.kafka_sink_slices import replay_state
 from connectors.kafka_sink_staging import KafkaSinkSettings
 from spark_ext.jobrun import REPO, JobRun, run_job
+from spark_ext.recovery.retention import trim_topic
 from spark_ext.sinks.protocol import KAFKA_SLICED
 from tests.conftest import unique_topic
 
@@ -56,7 +62,7 @@ def sources(bootstrap: str, topic: str) -> Counter:
 def resliced(kafka_bootstrap, events_topic, tmp_path_factory) -> dict[tuple[str, str], Future]:
     """Per (case, form): the output topic and the two runs (faulted, then re-sliced)."""
 
-    def sequence(case: str, form: str):
+    def sequence(case: str, form: str, trim: bool = False):
         def run() -> tuple[str, JobRun, tuple[int | None, int | None], JobRun]:
             out = unique_topic(kafka_bootstrap, f"resliced-{case}", partitions=3)
             chk = tmp_path_factory.mktemp(f"{case}-{form}") / "chk"
@@ -72,6 +78,8 @@ def resliced(kafka_bootstrap, events_topic, tmp_path_factory) -> dict[tuple[str,
                 cwd=REPO,
             )
             left = replay_state(KafkaSinkSettings(kafka_bootstrap, out, sink_id, staging_dir=""))
+            if trim:
+                trim_topic(kafka_bootstrap, out)
             second = run_job(
                 JOB,
                 [*base, "--master", "local[1,2]", "--coalesce", "1"],
@@ -86,6 +94,9 @@ def resliced(kafka_bootstrap, events_topic, tmp_path_factory) -> dict[tuple[str,
     # spend most of their time starting a JVM and waiting)
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="resliced")
     futures = {(c, f): pool.submit(sequence(c, f)) for c in FAULTS for f in FORMS}
+    futures[("partial-trimmed", "datasource")] = pool.submit(
+        sequence("partial", "datasource", trim=True)
+    )
     pool.shutdown(wait=False)
     return futures
 
@@ -105,3 +116,13 @@ def test_a_replayed_batch_sliced_differently_is_written_once(
     got = sources(kafka_bootstrap, out)
     twice = sorted(k for k, n in got.items() if n > 1)
     assert (len(got), len(twice)) == (EVENTS, 0), f"{sum(got.values())} records, twice: {twice[:5]}"
+
+
+def test_a_partly_committed_batch_whose_records_were_trimmed_and_is_sliced_otherwise_is_refused(
+    kafka_bootstrap, resliced
+):
+    out, first, left, second = resliced[("partial-trimmed", "datasource")].result()
+    assert first.killed and left == (0, 1), first.output_tail
+    assert not second.ok and "ReplayUnprovableError" in second.output_tail, second.output_tail
+    # only what the killed run committed is there: retention left nothing of it to read back
+    assert sum(sources(kafka_bootstrap, out).values()) == 0
