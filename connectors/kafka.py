@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.kafka_admin import create_topic as create_topic  # re-exported
 
 log = logging.getLogger(__name__)
@@ -83,8 +84,11 @@ def read_stream(
 
     Columns: ``key`` and ``value`` (strings), ``topic``, ``partition``, ``offset``,
     ``kafka_timestamp``. ``read_committed`` (default) hides aborted transactional records.
+    The session setting ``spark.spark_ext.kafka.minPartitions`` (a profile's ``[spark.conf]``) is
+    the source's ``minPartitions``: how Spark slices each batch, which a restart may change.
     """
     names = topics if isinstance(topics, str) else ",".join(topics)
+    min_partitions = spark.conf.get(KAFKA_MIN_PARTITIONS_CONF, None)
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -95,6 +99,8 @@ def read_stream(
     )
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    if min_partitions:
+        reader = reader.option("minPartitions", min_partitions)
     for k, v in (extra_options or {}).items():
         reader = reader.option(k, v)
     return stamp(reader.load())

@@ -128,6 +128,7 @@ def sensor_readings(
     duplicate_every: int = 0,
     duplicate_delay: int = 3,
     close: bool = True,
+    quiet: int = 0,
 ) -> Iterator[tuple[int, dict[str, object]]]:
     """Deterministic ``(partition, reading)`` in produce order.
 
@@ -135,12 +136,15 @@ def sensor_readings(
     ``i % partitions``, so one sensor's readings are spread over every partition and its
     order must be rebuilt across them. Every ``duplicate_every``-th reading is produced again
     ``duplicate_delay`` records later in the same partition (a producer retry). With
-    ``close``, each partition ends with a close record.
+    ``close``, each partition ends with a close record. The first ``quiet`` sensors send
+    nothing in the middle third of their readings (keys, and dedup buckets, fall quiet).
     """
     per_partition: list[list[dict[str, object]]] = [[] for _ in range(partitions)]
     n = 0
     for i in range(per_sensor):
         for s in range(sensors):
+            if s < quiet and per_sensor // 3 <= i < 2 * per_sensor // 3:
+                continue
             reading = {
                 "sensor": f"s{s}",
                 "reading_id": f"s{s}-{i:05d}",

@@ -6,6 +6,7 @@ Usage::
     spark-ext run at_least_once --topic events --out var/data/alo   # python -m jobs.at_least_once
     spark-ext check at_most_once at_least_once --report var/recovery-report
     spark-ext matrix exactly_once_delta dedup_delta --faults kill,checkpoint-reset
+    spark-ext campaign --seed 1000 --runs 200 --parallel 2
 
 ``list`` shows every registered job with its fault points and the outcome it declares per
 fault class. ``run`` starts ``python -m jobs.<JOB>`` with the rest of the command line (any
@@ -16,6 +17,10 @@ jobs with one SIGKILL each, prints the table, writes the HTML report and exits 1
 does not get its declared class. ``matrix`` runs jobs x fault classes
 (:mod:`spark_ext.recovery.matrix`), prints the matrix, writes the HTML page with the matrix
 as a picture and exits 1 when a cell differs from its declaration or could not be judged.
+``campaign`` runs seeded randomized runs (:mod:`spark_ext.recovery.campaign`): per seed a
+workload, a chain of faulted runs with the session changed at every restart, and a check
+against a run without faults; it prints every failing seed with the command that replays it
+and exits 1 when a run fails.
 """
 
 from __future__ import annotations
@@ -160,6 +165,30 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 1 if any(c.status in bad for c in cells) else 0
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from jobs.cases.campaign import CAMPAIGN_JOBS, fault_points, variant
+    from spark_ext.recovery.campaign import format_campaign, run_campaign
+    from spark_ext.recovery.campaign_plan import draw, pick_job
+
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # a line per fetch, per run
+    registry = _registry()
+    jobs = [j.strip() for j in args.job.split(",")] if args.job else list(CAMPAIGN_JOBS)
+    for name in jobs:
+        registry.get(name)  # an unknown job is a typed error before anything runs
+    harness, _report = _harness(args)
+    harness.timeout_s = float(args.bound_s)
+    plans = []
+    for seed in range(args.seed, args.seed + args.runs):
+        case = registry.get(pick_job(seed, jobs))
+        plan = draw(seed, case.name, fault_points(case), ci=args.lane == "ci")
+        plans.append((variant(case, plan.workload), plan))
+    journal = harness.workdir / "campaign.jsonl"
+    outcomes = run_campaign(harness, plans, args.parallel, journal, keep=args.keep)
+    print(format_campaign(outcomes))
+    print(f"journal: {journal}")
+    return 0 if all(o.status == "pass" for o in outcomes) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark-ext", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -187,13 +216,30 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
     matrix.add_argument("--report", type=Path, default=None, help="folder of the HTML page")
     matrix.add_argument("--parallel", type=int, default=1, help="jobs run at the same time")
+    campaign = sub.add_parser("campaign", help="seeded randomized runs: workloads x fault chains")
+    campaign.add_argument("--seed", type=int, default=1, help="seed of the first run")
+    campaign.add_argument("--runs", type=int, default=10, help="runs: seeds seed .. seed+runs-1")
+    campaign.add_argument("--job", default=None, help="comma-separated jobs (default: all)")
+    campaign.add_argument("--lane", choices=["full", "ci"], default="full")
+    campaign.add_argument("--parallel", type=int, default=1, help="runs at the same time")
+    campaign.add_argument("--bound-s", type=float, default=300.0, help="limit of each job run")
+    campaign.add_argument("--profile", default="test", help="profile the draws start from")
+    campaign.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
+    campaign.add_argument("--report", type=Path, default=None, help=argparse.SUPPRESS)
+    campaign.add_argument("--keep", action="store_true", help="keep passing runs' folders")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    commands = {"list": cmd_list, "run": cmd_run, "check": cmd_check, "matrix": cmd_matrix}
+    commands = {
+        "list": cmd_list,
+        "run": cmd_run,
+        "check": cmd_check,
+        "matrix": cmd_matrix,
+        "campaign": cmd_campaign,
+    }
     try:
         return commands[args.command](args)
     except SparkExtError as exc:  # an unknown job, a bad profile, a job that failed

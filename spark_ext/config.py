@@ -27,6 +27,7 @@ from spark_ext.errors import ConfigError
 
 __all__ = [
     "CONF_DIR",
+    "KAFKA_MIN_PARTITIONS_CONF",
     "PROJECT_ROOT",
     "KafkaSettings",
     "PathSettings",
@@ -54,6 +55,10 @@ CONF_DIR = _conf_dir()
 #: Relative ``paths.data_root`` values are under the checkout, or the working folder of an
 #: installed project.
 PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
+
+#: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``,
+#: so how Spark slices a batch is set per run, as a restart on another cluster changes it.
+KAFKA_MIN_PARTITIONS_CONF = "spark.spark_ext.kafka.minPartitions"
 
 #: State store providers selectable by name (issue: state checkpoints as an LSM).
 #: Every profile sets the same keys, so applying one to a session replaces the previous one:

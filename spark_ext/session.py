@@ -33,8 +33,10 @@ __all__ = [
 
 #: Prefixes of Spark settings read by prefix rather than registered one by one (Hadoop, executor
 #: environment, catalogs, RocksDB's own options, Delta and Kafka settings whose classes may not
-#: be loaded yet): a key under one of them is accepted as it is.
+#: be loaded yet), and spark_ext's own (``spark.spark_ext.``): a key under one of them is
+#: accepted as it is.
 OPEN_NAMESPACES = (
+    "spark.spark_ext.",
     "spark.hadoop.",
     "spark.executorEnv.",
     "spark.sql.catalog.",

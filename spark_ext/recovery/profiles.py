@@ -43,14 +43,16 @@ def derive_profile(
     dest: Path,
     spark_conf: Mapping[str, str] | None = None,
     bootstrap: str | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``dest``: the profile ``base`` with ``spark_conf`` added and, if given, the brokers.
+    """Write ``dest``: the profile ``base`` with ``spark_conf`` added and, if given, the brokers
+    and ``[spark]`` ``settings`` replaced (``{"master": "local[1]"}``).
 
     The result is loaded once (:func:`~spark_ext.config.load_profile`), so a bad derived
     profile fails here and not inside a job.
     """
     raw = tomllib.loads(_profile_path(base).read_text())
-    spark = dict(raw.get("spark", {}))
+    spark = {**raw.get("spark", {}), **(settings or {})}
     conf = {**spark.pop("conf", {}), **(spark_conf or {})}
     raw["spark"] = spark
     if bootstrap:

@@ -1,0 +1,282 @@
+"""The randomized campaign: many seeded runs of a job, each a chain of faulted runs, checked.
+
+For each seed, :func:`~spark_ext.recovery.campaign_plan.draw` gives a workload and a chain of
+runs on one checkpoint and output (faults at any declared step of the job's protocol, or a
+SIGKILL at a random moment; master parallelism, shuffle partitions, ``maxOffsetsPerTrigger``
+and ``minPartitions`` drawn again at every restart). :func:`run_plan` feeds the job that
+workload, runs the chain and, beside it, one run without any fault on the same input (the
+reference, on the harness's profile). The run passes when the chain's last run finishes and
+every output equals the reference row for row on the compared columns (precise: each input
+once in the output, or in the late output, as the fault-free run put it). Anything else is a
+failure that names the seed: ``spark-ext campaign --seed S --runs 1 [--job J]`` replays it.
+
+How a job is fed a workload is the job's affair (``jobs/cases/campaign.py``); the runner
+takes a ``variant(case, workload)`` that returns the case fed that way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
+from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
+from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot
+from spark_ext.recovery.classification import RecoveryClass, classify
+from spark_ext.recovery.faults import ExpectedError, FaultClass, observed_error
+from spark_ext.recovery.harness import RecoveryHarness
+from spark_ext.recovery.profiles import derive_profile, typed_error_names
+
+__all__ = [
+    "CampaignOutcome",
+    "format_campaign",
+    "run_campaign",
+    "run_plan",
+    "with_flag",
+]
+
+log = logging.getLogger(__name__)
+
+Variant = Callable[[RecoveryCase, Workload], RecoveryCase]
+
+
+@dataclass(frozen=True)
+class CampaignOutcome:
+    """How one campaign run ended: ``pass``, ``fail`` (a guarantee broken, a hang, an error
+    the job should not raise) or ``error`` (the run could not be judged: a harness fault)."""
+
+    plan: CampaignPlan
+    status: str
+    detail: str
+    seconds: float
+    #: Per run of the chain: the faults seen firing, or how it ended.
+    runs: tuple[str, ...] = ()
+
+    @property
+    def replay(self) -> str:
+        return f"spark-ext campaign --seed {self.plan.seed} --runs 1 --job {self.plan.job}"
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "seed": self.plan.seed,
+                "job": self.plan.job,
+                "status": self.status,
+                "detail": self.detail,
+                "seconds": round(self.seconds, 1),
+                "runs": list(self.runs),
+                "plan": self.plan.describe(),
+            }
+        )
+
+
+def with_flag(args: Sequence[str], flag: str, value: str | None) -> list[str]:
+    """``args`` with ``flag`` set to ``value`` (replaced if present), or removed (``None``)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == flag and i + 1 < len(args):
+            skip = True
+            continue
+        out.append(arg)
+    return out if value is None else [*out, flag, value]
+
+
+def _step_context(ctx: HarnessContext, base: str, step: RunStep, index: int) -> HarnessContext:
+    """The context of run ``index`` of the chain: ``base`` with the step's session settings."""
+    cores = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", step.master)
+    conf = {"spark.default.parallelism": cores.group(1) if cores else "2"}
+    if step.min_partitions is not None:
+        conf[KAFKA_MIN_PARTITIONS_CONF] = str(step.min_partitions)
+    dest = derive_profile(
+        base,
+        ctx.workdir / f"run{index}.toml",
+        conf,
+        settings={"master": step.master, "shuffle_partitions": step.shuffle_partitions},
+    )
+    return dataclasses.replace(ctx, profile=str(dest))
+
+
+def _ended(run_faults: Iterable[dict[str, object]], rc: int, error: str | None) -> str:
+    fired = [f"{f['point']}:{f['kind']}" for f in run_faults]
+    end = "rc 0" if rc == 0 else (error or f"rc {rc}")
+    return f"{', '.join(fired) or 'no fault fired'} -> {end}"
+
+
+def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -> CampaignOutcome:
+    """Run ``plan`` for ``case`` (already fed its workload) and judge it."""
+    start = time.monotonic()
+    ctx = harness.context(case, folder=f"campaign-{plan.seed}-{plan.job}")
+    case.prepare(ctx)
+    slot = RunSlot("campaign", ctx.workdir / "campaign")
+    errors = typed_error_names() - {"InjectedFault"}
+    ended: list[str] = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(harness.clean_run, case, ctx)
+        try:
+            last = None
+            for i, step in enumerate(plan.steps):
+                step_ctx = _step_context(ctx, harness.profile, step, i)
+                limit = str(step.max_offsets) if step.max_offsets else None
+                args = with_flag(case.job_args(step_ctx, slot), "--max-offsets-per-trigger", limit)
+                last = harness.runner(
+                    case.module,
+                    args,
+                    fault=step.fault,
+                    kill_after_s=step.kill_after_s,
+                    timeout_s=harness.timeout_s,
+                )
+                error = None if last.ok else observed_error(last.output_tail, errors)
+                ended.append(_ended(last.faults, last.returncode, error))
+        except TimeoutError as exc:
+            pending.result()
+            return CampaignOutcome(
+                plan, "fail", f"hang: {exc}", time.monotonic() - start, tuple(ended)
+            )
+        clean = pending.result()
+    seconds = time.monotonic() - start
+    assert last is not None
+    if not last.ok:
+        error = observed_error(last.output_tail, errors)
+        tail = last.output_tail.strip().splitlines()[-3:]
+        why = f"the last run (no fault) failed: {error or 'untyped error'}: {' | '.join(tail)}"
+        return CampaignOutcome(plan, "fail", why, seconds, tuple(ended))
+    broken = []
+    for out in case.outputs:
+        got = classify(clean.rows[out.name], case.read_output(ctx, slot, out.name), out.spec)
+        if got.recovery_class is not RecoveryClass.PRECISE:
+            broken.append(
+                f"{out.name}: {got.recovery_class.value} ({got.missing_rows} missing, "
+                f"{got.duplicate_rows} duplicated, {got.differing_rows} differing of "
+                f"{got.expected_rows})"
+            )
+    if broken:
+        return CampaignOutcome(plan, "fail", "; ".join(broken), seconds, tuple(ended))
+    if plan.second_query is None:
+        return CampaignOutcome(plan, "pass", "precise", seconds, tuple(ended))
+    refused = _second_query(harness, case, ctx, slot, plan.second_query, clean.rows, errors, ended)
+    seconds = time.monotonic() - start
+    if refused:
+        return CampaignOutcome(plan, "fail", refused, seconds, tuple(ended))
+    return CampaignOutcome(plan, "pass", "precise; second query refused", seconds, tuple(ended))
+
+
+def _second_query(
+    harness: RecoveryHarness,
+    case: RecoveryCase,
+    ctx: HarnessContext,
+    slot: RunSlot,
+    step: RunStep,
+    reference: dict[str, list[dict[str, object]]],
+    errors: set[str],
+    ended: list[str],
+) -> str | None:
+    """Delete the checkpoint and run the job again on the same output and sink id: it must
+    end as the job declares for ``checkpoint-reset``. Returns why not, or ``None``."""
+    import shutil
+
+    for path in case.checkpoints(ctx, slot):
+        shutil.rmtree(path)
+    step_ctx = _step_context(ctx, harness.profile, step, len(ended))
+    limit = str(step.max_offsets) if step.max_offsets else None
+    args = with_flag(case.job_args(step_ctx, slot), "--max-offsets-per-trigger", limit)
+    run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
+    error = None if run.ok else observed_error(run.output_tail, errors)
+    ended.append("second query: " + _ended(run.faults, run.returncode, error))
+    wrong = []
+    for out, expected in case.expected(FaultClass.CHECKPOINT_RESET).items():
+        want_error, want_class = (
+            (expected.name, RecoveryClass.PRECISE)
+            if isinstance(expected, ExpectedError)
+            else (None, expected)
+        )
+        spec = next(o.spec for o in case.outputs if o.name == out)
+        got = classify(reference[out], case.read_output(ctx, slot, out), spec).recovery_class
+        if error != want_error or got is not want_class:
+            wrong.append(
+                f"{out}: {error or 'no error'} and {got.value}, declared "
+                f"{want_error or 'no error'} and {want_class.value}"
+            )
+    return f"second query on the same sink id: {'; '.join(wrong)}" if wrong else None
+
+
+def _judged(
+    harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan, keep: bool
+) -> CampaignOutcome:
+    start = time.monotonic()
+    try:
+        outcome = run_plan(harness, case, plan)
+    except Exception as exc:  # a harness fault: the run is not judged, and says so
+        log.warning("seed %d: %s", plan.seed, traceback.format_exc())
+        outcome = CampaignOutcome(
+            plan, "error", f"{type(exc).__name__}: {exc}", time.monotonic() - start
+        )
+    if not keep and outcome.status == "pass":
+        import shutil
+
+        shutil.rmtree(harness.workdir / f"campaign-{plan.seed}-{plan.job}", ignore_errors=True)
+    return outcome
+
+
+def run_campaign(
+    harness: RecoveryHarness,
+    plans: Sequence[tuple[RecoveryCase, CampaignPlan]],
+    parallel: int = 1,
+    journal: Path | None = None,
+    keep: bool = False,
+) -> list[CampaignOutcome]:
+    """Run every ``(case, plan)``, ``parallel`` at a time; each outcome is appended to
+    ``journal`` (JSON lines) as it ends. A failed run's folder is kept for inspection."""
+    outcomes: list[CampaignOutcome] = []
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = [pool.submit(_judged, harness, case, plan, keep) for case, plan in plans]
+        for future in futures:
+            outcome = future.result()
+            outcomes.append(outcome)
+            log.info(
+                "campaign seed %d %s: %s (%s) in %.0fs",
+                outcome.plan.seed,
+                outcome.plan.job,
+                outcome.status,
+                outcome.detail,
+                outcome.seconds,
+            )
+            if journal is not None:
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                with journal.open("a") as f:
+                    f.write(outcome.as_json() + "\n")
+    return outcomes
+
+
+def format_campaign(outcomes: Sequence[CampaignOutcome]) -> str:
+    """Per job: runs, passes, failures, errors; then every failing seed with its replay."""
+    jobs = sorted({o.plan.job for o in outcomes})
+    lines = [f"{'job':32} {'runs':>5} {'pass':>5} {'fail':>5} {'error':>5}"]
+    for job in jobs:
+        mine = [o for o in outcomes if o.plan.job == job]
+        count = {s: sum(o.status == s for o in mine) for s in ("pass", "fail", "error")}
+        lines.append(
+            f"{job:32} {len(mine):5} {count['pass']:5} {count['fail']:5} {count['error']:5}"
+        )
+    total = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "error")}
+    lines.append(
+        f"{'all':32} {len(outcomes):5} {total['pass']:5} {total['fail']:5} {total['error']:5}"
+    )
+    for o in outcomes:
+        if o.status != "pass":
+            lines.append(f"{o.status.upper()} seed {o.plan.seed} {o.plan.job}: {o.detail}")
+            lines.append(f"  replay: {o.replay}")
+            lines.extend(f"  {line}" for line in o.plan.describe().splitlines()[1:])
+            lines.extend(f"  ended: {r}" for r in o.runs)
+    return "\n".join(lines)

@@ -1,0 +1,167 @@
+"""What one randomized campaign run does, drawn from its seed (pure: no Spark, no I/O).
+
+A fixed cell of the fault matrix proves that cell; the campaign varies what production
+varies, from a seed, so a failing run replays exactly:
+
+* the **workload**: how many records, how many input partitions, how skewed, how many
+  readings are delivered twice, how many keys fall quiet for a while, the sink id (dotted
+  names included, as users write them);
+* a **chain of runs** on one checkpoint and output: each faulted run draws a fault point of
+  the job's protocol (any of its declared steps, not only the matrix's), a kind (``kill``,
+  ``raise``, ``sleep``) and a batch, or a SIGKILL at a random moment; every run, restarts
+  included, draws the master's parallelism (with or without task retries), the shuffle
+  partitions, ``maxOffsetsPerTrigger`` and the Kafka source's ``minPartitions``. The last run
+  has no fault and must finish;
+* sometimes a **second query**: the checkpoint is deleted and the job started again on the
+  same output and sink id, as a user reusing a sink id does; it must end as the job declares
+  for ``checkpoint-reset`` (a typed error naming both owners, the output unchanged).
+
+:func:`draw` makes the plan; :mod:`spark_ext.recovery.campaign` runs it and checks it.
+
+Example
+-------
+>>> run = draw(7, "exactly_once_delta", ["delta_2pc.3.committed"], ci=True)
+>>> run == draw(7, "exactly_once_delta", ["delta_2pc.3.committed"], ci=True)
+True
+>>> run.steps[-1].fault is None and run.steps[-1].kill_after_s is None
+True
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["CampaignPlan", "RunStep", "Workload", "draw", "pick_job"]
+
+#: Pieces of drawn sink ids: dotted names, names ending like a derived name's suffix.
+_ID_PARTS = ("a", "b", "c", "run", "out", "s0", "events", "x_1")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The input of one campaign run and the names it is written under."""
+
+    #: Records (events jobs) or readings (readings jobs) produced before the first run.
+    records: int
+    #: Partitions of the input topic.
+    partitions: int
+    #: Share of the events put on partition 0 (0.0: round robin).
+    skew: float
+    #: Readings jobs: every ``duplicate_every``-th reading is delivered twice (0: none).
+    duplicate_every: int
+    #: Readings jobs: sensors that send nothing in the middle third of their readings.
+    quiet: int
+    #: The sink id, for jobs that take ``--sink-id``.
+    sink_id: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.records} records on {self.partitions} partitions, skew {self.skew:g}, "
+            f"dup every {self.duplicate_every}, {self.quiet} quiet, sink {self.sink_id!r}"
+        )
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """One run of the chain: the session it runs in, and its fault (none for the last)."""
+
+    master: str
+    shuffle_partitions: int
+    #: ``--max-offsets-per-trigger`` (``None``: the whole backlog in one batch).
+    max_offsets: int | None
+    #: The Kafka source's ``minPartitions`` (``None``: one Spark partition per Kafka one).
+    min_partitions: int | None
+    #: A fault spec (``point@batch:kind``) or ``None``.
+    fault: str | None = None
+    #: A SIGKILL this many seconds after the start instead of a fault point.
+    kill_after_s: float | None = None
+
+    def describe(self) -> str:
+        fault = self.fault or (
+            f"SIGKILL after {self.kill_after_s:g}s" if self.kill_after_s else "no fault"
+        )
+        return (
+            f"{self.master} shuffle {self.shuffle_partitions} maxOffsets {self.max_offsets} "
+            f"minPartitions {self.min_partitions}: {fault}"
+        )
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """One campaign run: its seed, job, workload and chain of runs."""
+
+    seed: int
+    job: str
+    workload: Workload
+    steps: tuple[RunStep, ...]
+    #: A second query on the same output and sink id, from a deleted checkpoint (or none).
+    second_query: RunStep | None = None
+
+    def describe(self) -> str:
+        lines = [f"seed {self.seed} {self.job}: {self.workload.describe()}"]
+        lines += [f"  run {i}: {s.describe()}" for i, s in enumerate(self.steps)]
+        if self.second_query is not None:
+            lines.append(f"  second query: {self.second_query.describe()}")
+        return "\n".join(lines)
+
+
+def pick_job(seed: int, jobs: Sequence[str]) -> str:
+    """The job of run ``seed`` when the campaign is not given one: a function of the seed."""
+    if not jobs:
+        raise ValueError("no jobs to pick from")
+    return sorted(jobs)[random.Random(f"job:{seed}").randrange(len(jobs))]
+
+
+def _sink_id(rng: random.Random) -> str:
+    parts = [rng.choice(_ID_PARTS) for _ in range(rng.randint(1, 3))]
+    return ".".join(parts)
+
+
+def _session(rng: random.Random, ci: bool) -> RunStep:
+    cores = rng.randint(1, 2 if ci else 3)
+    retries = rng.random() < 0.6
+    return RunStep(
+        master=f"local[{cores},2]" if retries else f"local[{cores}]",
+        shuffle_partitions=rng.randint(1, 4),
+        max_offsets=rng.choice((None, 7, 15, 30, 60, 120)),
+        min_partitions=rng.choice((None, None, 1, 2, 5)),
+    )
+
+
+def draw(seed: int, job: str, points: Sequence[str], ci: bool = False) -> CampaignPlan:
+    """The plan of campaign run ``seed`` for ``job``, whose protocol has fault ``points``.
+
+    ``ci``: a smaller workload and at most two faulted runs (the CI lane's budget).
+    """
+    rng = random.Random(f"{job}:{seed}")
+    workload = Workload(
+        records=rng.randint(40, 150 if ci else 400),
+        partitions=rng.randint(1, 4),
+        skew=rng.choice((0.0, 0.0, 0.5, 0.8)),
+        duplicate_every=rng.choice((0, 2, 3, 5)),
+        quiet=rng.randint(0, 2),
+        sink_id=_sink_id(rng),
+    )
+    steps = []
+    for _ in range(rng.randint(1, 2 if ci else 3)):
+        session = _session(rng, ci)
+        if not points or rng.random() < 0.15:
+            fault, after = None, round(rng.uniform(4.0, 25.0), 1)
+        else:
+            kind = rng.choices(("kill", "raise", "sleep=2"), weights=(5, 4, 1))[0]
+            fault, after = f"{rng.choice(sorted(points))}@{rng.randint(0, 4)}:{kind}", None
+        steps.append(
+            RunStep(
+                session.master,
+                session.shuffle_partitions,
+                session.max_offsets,
+                session.min_partitions,
+                fault,
+                after,
+            )
+        )
+    steps.append(_session(rng, ci))
+    second = _session(rng, ci) if rng.random() < 0.25 else None
+    return CampaignPlan(seed, job, workload, tuple(steps), second)

@@ -1,0 +1,38 @@
+"""The campaign's CI lane: ten seeded randomized runs across the exactly-once, tracker and dedup
+jobs, each a chain of faulted runs with the session changed at every restart, against a run
+without faults. ``SPARK_EXT_CAMPAIGN_RUNS=N`` runs N seeds instead (the full lane draws
+bigger workloads: ``spark-ext campaign --seed 1000 --runs 200 --parallel 2``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jobs import registry
+from jobs.cases.campaign import CAMPAIGN_JOBS, fault_points, variant
+from spark_ext.recovery import RecoveryHarness
+from spark_ext.recovery.campaign import format_campaign, run_campaign
+from spark_ext.recovery.campaign_plan import draw
+
+RUNS = int(os.environ.get("SPARK_EXT_CAMPAIGN_RUNS", "10"))
+#: The CI lane's first seed; run i is job i of :data:`CAMPAIGN_JOBS` (round robin, so ten runs
+#: reach every job), and each replays with ``spark-ext campaign --seed S --runs 1 --job J``.
+FIRST_SEED = 1
+
+
+def test_ci_lane_of_seeded_randomized_runs(harness: RecoveryHarness) -> None:
+    plans = []
+    for i, seed in enumerate(range(FIRST_SEED, FIRST_SEED + RUNS)):
+        case = registry.get(CAMPAIGN_JOBS[i % len(CAMPAIGN_JOBS)])
+        plan = draw(seed, case.name, fault_points(case), ci=RUNS <= 10)
+        plans.append((variant(case, plan.workload), plan))
+    outcomes = run_campaign(harness, plans, parallel=2)
+    table = format_campaign(outcomes)
+    print(table)
+    assert len(outcomes) == RUNS
+    fired = [r for o in outcomes for r in o.runs if "no fault fired" not in r]
+    assert fired, "no run of the lane fired a fault: the lane proves nothing"
+    failing = [o for o in outcomes if o.status != "pass"]
+    if failing:
+        pytest.fail(table)
