@@ -96,6 +96,7 @@ def start(
     capacity: int = 10_000,
     fp_rate: float = 0.01,
     rotation_ms: int = 3_600_000,
+    buckets: int = 4,
 ) -> tuple[StreamingQuery, DeltaDedupSink]:
     """Start the query (trigger availableNow) and return it with its sink (for metrics)."""
     config = DedupConfig(
@@ -103,7 +104,7 @@ def start(
         capacity=capacity,
         fp_rate=fp_rate,
         rotation_ms=rotation_ms,
-        buckets=4,
+        buckets=buckets,
         id_column="reading_id",
         event_time_column="event_time",
         coordinate_columns=("topic", "partition", "offset"),
@@ -135,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
     parser.add_argument("--fp-rate", type=float, default=0.01)
     parser.add_argument("--rotation-ms", type=int, default=3_600_000)
+    parser.add_argument(
+        "--buckets", type=int, default=4, help="dedup buckets; keep it for the sink's life"
+    )
     args = parser.parse_args(argv)
     job = start_job(args, "dedup")
     spark, paths = job.spark, DedupPaths(job.out)
@@ -147,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         args.capacity,
         args.fp_rate,
         args.rotation_ms,
+        args.buckets,
     )
     query.awaitTermination()
     m = sink.metrics

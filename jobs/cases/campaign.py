@@ -5,7 +5,7 @@ at-least-once, Spark's own Kafka writer, the unbuffered fold) and the upsert job
 feed is at-least-once by design) do not. :func:`variant` returns a copy of a registered case
 that produces the workload as its input: the events jobs get ``records`` events skewed onto
 partition 0, the readings jobs ``records`` readings over four sensors with copies and quiet
-sensors, the tracker jobs ``records`` time-ordered events over ``partitions``; the jobs that
+sensors (the dedup job with the drawn number of buckets), the tracker jobs ``records`` time-ordered events over ``partitions``; the jobs that
 take ``--sink-id`` get the drawn one behind a part unique to the run.
 """
 
@@ -125,6 +125,9 @@ class _FedOrdering(_Fed, OrderingCase):
 class _FedDedup(_Fed, DedupDeltaCase):
     def prepare(self, ctx: HarnessContext) -> None:
         self._readings(ctx)
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return [*super().restart_args(ctx, slot), "--buckets", str(self.workload.buckets)]
 
 
 _FED: tuple[tuple[type[Any], type[Any]], ...] = (

@@ -44,11 +44,12 @@ def test_draws_vary_what_production_varies() -> None:
     assert {s.max_offsets for s in steps} >= {None, 7, 120}
     assert any("." in p.workload.sink_id for p in plans)
     assert {p.workload.quiet for p in plans} == {0, 1, 2}
+    assert {p.workload.buckets for p in plans} == {1, 4, 8, 16}
     assert sum(s.kill_after_s is not None for s in steps) > 10
     # a restart draws its session again: parallelism changes inside one chain
     assert any(len({s.master for s in p.steps}) > 1 for p in plans)
     ci = [draw(seed, "exactly_once_kafka", ["kafka_tx.3.sliced"], ci=True) for seed in range(200)]
-    assert max(len(p.steps) for p in ci) == 3 and max(p.workload.records for p in ci) <= 150
+    assert max(len(p.steps) for p in ci) == 3 and max(p.workload.records for p in ci) <= 120
 
 
 def test_pick_job_is_a_function_of_the_seed_and_reaches_every_job() -> None:
@@ -81,6 +82,8 @@ def test_the_workload_reaches_the_jobs_arguments(job: str, tmp_path: Path) -> No
     args = fed.job_args(ctx, RunSlot("campaign", tmp_path / "campaign"))
     if "--sink-id" in case.job_args(ctx, RunSlot("campaign", tmp_path)):
         assert args[args.index("--sink-id") + 1] == f"t0123abcd.{plan.workload.sink_id}"
+    if job == "dedup_delta":
+        assert args[args.index("--buckets") + 1] == str(plan.workload.buckets)
     if "--partitions" in args:
         assert args[args.index("--partitions") + 1] == str(plan.workload.partitions)
     assert registry.get(job) is case and not hasattr(case, "workload"), "the registry's case"
