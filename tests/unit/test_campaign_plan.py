@@ -49,7 +49,7 @@ def test_draws_vary_what_production_varies() -> None:
     # a restart draws its session again: parallelism changes inside one chain
     assert any(len({s.master for s in p.steps}) > 1 for p in plans)
     ci = [draw(seed, "exactly_once_kafka", ["kafka_tx.3.sliced"], ci=True) for seed in range(200)]
-    assert max(len(p.steps) for p in ci) == 3 and max(p.workload.records for p in ci) <= 120
+    assert {len(p.steps) for p in ci} == {2} and max(p.workload.records for p in ci) <= 120
 
 
 def test_pick_job_is_a_function_of_the_seed_and_reaches_every_job() -> None:
