@@ -109,7 +109,7 @@ def exactly_once_to_delta(
     references. Not guaranteed: files staged by a late task attempt after its batch committed
     stay in the folder, unreferenced, until the next start.
     """
-    from connectors.delta_sink import (
+    from connectors.delta.two_phase import (
         FORMAT,
         DeltaCommitter,
         DeltaIdempotentWriter,
@@ -182,7 +182,7 @@ def exactly_once_to_kafka(
         records the last batch written; the transactional ids are
         ``spark_ext.tx:<sink_id>:<topic>:s<task>`` (``atomicity="slice"``) or
         ``spark_ext.tx:<sink_id>:<topic>:commit`` (``atomicity="batch"``); every name is in
-        :mod:`connectors.kafka_sink_names`.
+        :mod:`connectors.kafka.names`.
     checkpoint
         Spark's checkpoint location.
     mode
@@ -193,7 +193,7 @@ def exactly_once_to_kafka(
     atomicity
         (two-phase) ``"slice"`` (default): every task produces its records straight to the
         topic in its own transaction, committed with a record of the slice; nothing passes
-        the driver (:mod:`connectors.kafka_sink_slices`). ``read_committed`` consumers see a
+        the driver (:mod:`connectors.kafka.slices`). ``read_committed`` consumers see a
         batch task by task, each record once. ``"batch"``: tasks stage their records in files
         and the driver produces the whole batch in ONE transaction, so ``read_committed``
         consumers see a whole batch or nothing; throughput is bounded by one producer on the
@@ -241,7 +241,9 @@ def exactly_once_to_kafka(
     an undelivered record (``ProduceFailedError``, nothing recorded), a ``partition`` the topic
     lacks, output trimmed below the recorded offsets (``ReplayUnprovableError``).
     """
-    from connectors.kafka_sink import (
+    from connectors.kafka.idempotent import check_no_speculation
+    from connectors.kafka.records import require_topic
+    from connectors.kafka.sink import (
         FORMAT,
         KafkaCommitter,
         KafkaIdempotentWriter,
@@ -249,8 +251,6 @@ def exactly_once_to_kafka(
         KafkaTwoPhaseDataSource,
         check_columns,
     )
-    from connectors.kafka_sink_idempotent import check_no_speculation
-    from connectors.kafka_sink_records import require_topic
     from spark_ext.sinks.owner import owner_of_checkpoint
 
     chk = check_sink_query(df, checkpoint, sink_id)
@@ -262,9 +262,9 @@ def exactly_once_to_kafka(
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
     if mode == "two_phase" and atomicity == "slice":
-        from connectors.kafka_sink_sliced_writer import slice_settings
-        from connectors.kafka_sink_slices import FORMAT as SLICED
-        from connectors.kafka_sink_slices import KafkaSlicedDataSource, recover_slices
+        from connectors.kafka.sliced_writer import slice_settings
+        from connectors.kafka.slices import FORMAT as SLICED
+        from connectors.kafka.slices import KafkaSlicedDataSource, recover_slices
 
         settings = slice_settings(
             bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms, owner

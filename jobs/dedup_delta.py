@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from connectors.dedup_delta_sink import DeltaDedupSink
+from connectors.delta.dedup_sink import DeltaDedupSink
 from jobs.ordering_dedup import READING_SCHEMA
 from jobs.startup import job_parser, start_job
 from spark_ext.dedup import DedupConfig

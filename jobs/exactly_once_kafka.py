@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
-    from connectors.kafka_sink_records import require_topic
+    from connectors.kafka.records import require_topic
     from connectors.sinks import Trigger, exactly_once_to_kafka
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from connectors.delta_idempotent import DeltaIdempotentWriter
+from connectors.delta.idempotent import DeltaIdempotentWriter
 from spark_ext.crash import declare
 from spark_ext.quarantine import (
     EVENT_SCHEMA,

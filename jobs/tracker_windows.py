@@ -13,7 +13,7 @@ or event time): source coordinates, the window it missed, the reason, the raw ro
 
 Guarantees: every input row is in exactly one of ``windows`` (folded into its window) or
 ``late``, under a driver kill at any step and a restart from the checkpoint (both tables are
-written by :class:`connectors.delta_idempotent.DeltaIdempotentWriter`, idempotent per batch id;
+written by :class:`connectors.delta.idempotent.DeltaIdempotentWriter`, idempotent per batch id;
 tracker reports per (query, batch, stage, partition), partition frontiers in Spark state);
 each window is emitted exactly once, when every partition's frontier (marker, or event time
 minus the allowed disorder) passed its end.
@@ -129,7 +129,7 @@ def start_windows(
     go to the Delta table ``late``.
     """
     from connectors import kafka
-    from connectors.delta_idempotent import DeltaIdempotentWriter
+    from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
     from spark_ext.tracked import Closing, TrackedStream

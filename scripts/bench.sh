@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-.venv/bin/python -m connectors.local_kafka start >/dev/null
+.venv/bin/python -m connectors.kafka.local_broker start >/dev/null
 exec .venv/bin/python scripts/bench.py "$@"

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m connectors.local_kafka start
+.venv/bin/python -m connectors.kafka.local_broker start
 exec .venv/bin/python scripts/demo_recovery.py "$@"

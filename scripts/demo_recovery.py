@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connectors.local_kafka import LocalKafkaBroker  # noqa: E402
+from connectors.kafka.local_broker import LocalKafkaBroker  # noqa: E402
 from jobs import registry  # noqa: E402
 from spark_ext.config import load_profile  # noqa: E402
 from spark_ext.recovery import RecoveryHarness, format_table, write_report  # noqa: E402

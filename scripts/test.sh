@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m connectors.local_kafka start
+.venv/bin/python -m connectors.kafka.local_broker start
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -7,7 +7,7 @@ application            ``jobs`` (one job per guarantee, notebooks), :mod:`spark_
                        (``spark-ext``), :mod:`spark_ext.recovery` (the fault harness)
 connectors             ``connectors``: Kafka and Delta I/O and the sinks built on it --
                        ``connectors.sinks`` (``exactly_once_to_delta`` / ``_to_kafka``),
-                       ``connectors.dedup_delta_sink`` (``DeltaDedupSink``), ``connectors.kafka``
+                       ``connectors.delta.dedup_sink`` (``DeltaDedupSink``), ``connectors.kafka``
 core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``Trigger``),
                        :mod:`spark_ext.tracker` (substream end without watermarks),
                        :mod:`spark_ext.operators` (windows, joins, EWMA flushed by substream end),

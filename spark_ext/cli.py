@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     """The harness of ``check``/``matrix``: every path resolved against the caller's folder."""
-    from connectors.local_kafka import LocalKafkaBroker
+    from connectors.kafka.local_broker import LocalKafkaBroker
     from spark_ext.config import load_profile
     from spark_ext.recovery import RecoveryHarness
     from spark_ext.recovery.profiles import resolve_profile

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 import pytest
 
 from connectors.kafka import create_topic
-from connectors.local_kafka import LocalKafkaBroker
+from connectors.kafka.local_broker import LocalKafkaBroker
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery

@@ -54,7 +54,7 @@ class BenchContext:
     @property
     def bootstrap(self) -> str:
         if self._bootstrap is None:
-            from connectors.local_kafka import LocalKafkaBroker
+            from connectors.kafka.local_broker import LocalKafkaBroker
 
             self._bootstrap = LocalKafkaBroker().ensure_running()
         return self._bootstrap

@@ -2,7 +2,7 @@
 
 Variants, each writing a Delta table, on the same Parquet input (one file per micro-batch):
 ``dropDuplicates`` and ``dropDuplicatesWithinWatermark`` with Spark's Delta sink (the
-baselines); ``DeltaDedupSink`` (:mod:`connectors.dedup_delta_sink`: rows shuffled to their
+baselines); ``DeltaDedupSink`` (:mod:`connectors.delta.dedup_sink`: rows shuffled to their
 bucket's task, which decides them with its filters, stages output and catalog rows and saves
 its filters; the driver only commits with delta-rs); ``bloom operator+DedupSink``
 (:func:`spark_ext.dedup.deduplicate` on ``applyInPandasWithState`` and
@@ -180,7 +180,7 @@ def bloom_variant(ids: int):
 
 def sink_variant(ids: int):
     """The Delta dedup sink: each bucket decided in its task, no Spark state store."""
-    from connectors.dedup_delta_sink import DeltaDedupSink
+    from connectors.delta.dedup_sink import DeltaDedupSink
 
     def build(df, out):
         config = bench_config(ids, out)

@@ -23,10 +23,10 @@ Modules, from the pure logic up to Spark:
 =================  ===========================================================================
 
 Two ways to run it: :func:`deduplicate` + :class:`DedupSink` (buckets spread over tasks, filters
-in Spark's state store), or :class:`connectors.dedup_delta_sink.DeltaDedupSink` (each bucket
+in Spark's state store), or :class:`connectors.delta.dedup_sink.DeltaDedupSink` (each bucket
 decided in its own task with filters versioned outside Spark, the driver only commits;
 two-phase Delta output; in the connectors layer because it writes Delta through
-:mod:`connectors.delta_sink`). Both use the same :class:`DedupConfig` and catalog.
+:mod:`connectors.delta.two_phase`). Both use the same :class:`DedupConfig` and catalog.
 
 Importing this package declares its fault points (``dedup.after_catalog``,
 ``dedup.after_output`` and ``dedup_delta.<n>.<step>``).

@@ -1,7 +1,7 @@
 """A batch (or one bucket of it) decided at once, as pure logic (NumPy and Arrow, no Spark):
 :func:`decide_batch`.
 
-The decision of :class:`connectors.dedup_delta_sink.DeltaDedupSink`, whose steps are declared
+The decision of :class:`connectors.delta.dedup_sink.DeltaDedupSink`, whose steps are declared
 here (:data:`DEDUP_DELTA`, fault points ``dedup_delta.<number>.<step>``):
 
 1. ``staged`` (executor tasks): each task decided its buckets' rows with :func:`decide_batch`,
@@ -42,7 +42,7 @@ __all__ = [
     "decide_batch",
 ]
 
-#: The steps of :class:`connectors.dedup_delta_sink.DeltaDedupSink`, as in the docstring.
+#: The steps of :class:`connectors.delta.dedup_sink.DeltaDedupSink`, as in the docstring.
 DEDUP_DELTA = Protocol(
     "dedup_delta",
     (

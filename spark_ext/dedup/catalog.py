@@ -18,7 +18,7 @@ Appends carry ``txn(<sink id>:catalog, batch id)`` (:func:`catalog_app_id`) so a
 adds nothing; the catalog also records the sink's owner (:mod:`spark_ext.sinks.delta_txn`). Readers
 ask only on a Bloom "maybe": :meth:`DedupCatalog.lookup_ids` (a bucket's ids, by the
 operators, in executors) and :meth:`DedupCatalog.lookup_hashes` (a batch's hashes, by
-:class:`connectors.dedup_delta_sink.DeltaDedupSink` on the driver). :meth:`DedupCatalog.purge`
+:class:`connectors.delta.dedup_sink.DeltaDedupSink` on the driver). :meth:`DedupCatalog.purge`
 bounds it to the generations the filters keep (docs/design.md, invariant 4).
 """
 

@@ -1,6 +1,6 @@
 """The filters' versioned state outside Spark: one atomic file per batch (:class:`BloomStateStore`).
 
-Used by sinks that decide on the driver (:class:`connectors.dedup_delta_sink.DeltaDedupSink`),
+Used by sinks that decide on the driver (:class:`connectors.delta.dedup_sink.DeltaDedupSink`),
 where Spark's state store does not hold the filters. Each file carries a CRC32, its version
 and the buckets' :class:`~spark_ext.dedup.filters.RotatingBloom` bytes.
 """
@@ -110,7 +110,7 @@ class BucketStateStore:
     """The filters of each bucket, versioned by batch, in a folder of their own per bucket.
 
     Used where each bucket is decided by its own task
-    (:class:`connectors.dedup_delta_sink.DeltaDedupSink`): the task of bucket ``b`` in batch
+    (:class:`connectors.delta.dedup_sink.DeltaDedupSink`): the task of bucket ``b`` in batch
     ``N`` loads the newest version below ``N`` of ``b`` and saves version ``N`` of ``b`` (one
     :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``). A retried task attempt,
     or a replay of batch ``N``, loads the same version below ``N`` (the version ``N`` an

@@ -1,7 +1,7 @@
 """The broker faults of the matrix: a broker of the harness's own, paused or killed mid-run.
 
 The shared broker (``127.0.0.1:9092``) is never touched. Each broker cell starts a
-:class:`~connectors.local_kafka.LocalKafkaBroker` on a free port with its data in the cell's
+:class:`~connectors.kafka.local_broker.LocalKafkaBroker` on a free port with its data in the cell's
 folder, points the job's profile at it (:func:`~spark_ext.recovery.profiles.derive_profile`),
 prepares the input there and runs the job clean. The faulted run then reaches the cell's
 point, which sleeps a second (``sleep`` fault) while the harness, watching the run's fault log,
@@ -34,7 +34,7 @@ from spark_ext.recovery.faults import FaultCell, FaultClass
 from spark_ext.recovery.profiles import derive_profile
 
 if TYPE_CHECKING:
-    from connectors.local_kafka import LocalKafkaBroker
+    from connectors.kafka.local_broker import LocalKafkaBroker
     from spark_ext.recovery.harness import RecoveryHarness
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def run_broker_cell(
     harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell
 ) -> list[RecoveryResult]:
     """Run ``case`` clean and under ``cell`` (a broker fault) against a broker of its own."""
-    from connectors.local_kafka import BrokerConfig, LocalKafkaBroker
+    from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 
     ctx = harness.context(case, f"{case.name}-{cell.fault}")
     port = free_port(harness.broker_port)

@@ -109,7 +109,7 @@ IDEMPOTENT: tuple[Step, ...] = (
 
 
 #: The steps of the Kafka sink with one transaction per task slice (records never reach the
-#: driver; ``connectors.kafka_sink_slices``): three inside each task, one on the driver.
+#: driver; ``connectors.kafka.slices``): three inside each task, one on the driver.
 SLICED: tuple[Step, ...] = (
     Step(1, "initialised", "executor"),
     Step(2, "in_transaction", "executor"),

@@ -1,7 +1,7 @@
 """The driver's per-batch steps of a tracked query, and the writers it hands rows to.
 
 A writer is anything ``foreachBatch`` accepts: a callable ``(df, batch_id) -> None`` (the
-exactly-once writers of :mod:`connectors` included, e.g. ``connectors.delta_idempotent.
+exactly-once writers of :mod:`connectors` included, e.g. ``connectors.delta.idempotent.
 DeltaIdempotentWriter``) or an object with ``write(df, batch_id)``. It must be idempotent per
 batch id: a batch whose rows landed but whose Spark commit did not is replayed with the same
 id; a writer that can no longer tell such a replay (a Delta ``txn`` expired) must raise its
@@ -68,7 +68,7 @@ def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None
 def forward_records(df: DataFrame, record_ids: bool = False) -> DataFrame:
     """Result rows as Kafka ``key`` / ``value`` (JSON of every column), for a downstream query.
 
-    Write them with an exactly-once Kafka writer: ``connectors.kafka_sink.KafkaTwoPhaseWriter``
+    Write them with an exactly-once Kafka writer: ``connectors.kafka.sink.KafkaTwoPhaseWriter``
     (a transaction per slice; give ``record_ids=True``: a ``record_id`` of the forwarded
     substream and label, unique per row and the same when the batch is re-run) or
     ``KafkaIdempotentWriter`` (no ``spark.speculation``). An at-least-once writer may deliver

@@ -374,7 +374,7 @@ class TrackedQuery:
             Writers of the results and of the late rows (columns
             :data:`~spark_ext.tracked.envelope.LATE_COLUMNS`); both idempotent per batch id
             and typed when they cannot tell a replay (e.g.
-            ``connectors.delta_idempotent.DeltaIdempotentWriter``: ``DeltaTxnExpiredError``).
+            ``connectors.delta.idempotent.DeltaIdempotentWriter``: ``DeltaTxnExpiredError``).
             ``late`` is required: a late row has nowhere else to go.
         trigger
             A :class:`~spark_ext.sinks.trigger.Trigger` (or the keyword arguments of

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.dedup_delta_sink import DeltaDedupSink
+from connectors.delta.dedup_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
 from spark_ext.sinks.errors import BatchRegressionError, DeltaTxnExpiredError, SinkOwnerError
 from spark_ext.sinks.owner import SinkOwner

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from connectors.dedup_delta_sink import DeltaDedupSink
+from connectors.delta.dedup_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig
 from spark_ext.sinks.errors import UnsupportedTableFeatureError
 from spark_ext.sinks.owner import SinkOwner

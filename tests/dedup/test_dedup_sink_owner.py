@@ -17,7 +17,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
-from connectors.dedup_delta_sink import DeltaDedupSink
+from connectors.delta.dedup_sink import DeltaDedupSink
 from spark_ext.dedup import DedupConfig, DedupMetrics, DedupSink
 from spark_ext.sinks.errors import SinkConfigError
 from tests.conftest import await_done

@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from connectors import kafka
-from connectors.dedup_delta_sink import DeltaDedupSink
+from connectors.delta.dedup_sink import DeltaDedupSink
 from jobs.dedup_delta import OUTPUT_COLUMNS, DedupPaths, start
 from jobs.ordering_dedup import produce_readings, sensor_readings
 from spark_ext.dedup import DedupConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.kafka import consume_all, create_topic, produce
-from connectors.local_kafka import BrokerConfig, LocalKafkaBroker
+from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from connectors.kafka import consume_all, create_topic, produce
-from connectors.local_kafka import BrokerConfig, LocalKafkaBroker
+from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 from spark_ext.recovery.broker_faults import free_port
 
 pytestmark = [

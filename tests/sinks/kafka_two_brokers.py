@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.local_kafka import BrokerConfig, LocalKafkaBroker, _classpath, _java
+from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker, _classpath, _java
 from spark_ext.errors import BrokerError
 
 

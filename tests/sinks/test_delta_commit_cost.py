@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-import connectors.delta_log as delta_log
-from connectors.delta_sink import DeltaCommitter, ensure_table, stage_batches
+import connectors.delta.log as delta_log
+from connectors.delta.two_phase import DeltaCommitter, ensure_table, stage_batches
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import commit_batch
 

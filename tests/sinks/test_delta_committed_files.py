@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta_sink import (
+from connectors.delta.two_phase import (
     DeltaCommitter,
     StagedFile,
     current_batch_id,

@@ -14,7 +14,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 
-from connectors.delta_idempotent import DeltaIdempotentWriter
+from connectors.delta.idempotent import DeltaIdempotentWriter
 from spark_ext.sinks.errors import DeltaTxnExpiredError
 from spark_ext.sinks.owner import SinkOwner
 

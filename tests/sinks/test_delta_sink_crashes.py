@@ -30,7 +30,7 @@ from sink_crash import (
 from test_delta_sinks import data_commits
 
 from connectors import kafka
-from connectors.delta_sink import DeltaCommitter
+from connectors.delta.two_phase import DeltaCommitter
 from jobs.exactly_once_delta import parse_events
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE

@@ -10,8 +10,8 @@ from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from connectors.delta_idempotent import DeltaIdempotentWriter
-from connectors.delta_sink import FORMAT, DeltaTwoPhaseDataSource
+from connectors.delta.idempotent import DeltaIdempotentWriter
+from connectors.delta.two_phase import FORMAT, DeltaTwoPhaseDataSource
 from connectors.sinks import Trigger, exactly_once_to_delta
 from spark_ext.sinks.errors import BatchRegressionError, UnsupportedTableFeatureError
 from spark_ext.sinks.owner import SinkOwner

@@ -10,8 +10,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
 from connectors import kafka
-from connectors.kafka_sink import KafkaIdempotentWriter, SinkProgress
-from connectors.kafka_sink_records import RECORD_ID_HEADER, existing_topics
+from connectors.kafka.records import RECORD_ID_HEADER, existing_topics
+from connectors.kafka.sink import KafkaIdempotentWriter, SinkProgress
 from connectors.sinks import exactly_once_to_kafka
 from spark_ext.sinks.errors import (
     BatchRegressionError,
@@ -149,7 +149,7 @@ def test_a_task_run_again_at_attempt_zero_reads_back_what_it_sent_before(
     durable start marker can: the second run of the same task and batch reads back first."""
     import pyarrow as pa
 
-    from connectors.kafka_sink_idempotent import PARTIAL, OutputRegion, SliceWriter
+    from connectors.kafka.idempotent import PARTIAL, OutputRegion, SliceWriter
     from spark_ext.crash import InjectedFault
 
     topic = new_topic("idem-rerun", partitions=2)

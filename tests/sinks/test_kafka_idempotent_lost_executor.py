@@ -19,7 +19,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 
-import connectors.kafka_sink_idempotent as idempotent
+import connectors.kafka.idempotent as idempotent
 from connectors import kafka
 from spark_ext.sinks.errors import WriterFencedError
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from connectors.kafka_sink import KafkaCommitter, KafkaSinkSettings
+from connectors.kafka.sink import KafkaCommitter, KafkaSinkSettings
 from spark_ext.jobrun import REPO, run_job
 from spark_ext.sinks.errors import DriverFencedError
 from spark_ext.sinks.protocol import Outcome, commit_batch
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 def test_importing_the_kafka_sinks_leaves_the_kafka_logger_level_alone():
     code = (
-        "import logging, connectors.kafka_sink, connectors.sinks;"
+        "import logging, connectors.kafka.sink, connectors.sinks;"
         "print(logging.getLogger('kafka').level)"
     )
     got = subprocess.run(

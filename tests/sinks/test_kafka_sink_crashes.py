@@ -21,7 +21,7 @@ from sink_crash import (
 )
 
 from connectors import kafka
-from connectors.kafka_sink import SinkProgress
+from connectors.kafka.sink import SinkProgress
 from jobs.eo_spark_kafka_sink import WRITTEN
 from jobs.exactly_once_kafka import forward
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, KAFKA_TWO_PHASE

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 
 from connectors import kafka
-from connectors.kafka_sink_progress import SinkProgress
-from connectors.kafka_sink_slices import SliceTransaction, record_batch, recover_slices
-from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.slices import SliceTransaction, record_batch, recover_slices
+from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import DriverFencedError
 
 pytestmark = pytest.mark.integration
@@ -97,7 +97,7 @@ def test_a_kept_step_4_producer_another_worker_fenced_is_replaced(kafka_bootstra
     fences A's), and batch 2's commit runs in A again. Found by the dotted-ids test (two
     queries at once): ``DriverFencedError: ... run 1 was fenced by a newer start (run 1)``.
     A's producer is replaced, and the record goes on."""
-    from connectors import kafka_sink_slices
+    from connectors.kafka import slices as kafka_sink_slices
 
     topic = new_topic("old-driver-workers", partitions=1)
     s = recover_slices(

@@ -17,7 +17,7 @@ import pytest
 
 from connectors import kafka
 from connectors.demo_events import produce_events
-from connectors.kafka_sink import KafkaIdempotentWriter, KafkaTwoPhaseWriter, SinkProgress
+from connectors.kafka.sink import KafkaIdempotentWriter, KafkaTwoPhaseWriter, SinkProgress
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.sinks.errors import SinkConfigError, SinkOwnerError

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from connectors.kafka_sink_records import existing_topics, require_topic
-from connectors.kafka_sink_slices import recover_slices
-from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.kafka.records import existing_topics, require_topic
+from connectors.kafka.slices import recover_slices
+from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import TopicMissingError
 
 pytestmark = pytest.mark.integration

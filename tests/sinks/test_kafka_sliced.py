@@ -19,14 +19,14 @@ from kafka_two_brokers import two_brokers
 from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
-from connectors.kafka_sink import SinkProgress
-from connectors.kafka_sink_slices import (
+from connectors.kafka.sink import SinkProgress
+from connectors.kafka.slices import (
     SliceTransaction,
     lingering_slices,
     recover_slices,
     replay_state,
 )
-from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.kafka.staging import KafkaSinkSettings
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
@@ -138,7 +138,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     """Two attempts of one task (a retry, or speculation): the second ``init_transactions``
     fences the first, aborting what it had flushed; a committed consumer sees each record
     once, an uncommitted one also the aborted copies."""
-    from connectors.kafka_sink_clients import SliceFenced
+    from connectors.kafka.clients import SliceFenced
 
     topic = new_topic("slice-fence", partitions=2)
     s = settings_for(kafka_bootstrap, topic, "slice_fence", client=client)
@@ -449,7 +449,7 @@ def test_a_kept_producer_another_worker_fenced_is_replaced_and_the_slice_written
     so it must not warn: the stale producer is closed, not aborted (a fenced producer's abort
     always fails; B's ``init_transactions`` already ended A's transactions), and librdkafka's
     lines about the expected fence are INFO, not ``FATAL`` errors in every batch's log."""
-    from connectors import kafka_sink_slices
+    from connectors.kafka import slices as kafka_sink_slices
 
     topic = new_topic("slice-kept", partitions=2)
     s = settings_for(kafka_bootstrap, topic, "slice_kept", client=client)

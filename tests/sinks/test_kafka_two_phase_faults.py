@@ -12,7 +12,7 @@ import pytest
 from kafka_two_brokers import two_brokers
 
 from connectors import kafka
-from connectors.kafka_sink import (
+from connectors.kafka.sink import (
     IN_TRANSACTION,
     KafkaCommitter,
     KafkaSinkSettings,

@@ -14,8 +14,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import StringType, StructField, StructType
 
 from connectors import kafka
-from connectors.delta_sink import DeltaCommitter, StagedFile, schema_shape, staged_name
-from connectors.kafka_sink import KafkaCommitter, KafkaSinkSettings, SinkProgress, StagedRecords
+from connectors.delta.two_phase import DeltaCommitter, StagedFile, schema_shape, staged_name
+from connectors.kafka.sink import KafkaCommitter, KafkaSinkSettings, SinkProgress, StagedRecords
 from connectors.sinks import Trigger, exactly_once_to_delta
 from spark_ext.sinks import (
     ConcurrentWriterError,

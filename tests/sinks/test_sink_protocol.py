@@ -104,7 +104,7 @@ def test_bad_sink_id_is_a_config_error_naming_the_setting(bad):
 def test_schema_shape_ignores_nullability_but_not_types():
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from connectors.delta_sink import schema_shape
+    from connectors.delta.two_phase import schema_shape
 
     a = StructType([StructField("x", StringType(), True)])
     b = StructType([StructField("x", StringType(), False)])
@@ -114,7 +114,7 @@ def test_schema_shape_ignores_nullability_but_not_types():
 
 
 def test_record_ids_name_a_slice_by_its_records_not_its_task_index():
-    from connectors.kafka_sink import partition_identity, record_id
+    from connectors.kafka.sink import partition_identity, record_id
 
     a = [(b"k1", b"v1", None), (b"k2", b"v2", None)]
     b = [(b"k3", b"v3", None)]

@@ -42,7 +42,7 @@ def test_no_partition_is_declared_idle_while_no_window_waits_for_it():
 def test_an_idle_partition_is_closed_by_the_timeout_and_its_later_rows_are_late(
     spark, kafka_bootstrap, new_topic, tmp_path
 ):
-    from connectors.delta_idempotent import DeltaIdempotentWriter
+    from connectors.delta.idempotent import DeltaIdempotentWriter
     from connectors.kafka import produce, read_stream
     from jobs.tracker_windows import event, marker, parse
     from spark_ext.operators import Count, WindowAggregate

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from connectors.delta_idempotent import DeltaIdempotentWriter
+from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate

@@ -94,7 +94,7 @@ def test_rows_of_an_undeclared_partition_go_to_late_and_windows_still_end():
 
 
 def test_the_tracked_jobs_delta_writer_needs_an_explicit_idempotence_key():
-    from connectors.delta_idempotent import DeltaIdempotentWriter
+    from connectors.delta.idempotent import DeltaIdempotentWriter
 
     with pytest.raises(ConfigError, match="sink_id"):
         DeltaIdempotentWriter("/tmp/table", "")

@@ -16,7 +16,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from connectors.delta_idempotent import DeltaIdempotentWriter
+from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate

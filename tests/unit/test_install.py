@@ -79,7 +79,7 @@ def test_spark_ext_list_works_from_another_folder_after_pip_install(installed, t
 def test_installed_packages_are_the_ones_imported_and_typed(installed, tmp_path):
     code = (
         "import connectors, jobs.registry, spark_ext, spark_ext.dedup, spark_ext.ordering, "
-        "connectors.dedup_delta_sink, pathlib; "
+        "connectors.delta.dedup_sink, pathlib; "
         "print(pathlib.Path(spark_ext.__file__).parent); print(jobs.registry.__file__); "
         "print(connectors.__file__)"
     )

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from connectors.kafka_sink_idempotent import record_id
-from connectors.kafka_sink_records import NamedRows
+from connectors.kafka.idempotent import record_id
+from connectors.kafka.records import NamedRows
 from spark_ext.sinks.errors import SinkConfigError
 
 

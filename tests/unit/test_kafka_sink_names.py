@@ -9,10 +9,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.kafka_sink_commit import KafkaCommitter
-from connectors.kafka_sink_idempotent import TaskStarted
-from connectors.kafka_sink_progress import SinkProgress
-from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.kafka.commit import KafkaCommitter
+from connectors.kafka.idempotent import TaskStarted
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.staging import KafkaSinkSettings
 
 #: Dotted ids made of the words the sinks' names use as suffixes, so the collisions of the
 #: review (``X`` and ``X.run``, ``a.b``/``c`` and ``a``/``b.c``) are drawn, not just hoped for.

@@ -11,8 +11,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from connectors.kafka_sink_digest import SliceDigest, framed_rows
-from connectors.kafka_sink_records import arrow_columns, arrow_rows, to_bytes
+from connectors.kafka.digest import SliceDigest, framed_rows
+from connectors.kafka.records import arrow_columns, arrow_rows, to_bytes
 
 
 def _rowwise(batch: pa.RecordBatch) -> str:

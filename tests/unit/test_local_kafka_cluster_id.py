@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 
-from connectors.local_kafka import new_cluster_id
+from connectors.kafka.local_broker import new_cluster_id
 
 DASH_FIRST = bytes([0xF8]) + bytes(15)  # top six bits 62: "-" in URL-safe base64
 PLAIN = bytes(16)

@@ -25,8 +25,8 @@ MODULES = [
     "spark_ext.session",
     "spark_ext.metrics",
     "spark_ext.state_inspect",
-    "connectors.dedup_delta_sink",
-    "connectors.dedup_delta_staging",
+    "connectors.delta.dedup_sink",
+    "connectors.delta.dedup_staging",
 ]
 
 

@@ -17,7 +17,7 @@
    against a snapshot on which the epoch and the owner are still this query's
    (:class:`~spark_ext.sinks.errors.DriverFencedError`,
    :class:`~spark_ext.sinks.errors.SinkOwnerError`) and whose features the add honours
-   (:func:`connectors.delta_table.check_snapshot`: the table may have changed since the
+   (:func:`connectors.delta.table.check_snapshot`: the table may have changed since the
    start), with no silent retry: if another commit landed in between, the sink re-reads the
    snapshot and checks again. If the commit call raises for any other reason (a post-commit
    hook: checkpoint, log clean-up), the ``txn`` is read back: a commit that landed is a
@@ -25,7 +25,7 @@
 4. staged files of the batch (of this owner) that the commit does not reference are deleted.
 
 Files are deleted only when no loadable snapshot references them
-(:func:`connectors.delta_log.referenced_files`: every ``add`` and ``remove`` still in the
+(:func:`connectors.delta.log.referenced_files`: every ``add`` and ``remove`` still in the
 log), so neither ``abort`` after a commit that became durable, nor the clean-up of a skipped
 replay after an ``OPTIMIZE``, ever removes a committed file (docs/design.md, invariant 6).
 
@@ -41,12 +41,12 @@ but stops no older driver (a caller that runs its committers without an epoch).
 
 Supported tables: unpartitioned, without CHECK constraints, generated/identity columns,
 column mapping or column invariants in use, without a NOT NULL column the rows may break and
-without writer features delta-rs cannot write (:func:`connectors.delta_table.check_writable`
-refuses the others at start, :func:`~connectors.delta_table.check_snapshot` at every commit).
+without writer features delta-rs cannot write (:func:`connectors.delta.table.check_writable`
+refuses the others at start, :func:`~connectors.delta.table.check_snapshot` at every commit).
 Append only: a query in complete mode (``overwrite``) is refused. Local (or mounted) paths;
 statistics are ``numRecords`` only. Spark's Delta writer must not write the table at the
 same time on a local path (docs/design.md, Delta sinks). The idempotent sink is
-:mod:`connectors.delta_idempotent`.
+:mod:`connectors.delta.idempotent`.
 """
 
 from __future__ import annotations
@@ -67,9 +67,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.delta_idempotent import DeltaIdempotentWriter
-from connectors.delta_log import referenced_files
-from connectors.delta_staging import (
+from connectors.delta.idempotent import DeltaIdempotentWriter
+from connectors.delta.log import referenced_files
+from connectors.delta.staging import (
     STAGED_NAME,
     StagedFile,
     current_batch_id,
@@ -77,7 +77,7 @@ from connectors.delta_staging import (
     stage_batches,
     staged_name,
 )
-from connectors.delta_table import (
+from connectors.delta.table import (
     arrow_schema,
     check_snapshot,
     check_table_schema,

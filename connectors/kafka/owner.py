@@ -5,7 +5,7 @@ input) with the same sink id starts at batch 0 again and was taken for a replay 
 query's batch 0: the idempotent and whole-batch sinks skipped it (its rows lost, exit 0).
 Every Kafka sink therefore keeps its owner, Spark's streaming query id
 (:class:`~spark_ext.sinks.owner.SinkOwner`), *in* its progress record
-(:class:`~connectors.kafka_sink_progress.SinkProgress`), written with every batch it records,
+(:class:`~connectors.kafka.progress.SinkProgress`), written with every batch it records,
 so the owner and the batch marker change together in one offset commit (or transaction).
 
 At start, before anything is fenced, written or aborted, :func:`check_progress_owner` reads the
@@ -33,8 +33,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from connectors.kafka_sink_progress import Recorded, SinkProgress
-from connectors.kafka_sink_readback import end_offsets
+from connectors.kafka.progress import Recorded, SinkProgress
+from connectors.kafka.readback import end_offsets
 from spark_ext.sinks.errors import SinkConfigError, SinkOwnerError
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner, owner_of_batch
 

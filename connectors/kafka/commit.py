@@ -1,6 +1,6 @@
 """The two-phase Kafka sink on the driver: steps 2-4 of one batch, in ONE Kafka transaction.
 
-See :mod:`connectors.kafka_sink` for the protocol and what consumers see. This module holds
+See :mod:`connectors.kafka.sink` for the protocol and what consumers see. This module holds
 :class:`KafkaCommitter` (run by :func:`spark_ext.sinks.protocol.commit_batch`), the run epoch
 that fences older drivers, and the retry rules of step 3 (lost answer, fenced writer, expired
 transaction, undelivered record).
@@ -16,11 +16,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.kafka_sink_delivery import DeliveryCheck
-from connectors.kafka_sink_owner import check_progress_owner, check_still_owner, record_owner
-from connectors.kafka_sink_progress import SinkProgress
-from connectors.kafka_sink_records import bounded, client_deadline_s, existing_topics
-from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
+from connectors.kafka.delivery import DeliveryCheck
+from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.records import bounded, client_deadline_s, existing_topics
+from connectors.kafka.staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
     ClientStalledError,
@@ -400,7 +400,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         record the owner, drop old staging.
 
         The owner (:attr:`KafkaSinkSettings.owner`, if set) is checked before anything is
-        fenced or written (:mod:`connectors.kafka_sink_owner`; another query's sink is
+        fenced or written (:mod:`connectors.kafka.owner`; another query's sink is
         :class:`SinkOwnerError` unless ``take_over``) and recorded once older drivers are
         fenced. With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass
         it to this start's committers (:attr:`KafkaSinkSettings.run_epoch`).

@@ -1,6 +1,6 @@
 """The two-phase Kafka sink with a transaction per slice, as a ``foreachBatch`` writer.
 
-:class:`KafkaTwoPhaseWriter` runs the steps of :mod:`connectors.kafka_sink_slices` inside
+:class:`KafkaTwoPhaseWriter` runs the steps of :mod:`connectors.kafka.slices` inside
 ``foreachBatch``: each task of the batch's DataFrame is one slice, produced in its own Kafka
 transaction committed with its slice record (steps 1-3, through ``mapInArrow``), then the
 driver records the batch (step 4). For a query whose rows reach the sink through a
@@ -31,17 +31,17 @@ from itertools import chain
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka_sink_clients import check_client
-from connectors.kafka_sink_owner import check_still_owner, writer_owner
-from connectors.kafka_sink_progress import SinkProgress
-from connectors.kafka_sink_records import check_columns, require_topic, task_attempt
-from connectors.kafka_sink_slices import (
+from connectors.kafka.clients import check_client
+from connectors.kafka.owner import check_still_owner, writer_owner
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.records import check_columns, require_topic, task_attempt
+from connectors.kafka.slices import (
     SliceTransaction,
     SliceWritten,
     record_batch,
     recover_slices,
 )
-from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import check_batch_order
 from spark_ext.sinks.owner import SinkOwner
 
@@ -116,7 +116,7 @@ class KafkaTwoPhaseWriter:
     transaction_timeout_ms, delivery_timeout_ms
         As for :func:`connectors.sinks.exactly_once_to_kafka`.
     owner
-        The query that owns the sink (:mod:`connectors.kafka_sink_owner`): by default the
+        The query that owns the sink (:mod:`connectors.kafka.owner`): by default the
         streaming query calling this writer (:func:`~spark_ext.sinks.owner.owner_of_batch`);
         give it (a query id) to call the writer outside a streaming query, else
         :class:`~spark_ext.sinks.errors.SinkConfigError` names ``owner``.

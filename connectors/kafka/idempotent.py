@@ -61,23 +61,23 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka_sink_clients import TaskProducer, check_client, task_producer
-from connectors.kafka_sink_names import KafkaSinkNames
-from connectors.kafka_sink_owner import (
+from connectors.kafka.clients import TaskProducer, check_client, task_producer
+from connectors.kafka.names import KafkaSinkNames
+from connectors.kafka.owner import (
     check_progress_owner,
     check_still_owner,
     record_owner,
     writer_owner,
 )
-from connectors.kafka_sink_progress import Recorded, SinkProgress
-from connectors.kafka_sink_readback import (
+from connectors.kafka.progress import Recorded, SinkProgress
+from connectors.kafka.readback import (
     assigned_consumer,
     check_not_trimmed,
     end_offsets,
     record_id,
     written_ids,
 )
-from connectors.kafka_sink_records import (
+from connectors.kafka.records import (
     RECORD_ID_COLUMN,
     RECORD_ID_HEADER,
     NamedRows,
@@ -248,7 +248,7 @@ class SliceWriter:
     sink_id: str
     batch_id: int
     region: OutputRegion
-    #: The producer client (:mod:`connectors.kafka_sink_clients`).
+    #: The producer client (:mod:`connectors.kafka.clients`).
     client: str = "confluent-kafka"
     #: The driver run the batch belongs to (:attr:`KafkaIdempotentWriter.run`): an unended
     #: claim of the same run may be a lost attempt still running.
@@ -389,7 +389,7 @@ class KafkaIdempotentWriter:
     client
         The producer client of the tasks: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
     owner, take_over
-        As for :class:`~connectors.kafka_sink_sliced_writer.KafkaTwoPhaseWriter` (records the
+        As for :class:`~connectors.kafka.sliced_writer.KafkaTwoPhaseWriter` (records the
         old owner wrote are never read back as this query's).
     delivery_timeout_ms
         How long a record may wait for its acknowledgement; a task retried after its

@@ -4,9 +4,9 @@ Where the batch id is recorded
 ------------------------------
 Both sinks record "sink S has written batch B" as committed offsets of a *sink-progress
 consumer group* ``spark_ext.sink:<sink id>`` on the output topic
-(:class:`~connectors.kafka_sink_progress.SinkProgress`).
+(:class:`~connectors.kafka.progress.SinkProgress`).
 
-Two-phase, a transaction per task (default): :mod:`connectors.kafka_sink_slices`
+Two-phase, a transaction per task (default): :mod:`connectors.kafka.slices`
 ---------------------------------------------------------------------------------
 Records go from the tasks straight to Kafka, each task in its own transaction; the driver
 only records the batch. ``read_committed`` consumers see a batch task by task.
@@ -18,7 +18,7 @@ transaction per batch (so every record passes through the driver's one producer)
 
 1. ``staged`` -- each task writes its rows (``key``, ``value``, ``partition``) to an Arrow IPC
    file under ``staging_dir/<sink id>/b<batch>/``; the commit message names the file
-   (:mod:`connectors.kafka_sink_staging`).
+   (:mod:`connectors.kafka.staging`).
 2. ``before_commit`` -- the driver's ``commit(messages, batchId)`` checks its run epoch
    (:class:`~spark_ext.sinks.errors.DriverFencedError` for a driver of an older start, before
    it touches the transactional id), starts a transactional producer with
@@ -34,7 +34,7 @@ transaction per batch (so every record passes through the driver's one producer)
    settled by a fresh producer and the recorded batch read back; a transaction that outlived
    ``transaction_timeout_ms`` (aborted by the broker) is retried once, then
    :class:`~spark_ext.sinks.errors.TransactionExpiredError` names the setting (K5).
-   Driver side: :mod:`connectors.kafka_sink_commit`.
+   Driver side: :mod:`connectors.kafka.commit`.
 4. ``cleaned`` -- the batch's staging folder is deleted.
 
 What consumers see: a ``read_committed`` consumer sees each batch whole, at once, or not at
@@ -52,13 +52,13 @@ requirement as a checkpoint location); the default is under the checkpoint.
 
 Idempotent (:class:`KafkaIdempotentWriter`, for ``foreachBatch``)
 ----------------------------------------------------------------
-In :mod:`connectors.kafka_sink_idempotent`: records go from the tasks straight to the topic
+In :mod:`connectors.kafka.idempotent`: records go from the tasks straight to the topic
 (never through the driver), named by their input coordinates; re-exported here.
 
 Two-phase for ``foreachBatch`` (:class:`KafkaTwoPhaseWriter`)
 -------------------------------------------------------------
-In :mod:`connectors.kafka_sink_sliced_writer`: the transaction-per-slice sink
-(:mod:`connectors.kafka_sink_slices`) as a ``foreachBatch`` function, for writers of tracked
+In :mod:`connectors.kafka.sliced_writer`: the transaction-per-slice sink
+(:mod:`connectors.kafka.slices`) as a ``foreachBatch`` function, for writers of tracked
 queries and other ``foreachBatch`` pipelines that run with ``spark.speculation`` on;
 re-exported here.
 """
@@ -80,12 +80,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka_sink_commit import (
+from connectors.kafka.commit import (
     IN_TRANSACTION,
     KafkaCommitter,
     broker_max_transaction_timeout_ms,
 )
-from connectors.kafka_sink_idempotent import (
+from connectors.kafka.idempotent import (
     KafkaIdempotentWriter,
     OutputRegion,
     SliceWriter,
@@ -93,16 +93,16 @@ from connectors.kafka_sink_idempotent import (
     record_id,
     written_ids,
 )
-from connectors.kafka_sink_progress import Recorded, SinkProgress
-from connectors.kafka_sink_records import (
+from connectors.kafka.progress import Recorded, SinkProgress
+from connectors.kafka.records import (
     PRODUCER,
     RECORD_ID_HEADER,
     check_columns,
     current_batch_id,
     task_attempt,
 )
-from connectors.kafka_sink_sliced_writer import KafkaTwoPhaseWriter
-from connectors.kafka_sink_staging import KafkaSinkSettings, StagedRecords, staged_records
+from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
+from connectors.kafka.staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, abort_batch, commit_batch
 
 log = logging.getLogger(__name__)

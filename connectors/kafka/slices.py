@@ -69,7 +69,7 @@ What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*:
 records at once when its transaction commits, the batch complete once every task committed;
 never a record twice. A ``read_uncommitted`` consumer also sees the records of aborted
 transactions (a retried attempt, a task killed mid-transaction, a re-run slice), so it may see
-records twice. For whole-batch atomicity use ``atomicity="batch"`` (:mod:`connectors.kafka_sink`:
+records twice. For whole-batch atomicity use ``atomicity="batch"`` (:mod:`connectors.kafka.sink`:
 one transaction per batch, produced from the driver, bounded by one producer).
 
 Not covered: a task of an older driver that passed its run-epoch check just before a new start
@@ -96,20 +96,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka_sink_clients import SliceFenced, TaskProducer, task_producer
-from connectors.kafka_sink_commit import KafkaCommitter
-from connectors.kafka_sink_digest import SliceDigest
-from connectors.kafka_sink_owner import check_still_owner
-from connectors.kafka_sink_progress import SinkProgress
-from connectors.kafka_sink_readback import end_offsets, record_id, written_ids
-from connectors.kafka_sink_records import (
+from connectors.kafka.clients import SliceFenced, TaskProducer, task_producer
+from connectors.kafka.commit import KafkaCommitter
+from connectors.kafka.digest import SliceDigest
+from connectors.kafka.owner import check_still_owner
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.readback import end_offsets, record_id, written_ids
+from connectors.kafka.records import (
     RECORD_ID_HEADER,
     NamedRows,
     check_columns,
     current_batch_id,
     task_attempt,
 )
-from connectors.kafka_sink_staging import KafkaSinkSettings
+from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import (
     BatchRegressionError,
     PartitionOutOfRangeError,

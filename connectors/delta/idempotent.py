@@ -21,7 +21,7 @@ import logging
 
 from pyspark.sql import DataFrame
 
-from connectors.delta_table import arrow_schema, check_table_schema
+from connectors.delta.table import arrow_schema, check_table_schema
 from spark_ext.sinks.delta_txn import DeltaTxnAppender, owner_of
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, Protocol

@@ -16,7 +16,7 @@ the broker keeps.
   end offsets as the idempotent sink does (a partly committed batch is read back from there)
   and ``slices``: how many slices (transactional ids) the sink has used.
 * Every record names the sink's owner (``"owner"``: the streaming query id, issue #24, N11,
-  :mod:`connectors.kafka_sink_owner`). A start that finds no record, or hands the sink over
+  :mod:`connectors.kafka.owner`). A start that finds no record, or hands the sink over
   (``take_over``), records ``"batch": null`` with the end offsets of that moment: no batch
   written yet, and the next batch's records lie above those offsets.
 """
@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.kafka_sink_names import KafkaSinkNames
+from connectors.kafka.names import KafkaSinkNames
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 

@@ -70,7 +70,7 @@ def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array
 
     ``batch`` holds ``value`` and optionally ``key``, ``partition`` and ``record_id``
     (absent columns frame as nulls), the columns
-    :func:`~connectors.kafka_sink_records.check_columns` allows.
+    :func:`~connectors.kafka.records.check_columns` allows.
     """
     n = batch.num_rows
     names = batch.schema.names

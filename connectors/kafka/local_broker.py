@@ -7,7 +7,7 @@ default) so a producer asking for more fails at ``init_transactions`` instead of
 
 Command line::
 
-    python -m connectors.local_kafka start|stop|status [--data-dir DIR] [--port 9092]
+    python -m connectors.kafka.local_broker start|stop|status [--data-dir DIR] [--port 9092]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from spark_ext.errors import BrokerError
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TRANSACTION_MAX_TIMEOUT_MS = 900_000
 
 

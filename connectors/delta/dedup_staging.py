@@ -1,4 +1,4 @@
-"""The staged files of :class:`connectors.dedup_delta_sink.DeltaDedupSink`: what its tasks write
+"""The staged files of :class:`connectors.delta.dedup_sink.DeltaDedupSink`: what its tasks write
 and how the driver commits (or removes) the catalog's share of them.
 
 Step 1 (:func:`decider`, in ``mapInArrow`` after the rows were shuffled to their bucket's
@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta_log import referenced_files
-from connectors.delta_staging import stage_batches, staged_name
-from connectors.delta_table import check_snapshot
+from connectors.delta.log import referenced_files
+from connectors.delta.staging import stage_batches, staged_name
+from connectors.delta.table import check_snapshot
 from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, decide_batch
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
@@ -159,7 +159,7 @@ def decider(
 
     ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
     and the coordinates; ``owner`` is the owning query's code, part of the output's staged
-    names (:func:`connectors.delta_staging.staged_name`). Rows with a null in the key columns of ``config`` are left out and
+    names (:func:`connectors.delta.staging.staged_name`). Rows with a null in the key columns of ``config`` are left out and
     counted (the driver quarantines them).
     """
     out_names = schema.fieldNames()
@@ -268,7 +268,7 @@ def commit_catalog(
     Returns ``False`` for a replay (the batch is recorded: nothing committed). The commit is
     made against a snapshot on which ``owner`` is still the owner
     (:class:`~spark_ext.sinks.errors.SinkOwnerError` otherwise) and whose features an add of
-    staged files honours (:func:`connectors.delta_table.check_snapshot`); it carries the owner
+    staged files honours (:func:`connectors.delta.table.check_snapshot`); it carries the owner
     ``txn`` too. A commit call that raises after the commit landed (a post-commit hook) counts
     as committed; one that lost a race is checked again.
     """

@@ -18,7 +18,7 @@ and catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedu
 2. ``cataloged``: one delta-rs commit adds the staged catalog files with
    ``txn(<sink id>:catalog, N)`` (a replay finds the txn and skips).
 3. ``written``: one delta-rs commit adds the staged output files with ``txn(<sink id>, N)``
-   (:class:`connectors.delta_sink.DeltaCommitter`, whose own points are ``delta2pc.2``-``4``).
+   (:class:`connectors.delta.two_phase.DeltaCommitter`, whose own points are ``delta2pc.2``-``4``).
 4. ``cleaned``: staged files the commits did not take (losing task attempts, a skipped
    replay) are removed and the catalog's generations outside the window purged.
 
@@ -39,7 +39,7 @@ name>`` (step 1 in the tasks).
 The decision itself (pure, no Spark) is :func:`spark_ext.dedup.batch.decide_batch`, the
 filters' versioned state :class:`spark_ext.dedup.state.BucketStateStore`, the catalog
 :class:`spark_ext.dedup.catalog.DedupCatalog` (one schema for every dedup writer), the task
-side and the catalog's commit :mod:`connectors.dedup_delta_staging`; this module is the
+side and the catalog's commit :mod:`connectors.delta.dedup_staging`; this module is the
 driver, in the connectors layer (docs/design.md, Layers). Semantics are those of
 :mod:`spark_ext.dedup` (same :class:`~spark_ext.dedup.DedupConfig`): copies whose original's
 generation rotated out of the filters are treated as new. Rows whose id, event time or a
@@ -71,7 +71,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, TimestampNTZType, TimestampType
 
-from connectors.dedup_delta_staging import (
+from connectors.delta.dedup_staging import (
     MESSAGE_SCHEMA,
     CatalogFile,
     catalog_file_tag,
@@ -80,7 +80,7 @@ from connectors.dedup_delta_staging import (
     commit_catalog,
     decider,
 )
-from connectors.delta_sink import (
+from connectors.delta.two_phase import (
     DeltaCommitter,
     DeltaIdempotentWriter,
     StagedFile,

@@ -1,7 +1,7 @@
 """The producers the Kafka sinks' tasks write with: one interface, two clients.
 
-:class:`~connectors.kafka_sink_slices.SliceTransaction` (two-phase, a transaction per task) and
-:class:`~connectors.kafka_sink_idempotent.SliceWriter` (idempotent, no transactions) run their
+:class:`~connectors.kafka.slices.SliceTransaction` (two-phase, a transaction per task) and
+:class:`~connectors.kafka.idempotent.SliceWriter` (idempotent, no transactions) run their
 protocols; a :class:`TaskProducer` carries the records. Two implementations:
 
 * :class:`KafkaPythonProducer` -- kafka-python, the project's named client. Measured on this
@@ -25,9 +25,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from connectors.kafka_sink_commit import FENCED, send_offsets
-from connectors.kafka_sink_delivery import DeliveryCheck
-from connectors.kafka_sink_records import (
+from connectors.kafka.commit import FENCED, send_offsets
+from connectors.kafka.delivery import DeliveryCheck
+from connectors.kafka.records import (
     LINGER_MS,
     PRODUCER,
     STALL_GRACE_S,

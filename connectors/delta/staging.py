@@ -3,9 +3,9 @@
 A staged file sits in the table folder, named
 ``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``
 (:data:`STAGED_NAME`; ``-o<owner>`` when the sink has one),
-and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta_sink`).
+and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta.two_phase`).
 The commit message (:class:`StagedFile`) names the file, its size, rows and the schema it was
-written with. :class:`~connectors.dedup_delta_sink.DeltaDedupSink` stages the same way.
+written with. :class:`~connectors.delta.dedup_sink.DeltaDedupSink` stages the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from connectors.delta_table import arrow_schema, schema_shape
+from connectors.delta.table import arrow_schema, schema_shape
 from spark_ext.sinks.task import BATCH_ID_PROPERTY, current_batch_id
 
 __all__ = [

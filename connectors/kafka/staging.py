@@ -1,8 +1,8 @@
 """The two-phase Kafka sink's staging: typed options and the Arrow files tasks stage records in.
 
 Step 1 of :data:`~spark_ext.sinks.protocol.KAFKA_TWO_PHASE` writes these files on the
-executors (:class:`connectors.kafka_sink.KafkaStagingWriter`); the driver reads them back in
-step 3 (:class:`connectors.kafka_sink_commit.KafkaCommitter`). No Kafka client here.
+executors (:class:`connectors.kafka.sink.KafkaStagingWriter`); the driver reads them back in
+step 3 (:class:`connectors.kafka.commit.KafkaCommitter`). No Kafka client here.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyspark.sql.datasource import WriterCommitMessage
 
-from connectors.kafka_sink_names import KafkaSinkNames
-from connectors.kafka_sink_records import LINGER_MS, PRODUCER, to_bytes
+from connectors.kafka.names import KafkaSinkNames
+from connectors.kafka.records import LINGER_MS, PRODUCER, to_bytes
 from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
 from spark_ext.sinks.protocol import validate_sink_id
 
@@ -66,7 +66,7 @@ class KafkaSinkSettings:
     #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
     #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
     run_epoch: int | None = None
-    #: The streaming query id that owns the sink (:mod:`connectors.kafka_sink_owner`), checked
+    #: The streaming query id that owns the sink (:mod:`connectors.kafka.owner`), checked
     #: against the progress record of every commit; ``None``: unchecked (commits made outside
     #: a query).
     owner: str | None = None
@@ -74,9 +74,9 @@ class KafkaSinkSettings:
     max_attempts: int = 3
     #: (one transaction per task slice) The client the tasks produce with:
     #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
-    #: (:mod:`connectors.kafka_sink_clients`).
+    #: (:mod:`connectors.kafka.clients`).
     client: str = "confluent-kafka"
-    #: (one transaction per task slice) What the start found (:func:`connectors.kafka_sink_slices.
+    #: (one transaction per task slice) What the start found (:func:`connectors.kafka.slices.
     #: replay_state`): the batch recorded then (a task of it or below writes nothing) ...
     recorded: int | None = None
     #: ... the batch after it if some of its slices are committed (its tasks read back the
@@ -110,7 +110,7 @@ class KafkaSinkSettings:
 
     @property
     def names(self) -> KafkaSinkNames:
-        """The sink's consumer groups and transactional ids (:mod:`connectors.kafka_sink_names`)."""
+        """The sink's consumer groups and transactional ids (:mod:`connectors.kafka.names`)."""
         return KafkaSinkNames(self.sink_id, self.topic)
 
     @property

@@ -1,6 +1,6 @@
 """The target table of the Delta sinks: its schema, and whether staged Parquet can be added to it.
 
-The two-phase sink (and :class:`~connectors.dedup_delta_sink.DeltaDedupSink`, which shares its
+The two-phase sink (and :class:`~connectors.delta.dedup_sink.DeltaDedupSink`, which shares its
 commit) adds Parquet files written by the tasks to the table with delta-rs. Such an add is
 correct only for a table that asks nothing more of a writer than "files with these columns":
 no partition values, no NOT NULL column the rows may break, no CHECK constraint, generated or
@@ -9,7 +9,7 @@ feature delta-rs cannot write (row tracking, clustering, in-commit timestamps, .
 :func:`check_writable` refuses every other table at start with
 :class:`UnsupportedTableFeatureError` naming the feature, and :func:`check_snapshot` does the
 same on the snapshot each commit is made against, since the table may change while the query
-runs (see :mod:`connectors.delta_sink`). The idempotent sink writes through Spark's Delta
+runs (see :mod:`connectors.delta.two_phase`). The idempotent sink writes through Spark's Delta
 writer, which honours them all, and only needs :func:`check_table_schema`.
 
 Example

@@ -3,7 +3,7 @@
 Both Kafka sinks name every record with the header ``spark_ext.record_id`` =
 ``<sink id>/<batch id>/<record_id>`` (:func:`record_id`; ``record_id`` is the row's input
 coordinates) and record the end offset of every output partition with each batch
-(:class:`~connectors.kafka_sink_progress.SinkProgress`), so the records of batch ``B + 1`` all
+(:class:`~connectors.kafka.progress.SinkProgress`), so the records of batch ``B + 1`` all
 lie at or after the ends recorded with ``B``. A replay of a batch some of whose records are
 already in the topic reads their ids back from there (:func:`written_ids`) and writes the rest:
 the idempotent sink for any consumer, the sliced two-phase sink for ``read_committed`` ones
@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from connectors.kafka_sink_records import RECORD_ID_HEADER
+from connectors.kafka.records import RECORD_ID_HEADER
 from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
 
 __all__ = [
