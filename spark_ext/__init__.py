@@ -3,7 +3,7 @@
 The layers, top to bottom (docs/design.md, "Layers"; imports point downward only):
 
 =====================  =====================================================================
-application            ``jobs`` (one job per guarantee, notebooks), :mod:`spark_ext.cli`
+application            ``jobs`` (one job per guarantee, notebooks), :mod:`jobs.cli`
                        (``spark-ext``), :mod:`spark_ext.recovery` (the fault harness)
 connectors             ``connectors``: Kafka and Delta I/O and the sinks built on it --
                        ``connectors.sinks`` (``exactly_once_to_delta`` / ``_to_kafka``),

@@ -5,8 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from jobs import registry
-from spark_ext import cli
+from jobs import cli, registry
 from spark_ext.jobrun import REPO
 
 
@@ -57,7 +56,7 @@ def test_run_of_an_unknown_job_names_the_known_ones(capsys):
 
 def test_run_passes_the_rest_of_the_command_line_to_the_job_module():
     out = subprocess.run(
-        [sys.executable, "-m", "spark_ext.cli", "run", "ingest_events", "--help"],
+        [sys.executable, "-m", "jobs.cli", "run", "ingest_events", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,
