@@ -96,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     """The harness of ``check``/``matrix``: every path resolved against the caller's folder."""
-    from connectors.kafka.local_broker import LocalKafkaBroker
+    from connectors.kafka.local_broker import LocalKafkaBroker, private_broker
     from spark_ext.config import load_profile
     from spark_ext.recovery import RecoveryHarness
     from spark_ext.recovery.profiles import resolve_profile
@@ -114,6 +114,7 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
         profile=profile_arg,
         fault_profile=resolve_profile(getattr(args, "fault_profile", "faults")),
         speculation_profile=resolve_profile(getattr(args, "speculation_profile", "faults")),
+        brokers=private_broker,
     )
     return harness, Path(args.report).resolve() if args.report else root / "report"
 

@@ -165,3 +165,14 @@ def consume_all(
         return sorted(out)
     finally:
         consumer.close()
+
+
+def consume_json_rows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Committed JSON records of ``topic`` as rows, with ``partition`` and ``offset`` added."""
+    rows = []
+    for partition, offset, _key, value in consume_all(bootstrap, topic):
+        row = dict(json.loads(value))
+        row.setdefault("partition", partition)
+        row.setdefault("offset", offset)
+        rows.append(row)
+    return rows

@@ -345,3 +345,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def private_broker(data_dir: Path, port: int) -> LocalKafkaBroker:
+    """A broker of its own in ``data_dir`` on ``port`` (controller: ``port + 1``), not started:
+    the recovery harness's ``brokers`` factory for its broker faults."""
+    return LocalKafkaBroker(BrokerConfig(data_dir=data_dir, port=port, controller_port=port + 1))

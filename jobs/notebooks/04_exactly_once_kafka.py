@@ -67,13 +67,14 @@ print(f"batch {replayed} replayed")
 
 # COMMAND ----------
 
-from spark_ext.recovery import OutputSpec, RecoveryClass, classify, read_kafka_json_rows
+from connectors.kafka import consume_json_rows
+from spark_ext.recovery import OutputSpec, RecoveryClass, classify
 
 # Each output record's JSON names the input record it forwards: compare by those.
 SOURCE = OutputSpec(columns=("topic", "partition", "offset", "value"))
 result = classify(
-    read_kafka_json_rows(BOOTSTRAP, clean_topic),
-    read_kafka_json_rows(BOOTSTRAP, crashed_topic),
+    consume_json_rows(BOOTSTRAP, clean_topic),
+    consume_json_rows(BOOTSTRAP, crashed_topic),
     SOURCE,
 )
 print(result.recovery_class, f"{result.observed_rows} records, as in the clean run")

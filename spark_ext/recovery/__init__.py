@@ -17,7 +17,7 @@ Modules, one concern each:
 ``harness``                    :class:`RecoveryHarness`: clean, faulted, restarted runs
 ``broker_faults``              a broker of the harness's own, paused or killed mid-run
 ``profiles``                   derived profiles (speculation, own broker), typed error names
-``readers``                    Delta tables and Kafka topics read back as rows
+``readers``                    Delta tables read back as rows
 ``report``                     the text table and the HTML report with one plot per output
 ``matrix``                     jobs x faults: :func:`run_matrix` and its HTML picture
 =============================  ================================================================
@@ -77,7 +77,7 @@ from spark_ext.recovery.harness import (
     assert_fired,
     forget_last_commit,
 )
-from spark_ext.recovery.readers import read_delta_rows, read_kafka_json_rows
+from spark_ext.recovery.readers import read_delta_rows
 from spark_ext.recovery.report import (
     TABLE_COLUMNS,
     format_table,
@@ -127,7 +127,6 @@ __all__ = [
     "plot_result",
     "png_data_uri",
     "read_delta_rows",
-    "read_kafka_json_rows",
     "table_rows",
     "write_report",
 ]

@@ -1,8 +1,9 @@
 """The broker faults of the matrix: a broker of the harness's own, paused or killed mid-run.
 
-The shared broker (``127.0.0.1:9092``) is never touched. Each broker cell starts a
-:class:`~connectors.kafka.local_broker.LocalKafkaBroker` on a free port with its data in the cell's
-folder, points the job's profile at it (:func:`~spark_ext.recovery.profiles.derive_profile`),
+The shared broker (``127.0.0.1:9092``) is never touched. Each broker cell starts a broker of its
+own on a free port with its data in the cell's folder (the harness's ``brokers`` factory, given
+by the layer that may start one: :func:`connectors.kafka.local_broker.private_broker`), points
+the job's profile at it (:func:`~spark_ext.recovery.profiles.derive_profile`),
 prepares the input there and runs the job clean. The faulted run then reaches the cell's
 point, which sleeps a second (``sleep`` fault) while the harness, watching the run's fault log,
 acts on the broker:
@@ -24,20 +25,38 @@ import logging
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.errors import FaultNotFired
+from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired
 from spark_ext.recovery.faults import FaultCell, FaultClass
 from spark_ext.recovery.profiles import derive_profile
 
 if TYPE_CHECKING:
-    from connectors.kafka.local_broker import LocalKafkaBroker
     from spark_ext.recovery.harness import RecoveryHarness
 
 log = logging.getLogger(__name__)
+
+
+class Broker(Protocol):
+    """A Kafka broker the harness may pause, kill and restart."""
+
+    def start(self) -> str:
+        """Start it; returns its bootstrap servers."""
+        ...
+
+    def stop(self, timeout: float = ...) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+#: Makes a broker with its data in a folder, listening on a port (the next one: its controller).
+BrokerFactory = Callable[[Path, int], Broker]
 
 
 def free_port(start: int) -> int:
@@ -57,7 +76,7 @@ def free_port(start: int) -> int:
     raise OSError(f"no free port pair from {start}")
 
 
-def _act(cell: FaultCell, broker: LocalKafkaBroker) -> None:
+def _act(cell: FaultCell, broker: Broker) -> None:
     if cell.fault is FaultClass.BROKER_PAUSE:
         broker.pause()
         try:
@@ -74,13 +93,12 @@ def run_broker_cell(
     harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell
 ) -> list[RecoveryResult]:
     """Run ``case`` clean and under ``cell`` (a broker fault) against a broker of its own."""
-    from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
-
+    if harness.brokers is None:
+        raise FaultNotApplicable(
+            case.name, str(cell.fault), "the harness was given no broker factory (brokers=)"
+        )
     ctx = harness.context(case, f"{case.name}-{cell.fault}")
-    port = free_port(harness.broker_port)
-    broker = LocalKafkaBroker(
-        BrokerConfig(data_dir=ctx.workdir / "broker", port=port, controller_port=port + 1)
-    )
+    broker = harness.brokers(ctx.workdir / "broker", free_port(harness.broker_port))
     try:
         bootstrap = broker.start()
         profile = derive_profile(

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_ext.crash import FaultSpec
 from spark_ext.jobrun import JobRun, run_job
@@ -65,6 +65,9 @@ from spark_ext.recovery.speculation import (
     assert_speculated,
     speculation_profile,
 )
+
+if TYPE_CHECKING:
+    from spark_ext.recovery.broker_faults import BrokerFactory
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +136,10 @@ class RecoveryHarness:
         of the jobs' profile is already running.
     fault_profile
         Profile of the runs under a fault other than ``kill`` (``faults``: tasks are retried).
+    brokers
+        Makes the broker of each broker cell (``broker-pause``, ``broker-restart``): the layer
+        that may start one gives it (:func:`connectors.kafka.local_broker.private_broker`);
+        without it those cells are not applicable.
     broker_port
         First port tried for the brokers of the broker faults.
     speculation_profile
@@ -152,6 +159,7 @@ class RecoveryHarness:
         clean_runner: Runner | None = None,
         fault_profile: str = "faults",
         broker_port: int = 19192,
+        brokers: BrokerFactory | None = None,
         speculation_profile: str = "faults",
     ) -> None:
         self.clean_runner = clean_runner or runner
@@ -164,6 +172,7 @@ class RecoveryHarness:
         self.runner = runner
         self.timeout_s = timeout_s
         self.broker_port = broker_port
+        self.brokers = brokers
 
     # -- contexts and clean runs ------------------------------------------------------------
     def context(self, case: RecoveryCase, folder: str | None = None) -> HarnessContext:

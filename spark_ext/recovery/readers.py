@@ -1,8 +1,8 @@
-"""Reading a job's outputs back as rows: Delta tables (delta-rs) and Kafka topics."""
+"""Reading a job's outputs back as rows: Delta tables (delta-rs). Kafka topics are read by the
+cases (``jobs/cases``), the layer that may import ``connectors``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,16 +16,3 @@ def read_delta_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
         return []
     frame = DeltaTable(str(path)).to_pandas(columns=list(columns))
     return frame.to_dict("records")
-
-
-def read_kafka_json_rows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Committed JSON records of ``topic`` as rows, with ``partition`` and ``offset`` added."""
-    from connectors.kafka import consume_all
-
-    rows = []
-    for partition, offset, _key, value in consume_all(bootstrap, topic):
-        row = dict(json.loads(value))
-        row.setdefault("partition", partition)
-        row.setdefault("offset", offset)
-        rows.append(row)
-    return rows

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kafka.local_broker import private_broker
 from spark_ext.recovery import (
     InProcessRunner,
     RecoveryHarness,
@@ -45,6 +46,7 @@ def harness(
         kafka_bootstrap,
         profile="test",
         clean_runner=InProcessRunner(),
+        brokers=private_broker,
     )
     if recovery_results:
         index = write_report(recovery_results, recovery_report_dir)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kafka.local_broker import private_broker
 from jobs import registry
 from spark_ext.recovery import FaultClass, RecoveryHarness
 from spark_ext.recovery.matrix import (
@@ -73,7 +74,9 @@ def matrix(
 ) -> dict[tuple[str, FaultClass], MatrixCell]:
     """Every cell of :data:`CELLS`, run once for the session (jobs two at a time)."""
     workdir = tmp_path_factory.mktemp("matrix")
-    harness = RecoveryHarness(workdir, kafka_bootstrap, profile="test", timeout_s=600)
+    harness = RecoveryHarness(
+        workdir, kafka_bootstrap, profile="test", timeout_s=600, brokers=private_broker
+    )
     plan = [(registry.get(job), faults) for job, faults in PLAN.items()]
     cells = run_plan(harness, plan, jobs_parallel=2)
     index = write_matrix_report(cells, Path(workdir) / "report")
