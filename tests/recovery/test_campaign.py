@@ -6,6 +6,7 @@ bigger workloads: ``spark-ext campaign --seed 1000 --runs 200 --parallel 2``).""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,10 @@ RUNS = int(os.environ.get("SPARK_EXT_CAMPAIGN_RUNS", "10"))
 FIRST_SEED = 1
 
 
-def test_ci_lane_of_seeded_randomized_runs(harness: RecoveryHarness) -> None:
+def test_ci_lane_of_seeded_randomized_runs(kafka_bootstrap: str, tmp_path: Path) -> None:
+    # Every run is a process of its own, the fault-free reference too: two references in this
+    # process's session at once race on its Python data sources and worker sockets.
+    harness = RecoveryHarness(tmp_path, kafka_bootstrap, profile="test", timeout_s=600)
     plans = []
     for i, seed in enumerate(range(FIRST_SEED, FIRST_SEED + RUNS)):
         case = registry.get(CAMPAIGN_JOBS[i % len(CAMPAIGN_JOBS)])
