@@ -156,7 +156,10 @@ def draw(seed: int, job: str, points: Sequence[str], ci: bool = False) -> Campai
             fault, after = None, round(rng.uniform(4.0, 25.0), 1)
         else:
             kind = rng.choices(("kill", "raise", "sleep=2"), weights=(5, 4, 1))[0]
-            fault, after = f"{rng.choice(sorted(points))}@{rng.randint(0, 4)}:{kind}", None
+            fault, after = (
+                f"{rng.choice(sorted(points))}@{rng.randint(0, 3 if ci else 9)}:{kind}",
+                None,
+            )
         steps.append(
             RunStep(
                 session.master,
