@@ -11,6 +11,8 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+__all__ = ["EPOCH", "MALFORMED", "event", "produce_events", "records"]
+
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 #: The kinds of malformed value the generator writes, cycled in this order.

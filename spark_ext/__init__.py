@@ -3,11 +3,13 @@
 The layers, top to bottom (docs/design.md, "Layers"; imports point downward only):
 
 =====================  =====================================================================
-application            ``jobs`` (one job per guarantee, notebooks), :mod:`jobs.cli`
-                       (``spark-ext``), :mod:`spark_ext.recovery` (the fault harness)
+application            ``jobs`` (one job per guarantee, notebooks, the harness cases),
+                       ``jobs.cli`` (``spark-ext``)
 connectors             ``connectors``: Kafka and Delta I/O and the sinks built on it --
                        ``connectors.sinks`` (``exactly_once_to_delta`` / ``_to_kafka``),
-                       ``connectors.delta.dedup_sink`` (``DeltaDedupSink``), ``connectors.kafka``
+                       ``connectors.delta`` (``two_phase``, ``idempotent``, ``dedup_sink``),
+                       ``connectors.kafka`` (the reader, ``slices``, ``idempotent``, the broker)
+harness                :mod:`spark_ext.recovery` (job processes, faults, classification)
 core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``Trigger``),
                        :mod:`spark_ext.tracker` (substream end without watermarks),
                        :mod:`spark_ext.operators` (windows, joins, EWMA flushed by substream end),

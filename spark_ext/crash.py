@@ -67,6 +67,30 @@ from typing import Literal
 
 from spark_ext.errors import ConfigError, SparkExtError
 
+__all__ = [
+    "CRASH_ENV",
+    "FAULT_ENV",
+    "FAULT_LOG_ENV",
+    "FAULT_SETTINGS",
+    "JOB_SESSION_ENV",
+    "REACHED",
+    "TRACE_ENV",
+    "FaultKind",
+    "FaultPoint",
+    "FaultSpec",
+    "InjectedFault",
+    "Side",
+    "crash_point",
+    "crash_requested",
+    "declare",
+    "declared",
+    "executor_environment",
+    "fault_log_entries",
+    "kill_job",
+    "lookup",
+    "requested_fault",
+]
+
 log = logging.getLogger(__name__)
 
 FAULT_ENV = "SPARK_EXT_FAULT"

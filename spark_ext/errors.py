@@ -5,6 +5,8 @@ Every error raised on purpose by spark_ext or connectors derives from :class:`Sp
 
 from __future__ import annotations
 
+__all__ = ["BrokerError", "ConfigError", "JarsNotFetched", "SparkExtError"]
+
 
 class SparkExtError(Exception):
     """Base class of every error spark_ext raises on purpose."""

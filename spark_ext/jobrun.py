@@ -42,6 +42,8 @@ from spark_ext.crash import (
     fault_log_entries,
 )
 
+__all__ = ["REPO", "JobRun", "job_environment", "run_job", "scratch_environment"]
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent

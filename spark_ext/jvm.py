@@ -12,6 +12,17 @@ from pathlib import Path
 
 from spark_ext.errors import JarsNotFetched
 
+__all__ = [
+    "COMPLETE_MARKER",
+    "KAFKA_BROKER_SET",
+    "SPARK_JARS_SET",
+    "cache_root",
+    "kafka_broker_classpath",
+    "kafka_broker_libs_dir",
+    "spark_jars",
+    "spark_jars_dir",
+]
+
 #: Bumped whenever a pom in ``scripts/jvm`` changes, so a stale cache is never used.
 SPARK_JARS_SET = "spark-4.2.0-delta-4.4.0-kafka-0-10"
 KAFKA_BROKER_SET = "kafka-broker-4.1.1"

@@ -26,6 +26,25 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+__all__ = [
+    "CORRUPT",
+    "EVENT_SCHEMA",
+    "QUARANTINE_COLUMNS",
+    "REASON_EMPTY",
+    "REASON_MALFORMED",
+    "REASON_MISSING",
+    "REASON_NOT_OBJECT",
+    "REASON_NOT_UTF8",
+    "REASON_NULL_VALUE",
+    "REASON_TYPE",
+    "JsonContract",
+    "Parsed",
+    "parse_json",
+    "quarantine_rows",
+    "tag_json",
+    "valid_rows",
+]
+
 CORRUPT = "_corrupt_record"
 
 #: Quarantine reasons, one per failure kind (checked in this order; the two ``:`` reasons name

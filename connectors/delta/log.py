@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
+__all__ = ["LOG_DIR", "referenced_files"]
+
 log = logging.getLogger(__name__)
 
 LOG_DIR = "_delta_log"

@@ -18,6 +18,16 @@ from pyspark.sql import functions as F
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.kafka_admin import create_topic as create_topic  # re-exported
 
+__all__ = [
+    "consume_all",
+    "consume_json_rows",
+    "produce",
+    "produce_json",
+    "read_batch",
+    "read_stream",
+    "stamp",
+]
+
 log = logging.getLogger(__name__)
 
 

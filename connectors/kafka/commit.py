@@ -39,6 +39,16 @@ from spark_ext.sinks.errors import (
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, Protocol, TwoPhaseCommitter
 
+__all__ = [
+    "FENCED",
+    "FENCED_OR_WRITER",
+    "IN_TRANSACTION",
+    "KafkaCommitter",
+    "broker_max_transaction_timeout_ms",
+    "send_offsets",
+    "topic_partitions",
+]
+
 log = logging.getLogger(__name__)
 
 #: Inside step 3: every record of the batch is flushed into the open transaction, which is

@@ -14,6 +14,8 @@ from typing import Any
 
 from spark_ext.sinks.errors import ProduceFailedError
 
+__all__ = ["DeliveryCheck"]
+
 
 class DeliveryCheck:
     """Counts the records a producer failed to deliver (an errback on every send's future).

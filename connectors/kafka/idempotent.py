@@ -89,6 +89,20 @@ from spark_ext.sinks.errors import SinkConfigError, WriterFencedError, check_bat
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
+__all__ = [
+    "IN_FLIGHT_GRACE_S",
+    "PARTIAL",
+    "Claim",
+    "KafkaIdempotentWriter",
+    "OutputRegion",
+    "Record",
+    "SliceWriter",
+    "TaskStarted",
+    "check_no_speculation",
+    "output_region",
+    "partition_identity",
+]
+
 log = logging.getLogger(__name__)
 
 #: Step 2: a task's first record is acknowledged, the rest is not.

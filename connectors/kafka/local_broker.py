@@ -28,6 +28,18 @@ from pathlib import Path
 from spark_ext import jvm
 from spark_ext.errors import BrokerError
 
+__all__ = [
+    "LOG4J2",
+    "REPO",
+    "TRANSACTION_MAX_TIMEOUT_MS",
+    "BrokerConfig",
+    "LocalKafkaBroker",
+    "main",
+    "new_cluster_id",
+    "port_open",
+    "private_broker",
+]
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -31,6 +31,8 @@ from connectors.kafka.names import KafkaSinkNames
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
+__all__ = ["Recorded", "SinkProgress"]
+
 
 @dataclass(frozen=True)
 class Recorded:

@@ -45,6 +45,8 @@ from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import check_batch_order
 from spark_ext.sinks.owner import SinkOwner
 
+__all__ = ["KafkaTwoPhaseWriter", "slice_settings", "slice_task"]
+
 log = logging.getLogger(__name__)
 
 _WRITTEN = pa.schema(

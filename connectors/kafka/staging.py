@@ -21,6 +21,8 @@ from connectors.kafka.records import LINGER_MS, PRODUCER, to_bytes
 from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
 from spark_ext.sinks.protocol import validate_sink_id
 
+__all__ = ["KafkaSinkSettings", "StagedRecords", "staged_records"]
+
 
 @dataclass(frozen=True)
 class StagedRecords(WriterCommitMessage):

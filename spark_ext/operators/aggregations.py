@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from pyspark.sql.types import DataType, DoubleType, LongType
 
+__all__ = ["Aggregation", "Count", "Max", "Mean", "Sum", "UserFunction"]
+
 
 class Aggregation(ABC):
     """One output column computed from the rows of a window."""

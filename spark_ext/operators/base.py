@@ -37,6 +37,8 @@ from pyspark.sql.types import StructType
 
 from spark_ext.tracker.agent import EndEvent
 
+__all__ = ["DATA_COLUMNS", "Group", "OperatorState", "SubstreamOperator"]
+
 #: Columns every data row handed to an operator has (plus the operator's input columns).
 DATA_COLUMNS = ("tracked", "start_ms", "end_ms", "key", "event_time_ms", "label", "side")
 

@@ -30,6 +30,8 @@ from spark_ext.errors import ConfigError
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.tracker.agent import EndEvent
 
+__all__ = ["EwmaOperator", "ewma"]
+
 
 def ewma(
     values: Sequence[float] | npt.ArrayLike, alpha: float, initial: float | None = None

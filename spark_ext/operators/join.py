@@ -22,6 +22,8 @@ from spark_ext.errors import ConfigError
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.tracker.agent import EndEvent
 
+__all__ = ["WindowJoin"]
+
 
 class WindowJoin(SubstreamOperator):
     """Inner or left join of the two sides on key, per window.

@@ -21,6 +21,8 @@ from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.substreams import duration_ms
 
+__all__ = ["SessionWindow"]
+
 
 class SessionWindow(SubstreamOperator):
     """Per-key sessions separated by at least ``gap`` of event time, with aggregations."""

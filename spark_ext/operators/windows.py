@@ -23,6 +23,8 @@ from spark_ext.operators.aggregations import Aggregation
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.tracker.agent import EndEvent
 
+__all__ = ["WindowAggregate"]
+
 
 class WindowAggregate(SubstreamOperator):
     """One row per (window, key) with every aggregation, emitted when the window ends."""

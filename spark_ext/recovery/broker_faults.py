@@ -39,6 +39,8 @@ from spark_ext.recovery.profiles import derive_profile
 if TYPE_CHECKING:
     from spark_ext.recovery.harness import RecoveryHarness
 
+__all__ = ["Broker", "BrokerFactory", "free_port", "run_broker_cell"]
+
 log = logging.getLogger(__name__)
 
 

@@ -26,6 +26,15 @@ from spark_ext.recovery.faults import (
     expectation_label,
 )
 
+__all__ = [
+    "CrashPlan",
+    "ExpectedOutput",
+    "HarnessContext",
+    "RecoveryCase",
+    "RecoveryResult",
+    "RunSlot",
+]
+
 
 @dataclass(frozen=True)
 class CrashPlan:

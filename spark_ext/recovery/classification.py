@@ -45,6 +45,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+__all__ = [
+    "Comparison",
+    "FinalStateView",
+    "OutputSpec",
+    "RecoveryClass",
+    "Row",
+    "RowDiff",
+    "RowKey",
+    "StateDiff",
+    "classify",
+    "final_state",
+    "without",
+]
+
 Row = Mapping[str, Any]
 RowKey = tuple[Hashable, ...]
 

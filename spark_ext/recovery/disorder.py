@@ -31,6 +31,8 @@ from spark_ext.recovery.faults import FaultCell
 if TYPE_CHECKING:
     from spark_ext.recovery.harness import RecoveryHarness
 
+__all__ = ["ACCOUNTED", "run_disorder_cell"]
+
 log = logging.getLogger(__name__)
 
 #: The name of the compared "output" of a disorder cell: every output and the late rows.

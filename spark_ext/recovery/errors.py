@@ -16,6 +16,17 @@ from spark_ext.errors import SparkExtError
 if TYPE_CHECKING:
     from spark_ext.jobrun import JobRun
 
+__all__ = [
+    "CrashPointNotReached",
+    "EmptyCleanOutput",
+    "FaultNotApplicable",
+    "FaultNotFired",
+    "JobRunFailed",
+    "RecoveryError",
+    "RetentionNotApplied",
+    "cause_lines",
+]
+
 
 _CAUSE = re.compile(r"\b\w*(?:Error|Exception|Fault|Agent)\b[:(]")
 

@@ -57,6 +57,21 @@ from enum import StrEnum
 from spark_ext.crash import FaultKind, FaultPoint, FaultSpec
 from spark_ext.recovery.classification import RecoveryClass
 
+__all__ = [
+    "BROKER_FAULTS",
+    "DRIVER_FAULTS",
+    "EXECUTOR_FAULTS",
+    "FAULT_DOCS",
+    "POINT_OPTIONAL_FAULTS",
+    "RETENTION_FAULTS",
+    "Expectation",
+    "ExpectedError",
+    "FaultCell",
+    "FaultClass",
+    "expectation_label",
+    "observed_error",
+]
+
 
 class FaultClass(StrEnum):
     """A kind of production fault (see the module docstring for how each is injected)."""

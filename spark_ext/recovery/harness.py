@@ -69,6 +69,15 @@ from spark_ext.recovery.speculation import (
 if TYPE_CHECKING:
     from spark_ext.recovery.broker_faults import BrokerFactory
 
+__all__ = [
+    "CleanRun",
+    "InProcessRunner",
+    "RecoveryHarness",
+    "Runner",
+    "assert_fired",
+    "forget_last_commit",
+]
+
 log = logging.getLogger(__name__)
 
 Runner = Callable[..., JobRun]

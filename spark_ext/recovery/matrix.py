@@ -35,6 +35,19 @@ from spark_ext.recovery.faults import BROKER_FAULTS, FAULT_DOCS, FaultClass
 from spark_ext.recovery.harness import CleanRun, RecoveryHarness
 from spark_ext.recovery.report import TABLE_COLUMNS, result_id, result_section, table_rows
 
+__all__ = [
+    "COLOURS",
+    "OWN_CONTEXT_FAULTS",
+    "CellStatus",
+    "MatrixCell",
+    "format_matrix",
+    "plot_matrix",
+    "run_job_cells",
+    "run_matrix",
+    "run_plan",
+    "write_matrix_report",
+]
+
 log = logging.getLogger(__name__)
 
 #: Fault classes whose cells run in a context of their own, without the job's clean run.

@@ -17,6 +17,8 @@ from typing import Any
 from spark_ext.config import CONF_DIR, load_profile
 from spark_ext.errors import SparkExtError
 
+__all__ = ["ERROR_MODULES", "derive_profile", "resolve_profile", "typed_error_names"]
+
 
 def resolve_profile(profile: str | Path) -> str:
     """A profile name as it is, a profile path made absolute against the caller's folder."""

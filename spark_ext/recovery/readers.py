@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+__all__ = ["read_delta_rows"]
+
 
 def read_delta_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
     """Rows of the Delta table at ``path`` (read with delta-rs); empty if there is no table."""

@@ -17,6 +17,17 @@ from pathlib import Path
 from spark_ext.recovery.case import RecoveryResult
 from spark_ext.recovery.classification import RowDiff, StateDiff
 
+__all__ = [
+    "TABLE_COLUMNS",
+    "format_table",
+    "plot_result",
+    "png_data_uri",
+    "result_id",
+    "result_section",
+    "table_rows",
+    "write_report",
+]
+
 log = logging.getLogger(__name__)
 
 TABLE_COLUMNS = (

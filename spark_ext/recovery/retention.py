@@ -45,6 +45,15 @@ from spark_ext.recovery.profiles import typed_error_names
 if TYPE_CHECKING:
     from spark_ext.recovery.harness import CleanRun, RecoveryHarness
 
+__all__ = [
+    "TXN_RETENTION",
+    "TXN_RETENTION_WAIT_S",
+    "expire_txns",
+    "run_retention_cell",
+    "trim_delta_log",
+    "trim_topic",
+]
+
 log = logging.getLogger(__name__)
 
 #: The retention the ``txn-retention`` cells give the output, and how long they wait it out.

@@ -10,6 +10,33 @@ from collections.abc import Iterable
 
 from spark_ext.errors import ConfigError, SparkExtError
 
+__all__ = [
+    "BatchRegressionError",
+    "ClientStalledError",
+    "CommitUncertainError",
+    "ConcurrentWriterError",
+    "DeltaCommitRefusedError",
+    "DeltaTargetPathError",
+    "DeltaTxnExpiredError",
+    "DriverFencedError",
+    "NotAStreamTaskError",
+    "PartitionOutOfRangeError",
+    "ProduceFailedError",
+    "ProgressInconsistentError",
+    "ReplayUnprovableError",
+    "SchemaMismatchError",
+    "SinkConfigError",
+    "SinkError",
+    "SinkOwnerError",
+    "StagedDataMissingError",
+    "TopicMissingError",
+    "TransactionExpiredError",
+    "TransactionTimeoutError",
+    "UnsupportedTableFeatureError",
+    "WriterFencedError",
+    "check_batch_order",
+]
+
 
 class SinkError(SparkExtError):
     """Base class of every error an exactly-once sink raises on purpose."""

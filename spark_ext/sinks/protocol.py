@@ -62,6 +62,25 @@ from typing import Generic, Literal, TypeVar
 from spark_ext.crash import FaultPoint, declare
 from spark_ext.sinks.errors import SinkConfigError, check_batch_order
 
+__all__ = [
+    "DELTA_IDEMPOTENT",
+    "DELTA_TWO_PHASE",
+    "IDEMPOTENT",
+    "KAFKA_IDEMPOTENT",
+    "KAFKA_SLICED",
+    "KAFKA_TWO_PHASE",
+    "SINK_ID_PATTERN",
+    "SLICED",
+    "TWO_PHASE",
+    "Outcome",
+    "Protocol",
+    "Step",
+    "TwoPhaseCommitter",
+    "abort_batch",
+    "commit_batch",
+    "validate_sink_id",
+]
+
 log = logging.getLogger(__name__)
 
 #: What a sink id may contain: it names files, consumer groups and transactional ids.

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from spark_ext.sinks.errors import NotAStreamTaskError
 
+__all__ = ["BATCH_ID_PROPERTY", "current_batch_id", "stream_batch_id", "task_attempt"]
+
 #: Local property Spark's micro-batch engine sets on every job of a batch.
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 

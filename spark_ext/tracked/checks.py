@@ -33,6 +33,17 @@ from spark_ext.tracker.errors import (
     PartitionSetMismatch,
 )
 
+__all__ = [
+    "LAYOUT_FILE",
+    "LAYOUT_VERSION",
+    "check_agent_and_checkpoint",
+    "check_layout",
+    "check_partitions",
+    "checkpoint_shuffle_partitions",
+    "last_committed_batch",
+    "read_end_seq",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -29,6 +29,34 @@ from __future__ import annotations
 import pandas as pd
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField
 
+__all__ = [
+    "ALL_SUBSTREAMS",
+    "ENVELOPE_FIELDS",
+    "GATE_STAGE",
+    "KIND_DATA",
+    "KIND_END",
+    "KIND_LATE",
+    "KIND_PROGRESS",
+    "KIND_REPORT",
+    "KIND_RESULT",
+    "LATE_COLUMNS",
+    "LATE_GROUP",
+    "OPERATOR_STAGE",
+    "PROGRESS_GROUP",
+    "REASON_BELOW_FRONTIER",
+    "REASON_DUPLICATE",
+    "REASON_ENDED",
+    "REASON_IDLE",
+    "REASON_NO_SUBSTREAM",
+    "REASON_NULL_KEY",
+    "REASON_NULL_TIME",
+    "REASON_UNDECLARED",
+    "REPORTS_GROUP",
+    "RESULT_ENVELOPE",
+    "SOURCE_FIELDS",
+    "conform",
+]
+
 KIND_DATA = "data"
 KIND_END = "end"
 KIND_PROGRESS = "progress"

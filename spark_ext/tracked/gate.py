@@ -56,6 +56,15 @@ from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder
 from spark_ext.tracker.substreams import Substream, Windowing
 
+__all__ = [
+    "NO_FRONTIER",
+    "GateConfig",
+    "gate_partition",
+    "late_rows",
+    "progress_rows",
+    "substream_ids",
+]
+
 #: "No frontier yet" (the partition has promised nothing).
 NO_FRONTIER = -(2**63)
 

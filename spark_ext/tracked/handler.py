@@ -39,6 +39,16 @@ from spark_ext.tracked.idle import IdlePolicy
 from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.reports import TaskReport, batch_reports
 
+__all__ = [
+    "AFTER_REPORTS",
+    "AFTER_SINK",
+    "BatchHandler",
+    "BatchWriter",
+    "Writer",
+    "as_callable",
+    "forward_records",
+]
+
 log = logging.getLogger(__name__)
 
 #: Fault points of a tracked query's batch handler.

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from spark_ext.tracker.substreams import duration_ms
 
+__all__ = ["IdlePolicy", "idle_decisions"]
+
 
 @dataclass
 class IdlePolicy:

@@ -16,6 +16,8 @@ layout recorded in the checkpoint (:func:`~spark_ext.tracked.checks.check_layout
 
 from __future__ import annotations
 
+__all__ = ["SPARK_HASH_SEED", "shard_keys", "spark_hash_int", "spark_partition"]
+
 _MASK = 0xFFFFFFFF
 #: Spark's seed of ``hash()`` and of hash partitioning (``Murmur3Hash``).
 SPARK_HASH_SEED = 42

@@ -82,6 +82,8 @@ from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
 from spark_ext.tracker.substreams import Windowing, duration_ms
 
+__all__ = ["Closing", "TrackedQuery", "TrackedStream", "windowing_layout"]
+
 log = logging.getLogger(__name__)
 
 

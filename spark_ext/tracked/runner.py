@@ -44,6 +44,8 @@ from spark_ext.tracker.labels import labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport
 from spark_ext.tracker.substreams import Substream
 
+__all__ = ["GroupOutput", "GroupState", "forward_id", "forward_labels", "late_output", "run_group"]
+
 
 @dataclass
 class GroupOutput:

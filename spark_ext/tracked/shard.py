@@ -49,6 +49,8 @@ from spark_ext.tracked.gate import NO_FRONTIER
 from spark_ext.tracked.runner import GroupState, late_output, run_group
 from spark_ext.tracker.substreams import Substream, Windowing
 
+__all__ = ["DictStore", "ShardConfig", "ShardStore", "released_frontier", "run_shard"]
+
 
 class ShardStore(Protocol):
     """A shard's state: group states (JSON), partition frontiers, the released frontier."""

@@ -33,6 +33,8 @@ from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
 from spark_ext.tracked.shard import ShardConfig, run_shard
 from spark_ext.tracker.reports import ReportBuilder
 
+__all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "report_row", "task_partition"]
+
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 
 

@@ -44,6 +44,8 @@ from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
 from spark_ext.tracker.substreams import Substream, Windowing
 
+__all__ = ["LATE_SOURCE", "OperatorTester", "PipelineTester"]
+
 
 class OperatorTester:
     """Feed rows and end signals to ``operator`` as the tracked pipeline would."""

@@ -88,6 +88,19 @@ from spark_ext.tracker.kafka_parts import PartBuffer, split_record
 from spark_ext.tracker.kafka_snapshot import chunk_records, newest_snapshot
 from spark_ext.tracker.reports import Report
 
+__all__ = [
+    "AFTER_COMMIT",
+    "ATTEMPTS",
+    "BEFORE_COMMIT",
+    "BEFORE_SEND",
+    "READ_TIMEOUT_S",
+    "SNAPSHOT_BYTES",
+    "SNAPSHOT_EVERY",
+    "KafkaAgentTopics",
+    "KafkaEndLog",
+    "KafkaTrackingAgent",
+]
+
 log = logging.getLogger(__name__)
 
 #: Fault points of the Kafka agent's write (steps 4-5: one transaction, then its commit).

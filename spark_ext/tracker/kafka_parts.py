@@ -17,6 +17,8 @@ from typing import Any
 
 from spark_ext.tracker.errors import TrackerLogCorrupt
 
+__all__ = ["PART_CHARS", "PartBuffer", "split_record"]
+
 #: Characters of a record's JSON per part. The JSON is ASCII (``ensure_ascii``), and a part
 #: escapes it once more: a part record stays below 2 x this plus a few bytes, under 1 MB.
 PART_CHARS = 256 * 1024

@@ -25,6 +25,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+__all__ = ["CHUNK_BYTES", "OffsetReader", "chunk_records", "newest_snapshot"]
+
 log = logging.getLogger(__name__)
 
 #: Largest chunk of a snapshot record (Kafka's default ``max.message.bytes`` is 1 MB).

@@ -25,6 +25,8 @@ import numpy.typing as npt
 
 from spark_ext.hashing import splitmix64
 
+__all__ = ["key_hashes", "label_of", "labels_of", "string_seed", "xor_array", "xor_fold"]
+
 
 @lru_cache(maxsize=4096)
 def string_seed(text: str) -> int:

@@ -32,6 +32,8 @@ import pandas as pd
 
 from spark_ext.tracker.errors import ReportConflict
 
+__all__ = ["Report", "ReportBuilder", "ReportKey", "TaskReport", "batch_reports"]
+
 
 @dataclass(frozen=True, order=True)
 class ReportKey:

@@ -37,6 +37,23 @@ from typing import Any
 
 from spark_ext.tracker.errors import TrackerLogCorrupt
 
+__all__ = [
+    "ENDS_DIR",
+    "SEGMENT_EVENTS",
+    "SNAPSHOT_FORMAT",
+    "EndSegments",
+    "folder_bytes",
+    "fsync_dir",
+    "log_generations",
+    "log_name",
+    "newest_snapshot",
+    "read_snapshot",
+    "snapshot_generations",
+    "snapshot_name",
+    "trim",
+    "write_snapshot",
+]
+
 log = logging.getLogger(__name__)
 
 SNAPSHOT_FORMAT = 1

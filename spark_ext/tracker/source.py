@@ -38,6 +38,15 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.tracker.agent import EndEvent, read_end_events
 
+__all__ = [
+    "END_EVENT_SCHEMA",
+    "FORMAT",
+    "SeqRange",
+    "TrackerEndReader",
+    "TrackerEndSource",
+    "register",
+]
+
 log = logging.getLogger(__name__)
 
 FORMAT = "spark_ext_tracker"

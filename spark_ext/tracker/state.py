@@ -17,6 +17,15 @@ from spark_ext.tracker.errors import TrackerLogCorrupt
 from spark_ext.tracker.reports import Report, ReportKey
 from spark_ext.tracker.substreams import Substream
 
+__all__ = [
+    "EndEvent",
+    "TrackerFigures",
+    "TrackerState",
+    "apply_record",
+    "declare_record",
+    "replay_record",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -25,6 +25,8 @@ import numpy.typing as npt
 
 from spark_ext.tracker.errors import ConfigError
 
+__all__ = ["Sliding", "Substream", "Tumbling", "Windowing", "duration_ms"]
+
 _UNITS_MS = {
     "ms": 1,
     "millisecond": 1,

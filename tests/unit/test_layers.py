@@ -1,8 +1,7 @@
 """The layers of docs/design.md hold: imports point one way, and the package graph is acyclic.
 
-Units as in ``../shared/tools/import_cycles.py``: a sub-package of ``spark_ext`` or
-``connectors`` (``spark_ext.dedup``) or one of their flat modules (``spark_ext.crash``);
-imports inside functions count too.
+Units: a sub-package of ``spark_ext`` or ``connectors`` (``spark_ext.dedup``) or one of their
+flat modules (``spark_ext.crash``); imports inside functions count too.
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ def test_the_hash_is_sparks():
     # select hash(cast(id as int)), pmod(..., 2), pmod(..., 4) from range(8) on Spark 4.2
     assert [spark_partition(i, 2) for i in range(8)] == [1, 1, 0, 1, 0, 0, 1, 1]
     assert [spark_partition(i, 4) for i in range(8)] == [3, 3, 2, 3, 2, 2, 1, 3]
-    assert spark_hash_int(0) == spark_hash_int(0) and spark_hash_int(-1) < 2**31
+    # select hash(cast(v as int)) for these v on Spark 4.2 (Murmur3, seed 42)
+    values = [0, -1, 1, 42, 2**31 - 1, -(2**31)]
+    spark = [933211791, -1604776387, -559580957, 29417773, 133916647, 723455942]
+    assert [spark_hash_int(v) for v in values] == spark
 
 
 @pytest.mark.parametrize(("shards", "partitions"), [(2, 2), (4, 2), (3, 4), (8, 4), (5, 200)])
