@@ -25,8 +25,6 @@ kind                    what happens when the point is reached (in that batch)
                         straggler for speculative execution, or a step pushed past a timeout.
 ======================  ==================================================================
 
-``SPARK_EXT_CRASH_AT=<point>[@<batch>]`` (the older spelling) means ``kill``.
-
 With ``SPARK_EXT_FAULT_TRACE=1`` every point reached is logged too (kind ``reached``, written
 before the point's own fault fires): a SIGKILL at a random moment then names the last step
 each run completed (:attr:`spark_ext.jobrun.JobRun.last_step`).
@@ -68,7 +66,6 @@ from typing import Literal
 from spark_ext.errors import ConfigError, SparkExtError
 
 __all__ = [
-    "CRASH_ENV",
     "FAULT_ENV",
     "FAULT_LOG_ENV",
     "FAULT_SETTINGS",
@@ -80,8 +77,6 @@ __all__ = [
     "FaultSpec",
     "InjectedFault",
     "Side",
-    "crash_point",
-    "crash_requested",
     "declare",
     "declared",
     "executor_environment",
@@ -94,8 +89,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FAULT_ENV = "SPARK_EXT_FAULT"
-#: The older spelling of a ``kill`` fault: ``SPARK_EXT_CRASH_AT=<point>[@<batch>]``.
-CRASH_ENV = "SPARK_EXT_CRASH_AT"
 #: A file to which every fired fault appends one JSON line.
 FAULT_LOG_ENV = "SPARK_EXT_FAULT_LOG"
 #: ``1``: every point reached appends a ``reached`` line to the fault log, fault or not, so a
@@ -111,7 +104,7 @@ JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
 #: started by its workers (another process tree), so :func:`spark_ext.session.spark_conf` passes
 #: them on as ``spark.executorEnv.*``. :data:`JOB_SESSION_ENV` stays behind: an executor is no
 #: part of the job's session.
-FAULT_SETTINGS = (FAULT_ENV, CRASH_ENV, FAULT_LOG_ENV, TRACE_ENV)
+FAULT_SETTINGS = (FAULT_ENV, FAULT_LOG_ENV, TRACE_ENV)
 
 Side = Literal["driver", "executor", "any"]
 
@@ -183,12 +176,9 @@ class FaultSpec:
 
 
 def requested_fault() -> FaultSpec | None:
-    """The fault the environment asks for, if any (``SPARK_EXT_FAULT``, else ``..._CRASH_AT``)."""
+    """The fault the environment asks for (``SPARK_EXT_FAULT``), if any."""
     spec = os.environ.get(FAULT_ENV)
-    if spec:
-        return FaultSpec.parse(spec)
-    legacy = os.environ.get(CRASH_ENV)
-    return FaultSpec.parse(legacy.split(":", 1)[0]) if legacy else None
+    return FaultSpec.parse(spec) if spec else None
 
 
 @dataclass(frozen=True)
@@ -216,7 +206,7 @@ class FaultPoint:
     def armed(self, batch_id: int | None = None) -> bool:
         """Whether a fault is requested at this point (for ``batch_id``): lets a step do
         extra work only a fault needs (e.g. flush so "partly written" is durable)."""
-        if FAULT_ENV not in os.environ and CRASH_ENV not in os.environ:
+        if FAULT_ENV not in os.environ:
             return False
         spec = requested_fault()
         return spec is not None and spec.matches(self.name, batch_id)
@@ -225,7 +215,7 @@ class FaultPoint:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
         if TRACE_ENV in os.environ and os.environ[TRACE_ENV] == "1":
             _append(self, REACHED, batch_id, _task_attempt())
-        if FAULT_ENV not in os.environ and CRASH_ENV not in os.environ:
+        if FAULT_ENV not in os.environ:
             return
         spec = requested_fault()
         if spec is None or not spec.matches(self.name, batch_id):
@@ -267,20 +257,6 @@ def lookup(name: str) -> FaultPoint:
         raise KeyError(
             f"no fault point {name!r} (declared: {', '.join(sorted(_DECLARED))})"
         ) from None
-
-
-def crash_requested(name: str, batch_id: int | None = None) -> bool:
-    """Whether the environment asks for a ``kill`` at ``name`` (in ``batch_id``)."""
-    spec = requested_fault()
-    return spec is not None and spec.kind is FaultKind.KILL and spec.matches(name, batch_id)
-
-
-def crash_point(name: str, batch_id: int | None = None) -> None:
-    """Reach the fault point ``name`` (declared on first use, side ``any``): for scripts only.
-
-    Library code declares its points with :func:`declare` and calls :meth:`FaultPoint.reached`.
-    """
-    (_DECLARED.get(name) or FaultPoint(name, "any")).reached(batch_id)
 
 
 def fault_log_entries(path: str | os.PathLike[str]) -> list[dict[str, object]]:

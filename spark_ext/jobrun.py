@@ -121,7 +121,6 @@ def scratch_environment(folder: Path) -> dict[str, str]:
 def run_job(
     module: str,
     args: Sequence[str] = (),
-    crash_at: str | None = None,
     kill_after_s: float | None = None,
     timeout_s: float = 600.0,
     env: Mapping[str, str] | None = None,
@@ -134,8 +133,6 @@ def run_job(
 
     Parameters
     ----------
-    crash_at
-        A ``kill`` fault: ``name`` or ``name@batch_id`` (the same as ``fault=`` of that spec).
     fault
         A fault spec ``<point>[@<batch>][:kill|raise|sleep=<s>]`` put in ``SPARK_EXT_FAULT``.
     cwd
@@ -154,9 +151,7 @@ def run_job(
         A job still running after this long is killed and :class:`TimeoutError` raised.
     """
     extra = dict(env or {})
-    if crash_at and fault:
-        raise ValueError("give crash_at or fault, not both")
-    spec = str(FaultSpec.parse(str(fault or crash_at))) if (fault or crash_at) else None
+    spec = str(FaultSpec.parse(str(fault))) if fault else None
     if trace is None:
         trace = kill_after_s is not None or kill_when is not None
     start = time.monotonic()

@@ -131,7 +131,7 @@ def job_env() -> Iterator[dict[str, str]]:
     from spark_ext.session import prepare_environment
 
     prepare_environment()
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_EXT_CRASH_AT"}
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_EXT_FAULT"}
     yield env
 
 

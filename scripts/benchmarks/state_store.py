@@ -57,11 +57,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from spark_ext.crash import declare
+
 log = logging.getLogger(__name__)
 
 JOB_MODULE = "scripts.benchmarks.state_store"
-#: Crash point reached when every query of the job has committed batch ``N`` (``...@N``).
+#: Fault point reached when every query of the job has committed batch ``N`` (``...@N``).
 CRASH_POINT = "state_store.batch_committed"
+BATCH_COMMITTED = declare(CRASH_POINT, "driver", "every query of the job committed batch N")
 
 KEYS = (10_000, 100_000, 1_000_000)
 STEADY_BATCHES = 20
@@ -170,8 +173,6 @@ class BatchRecorder(StreamingQueryListener):
         self.write({"event": "query_started", "query": event.name, "t": time.time()})
 
     def onQueryProgress(self, event: Any) -> None:
-        from spark_ext.crash import crash_point
-
         now = time.time()
         progress = json.loads(event.progress.json)
         name = progress.get("name") or ""
@@ -199,7 +200,7 @@ class BatchRecorder(StreamingQueryListener):
             self._committed[name] = max(batch, self._committed.get(name, -1))
             lowest = min(self._committed.get(n, -1) for n in self._checkpoints)
             self.changed.notify_all()
-        crash_point(CRASH_POINT, lowest)
+        BATCH_COMMITTED.reached(lowest)
 
     def onQueryIdle(self, event: Any) -> None:
         pass
@@ -391,7 +392,7 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     run = run_job(
         JOB_MODULE,
         [*common, "--until-batch", str(crash_batch + 1000), "--events", str(steady_events)],
-        crash_at=f"{CRASH_POINT}@{crash_batch}",
+        fault=f"{CRASH_POINT}@{crash_batch}",
         timeout_s=3600,
     )
     if not run.killed:

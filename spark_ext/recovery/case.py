@@ -44,29 +44,29 @@ class CrashPlan:
     the registry names no free strings.
     """
 
-    crash_at: str | None = None
+    fault: str | None = None
     kill_after_s: float | None = None
 
     def __post_init__(self) -> None:
-        if (self.crash_at is None) == (self.kill_after_s is None):
-            raise ValueError("CrashPlan needs exactly one of crash_at and kill_after_s")
+        if (self.fault is None) == (self.kill_after_s is None):
+            raise ValueError("CrashPlan needs exactly one of fault and kill_after_s")
 
     @classmethod
     def at(cls, point: FaultPoint, batch: int | None = None) -> CrashPlan:
         """A kill at the declared ``point`` (in ``batch``)."""
-        return cls(crash_at=str(FaultSpec(point.name, batch)))
+        return cls(fault=str(FaultSpec(point.name, batch)))
 
     @property
     def point(self) -> FaultPoint | None:
         """The declared point of the kill (``None`` for a kill after a delay)."""
-        return lookup(FaultSpec.parse(self.crash_at).point) if self.crash_at else None
+        return lookup(FaultSpec.parse(self.fault).point) if self.fault else None
 
     @property
     def batch(self) -> int | None:
-        return FaultSpec.parse(self.crash_at).batch if self.crash_at else None
+        return FaultSpec.parse(self.fault).batch if self.fault else None
 
     def describe(self) -> str:
-        return self.crash_at if self.crash_at else f"SIGKILL after {self.kill_after_s:g}s"
+        return self.fault if self.fault else f"SIGKILL after {self.kill_after_s:g}s"
 
 
 @dataclass(frozen=True)

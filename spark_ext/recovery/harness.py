@@ -101,7 +101,7 @@ class InProcessRunner:
         timeout_s: float = 600.0,
         **kwargs: Any,
     ) -> JobRun:
-        if fault or kwargs.get("crash_at") or kill_after_s is not None:
+        if fault or kill_after_s is not None:
             raise ValueError("InProcessRunner runs clean runs only")
         start = time.monotonic()
         try:
@@ -228,14 +228,14 @@ class RecoveryHarness:
             run = self.runner(
                 case.module,
                 case.job_args(ctx, slot),
-                fault=case.crash.crash_at,
+                fault=case.crash.fault,
                 kill_after_s=case.crash.kill_after_s,
                 timeout_s=self.timeout_s,
             )
             if pending is not None:
                 clean = pending.result()
-        if case.crash.crash_at:
-            point = FaultSpec.parse(case.crash.crash_at).point
+        if case.crash.fault:
+            point = FaultSpec.parse(case.crash.fault).point
             if not run.fired(point, "kill"):
                 raise FaultNotFired(case.name, case.crash.describe(), run)
         elif not run.killed:

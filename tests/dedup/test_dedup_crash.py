@@ -66,14 +66,14 @@ def test_duplicates_and_kills_give_the_clean_duplicate_free_output(
     first = run_job(
         "jobs.ordering_dedup",
         [*args, "--max-offsets-per-trigger", "40"],
-        crash_at="dedup.after_catalog@1",
+        fault="dedup.after_catalog@1",
         timeout_s=600,
     )
     assert first.killed and first.fired("dedup.after_catalog", "kill"), first.output_tail
     second = run_job(
         "jobs.ordering_dedup",
         [*args, "--max-offsets-per-trigger", "60"],
-        crash_at="dedup.after_output@2",
+        fault="dedup.after_output@2",
         timeout_s=600,
     )
     assert second.killed and second.fired("dedup.after_output", "kill"), second.output_tail

@@ -70,7 +70,7 @@ def test_kills_at_every_step_give_the_clean_duplicate_free_output(
         run = run_job(
             "jobs.dedup_delta",
             [*args, "--max-offsets-per-trigger", str(max_offsets)],
-            crash_at=point,
+            fault=point,
             timeout_s=600,
         )
         assert run.killed and run.fired(point.partition("@")[0], "kill"), (

@@ -49,7 +49,7 @@ def crash_then_restart(spark, bootstrap, topic, root, buffered: bool):
     args += ["--no-dedup", "--max-offsets-per-trigger", str(LIMIT)]
     if not buffered:
         args.append("--no-buffer")
-    run = run_job("jobs.ordering_dedup", args, crash_at="dedup.after_output@0", timeout_s=600)
+    run = run_job("jobs.ordering_dedup", args, fault="dedup.after_output@0", timeout_s=600)
     assert run.killed and run.fired("dedup.after_output", "kill"), run.output_tail
     # The restart catches up: batch 0 replayed with its logged offsets, the rest in one batch.
     return run_in_process(

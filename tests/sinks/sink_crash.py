@@ -33,7 +33,7 @@ def kill_at_each_point(module: str, args: Sequence[str], points: Sequence[str]) 
     """
     runs = []
     for point in points:
-        run = run_job(module, args, crash_at=point, timeout_s=JOB_TIMEOUT_S)
+        run = run_job(module, args, fault=point, timeout_s=JOB_TIMEOUT_S)
         # Its own marker, not just "died of SIGKILL" (an OOM kill or a kill elsewhere is not it).
         fired = run.killed and run.fired(point.partition("@")[0], "kill")
         assert fired, f"fault point {point} was not reached:\n{run.output_tail}"

@@ -87,7 +87,7 @@ def test_crash_points_are_named_by_step_number_and_name():
 def test_crash_point_kills_only_when_asked(monkeypatch):
     killed = []
     monkeypatch.setattr("spark_ext.crash.kill_job", lambda n, b: killed.append((n, b)))
-    monkeypatch.setenv("SPARK_EXT_CRASH_AT", "delta2pc.3.committed@1")
+    monkeypatch.setenv("SPARK_EXT_FAULT", "delta2pc.3.committed@1")
     DELTA_TWO_PHASE.reached(3, 0)
     DELTA_TWO_PHASE.reached(2, 1)
     DELTA_TWO_PHASE.reached(3, 1)

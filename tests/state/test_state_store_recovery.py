@@ -69,7 +69,7 @@ def crashed_and_restarted(tmp_path_factory: pytest.TempPathFactory, shape) -> Pa
     crashed = run_job(
         JOB_MODULE,
         job_args(shape, root, until_batch=10_000, events=root / "crashed.jsonl"),
-        crash_at=f"{CRASH_POINT}@{CRASH_BATCH}",
+        fault=f"{CRASH_POINT}@{CRASH_BATCH}",
         timeout_s=600,
     )
     assert crashed.killed and crashed.fired(CRASH_POINT, "kill"), crashed.output_tail

@@ -116,9 +116,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_agent(folder, crash_at=None, script=SCRIPT, env=None):
+def run_agent(folder, fault=None, script=SCRIPT, env=None):
     """``script`` on the agent ``folder`` in a process of its own (``env``: fault settings)."""
-    env = job_environment(env or ({"SPARK_EXT_CRASH_AT": crash_at} if crash_at else {}))
+    env = job_environment(env or ({"SPARK_EXT_FAULT": fault} if fault else {}))
     return subprocess.run(
         [sys.executable, "-c", script, str(folder)],
         cwd=REPO,
@@ -137,7 +137,7 @@ def test_agent_killed_and_restarted_loses_no_report_and_repeats_no_end_event(tmp
     assert clean.returncode == 0, clean.stderr
     expected = LocalTrackingAgent(tmp_path / "clean").end_events(0, 10**9)
 
-    killed = run_agent(tmp_path / "crash", crash_at=point)
+    killed = run_agent(tmp_path / "crash", fault=point)
     assert killed.returncode == -9, killed.stderr  # SIGKILL at the crash point
     # The sender re-sends everything from its last acknowledged report (a replayed batch).
     again = run_agent(tmp_path / "crash")

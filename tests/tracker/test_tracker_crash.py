@@ -60,7 +60,7 @@ def job_runs(request, kafka_bootstrap, tmp_path_factory) -> dict[str, Future]:
         # 1. SIGKILL after batch 1 wrote its windows AND applied its reports, before Spark
         #    committed it: the restart replays batch 1 and re-sends the same report keys.
         killed = run_job(
-            "jobs.tracker_windows", args, crash_at="tracker.after_reports@1", timeout_s=600
+            "jobs.tracker_windows", args, fault="tracker.after_reports@1", timeout_s=600
         )
         # 2. Restart from the checkpoint; attempt 0 of the gate tasks of batch 2 fails after
         #    its data went out (Spark retries them: master local[2,4]).

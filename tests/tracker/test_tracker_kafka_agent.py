@@ -76,8 +76,8 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_agent(bootstrap, name, crash_at=None):
-    env = job_environment({"SPARK_EXT_CRASH_AT": crash_at} if crash_at else {})
+def run_agent(bootstrap, name, fault=None):
+    env = job_environment({"SPARK_EXT_FAULT": fault} if fault else {})
     return subprocess.run(
         [sys.executable, "-c", SCRIPT, bootstrap, name],
         cwd=REPO,
@@ -104,7 +104,7 @@ def test_kafka_agent_killed_between_steps_loses_no_report_and_repeats_no_end_eve
 
     for point in ("tracker.agent.before_commit@2", "tracker.agent.after_commit@3"):
         name = agent_name()
-        killed = run_agent(kafka_bootstrap, name, crash_at=point)
+        killed = run_agent(kafka_bootstrap, name, fault=point)
         assert killed.returncode == -9, killed.stderr  # SIGKILL at the crash point
         again = run_agent(kafka_bootstrap, name)  # re-sends every batch from the start
         assert again.returncode == 0, again.stderr

@@ -61,7 +61,7 @@ def test_downstream_windows_are_emitted_once_complete_closed_by_the_upstream_tra
     args = ["--profile", "test", "--topic", topic, "--partitions", str(PARTITIONS)]
     args += ["--out", str(tmp_path), "--agent", name, "--max-offsets-per-trigger", "50"]
     killed = run_job(
-        "jobs.tracker_two_queries", args, crash_at="tracker.after_reports@1", timeout_s=600
+        "jobs.tracker_two_queries", args, fault="tracker.after_reports@1", timeout_s=600
     )
     assert killed.killed and killed.fired("tracker.after_reports", "kill"), killed.output_tail
     again = run_job("jobs.tracker_two_queries", args, timeout_s=600)

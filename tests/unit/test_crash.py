@@ -8,13 +8,11 @@ import time
 import pytest
 
 from spark_ext.crash import (
-    CRASH_ENV,
     FAULT_ENV,
     FAULT_LOG_ENV,
     FaultKind,
     FaultSpec,
     InjectedFault,
-    crash_requested,
     declare,
     declared,
     fault_log_entries,
@@ -34,12 +32,12 @@ from spark_ext.jobrun import run_job
         ("sink.1.staged@3", "sink.1.staged", None, True),
     ],
 )
-def test_crash_requested_matches_name_and_batch(monkeypatch, spec, name, batch, expected) -> None:
+def test_a_point_is_armed_by_name_and_batch(monkeypatch, spec, name, batch, expected) -> None:
     if spec is None:
-        monkeypatch.delenv(CRASH_ENV, raising=False)
+        monkeypatch.delenv(FAULT_ENV, raising=False)
     else:
-        monkeypatch.setenv(CRASH_ENV, spec)
-    assert crash_requested(name, batch) is expected
+        monkeypatch.setenv(FAULT_ENV, spec)
+    assert declare(name, "driver").armed(batch) is expected
 
 
 def test_crash_point_kills_the_whole_process_group(tmp_path) -> None:
@@ -48,10 +46,10 @@ def test_crash_point_kills_the_whole_process_group(tmp_path) -> None:
     script = tmp_path / "job_with_child.py"
     script.write_text(
         "import subprocess, sys, time\n"
-        "from spark_ext.crash import crash_point\n"
+        "from spark_ext.crash import declare\n"
         f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
-        "crash_point('demo.step', 1)\n"
+        "declare('demo.step', 'driver').reached(1)\n"
         "print('not reached')\n"
     )
     (tmp_path / "__init__.py").write_text("")
@@ -59,7 +57,7 @@ def test_crash_point_kills_the_whole_process_group(tmp_path) -> None:
     try:
         run = run_job(
             f"{tmp_path.name}.job_with_child",
-            crash_at="demo.step@1",
+            fault="demo.step@1",
             env={"PYTHONPATH": str(tmp_path.parent)},
             timeout_s=60,
         )
@@ -84,7 +82,7 @@ def _running(pid: int) -> bool:
 
 
 def test_job_without_crash_point_runs_to_its_end() -> None:
-    run = run_job("json.tool", ["--help"], crash_at="never.reached", timeout_s=60)
+    run = run_job("json.tool", ["--help"], fault="never.reached", timeout_s=60)
     assert run.ok and not run.killed and run.faults == ()
 
 
@@ -97,8 +95,8 @@ def test_crash_point_in_a_worker_with_its_own_group_kills_the_driver(tmp_path) -
         "worker = (\n"
         "    'import os, time\\n'\n"
         "    'os.setpgid(0, 0)\\n'\n"
-        "    'from spark_ext.crash import crash_point\\n'\n"
-        "    'crash_point(\"demo.task\", 2)\\n'\n"
+        "    'from spark_ext.crash import declare\\n'\n"
+        '    \'declare("demo.task", "executor").reached(2)\\n\'\n'
         ")\n"
         "subprocess.Popen([sys.executable, '-c', worker]).wait()\n"
         "time.sleep(30)\n"
@@ -107,7 +105,7 @@ def test_crash_point_in_a_worker_with_its_own_group_kills_the_driver(tmp_path) -
     (tmp_path / "__init__.py").write_text("")
     run = run_job(
         f"{tmp_path.name}.job_with_worker",
-        crash_at="demo.task@2",
+        fault="demo.task@2",
         env={"PYTHONPATH": str(tmp_path.parent)},
         timeout_s=60,
     )
@@ -139,7 +137,6 @@ def test_bad_fault_spec_is_a_config_error_naming_the_setting(spec) -> None:
 def test_raise_fault_fires_after_the_step_and_is_logged(monkeypatch, tmp_path) -> None:
     point = declare("unit.1.written", "driver", "unit test step")
     log = tmp_path / "faults.jsonl"
-    monkeypatch.delenv(CRASH_ENV, raising=False)
     monkeypatch.setenv(FAULT_ENV, "unit.1.written@2:raise")
     monkeypatch.setenv(FAULT_LOG_ENV, str(log))
     point.reached(1)  # another batch: nothing
@@ -166,7 +163,8 @@ def test_sleep_fault_delays_the_step(monkeypatch) -> None:
 
 def test_a_raise_fault_is_not_a_kill(monkeypatch) -> None:
     monkeypatch.setenv(FAULT_ENV, "unit.1.written:raise")
-    assert not crash_requested("unit.1.written", 0)
+    spec = FaultSpec.parse("unit.1.written:raise")
+    assert spec.kind is FaultKind.RAISE and declare("unit.1.written", "driver").armed(0)
 
 
 def test_declaring_a_point_twice_with_another_side_is_refused() -> None:
