@@ -6,7 +6,7 @@ Run::
 
 Query ``up`` reads the JSON events of :func:`jobs.tracker_windows.demo_records`, aggregates
 them per (10 s window, user) and writes each result row to the Kafka topic ``--mid-topic``
-(exactly once per batch: :func:`~spark_ext.tracked.handler.forward_records` through the
+(exactly once per batch: :func:`~spark_ext.streaming.handler.forward_records` through the
 two-phase Kafka writer ``KafkaTwoPhaseWriter``, a transaction per slice, so the job runs
 with ``spark.speculation`` on), labelled and reported as *sent* into the
 matching window of namespace ``down``; when the tracker ends an upstream window, ``up``'s
@@ -82,7 +82,7 @@ def start_two_queries(
     from jobs.tracker_windows import parse, topic_partitions
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracked import Closing, TrackedStream, forward_records
+    from spark_ext.streaming import Closing, TrackedStream, forward_records
     from spark_ext.tracker import Tumbling
     from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 

@@ -132,7 +132,7 @@ def start_windows(
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracked import Closing, TrackedStream
+    from spark_ext.streaming import Closing, TrackedStream
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
     agent = LocalTrackingAgent(out / "tracker")

@@ -5,7 +5,7 @@
 transaction committed with its slice record (steps 1-3, through ``mapInArrow``), then the
 driver records the batch (step 4). For a query whose rows reach the sink through a
 ``foreachBatch`` function -- a tracked query's result writer
-(:mod:`spark_ext.tracked.handler`) -- where the data source form cannot be used.
+(:mod:`spark_ext.streaming.handler`) -- where the data source form cannot be used.
 
 The guarantees are the data source form's (each record once for ``read_committed``
 consumers, a retried or speculative task fenced by its slice's transactional id, a partly

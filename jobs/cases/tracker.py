@@ -31,8 +31,8 @@ from spark_ext.recovery import (
     read_delta_rows,
 )
 from spark_ext.sinks.protocol import KAFKA_SLICED
-from spark_ext.tracked.handler import AFTER_SINK as TRACKER_AFTER_SINK
-from spark_ext.tracked.stages import GATE_EMITTED as TRACKER_GATE_EMITTED
+from spark_ext.streaming.handler import AFTER_SINK as TRACKER_AFTER_SINK
+from spark_ext.streaming.stages import GATE_EMITTED as TRACKER_GATE_EMITTED
 
 #: The tracker job's windows: one row per (window, user).
 WINDOWS = OutputSpec(

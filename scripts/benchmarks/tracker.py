@@ -31,7 +31,7 @@ from connectors.kafka import create_topic, produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked import Closing, TrackedStream
+from spark_ext.streaming import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 from spark_ext.tracker.snapshot import log_generations, log_name
 

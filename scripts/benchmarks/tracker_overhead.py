@@ -4,7 +4,7 @@ The same input as ``tracker`` (4 partitions, in-partition disorder, a slow parti
 markers), written up front; both queries drain it in micro-batches of PER_TRIGGER rows. The
 baseline is Spark's ``applyInPandasWithState`` counting per (window, user) and emitting on an
 event-time timeout (untracked: a watermark, late rows dropped); the tracked query counts the
-same windows with :class:`~spark_ext.tracked.TrackedStream` (gate and shard stages, late rows
+same windows with :class:`~spark_ext.streaming.TrackedStream` (gate and shard stages, late rows
 kept, reports to a local agent). Target: tracked >= 0.85x.
 
 Run: ``scripts/bench.sh tracker_overhead [--scale 1] [--repeat 1]``.

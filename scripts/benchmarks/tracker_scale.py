@@ -3,7 +3,7 @@
 Drives a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` and then a
 :class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (at most KAFKA_BATCHES batches,
 on the bench's broker, topics named ``spark_ext.tracker.scale-<random>.*``) directly with
-synthetic batches shaped like a tracked query's (:mod:`spark_ext.tracked.stages`): per batch
+synthetic batches shaped like a tracked query's (:mod:`spark_ext.streaming.stages`): per batch
 one gate report per source partition (``assign`` stage: the partition's progress plus the
 XORs, counts and ends of the windows its rows went to) and one report per operator shard
 (``operator`` stage: the XORs of the rows it finished). Partition 0 lags OPEN windows of

@@ -1,4 +1,4 @@
-"""Stateful operators flushed when their substream (window) ends; run by :mod:`spark_ext.tracked`."""
+"""Stateful operators flushed when their substream (window) ends; run by :mod:`spark_ext.streaming`."""
 
 from spark_ext.operators.aggregations import Count, Max, Mean, Sum, UserFunction
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator

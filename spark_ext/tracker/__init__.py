@@ -2,7 +2,7 @@
 
 A substream ends when its source closed it and its running XOR is 0 (Trofimov et al.,
 DEBS 2022); operators flush on that end event instead of a watermark. See
-:mod:`spark_ext.tracked` for how it maps onto a Spark query (a layer above this one).
+:mod:`spark_ext.streaming` for how it maps onto a Spark query (a layer above this one).
 """
 
 from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, TrackerState, TrackingAgent

@@ -15,7 +15,7 @@ from spark_ext.operators import (
     WindowJoin,
     ewma,
 )
-from spark_ext.tracked.tester import OperatorTester
+from spark_ext.streaming.tester import OperatorTester
 from spark_ext.tracker import Sliding, Tumbling, xor_fold
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from spark_ext.tracked.idle import idle_decisions
+from spark_ext.streaming.idle import idle_decisions
 
 
 def test_a_partition_without_progress_past_the_timeout_is_declared_idle_through_the_others():
@@ -47,8 +47,8 @@ def test_an_idle_partition_is_closed_by_the_timeout_and_its_later_rows_are_late(
     from jobs.tracker_windows import event, marker, parse
     from spark_ext.operators import Count, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracked import Closing, IdlePolicy, TrackedStream
-    from spark_ext.tracked.envelope import REASON_BELOW_FRONTIER, REASON_IDLE
+    from spark_ext.streaming import Closing, IdlePolicy, TrackedStream
+    from spark_ext.streaming.envelope import REASON_BELOW_FRONTIER, REASON_IDLE
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
     topic = new_topic("trk-idle", partitions=2)
@@ -108,8 +108,8 @@ def test_the_idle_check_of_each_batch_reads_the_agent_without_copying_its_state(
     """Issue #12, scale: the handler asked the agent for a deep copy of its whole state in every
     batch of a query with an idle policy (``agent.state()``), which grows with the open
     windows; it needs only the partitions' progress and the oldest open window's end."""
-    from spark_ext.tracked.handler import BatchHandler
-    from spark_ext.tracked.idle import IdlePolicy
+    from spark_ext.streaming.handler import BatchHandler
+    from spark_ext.streaming.idle import IdlePolicy
     from spark_ext.tracker.agent import LocalTrackingAgent
     from spark_ext.tracker.reports import Report, ReportKey, TaskReport
 

@@ -22,8 +22,8 @@ from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked import Closing, TrackedStream
-from spark_ext.tracked.envelope import REASON_BELOW_FRONTIER
+from spark_ext.streaming import Closing, TrackedStream
+from spark_ext.streaming.envelope import REASON_BELOW_FRONTIER
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
 pytestmark = pytest.mark.integration

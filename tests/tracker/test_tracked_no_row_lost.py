@@ -1,6 +1,6 @@
 """No row vanishes: the tracked pipeline's executor functions and agent, batch by batch (no Spark).
 
-:class:`~spark_ext.tracked.tester.PipelineTester` runs the gate, the operator groups and the
+:class:`~spark_ext.streaming.tester.PipelineTester` runs the gate, the operator groups and the
 agent's state as a micro-batch query wires them (end events of batch N read by batch N+1).
 Every test checks the same invariant: every input row is in exactly one of the results or
 the late-rows output (with its reason), and no operator state is left that nothing flushes.
@@ -13,15 +13,15 @@ import random
 import pandas as pd
 
 from spark_ext.operators import Count, SessionWindow, Sum, UserFunction, WindowAggregate, WindowJoin
-from spark_ext.tracked import Closing
-from spark_ext.tracked.envelope import (
+from spark_ext.streaming import Closing
+from spark_ext.streaming.envelope import (
     REASON_BELOW_FRONTIER,
     REASON_DUPLICATE,
     REASON_ENDED,
     REASON_NULL_KEY,
     REASON_NULL_TIME,
 )
-from spark_ext.tracked.tester import PipelineTester
+from spark_ext.streaming.tester import PipelineTester
 from spark_ext.tracker import Tumbling
 
 PARTS = 3

@@ -3,15 +3,15 @@
 The batch that carries the row (or close marker) moving the last partition's frontier past a
 window's end emits that window's result; before, the end event was written after batch N by
 the driver and read back by batch N+1, so every window came one batch late.
-Pure: :class:`~spark_ext.tracked.tester.PipelineTester` wires the same executor functions as
+Pure: :class:`~spark_ext.streaming.tester.PipelineTester` wires the same executor functions as
 the Spark plan.
 """
 
 from __future__ import annotations
 
 from spark_ext.operators import Count, SessionWindow, WindowAggregate
-from spark_ext.tracked import Closing
-from spark_ext.tracked.tester import PipelineTester
+from spark_ext.streaming import Closing
+from spark_ext.streaming.tester import PipelineTester
 from spark_ext.tracker import Tumbling
 
 

@@ -17,7 +17,7 @@ from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import event, parse
 from spark_ext.operators import Count, WindowAggregate
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked import Closing, TrackedStream
+from spark_ext.streaming import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
 pytestmark = pytest.mark.integration
@@ -152,7 +152,7 @@ def test_the_operator_stage_runs_its_two_shards_in_two_tasks(
 ):
     """Before, shard keys 0 and 1 both hashed to shuffle partition 1: one task ran every
     shard and the stage used one core of two."""
-    from spark_ext.tracked.placement import shard_keys
+    from spark_ext.streaming.placement import shard_keys
 
     keys = shard_keys(2, 2)
     placed = spark.sql(

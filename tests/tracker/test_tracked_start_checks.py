@@ -8,15 +8,15 @@ import pytest
 
 from spark_ext.errors import ConfigError
 from spark_ext.operators import Count, WindowAggregate
-from spark_ext.tracked import Closing
-from spark_ext.tracked.checks import (
+from spark_ext.streaming import Closing
+from spark_ext.streaming.checks import (
     LAYOUT_FILE,
     check_agent_and_checkpoint,
     check_layout,
     check_partitions,
 )
-from spark_ext.tracked.envelope import REASON_UNDECLARED
-from spark_ext.tracked.tester import PipelineTester
+from spark_ext.streaming.envelope import REASON_UNDECLARED
+from spark_ext.streaming.tester import PipelineTester
 from spark_ext.tracker import Tumbling
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.errors import (
@@ -103,7 +103,7 @@ def test_the_tracked_jobs_delta_writer_needs_an_explicit_idempotence_key():
 
 
 def test_an_operator_column_named_like_a_pipeline_column_is_a_typed_error_at_plan_time():
-    from spark_ext.tracked.query import TrackedQuery
+    from spark_ext.streaming.query import TrackedQuery
 
     query = TrackedQuery(None, Tumbling(10), WindowAggregate(Count(name="reason")), "q", 2)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="reason"):

@@ -20,7 +20,7 @@ from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
-from spark_ext.tracked import Closing, TrackedStream
+from spark_ext.streaming import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_ext.tracked.placement import shard_keys, spark_hash_int, spark_partition
+from spark_ext.streaming.placement import shard_keys, spark_hash_int, spark_partition
 
 
 def test_the_hash_is_sparks():

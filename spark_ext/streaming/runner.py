@@ -1,7 +1,7 @@
 """One operator call on one group: the code both Spark and the in-memory testers run.
 
 Given a group's rows of one batch (data rows and end-control rows, in the envelope of
-:mod:`spark_ext.tracked.envelope`), :func:`run_group` sorts them into a total order, calls
+:mod:`spark_ext.streaming.envelope`), :func:`run_group` sorts them into a total order, calls
 the operator, and builds the task's XOR report: every data row *finished* here is reported
 with its label (it cancels the label its sender reported), and -- when results are forwarded
 to a downstream query -- every result row is *sent* under the downstream substream, which
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
-from spark_ext.tracked.envelope import (
+from spark_ext.streaming.envelope import (
     KIND_DATA,
     KIND_END,
     KIND_LATE,

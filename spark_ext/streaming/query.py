@@ -7,11 +7,11 @@
         XOR "sent" report; the partition's frontier as a progress row per shard   ├─ union
     end events ──fan out to shards (only without declared partitions)─────────────┘
     (spark_ext_tracker source: substreams closed by an upstream query)
-        ─ groupBy(shard).transformWithStateInPandas(operator)      (spark_ext.tracked.shard)
+        ─ groupBy(shard).transformWithStateInPandas(operator)      (spark_ext.streaming.shard)
               groups + partition frontiers in MapState; every window ending at or below
               min(frontier) is released in this same micro-batch;
               XOR "finished" report, results, late rows
-        ─ foreachBatch (driver, :class:`~spark_ext.tracked.handler.BatchHandler`):
+        ─ foreachBatch (driver, :class:`~spark_ext.streaming.handler.BatchHandler`):
               results -> writer, late rows -> late writer, reports -> agent
 
 In one query no driver round trip is on a window's critical path: the batch that reads the
@@ -30,7 +30,7 @@ kill and restart, whatever the disorder inside a partition. A window is released
 every declared source partition's frontier passed its end (see :class:`Closing`).
 
 Two queries through Kafka: the upstream query calls :meth:`TrackedQuery.forward_to` with the
-downstream namespace and writes :func:`~spark_ext.tracked.handler.forward_records` with an
+downstream namespace and writes :func:`~spark_ext.streaming.handler.forward_records` with an
 idempotent Kafka writer; each result row carries ``fwd_substream`` / ``fwd_label``, counted
 as *sent* into that substream, which the upstream *closes* when its window is flushed. The
 downstream reads the topic with ``TrackedStream(upstream=True, closing=Closing.upstream())``;
@@ -65,19 +65,19 @@ from pyspark.sql.types import DataType, StructField, StructType, TimestampType
 from spark_ext.errors import ConfigError
 from spark_ext.operators.base import SubstreamOperator
 from spark_ext.sinks.trigger import Trigger
-from spark_ext.tracked.checks import (
+from spark_ext.streaming.checks import (
     check_agent_and_checkpoint,
     check_layout,
     check_partitions,
     checkpoint_shuffle_partitions,
 )
-from spark_ext.tracked.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
-from spark_ext.tracked.gate import GateConfig
-from spark_ext.tracked.handler import BatchHandler, Writer, as_callable
-from spark_ext.tracked.idle import IdlePolicy
-from spark_ext.tracked.placement import shard_keys
-from spark_ext.tracked.shard import ShardConfig
-from spark_ext.tracked.stages import GateProcessor, OperatorProcessor
+from spark_ext.streaming.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
+from spark_ext.streaming.gate import GateConfig
+from spark_ext.streaming.handler import BatchHandler, Writer, as_callable
+from spark_ext.streaming.idle import IdlePolicy
+from spark_ext.streaming.placement import shard_keys
+from spark_ext.streaming.shard import ShardConfig
+from spark_ext.streaming.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
 from spark_ext.tracker.substreams import Windowing, duration_ms
@@ -167,7 +167,7 @@ class TrackedStream:
     side
         A column with ``"left"`` / ``"right"`` (joins).
     upstream
-        Rows come from an upstream tracked query (:func:`~spark_ext.tracked.handler.forward_records`
+        Rows come from an upstream tracked query (:func:`~spark_ext.streaming.handler.forward_records`
         output): their labels and substreams (``fwd_label``, ``fwd_substream``) are reused.
     """
 
@@ -291,7 +291,7 @@ class TrackedQuery:
         )
 
     def shard_keys(self, checkpoint: str | None = None) -> list[int]:
-        """The operator stage's group key of each shard (:mod:`spark_ext.tracked.placement`),
+        """The operator stage's group key of each shard (:mod:`spark_ext.streaming.placement`),
         for the checkpoint's shuffle partition count (the session's for a new one)."""
         spark = self.stream.df.sparkSession
         partitions = checkpoint_shuffle_partitions(checkpoint) if checkpoint else None
@@ -374,7 +374,7 @@ class TrackedQuery:
         ----------
         sink, late
             Writers of the results and of the late rows (columns
-            :data:`~spark_ext.tracked.envelope.LATE_COLUMNS`); both idempotent per batch id
+            :data:`~spark_ext.streaming.envelope.LATE_COLUMNS`); both idempotent per batch id
             and typed when they cannot tell a replay (e.g.
             ``connectors.delta.idempotent.DeltaIdempotentWriter``: ``DeltaTxnExpiredError``).
             ``late`` is required: a late row has nowhere else to go.
@@ -386,14 +386,14 @@ class TrackedQuery:
             that differs raises :class:`~spark_ext.tracker.errors.PartitionSetMismatch`.
         idle
             Declare a partition idle after a processing-time timeout
-            (:class:`~spark_ext.tracked.idle.IdlePolicy`): a completeness downgrade recorded in
+            (:class:`~spark_ext.streaming.idle.IdlePolicy`): a completeness downgrade recorded in
             the late-rows output. Without it an idle partition holds its windows until its
             producer sends a close marker.
 
         Raises
         ------
         CheckpointBehindAgent, AgentBehindCheckpoint
-            The agent and the checkpoint do not belong together (:mod:`spark_ext.tracked.checks`).
+            The agent and the checkpoint do not belong together (:mod:`spark_ext.streaming.checks`).
         CheckpointLayoutMismatch
             The checkpoint's state is laid out for another shard count, windowing, namespace or
             operator, or was written before the layout record existed.

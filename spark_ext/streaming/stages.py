@@ -1,9 +1,9 @@
 """The executor side of a tracked query: the gate stage and the operator stage.
 
 * :class:`GateProcessor` -- ``transformWithStateInPandas`` keyed by source partition: keeps
-  the partition's frontier (one value in state) and runs :func:`~spark_ext.tracked.gate.gate_partition`.
+  the partition's frontier (one value in state) and runs :func:`~spark_ext.streaming.gate.gate_partition`.
 * :class:`OperatorProcessor` -- ``transformWithStateInPandas`` keyed by shard: runs
-  :func:`~spark_ext.tracked.shard.run_shard` (groups and partition frontiers in ``MapState``,
+  :func:`~spark_ext.streaming.shard.run_shard` (groups and partition frontiers in ``MapState``,
   windows released in the batch that completes them), passes report and late rows through.
 
 Why ``transformWithStateInPandas`` for both: Spark refuses two ``applyInPandasWithState`` in
@@ -28,9 +28,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.crash import declare
 from spark_ext.sinks.task import stream_batch_id
-from spark_ext.tracked.envelope import GATE_STAGE, KIND_REPORT, REPORTS_GROUP, conform
-from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.tracked.shard import ShardConfig, run_shard
+from spark_ext.streaming.envelope import GATE_STAGE, KIND_REPORT, REPORTS_GROUP, conform
+from spark_ext.streaming.gate import NO_FRONTIER, GateConfig, gate_partition
+from spark_ext.streaming.shard import ShardConfig, run_shard
 from spark_ext.tracker.reports import ReportBuilder
 
 __all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "report_row", "task_partition"]
@@ -66,7 +66,7 @@ def report_row(report_json: str, shard: int, columns: list[str]) -> pd.DataFrame
 
 
 class GateProcessor(StatefulProcessor):
-    """The gate of one source partition (state: its frontier). See :mod:`spark_ext.tracked.gate`."""
+    """The gate of one source partition (state: its frontier). See :mod:`spark_ext.streaming.gate`."""
 
     def __init__(
         self, cfg: GateConfig, input_columns: list[str], envelope_columns: list[str]
@@ -108,7 +108,7 @@ _SOURCE_KEY = StructType([StructField("source", StringType())])
 
 
 class _TwsStore:
-    """:class:`~spark_ext.tracked.shard.ShardStore` on ``transformWithStateInPandas`` state.
+    """:class:`~spark_ext.streaming.shard.ShardStore` on ``transformWithStateInPandas`` state.
 
     Two ``MapState``s (group id -> group state JSON, ``topic:partition`` -> frontier) and
     one ``ValueState`` (the released frontier): a shard reads and writes only the groups a
@@ -165,12 +165,12 @@ class _TwsStore:
 
 
 class OperatorProcessor(StatefulProcessor):
-    """The operator stage of one shard (see :mod:`spark_ext.tracked.shard`)."""
+    """The operator stage of one shard (see :mod:`spark_ext.streaming.shard`)."""
 
     def __init__(self, cfg: ShardConfig, envelope_columns: list[str], keys: list[int]) -> None:
         self.cfg = cfg
         self.inputs = envelope_columns
-        #: group key -> logical shard (:mod:`spark_ext.tracked.placement`)
+        #: group key -> logical shard (:mod:`spark_ext.streaming.placement`)
         self.shard_of = {k: i for i, k in enumerate(keys)}
 
     def init(self, handle: StatefulProcessorHandle) -> None:

@@ -7,11 +7,11 @@ the stage used one core of two. :func:`shard_keys` picks, for shard ``i``, the s
 non-negative int that lands in partition ``i mod P``: shards spread over every partition
 (evenly when ``shards`` is a multiple of ``P``). The envelope keeps the logical shard (0 ..
 shards - 1); the plan maps it to its key just before the ``groupBy`` and the operator maps it
-back (:mod:`spark_ext.tracked.query`, :mod:`spark_ext.tracked.stages`).
+back (:mod:`spark_ext.streaming.query`, :mod:`spark_ext.streaming.stages`).
 
 ``P`` is the query's shuffle partition count: the checkpoint's (Spark keeps the one of the
 query's first run) or the session's for a new checkpoint. The keys are part of the state
-layout recorded in the checkpoint (:func:`~spark_ext.tracked.checks.check_layout`).
+layout recorded in the checkpoint (:func:`~spark_ext.streaming.checks.check_layout`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ one end signal for the latest bucket ending at or before ``F``.
 Why nothing is lost: a row still to come for a released window ``[s, e)`` from partition
 ``p`` has ``t < e <= F <= frontier(p)``, so the gate sends it to the late output.
 
-Pure (pandas, no Spark): :class:`~spark_ext.tracked.stages.OperatorProcessor` runs it on
-``transformWithStateInPandas`` state, :class:`~spark_ext.tracked.tester.PipelineTester` on
+Pure (pandas, no Spark): :class:`~spark_ext.streaming.stages.OperatorProcessor` runs it on
+``transformWithStateInPandas`` state, :class:`~spark_ext.streaming.tester.PipelineTester` on
 dicts.
 """
 
@@ -35,7 +35,7 @@ from typing import Protocol
 import pandas as pd
 
 from spark_ext.operators.base import Group, SubstreamOperator
-from spark_ext.tracked.envelope import (
+from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
     KIND_DATA,
     KIND_END,
@@ -45,8 +45,8 @@ from spark_ext.tracked.envelope import (
     KIND_RESULT,
     conform,
 )
-from spark_ext.tracked.gate import NO_FRONTIER
-from spark_ext.tracked.runner import GroupState, late_output, run_group
+from spark_ext.streaming.gate import NO_FRONTIER
+from spark_ext.streaming.runner import GroupState, late_output, run_group
 from spark_ext.tracker.substreams import Substream, Windowing
 
 __all__ = ["DictStore", "ShardConfig", "ShardStore", "released_frontier", "run_shard"]
@@ -117,7 +117,7 @@ class ShardConfig:
         Declared source partitions (``topic:partition``) whose frontiers release windows in
         the query. Empty: windows end only by the agent's end events (an upstream closes them).
     forward_namespace
-        Forward results into this downstream namespace (see :func:`~spark_ext.tracked.runner.run_group`).
+        Forward results into this downstream namespace (see :func:`~spark_ext.streaming.runner.run_group`).
     dedup
         Rows are forwarded by an upstream query (duplicates go to the late output).
     columns
@@ -215,7 +215,7 @@ def _run(
     store: ShardStore,
     task_partition: int,
 ) -> list[pd.DataFrame]:
-    """One group's :func:`~spark_ext.tracked.runner.run_group`, its state read and written back."""
+    """One group's :func:`~spark_ext.streaming.runner.run_group`, its state read and written back."""
     columns = list(cfg.columns)
     state = GroupState.from_json(store.group(gid))
     res = run_group(

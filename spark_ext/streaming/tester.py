@@ -1,7 +1,7 @@
 """Run an operator in memory, without Spark: a fast harness for unit tests.
 
 Like PySpark's ``tws_tester.py``: it calls the same code Spark runs per group
-(:func:`~spark_ext.tracked.runner.run_group`) with the same envelope and the same
+(:func:`~spark_ext.streaming.runner.run_group`) with the same envelope and the same
 ``(event_time, label)`` ordering, keeping each group's state as JSON in a dict.
 
 Supported: data rows, end signals (fanned out to every shard like the real trigger), the
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from spark_ext.operators.base import Group, SubstreamOperator
-from spark_ext.tracked.envelope import (
+from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
     GATE_STAGE,
     KIND_DATA,
@@ -36,9 +36,9 @@ from spark_ext.tracked.envelope import (
     LATE_COLUMNS,
     RESULT_ENVELOPE,
 )
-from spark_ext.tracked.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.tracked.runner import GroupState, run_group
-from spark_ext.tracked.shard import DictStore, ShardConfig, run_shard
+from spark_ext.streaming.gate import NO_FRONTIER, GateConfig, gate_partition
+from spark_ext.streaming.runner import GroupState, run_group
+from spark_ext.streaming.shard import DictStore, ShardConfig, run_shard
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
@@ -140,8 +140,8 @@ LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
 class PipelineTester:
     """A whole tracked query in memory, batch by batch: gate, operator groups, agent.
 
-    The same executor functions Spark runs (:func:`~spark_ext.tracked.gate.gate_partition`,
-    :func:`~spark_ext.tracked.shard.run_shard`) and the agent's pure state
+    The same executor functions Spark runs (:func:`~spark_ext.streaming.gate.gate_partition`,
+    :func:`~spark_ext.streaming.shard.run_shard`) and the agent's pure state
     (:class:`~spark_ext.tracker.agent.TrackerState`), wired as a micro-batch query wires
     them: a window is released by the batch whose rows move every declared partition's
     frontier past its end; with no declared partitions (an upstream closes the substreams)

@@ -2,7 +2,7 @@
 
 A partition whose producer stops sending (and sends no close marker) holds back every window
 of its namespace: nothing can prove its rows will not come. With :class:`IdlePolicy` the
-driver (:class:`~spark_ext.tracked.handler.BatchHandler`) declares such a partition *idle*
+driver (:class:`~spark_ext.streaming.handler.BatchHandler`) declares such a partition *idle*
 when (1) an open window waits for it, (2) its frontier has not moved for ``timeout`` of
 processing time. Declaring it idle is:
 
@@ -11,7 +11,7 @@ processing time. Declaring it idle is:
    follows every row already in the partition and moves the gate's frontier like any marker:
    rows that come later below it go to the late output, never into state;
 2. a *completeness downgrade* row in the late-rows output (reason
-   :data:`~spark_ext.tracked.envelope.REASON_IDLE`, the partition, ``event_time_ms`` = the
+   :data:`~spark_ext.streaming.envelope.REASON_IDLE`, the partition, ``event_time_ms`` = the
    frontier it was closed through, ``raw`` = ``{"declared_at_ms", "through_ms"}``): the
    windows it releases are complete only for the partitions that kept their promise.
 

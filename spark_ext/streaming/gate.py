@@ -3,7 +3,7 @@
 The gate is the first stage of a tracked query, keyed by source partition
 (``topic:partition``). For each partition it keeps one number in Spark state, the
 partition's *frontier*: "this partition sends nothing with an event time below this any
-more". The frontier moves by the partition's promise (:class:`~spark_ext.tracked.query.Closing`):
+more". The frontier moves by the partition's promise (:class:`~spark_ext.streaming.query.Closing`):
 
 * a close marker from its producer (``close_through``) sets it to the marker's time;
 * with an allowed disorder ``D`` (bounded out-of-orderness, per partition), a data row at
@@ -16,7 +16,7 @@ stood *just before that row* broke its partition's promise: it goes to the late-
 Every other row is assigned to its substreams, labelled and reported as *sent*; the gate's
 report also carries the partition's new frontier as *progress*, and so do ``progress`` rows,
 one per operator shard, which release windows in the same micro-batch
-(:mod:`spark_ext.tracked.shard`). Why this loses nothing: a window ``[s, e)`` ends only after
+(:mod:`spark_ext.streaming.shard`). Why this loses nothing: a window ``[s, e)`` ends only after
 every partition's frontier is ``>= e``, so a row of that window still to come from partition
 ``p`` has ``t < e <= frontier(p)`` -- the gate sends it to the late output before any
 operator sees it.
@@ -25,7 +25,7 @@ Rows with a null key or a null event time, and rows of a partition that was not 
 (no window waits for it), also go to the late output, with their reason.
 
 This module is pure (pandas and NumPy, no Spark): :func:`gate_partition` is what the Spark
-stage (:mod:`spark_ext.tracked.stages`) and the in-memory :class:`~spark_ext.tracked.tester.PipelineTester`
+stage (:mod:`spark_ext.streaming.stages`) and the in-memory :class:`~spark_ext.streaming.tester.PipelineTester`
 both run.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_ext.tracked.envelope import (
+from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
     KIND_DATA,
     KIND_LATE,

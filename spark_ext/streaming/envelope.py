@@ -1,6 +1,6 @@
 """The envelope: the columns every row of a tracked query carries between its stages.
 
-A tracked query has two stages (:mod:`spark_ext.tracked.query`): the *gate*, keyed by source
+A tracked query has two stages (:mod:`spark_ext.streaming.query`): the *gate*, keyed by source
 partition, and the *operator* stage, keyed by ``(substream, shard)``. Both stages emit rows
 of one schema whose ``kind`` says what a row is:
 
@@ -9,7 +9,7 @@ of one schema whose ``kind`` says what a row is:
 ``progress``
     A source partition's frontier after the batch (``tracked`` = ``topic:partition``,
     ``end_ms`` = the frontier), replicated by the gate to every shard: the shards release
-    the windows it completes in the same micro-batch (:mod:`spark_ext.tracked.shard`).
+    the windows it completes in the same micro-batch (:mod:`spark_ext.streaming.shard`).
 ``end``
     An end event of the tracker, fanned out to every shard (substreams closed by an
     upstream query).
@@ -109,7 +109,7 @@ ENVELOPE_FIELDS = [
     *SOURCE_FIELDS,
 ]
 
-#: The columns of the late-rows output (what :class:`~spark_ext.tracked.handler.BatchHandler`
+#: The columns of the late-rows output (what :class:`~spark_ext.streaming.handler.BatchHandler`
 #: hands the late writer): the raw row as JSON, where it came from, the window(s) it missed.
 LATE_COLUMNS = [
     "src_topic",

@@ -34,8 +34,8 @@ from pyspark.sql import functions as F
 
 from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
-from spark_ext.tracked.envelope import KIND_LATE, KIND_REPORT, KIND_RESULT, REASON_IDLE
-from spark_ext.tracked.idle import IdlePolicy
+from spark_ext.streaming.envelope import KIND_LATE, KIND_REPORT, KIND_RESULT, REASON_IDLE
+from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.reports import TaskReport, batch_reports
 
