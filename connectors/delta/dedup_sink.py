@@ -72,6 +72,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, TimestampNTZType, TimestampType
 
 from connectors.delta.dedup_staging import (
+    DEDUP_DELTA,
     MESSAGE_SCHEMA,
     CatalogFile,
     catalog_file_tag,
@@ -87,7 +88,7 @@ from connectors.delta.two_phase import (
     ensure_table,
     schema_shape,
 )
-from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
+from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import DedupInputError
@@ -95,9 +96,8 @@ from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.state import BucketStateStore
 from spark_ext.errors import ConfigError
 from spark_ext.sinks.delta_txn import DeltaTxnAppender, marker_app_id, owner_of
-from spark_ext.sinks.errors import check_batch_order
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner
-from spark_ext.sinks.protocol import commit_batch, validate_sink_id
+from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
 
 __all__ = ["BucketResult", "DeltaDedupSink"]
 

@@ -34,7 +34,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from connectors.delta.log import referenced_files
 from connectors.delta.staging import stage_batches, staged_name
 from connectors.delta.table import check_snapshot
-from spark_ext.dedup.batch import DEDUP_DELTA, KEY_ET, KEY_HASH, KEY_ID, decide_batch
+from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, decide_batch
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
@@ -44,11 +44,12 @@ from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
     DeltaCommitRefusedError,
-    check_batch_order,
 )
 from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
 
 __all__ = [
+    "DEDUP_DELTA",
     "MESSAGE_SCHEMA",
     "ROW_GROUP",
     "CatalogFile",
@@ -58,6 +59,18 @@ __all__ = [
     "coords_of",
     "decider",
 ]
+
+#: The steps of :class:`~connectors.delta.dedup_sink.DeltaDedupSink` (its docstring says what
+#: each leaves durable): step 1 runs here, in the tasks; 2-4 on the driver, in the sink.
+DEDUP_DELTA = Protocol(
+    "dedup_delta",
+    (
+        Step(1, "staged", "executor"),
+        Step(2, "cataloged", "driver"),
+        Step(3, "written", "driver"),
+        Step(4, "cleaned", "driver"),
+    ),
+)
 
 log = logging.getLogger(__name__)
 

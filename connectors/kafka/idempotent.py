@@ -85,9 +85,9 @@ from connectors.kafka.records import (
     check_columns,
     task_attempt,
 )
-from spark_ext.sinks.errors import SinkConfigError, WriterFencedError, check_batch_order
+from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
 from spark_ext.sinks.owner import SinkOwner
-from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, check_batch_order, validate_sink_id
 
 __all__ = [
     "IN_FLIGHT_GRACE_S",

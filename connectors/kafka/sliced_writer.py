@@ -42,8 +42,8 @@ from connectors.kafka.slices import (
     recover_slices,
 )
 from connectors.kafka.staging import KafkaSinkSettings
-from spark_ext.sinks.errors import check_batch_order
 from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.protocol import check_batch_order
 
 __all__ = ["KafkaTwoPhaseWriter", "slice_settings", "slice_task"]
 

@@ -116,9 +116,8 @@ from spark_ext.sinks.errors import (
     ProgressInconsistentError,
     TransactionExpiredError,
     WriterFencedError,
-    check_batch_order,
 )
-from spark_ext.sinks.protocol import KAFKA_SLICED
+from spark_ext.sinks.protocol import KAFKA_SLICED, check_batch_order
 
 log = logging.getLogger(__name__)
 

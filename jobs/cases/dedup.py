@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from connectors.delta.dedup_staging import DEDUP_DELTA
 from jobs.cases.fault_cells import (
     OWNER_REFUSED,
     PRECISE,
@@ -12,7 +13,6 @@ from jobs.cases.fault_cells import (
     cells,
     expire_delta,
 )
-from spark_ext.dedup import DEDUP_DELTA
 from spark_ext.recovery import (
     CrashPlan,
     ExpectedOutput,

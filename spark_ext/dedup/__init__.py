@@ -12,8 +12,7 @@ Modules, from the pure logic up to Spark:
 ``metrics``        :class:`DedupMetrics`: counters add up, gauges (state size) do not
 ``catalog``        :class:`DedupCatalog`: the exact catalog, one Delta schema for every writer
 ``bucket``         :class:`BucketDedup`: one bucket's decision (Bloom, in-batch, catalog)
-``batch``          :func:`decide_batch`: a batch (or a bucket of it) decided at once; the
-                   steps of the Delta dedup sink (:data:`DEDUP_DELTA`)
+``batch``          :func:`decide_batch`: a batch (or a bucket of it) decided at once
 ``state``          :class:`BloomStateStore`, :class:`BucketStateStore`: versioned filter
                    state outside Spark (per bucket for the Delta dedup sink's tasks)
 ``tags``           the ``_kind`` values of tagged rows (``KIND_*``)
@@ -40,7 +39,7 @@ Example
 
 from __future__ import annotations
 
-from spark_ext.dedup.batch import DEDUP_DELTA, BatchDecision, decide_batch
+from spark_ext.dedup.batch import BatchDecision, decide_batch
 from spark_ext.dedup.bucket import BucketDedup
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog
 from spark_ext.dedup.config import DedupConfig
@@ -62,7 +61,6 @@ __all__ = [
     "AFTER_CATALOG",
     "AFTER_OUTPUT",
     "CATALOG_SCHEMA",
-    "DEDUP_DELTA",
     "KIND_DUPLICATE",
     "KIND_LATE",
     "KIND_METRICS",

@@ -2,7 +2,8 @@
 :func:`decide_batch`.
 
 The decision of :class:`connectors.delta.dedup_sink.DeltaDedupSink`, whose steps are declared
-here (:data:`DEDUP_DELTA`, fault points ``dedup_delta.<number>.<step>``):
+beside their code (``connectors.delta.dedup_staging.DEDUP_DELTA``, fault points
+``dedup_delta.<number>.<step>``):
 
 1. ``staged`` (executor tasks): each task decided its buckets' rows with :func:`decide_batch`,
    staged the kept rows and their catalog rows (referenced by no Delta version yet) and saved
@@ -29,10 +30,8 @@ import pyarrow as pa
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.filters import RotatingBloom
 from spark_ext.dedup.metrics import DedupMetrics
-from spark_ext.sinks.protocol import Protocol, Step
 
 __all__ = [
-    "DEDUP_DELTA",
     "KEY_ET",
     "KEY_HASH",
     "KEY_ID",
@@ -41,17 +40,6 @@ __all__ = [
     "HashLookup",
     "decide_batch",
 ]
-
-#: The steps of :class:`connectors.delta.dedup_sink.DeltaDedupSink`, as in the docstring.
-DEDUP_DELTA = Protocol(
-    "dedup_delta",
-    (
-        Step(1, "staged", "executor"),
-        Step(2, "cataloged", "driver"),
-        Step(3, "written", "driver"),
-        Step(4, "cleaned", "driver"),
-    ),
-)
 
 #: Quarantine reason of a row whose id, event time or a coordinate is null.
 REASON_NULL_KEY = "null_dedup_key"

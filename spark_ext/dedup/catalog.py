@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_ext.sinks.delta_txn import DeltaTxnAppender, LatestTable, marker_app_id
-from spark_ext.sinks.errors import check_batch_order
+from spark_ext.sinks.protocol import check_batch_order
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

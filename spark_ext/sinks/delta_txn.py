@@ -48,11 +48,10 @@ from spark_ext.sinks.errors import (
     DeltaTxnExpiredError,
     SinkConfigError,
     SinkOwnerError,
-    check_batch_order,
 )
 from spark_ext.sinks.names import derived_name
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner, owner_of_batch
-from spark_ext.sinks.protocol import validate_sink_id
+from spark_ext.sinks.protocol import check_batch_order, validate_sink_id
 
 if TYPE_CHECKING:
     import pyarrow as pa

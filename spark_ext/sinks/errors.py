@@ -34,7 +34,6 @@ __all__ = [
     "TransactionTimeoutError",
     "UnsupportedTableFeatureError",
     "WriterFencedError",
-    "check_batch_order",
 ]
 
 
@@ -130,18 +129,6 @@ class SinkOwnerError(SinkError):
             f"({ours}); give this query its own sink_id, or pass take_over=True to hand the "
             "sink over on purpose; nothing written"
         )
-
-
-def check_batch_order(sink_id: str, batch_id: int, recorded: int | None) -> bool:
-    """Whether ``batch_id`` is a replay of the recorded batch (skip it) or new (write it).
-
-    Raises :class:`BatchRegressionError` for a batch id below the recorded one.
-    """
-    if recorded is None or batch_id > recorded:
-        return False
-    if batch_id == recorded:
-        return True
-    raise BatchRegressionError(sink_id, batch_id, recorded)
 
 
 class StagedDataMissingError(SinkError):

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from spark_ext.crash import FaultPoint, declare
-from spark_ext.sinks.errors import SinkConfigError, check_batch_order
+from spark_ext.sinks.errors import BatchRegressionError, SinkConfigError
 
 __all__ = [
     "DELTA_IDEMPOTENT",
@@ -77,6 +77,7 @@ __all__ = [
     "Step",
     "TwoPhaseCommitter",
     "abort_batch",
+    "check_batch_order",
     "commit_batch",
     "validate_sink_id",
 ]
@@ -228,6 +229,18 @@ class TwoPhaseCommitter(ABC, Generic[M]):
     @abstractmethod
     def recover(self) -> None:
         """At query start: remove staging of earlier runs that no commit will use."""
+
+
+def check_batch_order(sink_id: str, batch_id: int, recorded: int | None) -> bool:
+    """Whether ``batch_id`` is a replay of the recorded batch (skip it) or new (write it).
+
+    Raises :class:`BatchRegressionError` for a batch id below the recorded one.
+    """
+    if recorded is None or batch_id > recorded:
+        return False
+    if batch_id == recorded:
+        return True
+    raise BatchRegressionError(sink_id, batch_id, recorded)
 
 
 def commit_batch(committer: TwoPhaseCommitter[M], batch_id: int, messages: Sequence[M]) -> Outcome:
