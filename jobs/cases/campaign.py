@@ -69,6 +69,7 @@ class _Fed:
             per_sensor=max(3, w.records // SENSORS),
             partitions=w.partitions,
             duplicate_every=w.duplicate_every,
+            duplicate_delay=w.duplicate_delay,
             quiet=w.quiet,
         )
 

@@ -4,9 +4,9 @@ A fixed cell of the fault matrix proves that cell; the campaign varies what prod
 varies, from a seed, so a failing run replays exactly:
 
 * the **workload**: how many records, how many input partitions, how skewed, how many
-  readings are delivered twice, how many keys fall quiet for a while, how many dedup buckets
-  (many buckets and small batches leave buckets quiet for several batches), the sink id (dotted
-  names included, as users write them);
+  readings are delivered twice and how far apart, how many keys fall quiet for a while, how
+  many dedup buckets (many buckets and small batches leave buckets quiet for several batches),
+  the sink id (dotted names included, as users write them);
 * a **chain of runs** on one checkpoint and output: each faulted run draws a fault point of
   the job's protocol (any of its declared steps, not only the matrix's), a kind (``kill``,
   ``raise``, ``sleep``) and a batch, or a SIGKILL at a random moment; every run, restarts
@@ -58,12 +58,15 @@ class Workload:
     sink_id: str
     #: Dedup jobs: buckets of the dedup state (many buckets and small batches: quiet buckets).
     buckets: int = 4
+    #: Readings jobs: a copy arrives this many records after the original in its partition
+    #: (a quick producer retry, or a redelivery batches later).
+    duplicate_delay: int = 3
 
     def describe(self) -> str:
         return (
             f"{self.records} records on {self.partitions} partitions, skew {self.skew:g}, "
             f"dup every {self.duplicate_every}, {self.quiet} quiet, sink {self.sink_id!r}, "
-            f"{self.buckets} buckets"
+            f"{self.buckets} buckets, copies {self.duplicate_delay} records later"
         )
 
 
@@ -148,6 +151,7 @@ def draw(seed: int, job: str, points: Sequence[str], ci: bool = False) -> Campai
         quiet=rng.randint(0, 2),
         sink_id=_sink_id(rng),
         buckets=rng.choice((1, 4, 8, 16)),
+        duplicate_delay=rng.choice((3, 20, 60)),
     )
     steps = []
     for _ in range(1 if ci else rng.randint(1, 3)):

@@ -45,6 +45,7 @@ def test_draws_vary_what_production_varies() -> None:
     assert any("." in p.workload.sink_id for p in plans)
     assert {p.workload.quiet for p in plans} == {0, 1, 2}
     assert {p.workload.buckets for p in plans} == {1, 4, 8, 16}
+    assert {p.workload.duplicate_delay for p in plans} == {3, 20, 60}
     assert sum(s.kill_after_s is not None for s in steps) > 10
     # a restart draws its session again: parallelism changes inside one chain
     assert any(len({s.master for s in p.steps}) > 1 for p in plans)
