@@ -460,9 +460,8 @@ class ConfluentProducer:
         positions = [TopicPartition(self.topic, 0, offset, metadata=metadata)]
         group_metadata = self._group_metadata(group)
         try:
-            # librdkafka ignores this call's timeout when the group coordinator restarted
-            # (confluentinc/librdkafka#5456, #5511): it blocked a task for good after a broker
-            # restart (tests/sinks/test_sink_broker_restart.py), so it gets a deadline of ours
+            # A deadline of ours: librdkafka may ignore this call's timeout (docs/design.md,
+            # "Kafka sinks": a stalled coordinator)
             bounded(
                 lambda: self.producer.send_offsets_to_transaction(
                     positions, group_metadata, self.timeout_s

@@ -346,16 +346,9 @@ class TransactionExpiredError(SinkError):
 
 
 class ClientStalledError(SinkError):
-    """A Kafka client call outlived its own timeout and was given up (a stalled coordinator).
-
-    librdkafka does not honour ``send_offsets_to_transaction``'s timeout when the group
-    coordinator went away, e.g. a broker restart (confluentinc/librdkafka#5456, #5511): the
-    call blocks until the broker aborts the transaction, or for ever. The sink runs the call
-    under a deadline of its own and raises this in the task when it passes. Nothing of the
-    slice is committed (its commit never started); the task fails, and Spark's retry
-    initialises the slice's transactional id again, which fences the stalled producer and
-    aborts its transaction.
-    """
+    """A Kafka client call outlived its own timeout and was given up (a stalled coordinator:
+    docs/design.md, "Kafka sinks"). Nothing of the slice is committed; Spark's retry of the
+    task fences the stalled producer and aborts its transaction."""
 
     def __init__(self, what: str, waited_s: float) -> None:
         self.what = what
