@@ -46,13 +46,27 @@ def records(n: int, seed: int = 7, malformed_every: int = 0) -> Iterator[tuple[b
 
 
 def produce_events(
-    bootstrap: str, topic: str, n: int, seed: int = 7, malformed_every: int = 0, partitions: int = 3
+    bootstrap: str,
+    topic: str,
+    n: int,
+    seed: int = 7,
+    malformed_every: int = 0,
+    partitions: int = 3,
+    skew: float = 0.0,
 ) -> int:
-    """Produce ``n`` demo records round-robin over ``partitions``; returns the count."""
+    """Produce ``n`` demo records round-robin over ``partitions``; returns the count.
+
+    ``skew``: that share of the records goes to partition 0 instead (drawn from ``n``, so the
+    same count gives the same placement).
+    """
     from connectors.kafka import produce
 
+    place = random.Random(n)
     return produce(
         bootstrap,
         topic,
-        ((k, v, i % partitions) for i, (k, v) in enumerate(records(n, seed, malformed_every))),
+        (
+            (k, v, 0 if skew and place.random() < skew else i % partitions)
+            for i, (k, v) in enumerate(records(n, seed, malformed_every))
+        ),
     )

@@ -11,7 +11,6 @@ take ``--sink-id`` get the drawn one behind a part unique to the run.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from jobs.cases.dedup import DedupDeltaCase
@@ -76,19 +75,18 @@ class _Fed:
 
 class _FedEvents(_Fed, KafkaToDeltaCase):
     def prepare(self, ctx: HarnessContext) -> None:
-        from connectors.demo_events import records
-        from connectors.kafka import create_topic, produce
+        from connectors.demo_events import produce_events
+        from connectors.kafka import create_topic
 
         w = self.workload
         create_topic(ctx.bootstrap, ctx.topic("in"), w.partitions)
-        rng = random.Random(w.records)
-        produce(
+        produce_events(
             ctx.bootstrap,
             ctx.topic("in"),
-            (
-                (k, v, 0 if rng.random() < w.skew else i % w.partitions)
-                for i, (k, v) in enumerate(records(w.records, malformed_every=self.malformed_every))
-            ),
+            w.records,
+            malformed_every=self.malformed_every,
+            partitions=w.partitions,
+            skew=w.skew,
         )
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import re
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -108,6 +109,20 @@ def _step_context(ctx: HarnessContext, base: str, step: RunStep, index: int) -> 
     return dataclasses.replace(ctx, profile=str(dest))
 
 
+def _step_args(
+    harness: RecoveryHarness,
+    case: RecoveryCase,
+    ctx: HarnessContext,
+    slot: RunSlot,
+    step: RunStep,
+    index: int,
+) -> list[str]:
+    """The arguments of run ``index`` on ``slot``: its session's profile, its batch size."""
+    limit = str(step.max_offsets) if step.max_offsets else None
+    args = case.job_args(_step_context(ctx, harness.profile, step, index), slot)
+    return with_flag(args, "--max-offsets-per-trigger", limit)
+
+
 def _ended(run_faults: Iterable[dict[str, object]], rc: int, error: str | None) -> str:
     fired = [f"{f['point']}:{f['kind']}" for f in run_faults]
     end = "rc 0" if rc == 0 else (error or f"rc {rc}")
@@ -127,12 +142,9 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
         try:
             last = None
             for i, step in enumerate(plan.steps):
-                step_ctx = _step_context(ctx, harness.profile, step, i)
-                limit = str(step.max_offsets) if step.max_offsets else None
-                args = with_flag(case.job_args(step_ctx, slot), "--max-offsets-per-trigger", limit)
                 last = harness.runner(
                     case.module,
-                    args,
+                    _step_args(harness, case, ctx, slot, step, i),
                     fault=step.fault,
                     kill_after_s=step.kill_after_s,
                     timeout_s=harness.timeout_s,
@@ -184,13 +196,9 @@ def _second_query(
 ) -> str | None:
     """Delete the checkpoint and run the job again on the same output and sink id: it must
     end as the job declares for ``checkpoint-reset``. Returns why not, or ``None``."""
-    import shutil
-
     for path in case.checkpoints(ctx, slot):
         shutil.rmtree(path)
-    step_ctx = _step_context(ctx, harness.profile, step, len(ended))
-    limit = str(step.max_offsets) if step.max_offsets else None
-    args = with_flag(case.job_args(step_ctx, slot), "--max-offsets-per-trigger", limit)
+    args = _step_args(harness, case, ctx, slot, step, len(ended))
     run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
     error = None if run.ok else observed_error(run.output_tail, errors)
     ended.append("second query: " + _ended(run.faults, run.returncode, error))
@@ -223,8 +231,6 @@ def _judged(
             plan, "error", f"{type(exc).__name__}: {exc}", time.monotonic() - start
         )
     if not keep and outcome.status == "pass":
-        import shutil
-
         shutil.rmtree(harness.workdir / f"campaign-{plan.seed}-{plan.job}", ignore_errors=True)
     return outcome
 
