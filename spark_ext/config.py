@@ -56,8 +56,7 @@ CONF_DIR = _conf_dir()
 #: installed project.
 PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
 
-#: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``,
-#: so how Spark slices a batch is set per run, as a restart on another cluster changes it.
+#: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``.
 KAFKA_MIN_PARTITIONS_CONF = "spark.spark_ext.kafka.minPartitions"
 
 

@@ -31,9 +31,8 @@ __all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "report_row", "
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 
 
-#: Fault point of the gate: a gate task's rows went out, its report not yet. A ``raise`` here
-#: (attempt 0 only) is a task retried after its data left: Spark discards the failed attempt's
-#: output, report rows included, and the retry must give the same windows.
+#: Fault point of the gate: a gate task's rows went out, its report not yet (a ``raise`` here
+#: is a task retried after its data left; Spark discards the attempt's report rows with it).
 GATE_EMITTED = declare("tracked.gate.emitted", "executor", "gate rows sent, report not yet")
 
 

@@ -252,8 +252,7 @@ class PipelineTester:
             )
         results: list[pd.DataFrame] = []
         late: list[pd.DataFrame] = []
-        # Every row carries a label (0 where none: late, progress), as in the Spark plan: a
-        # null would turn the 64-bit label column into float64.
+        # a label on every row (0 where none), as in the Spark plan
         envelope = [f if "label" in f else f.assign(label=np.int64(0)) for f in envelope if len(f)]
         if envelope:
             env = pd.concat(envelope, ignore_index=True)
