@@ -57,8 +57,7 @@ class GateConfig:
         The substreams (windows) rows are assigned to.
     per_substream
         Operator groups are per (substream, shard); else per shard (sessions, EWMA), and the
-        gate also registers the last bucket below each frontier so that markers end buckets
-        that had no data.
+        gate also reports the last bucket below each frontier (so empty buckets end).
     shards
         Operator shards.
     disorder_ms
@@ -68,8 +67,8 @@ class GateConfig:
     input_columns
         The operator's input columns (carried in the envelope and in the late row's ``raw``).
     sources
-        The declared source partitions (``topic:partition``); a row from any other partition
-        is not waited for by any window, so it goes to the late output. Empty: any partition.
+        The declared source partitions (``topic:partition``); rows of others are late. Empty:
+        any partition.
     """
 
     windowing: Windowing
@@ -152,7 +151,7 @@ def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
 def gate_partition(
     pdf: pd.DataFrame, frontier: int, cfg: GateConfig, builder: ReportBuilder
 ) -> tuple[list[pd.DataFrame], int]:
-    """Gate the rows of ONE source partition in one batch (see module docstring).
+    """Gate the rows of ONE source partition in one batch.
 
     Parameters
     ----------

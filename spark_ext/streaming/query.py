@@ -71,8 +71,7 @@ class Closing:
     disorder_ms
         Allowed disorder inside a partition: a row at ``t`` promises nothing below
         ``t - disorder_ms`` will follow on its partition (0: ordered). None: only the
-        producer's close markers move a partition's frontier. A row that breaks the promise
-        goes to the late-rows output.
+        producer's close markers move a partition's frontier.
     """
 
     sources: tuple[str, ...] = ()
