@@ -8,11 +8,14 @@ application            ``jobs`` (one job per guarantee, notebooks, the harness c
 connectors             ``connectors``: Kafka and Delta I/O and the sinks built on it --
                        ``connectors.sinks`` (``exactly_once_to_delta`` / ``_to_kafka``),
                        ``connectors.delta`` (``two_phase``, ``idempotent``, ``dedup_sink``),
-                       ``connectors.kafka`` (the reader, ``slices``, ``idempotent``, the broker)
-harness                :mod:`spark_ext.recovery` (job processes, faults, classification)
+                       ``connectors.kafka`` (the reader, ``slices``, ``idempotent``,
+                       ``local_broker``)
+harness                :mod:`spark_ext.recovery` (fault matrix, campaign, classification),
+                       :mod:`spark_ext.jobrun` (one job process, killed or not)
 core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``Trigger``),
-                       :mod:`spark_ext.tracker` (substream end without watermarks),
+                       :mod:`spark_ext.streaming` (tracked queries: tracker + operators in Spark),
                        :mod:`spark_ext.operators` (windows, joins, EWMA flushed by substream end),
+                       :mod:`spark_ext.tracker` (substream end without watermarks),
                        :mod:`spark_ext.ordering` (deterministic ordering buffers, any fold),
                        :mod:`spark_ext.dedup` (Bloom filters in front of an exact catalog),
                        :mod:`spark_ext.quarantine` (bad rows with their reason),
@@ -20,7 +23,8 @@ core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``
                        session), :mod:`spark_ext.metrics` (progress listener),
                        :mod:`spark_ext.state_inspect` (state store sizes)
 base                   :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
-                       :mod:`spark_ext.hashing` (stable hashes), :mod:`spark_ext.jvm`
+                       :mod:`spark_ext.hashing` (stable hashes), :mod:`spark_ext.jvm` (jars),
+                       :mod:`spark_ext.kafka_admin` (topic creation)
 =====================  =====================================================================
 
 The names most pipelines need are importable from here; each is loaded on first use, so

@@ -56,45 +56,31 @@ CONF_DIR = _conf_dir()
 #: installed project.
 PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
 
-#: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``,
-#: so how Spark slices a batch is set per run, as a restart on another cluster changes it.
+#: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``.
 KAFKA_MIN_PARTITIONS_CONF = "spark.spark_ext.kafka.minPartitions"
 
-#: State store providers selectable by name (issue: state checkpoints as an LSM).
-#: Every profile sets the same keys, so applying one to a session replaces the previous one:
-#: the provider, whether RocksDB writes a changelog per batch (the LSM shape: only changed
-#: entries per batch, a full snapshot every ``minDeltasForSnapshot`` batches), and how often
-#: the background maintenance thread snapshots and cleans up old versions.
-#: Figures: ``scripts/bench.py state_store`` (batch duration, checkpoint bytes, recovery time).
-_STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
-_CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-_MIN_DELTAS_FOR_SNAPSHOT = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
-_MAINTENANCE_INTERVAL = "spark.sql.streaming.stateStore.maintenanceInterval"
+
+def _state_store(provider: str, changelog: bool) -> dict[str, str]:
+    """Every store sets the same keys, so applying one replaces the previous one (the
+    changelog flag too, which only RocksDB reads)."""
+    return {
+        "spark.sql.streaming.stateStore.providerClass": (
+            f"org.apache.spark.sql.execution.streaming.state.{provider}StateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(
+            changelog
+        ).lower(),
+        "spark.sql.streaming.stateStore.minDeltasForSnapshot": "10",
+        "spark.sql.streaming.stateStore.maintenanceInterval": "60s",
+    }
+
+
+#: State store providers selectable by name (README, "State store"; figures:
+#: ``scripts/bench.py state_store``).
 STATE_STORES: dict[str, dict[str, str]] = {
-    "hdfs": {
-        _STATE_STORE_PROVIDER: (
-            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-        ),
-        _CHANGELOG: "false",  # not read by this provider; set so switching resets it
-        _MIN_DELTAS_FOR_SNAPSHOT: "10",
-        _MAINTENANCE_INTERVAL: "60s",
-    },
-    "rocksdb": {
-        _STATE_STORE_PROVIDER: (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-        ),
-        _CHANGELOG: "false",
-        _MIN_DELTAS_FOR_SNAPSHOT: "10",
-        _MAINTENANCE_INTERVAL: "60s",
-    },
-    "rocksdb_changelog": {
-        _STATE_STORE_PROVIDER: (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-        ),
-        _CHANGELOG: "true",
-        _MIN_DELTAS_FOR_SNAPSHOT: "10",
-        _MAINTENANCE_INTERVAL: "60s",
-    },
+    "hdfs": _state_store("HDFSBacked", changelog=False),
+    "rocksdb": _state_store("RocksDB", changelog=False),
+    "rocksdb_changelog": _state_store("RocksDB", changelog=True),
 }
 
 

@@ -1,47 +1,11 @@
 """Fault points: declared places in a protocol where a test or the harness injects a fault.
 
-Every step of every guarantee's protocol is declared once as a :class:`FaultPoint` next to the
-code it belongs to (the sinks derive theirs from their :class:`~spark_ext.sinks.protocol.Protocol`
-table), and the code calls :meth:`FaultPoint.reached` right after the step's durable effect.
-:func:`declared` lists them all; ``spark-ext list`` prints them per job.
-
-Which fault fires, where and how is data, read from the environment of the job:
-
-``SPARK_EXT_FAULT=<point>[@<batch>][#<partition>][:<kind>[=<seconds>]]``
-
-(``#<partition>``: in a task, only the task of that partition: one straggler, not all.)
-
-======================  ==================================================================
-kind                    what happens when the point is reached (in that batch)
-======================  ==================================================================
-``kill`` (default)      SIGKILL to the whole job: driver Python, its JVM, Python workers.
-                        No ``finally`` block, no shutdown hook, no flush: a lost driver.
-``raise``               :class:`InjectedFault` is raised *after* the step's durable effect.
-                        On the driver this is "commit landed, then an exception": Spark
-                        then calls the sink's ``abort``. In an executor task it fires on
-                        attempt 0 only, so the retried attempt (``spark.task.maxFailures``
-                        > 1) runs clean: a task retried on another executor.
-``sleep=<s>``           The step takes ``s`` seconds longer (attempt 0 only in a task): a
-                        straggler for speculative execution, or a step pushed past a timeout.
-======================  ==================================================================
-
-With ``SPARK_EXT_FAULT_TRACE=1`` every point reached is logged too (kind ``reached``, written
-before the point's own fault fires): a SIGKILL at a random moment then names the last step
-each run completed (:attr:`spark_ext.jobrun.JobRun.last_step`).
-
-Every firing is recorded: a line ``SPARK_EXT_FAULT <point> kind=<k> batch=<b>`` on stderr and,
-when ``SPARK_EXT_FAULT_LOG`` names a file, one JSON line appended to it (point, kind, batch,
-side, task attempt, pid). The harness asserts that *its* fault fired from that log, never from
-how the process ended: an OOM kill or a kill at the wrong place is not the fault asked for.
-
-Points run on the driver or inside executor tasks. PySpark's worker daemon moves its Python
-workers into a process group of their own (``os.setpgid(0, 0)`` in ``pyspark/daemon.py``), so
-killing the caller's group from a task would spare the driver. A job started by
-:func:`spark_ext.jobrun.run_job` is the leader of its own session, marked by
-``SPARK_EXT_JOB_SESSION=1``; there :func:`kill_job` kills the session leader's group (the
-driver's Python and its JVM) and then the caller's own group. Without the marker it kills the
-caller's group only, so a fault point can never take down the shell that started a job by hand.
-Without a fault requested, :meth:`FaultPoint.reached` costs one dictionary lookup.
+Each step declares a :class:`FaultPoint` next to its code and calls :meth:`FaultPoint.reached`
+right after the step's durable effect. The fault is requested through the job's environment,
+``SPARK_EXT_FAULT=<point>[@<batch>][#<partition>][:<kind>[=<seconds>]]`` (kinds ``kill``, the
+default, ``raise``, ``sleep=<s>``); each firing is logged to stderr and to
+``SPARK_EXT_FAULT_LOG``. Kinds, tracing and how a kill reaches the whole job: docs/design.md,
+"Fault points".
 
 Example
 -------
@@ -61,7 +25,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from spark_ext.errors import ConfigError, SparkExtError
 
@@ -91,26 +55,20 @@ log = logging.getLogger(__name__)
 FAULT_ENV = "SPARK_EXT_FAULT"
 #: A file to which every fired fault appends one JSON line.
 FAULT_LOG_ENV = "SPARK_EXT_FAULT_LOG"
-#: ``1``: every point reached appends a ``reached`` line to the fault log, fault or not, so a
-#: kill at a random moment can be placed among the steps (the last one reached before it).
+#: ``1``: every point reached appends a ``reached`` line to the fault log, fault or not.
 TRACE_ENV = "SPARK_EXT_FAULT_TRACE"
 #: The ``kind`` of a fault-log line that records a point reached, not a fault fired.
 REACHED = "reached"
 #: Set by :func:`spark_ext.jobrun.run_job`: this process tree is a job session of its own.
 JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
-#: The environment variables that ask a job for a fault. A job started by
-#: :func:`spark_ext.jobrun.run_job` gets only the ones it was given. Under a local master the
-#: Python workers are the job's own processes and inherit them; a cluster's executors are
-#: started by its workers (another process tree), so :func:`spark_ext.session.spark_conf` passes
-#: them on as ``spark.executorEnv.*``. :data:`JOB_SESSION_ENV` stays behind: an executor is no
-#: part of the job's session.
+#: The environment variables that ask a job for a fault (passed on to executors).
 FAULT_SETTINGS = (FAULT_ENV, FAULT_LOG_ENV, TRACE_ENV)
 
 Side = Literal["driver", "executor", "any"]
 
 
 class FaultKind(enum.Enum):
-    """What an injected fault does (see the module docstring)."""
+    """What an injected fault does (docs/design.md, "Fault points")."""
 
     KILL = "kill"
     RAISE = "raise"
@@ -268,23 +226,22 @@ def fault_log_entries(path: str | os.PathLike[str]) -> list[dict[str, object]]:
         return []
 
 
-def _task_partition() -> int | None:
-    """The partition of the Spark task this runs in, ``None`` on the driver."""
+def _task() -> Any:
+    """The context of the Spark task this runs in, ``None`` on the driver."""
     if "pyspark" not in sys.modules:
         return None
     from pyspark import TaskContext
 
-    ctx = TaskContext.get()
+    return TaskContext.get()
+
+
+def _task_partition() -> int | None:
+    ctx = _task()
     return None if ctx is None else ctx.partitionId()
 
 
 def _task_attempt() -> int | None:
-    """The attempt number of the Spark task this runs in, ``None`` on the driver."""
-    if "pyspark" not in sys.modules:
-        return None
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
+    ctx = _task()
     return None if ctx is None else ctx.attemptNumber()
 
 

@@ -1,16 +1,7 @@
 """Stable 64-bit hashes: the same value in every process, machine and Python version.
 
-Python's :func:`hash` is salted per process, so two executors (or a replay) would disagree on
-a key's bucket or on the bits it sets in a Bloom filter (docs/design.md, invariant 2). Every
-hash of the project comes from here instead:
-
-* :func:`stable_hash64` -- keys (strings) hashed with :func:`pandas.util.hash_array` under the
-  fixed 16-byte key :data:`HASH_KEY` (SipHash-based, deterministic); vectorised.
-* :func:`splitmix64` -- the SplitMix64 finaliser, a bijection of 64-bit integers that mixes a
-  hash (the Bloom filters' second hash) or source coordinates (the tracker's labels).
-* :func:`shard_of` -- a key's shard (or dedup bucket) among ``n``: ``stable_hash64 % n``.
-
-This is a base module: it imports NumPy and pandas only, no Spark and nothing of spark_ext.
+Every hash of the project comes from here (docs/design.md, "Hashing"); a base module (NumPy
+and pandas only).
 
 Example
 -------

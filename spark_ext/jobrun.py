@@ -1,13 +1,8 @@
-"""Run a job in its own process group, optionally killed with SIGKILL, and restart it.
+"""Run a job in its own session, optionally killed with SIGKILL, and restart it.
 
-This is how crash tests and the recovery harness kill "the driver": the job runs as
-``python -m <module> <args>`` in a new session (its own process group), so its Python driver,
-the JVM it launches and the Python workers all die together, either at a declared fault point
-(``fault=``, see :mod:`spark_ext.crash`) or after a delay chosen by the caller. Every fault that
-fired is read back from the run's own fault log (:attr:`JobRun.faults`): a test asserts that
-*its* fault fired, not merely that the job died. A kill at a random moment (``kill_after_s``,
-``kill_when``) runs traced (``SPARK_EXT_FAULT_TRACE=1``): every fault point reached is logged,
-so :attr:`JobRun.last_step` names the step the kill landed after.
+The whole job (driver, JVM, workers) dies together, at a declared fault point (``fault=``,
+:mod:`spark_ext.crash`) or at a moment the caller chooses; the faults that fired are read back
+from the run's fault log (:attr:`JobRun.faults`). See docs/design.md, "Fault points".
 
 Example
 -------
@@ -97,16 +92,8 @@ def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def scratch_environment(folder: Path) -> dict[str, str]:
-    """Environment that puts a job's scratch files under ``folder`` (created here).
-
-    Spark removes its local folders (``spark-*``, ``blockmgr-*``, the RocksDB state stores'
-    working copies) in a JVM shutdown hook, which a SIGKILL never runs: every killed run left
-    them in ``/tmp``, measured 47 GB after a day of crash tests and one full fault matrix, until
-    the disk was full and jobs failed with ``No space left on device``. With the JVM's
-    ``java.io.tmpdir``, ``SPARK_LOCAL_DIRS`` and Python's ``TMPDIR`` under the run's own folder,
-    :func:`run_job` removes them with that folder however the job ended. Nothing durable lives
-    there: checkpoints and outputs are the job's arguments.
-    """
+    """Environment that puts a job's scratch files under ``folder`` (created here), removed
+    with it however the job ended (docs/design.md, "Fault points")."""
     folder.mkdir(parents=True, exist_ok=True)
     java = " ".join(
         filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={folder}"])
@@ -134,7 +121,7 @@ def run_job(
     Parameters
     ----------
     fault
-        A fault spec ``<point>[@<batch>][:kill|raise|sleep=<s>]`` put in ``SPARK_EXT_FAULT``.
+        A fault spec put in ``SPARK_EXT_FAULT`` (:class:`~spark_ext.crash.FaultSpec`).
     cwd
         The job's working directory (default: the caller's), so relative paths in ``args``
         mean what they mean to the caller.
@@ -246,13 +233,8 @@ def _session_members(sid: int) -> list[int]:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL every process of the job's session, not only the leader's process group.
-
-    PySpark's worker daemon puts itself and the workers it forks in a process group of their
-    own (``os.setpgid(0, 0)``); killing the leader's group left them running until they saw
-    their JVM gone, and a traced worker could still append to the run's fault log while it
-    was being removed (``Directory not empty``, seen under random kills).
-    """
+    """SIGKILL every process of the job's session, not only the leader's process group
+    (docs/design.md, "Fault points")."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:

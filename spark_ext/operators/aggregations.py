@@ -1,8 +1,7 @@
-"""Aggregations of a window: count, sum, mean, min, max and a user function.
+"""Aggregations of a window: count, sum, mean, max and a user function.
 
-Each is an accumulator with ``init``/``add``/``merge``/``result`` over JSON-able values, so it
-lives in an operator's state and merges when session windows join. Rows arrive sorted by
-``(event_time_ms, label)``; a user function sees its values in that order.
+Accumulators (``init``/``add``/``merge``/``result``) over JSON-able values; a user function
+sees its values in ``(event_time_ms, label)`` order.
 
 Example
 -------
@@ -38,8 +37,12 @@ class Aggregation(ABC):
     @abstractmethod
     def merge(self, a: Any, b: Any) -> Any: ...
 
-    @abstractmethod
-    def result(self, acc: Any) -> Any: ...
+    def result(self, acc: Any) -> Any:
+        return acc
+
+    def __post_init__(self) -> None:
+        if not self.name:  # Sum("x") is named "sum_x"
+            object.__setattr__(self, "name", f"{type(self).__name__.lower()}_{self.column}")
 
 
 @dataclass(frozen=True)
@@ -57,19 +60,12 @@ class Count(Aggregation):
     def merge(self, a: int, b: int) -> int:
         return a + b
 
-    def result(self, acc: int) -> int:
-        return acc
-
 
 @dataclass(frozen=True)
 class Sum(Aggregation):
     column: str | None = None
     name: str = ""
     data_type: DataType = field(default_factory=DoubleType)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            object.__setattr__(self, "name", f"sum_{self.column}")
 
     def init(self) -> float:
         return 0.0
@@ -80,19 +76,12 @@ class Sum(Aggregation):
     def merge(self, a: float, b: float) -> float:
         return a + b
 
-    def result(self, acc: float) -> float:
-        return acc
-
 
 @dataclass(frozen=True)
 class Mean(Aggregation):
     column: str | None = None
     name: str = ""
     data_type: DataType = field(default_factory=DoubleType)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            object.__setattr__(self, "name", f"mean_{self.column}")
 
     def init(self) -> list[float]:
         return [0.0, 0]
@@ -113,10 +102,6 @@ class Max(Aggregation):
     name: str = ""
     data_type: DataType = field(default_factory=DoubleType)
 
-    def __post_init__(self) -> None:
-        if not self.name:
-            object.__setattr__(self, "name", f"max_{self.column}")
-
     def init(self) -> float | None:
         return None
 
@@ -128,9 +113,6 @@ class Max(Aggregation):
 
     def merge(self, a: float | None, b: float | None) -> float | None:
         return b if a is None else a if b is None else max(a, b)
-
-    def result(self, acc: float | None) -> float | None:
-        return acc
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,6 @@
 """The operator base class: per-group state, process rows, flush a substream on its end.
 
-An operator's state is kept per group ``(substream, shard)``: the rows of one window of a
-few keys meet in one group, and the end of a window is one end signal per shard -- so a
-flush touches only that window's state, never all keys, and no watermark is involved
-(:mod:`spark_ext.streaming.shard` keeps a shard's groups in ``MapState`` and ends windows in
-end order). Operators whose state outlives one substream (sessions, EWMA) use one group
-``("*", shard)`` and treat an end signal at ``end_ms`` as "everything of this namespace
-before ``end_ms`` is complete".
-
-The pipeline (:mod:`spark_ext.streaming`) hands an operator only data rows, already
-sorted by ``(event_time_ms, label)`` -- a total order derived from source coordinates, so a
-replayed batch folds rows in the same order -- and the end signals, sorted by end time.
+Groups, row order and end signals: docs/design.md, "Operators".
 
 Example
 -------
@@ -52,12 +42,7 @@ class Group:
 
 
 class OperatorState:
-    """One group's state: a JSON-able value, read with :meth:`get`, written with :meth:`update`.
-
-    In Spark it is kept as one JSON string per group in the shard's ``MapState``; in
-    :class:`~spark_ext.streaming.tester.OperatorTester` as a dict entry. JSON keeps it
-    readable and language-neutral; operators keep state small (one window of a few keys).
-    """
+    """One group's state: a JSON-able value, read with :meth:`get`, written with :meth:`update`."""
 
     def __init__(self, value: Any = None) -> None:
         self._value = value

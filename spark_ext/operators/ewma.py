@@ -1,12 +1,7 @@
 """EWMA: an exponentially weighted moving average per key, in event-time order.
 
-The fold is order-sensitive, so rows are held until the tracker says the bucket they fall in
-has ended (everything of the namespace before its end has arrived), then folded in
-``(event_time, label)`` order -- the same order on every replay -- and one row per element is
-emitted with the running average. :func:`ewma` is the pure fold, reusable elsewhere (e.g. by
-an order-sensitive fold behind an ordering buffer).
-
-State bound: one running value per key, plus the rows of buckets not yet ended.
+Rows are held until their bucket ends, then folded in ``(event_time, label)`` order
+(docs/design.md, "Operators"); :func:`ewma` is the pure fold.
 
 Example
 -------

@@ -1,14 +1,6 @@
 """Stream-stream equi-join within a window, its state pruned when the window ends.
 
-Both sides are tracked together (one stream with a ``side`` column, ``"left"`` or
-``"right"``) under the same windowing, so a (window, shard) group buffers the rows of both
-sides of its keys. Each arriving row is matched against the other side's buffered rows --
-every pair is emitted exactly once, when its later row arrives -- and when the tracker ends
-the window the group's state is dropped (for ``how="left"``, after emitting the left rows that
-never matched, with nulls on the right). Spark's own stream-stream join needs a watermark on
-both sides to prune; here the window end does it.
-
-State bound: the rows of the open windows.
+Both sides in one tracked stream with a ``side`` column (docs/design.md, "Operators").
 """
 
 from __future__ import annotations

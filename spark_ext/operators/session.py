@@ -1,12 +1,6 @@
 """Session windows: a key's elements closer than ``gap`` apart form one session.
 
-Sessions are not known in advance, so the tracker tracks fixed buckets of the event time
-(tumbling substreams, e.g. as wide as the gap) and this operator groups by shard only. An
-end event at ``end_ms`` means nothing of the namespace before ``end_ms`` is still to come,
-so every session whose last element is at least ``gap`` before ``end_ms`` can no longer grow:
-it is emitted once and dropped.
-
-State bound: the open sessions of the keys of a shard.
+Grouped by shard; ended by the tracker's buckets (docs/design.md, "Operators").
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Tumbling and sliding window aggregation, released when the tracker ends the window.
 
-The windowing (tumbling or sliding) is chosen where the stream is tracked
-(:class:`~spark_ext.tracker.substreams.Tumbling`, :class:`~spark_ext.tracker.substreams.Sliding`):
-each window is one substream, so this operator's state is one group per (window, shard)
-holding an accumulator per key, emitted once and dropped when the window ends.
-
-State bound: the open windows times the keys in them; a window's state is removed on its end.
+One group per (window, shard), an accumulator per key (docs/design.md, "Operators").
 
 Example
 -------

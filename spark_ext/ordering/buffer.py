@@ -1,10 +1,5 @@
-"""The pure ordering buffer of one shard (pandas, no Spark): offer, observe progress, release.
-
-An element is released only when no element with a smaller total order
-``t(x) = (event time, topic, partition, offset)`` can still arrive: every source partition has
-shown an event time past it (progress), or its key's end event came. An element older than
-what was already released is *late*: it is handed back as such, never put out of order.
-"""
+"""The pure ordering buffer of one shard (pandas, no Spark): offer, observe progress, release
+in the total order, hand back late elements (docs/design.md, "Ordering")."""
 
 from __future__ import annotations
 

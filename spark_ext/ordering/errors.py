@@ -8,8 +8,5 @@ __all__ = ["OrderingBufferFull"]
 
 
 class OrderingBufferFull(SparkExtError, RuntimeError):
-    """A shard buffers more than ``max_buffered_rows`` elements: some partition stalls.
-
-    The buffer never releases out of order to make room; raise ``max_buffered_rows``, close
-    the idle partition, or send the key's end event.
-    """
+    """A shard buffers more than ``max_buffered_rows`` elements: some partition stalls. Raise
+    the bound, close the idle partition, or send the key's end event."""

@@ -1,10 +1,8 @@
 """The fold behind an ordering buffer: what :func:`~spark_ext.ordering.order_and_fold` applies.
 
-A :class:`KeyedFold` receives the released elements of a shard in the total order, with the
-shard's per-key fold state, and returns its columns per element. The buffer guarantees the
-order, so any order-sensitive fold (an EWMA, a running sum, a state machine) gives the same
-values whatever the batch plan and however often a batch is replayed (docs/design.md,
-invariant 2). The fold's state lives in Spark state as JSON, so it must be JSON-able.
+A :class:`KeyedFold` gets a shard's released elements in the total order and its per-key
+state (JSON-able: kept in Spark state), and returns its columns per element (docs/design.md,
+"Ordering").
 
 Example
 -------

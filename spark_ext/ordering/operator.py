@@ -45,12 +45,8 @@ _STATE_SCHEMA = StructType([StructField("meta", BinaryType()), StructField("bloo
 
 
 def mark_progress(df: DataFrame, config: OrderingConfig) -> DataFrame:
-    """Elements routed to their shard, plus per source task one progress row per shard.
-
-    The progress row of partition ``p`` carries the maximum event time (or :data:`CLOSED`
-    after a close row) seen in this task's rows of ``p``; it goes to every shard. Computed from
-    the batch's own rows only, so a replay with the same offsets sends the same rows.
-    """
+    """Elements routed to their shard, plus per source task one progress row per shard: the
+    maximum event time of each partition in the task's rows (:data:`CLOSED` after a close)."""
     missing = [c for c in INPUT_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError("ordering.input", f"columns {missing} missing from {df.columns}")
@@ -115,8 +111,7 @@ def end_control_rows(
 
         rows = readings.unionByName(end_control_rows(tracker_ends, F.col("sensor")))
 
-    The control rows' coordinates are ``(source, 0, seq)``; that pseudo-partition is not one of
-    :attr:`OrderingConfig.partitions`, so it never holds back the progress release.
+    Their coordinates ``(source, 0, seq)`` are no partition of the config's.
     """
     key_col = F.col(key) if isinstance(key, str) else key
     return end_events.select(

@@ -1,7 +1,7 @@
 """Tracked queries: the tracker (:mod:`spark_ext.tracker`) and the operators
 (:mod:`spark_ext.operators`) combined into a Spark plan.
 
-This layer sits above both; each of them imports only downward (docs/design.md, layers).
+This layer sits above both (docs/design.md, "Layers"; "Tracked queries").
 
 * :mod:`~spark_ext.streaming.query` -- :class:`TrackedStream`, :class:`TrackedQuery`, :class:`Closing`
 * :mod:`~spark_ext.streaming.gate` -- per-partition frontiers, late rows (pure)
@@ -9,6 +9,8 @@ This layer sits above both; each of them imports only downward (docs/design.md, 
 * :mod:`~spark_ext.streaming.stages` -- the executor side of both stages
 * :mod:`~spark_ext.streaming.handler` -- the driver's per-batch steps (writers: any ``foreachBatch`` function)
 * :mod:`~spark_ext.streaming.tester` -- in-memory testers (no Spark)
+* ``shard`` (a shard's release, pure), ``envelope`` (the rows between stages), ``placement``
+  (shard keys), ``checks`` (start-up checks), ``idle`` (the idle-partition policy)
 """
 
 from spark_ext.streaming.envelope import LATE_COLUMNS

@@ -1,20 +1,7 @@
 """Start-up checks of a tracked query: its agent, its checkpoint and its topic agree.
 
-Each mismatch is a typed error raised before the query starts (docs/design.md, invariant 3:
-a bad configuration fails fast):
-
-* :class:`~spark_ext.tracker.errors.CheckpointBehindAgent` -- the agent applied batches of
-  this query beyond what the checkpoint committed (+1: a batch may have been applied and
-  killed before Spark's commit): a reset checkpoint with the agent kept.
-* :class:`~spark_ext.tracker.errors.AgentBehindCheckpoint` -- the checkpoint's offsets have
-  read end events past the agent's newest: the agent's log was lost.
-* :class:`~spark_ext.tracker.errors.PartitionSetMismatch` -- the declared partitions of a
-  topic are not the topic's partitions (from its metadata).
-* :class:`~spark_ext.tracker.errors.CheckpointLayoutMismatch` -- the checkpoint's state is laid
-  out for another query (:func:`check_layout`: shard count and keys, windowing, namespace,
-  operator, layout version), or was written before the layout record existed.
-
-The checks read a local checkpoint folder; on a remote one (``s3://...``) they are skipped.
+Each mismatch is a typed error before the query starts (docs/design.md, "Tracked queries":
+start-up checks). A remote checkpoint (``s3://...``) is not checked.
 """
 
 from __future__ import annotations
@@ -127,12 +114,8 @@ LAYOUT_FILE = "spark_ext_tracked.json"
 
 
 def check_layout(checkpoint: str, layout: Mapping[str, object]) -> None:
-    """Record ``layout`` in a new checkpoint; raise if a used one holds another layout.
-
-    ``layout`` names what the operator state is keyed and laid out by (shard count,
-    windowing, namespace, operator); :data:`LAYOUT_VERSION` is added to it. A checkpoint
-    without a committed offset is new (a start killed before its first batch included): its
-    record is (re)written. One with offsets must hold the same record, or it raises
+    """Record ``layout`` (plus :data:`LAYOUT_VERSION`) in a checkpoint without committed
+    offsets; one with offsets must hold the same record, else
     :class:`~spark_ext.tracker.errors.CheckpointLayoutMismatch` naming the first difference.
     """
     path = _local(checkpoint)

@@ -1,27 +1,10 @@
 """The envelope: the columns every row of a tracked query carries between its stages.
 
-A tracked query has two stages (:mod:`spark_ext.streaming.query`): the *gate*, keyed by source
-partition, and the *operator* stage, keyed by ``(substream, shard)``. Both stages emit rows
-of one schema whose ``kind`` says what a row is:
-
-``data``
-    An element, assigned to one substream (a window) and one operator shard.
-``progress``
-    A source partition's frontier after the batch (``tracked`` = ``topic:partition``,
-    ``end_ms`` = the frontier), replicated by the gate to every shard: the shards release
-    the windows it completes in the same micro-batch (:mod:`spark_ext.streaming.shard`).
-``end``
-    An end event of the tracker, fanned out to every shard (substreams closed by an
-    upstream query).
-``report``
-    A task's XOR report (:class:`~spark_ext.tracker.reports.TaskReport` as JSON), passed
-    through the operator stage to the driver.
-``late``
-    A row that cannot be folded: below its partition's frontier, a null key or event time,
-    a duplicate forwarded row, a row for a window that has already ended. It goes to the
-    late-rows output with ``reason`` and its source coordinates, never into state.
-``result``
-    An operator's output row (operator stage only).
+``kind`` says what a row is: ``data`` (an element, one substream and shard), ``progress`` (a
+partition's frontier: ``tracked`` = ``topic:partition``, ``end_ms`` = the frontier, one per
+shard), ``end`` (a tracker end event, one per shard), ``report`` (a task's
+:class:`~spark_ext.tracker.reports.TaskReport` as JSON), ``late`` (to the late output with
+``reason`` and source coordinates), ``result`` (an operator's output row).
 """
 
 from __future__ import annotations

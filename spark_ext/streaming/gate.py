@@ -1,32 +1,10 @@
 """The gate: per source partition, keep its frontier and let through only rows above it.
 
-The gate is the first stage of a tracked query, keyed by source partition
-(``topic:partition``). For each partition it keeps one number in Spark state, the
-partition's *frontier*: "this partition sends nothing with an event time below this any
-more". The frontier moves by the partition's promise (:class:`~spark_ext.streaming.query.Closing`):
-
-* a close marker from its producer (``close_through``) sets it to the marker's time;
-* with an allowed disorder ``D`` (bounded out-of-orderness, per partition), a data row at
-  ``t`` moves it to ``t - D`` (``D = 0``: the partition is ordered);
-* without either (markers only), only markers move it.
-
-Rows are taken in offset order. A data row whose event time is below the frontier as it
-stood *just before that row* broke its partition's promise: it goes to the late-rows output
-(reason, source coordinates, the window it missed, the raw row), never into operator state.
-Every other row is assigned to its substreams, labelled and reported as *sent*; the gate's
-report also carries the partition's new frontier as *progress*, and so do ``progress`` rows,
-one per operator shard, which release windows in the same micro-batch
-(:mod:`spark_ext.streaming.shard`). Why this loses nothing: a window ``[s, e)`` ends only after
-every partition's frontier is ``>= e``, so a row of that window still to come from partition
-``p`` has ``t < e <= frontier(p)`` -- the gate sends it to the late output before any
-operator sees it.
-
-Rows with a null key or a null event time, and rows of a partition that was not declared
-(no window waits for it), also go to the late output, with their reason.
-
-This module is pure (pandas and NumPy, no Spark): :func:`gate_partition` is what the Spark
-stage (:mod:`spark_ext.streaming.stages`) and the in-memory :class:`~spark_ext.streaming.tester.PipelineTester`
-both run.
+Rows below the frontier (and rows with a null key or time, or of an undeclared partition) go
+to the late output with their reason; the others are assigned to substreams, labelled and
+reported as sent, and the partition's new frontier goes to every shard as a ``progress`` row.
+How the frontier moves and why nothing is lost: docs/design.md, "Tracked queries". Pure
+(pandas, NumPy): the Spark stage and the in-memory tester both run :func:`gate_partition`.
 """
 
 from __future__ import annotations
@@ -79,8 +57,7 @@ class GateConfig:
         The substreams (windows) rows are assigned to.
     per_substream
         Operator groups are per (substream, shard); else per shard (sessions, EWMA), and the
-        gate also registers the last bucket below each frontier so that markers end buckets
-        that had no data.
+        gate also reports the last bucket below each frontier (so empty buckets end).
     shards
         Operator shards.
     disorder_ms
@@ -90,8 +67,8 @@ class GateConfig:
     input_columns
         The operator's input columns (carried in the envelope and in the late row's ``raw``).
     sources
-        The declared source partitions (``topic:partition``); a row from any other partition
-        is not waited for by any window, so it goes to the late output. Empty: any partition.
+        The declared source partitions (``topic:partition``); rows of others are late. Empty:
+        any partition.
     """
 
     windowing: Windowing
@@ -174,7 +151,7 @@ def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
 def gate_partition(
     pdf: pd.DataFrame, frontier: int, cfg: GateConfig, builder: ReportBuilder
 ) -> tuple[list[pd.DataFrame], int]:
-    """Gate the rows of ONE source partition in one batch (see module docstring).
+    """Gate the rows of ONE source partition in one batch.
 
     Parameters
     ----------

@@ -1,23 +1,10 @@
-"""The driver's per-batch steps of a tracked query, and the writers it hands rows to.
+"""The driver's per-batch steps of a tracked query (:class:`BatchHandler`).
 
-A writer is anything ``foreachBatch`` accepts: a callable ``(df, batch_id) -> None`` (the
-exactly-once writers of :mod:`connectors` included, e.g. ``connectors.delta.idempotent.
-DeltaIdempotentWriter``) or an object with ``write(df, batch_id)``. It must be idempotent per
-batch id: a batch whose rows landed but whose Spark commit did not is replayed with the same
-id; a writer that can no longer tell such a replay (a Delta ``txn`` expired) must raise its
-typed error, never write it again. This layer has no writer family of its own.
-
-Steps of :class:`BatchHandler` (one micro-batch):
-
-1. collect the batch's report rows;
-2. write the results with the result writer and the late rows with the late writer
-   -- fault point ``tracker.after_sink``;
-3. apply the reports to the agent, once per key -- fault point ``tracker.after_reports``;
-4. (Spark) commit the batch.
-
-Step 2 before 3: a crash between them replays the batch, the writers skip it (same batch id)
-and the reports are applied then; an end event is never published for results that are not
-written yet.
+A writer is anything ``foreachBatch`` accepts (a callable ``(df, batch_id)`` or an object
+with ``write(df, batch_id)``), idempotent per batch id and raising its typed error when it
+cannot tell a replay. Steps (docs/design.md, "Tracked queries"): 1. collect the report rows;
+2. write results and late rows -- ``tracker.after_sink``; 3. apply the reports --
+``tracker.after_reports``; 4. Spark commits.
 """
 
 from __future__ import annotations
@@ -78,12 +65,9 @@ def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None
 def forward_records(df: DataFrame, record_ids: bool = False) -> DataFrame:
     """Result rows as Kafka ``key`` / ``value`` (JSON of every column), for a downstream query.
 
-    Write them with an exactly-once Kafka writer: ``connectors.kafka.sink.KafkaTwoPhaseWriter``
-    (a transaction per slice; give ``record_ids=True``: a ``record_id`` of the forwarded
-    substream and label, unique per row and the same when the batch is re-run) or
-    ``KafkaIdempotentWriter`` (no ``spark.speculation``). An at-least-once writer may deliver
-    a row twice, which the downstream sends to its late output as a duplicate (it is neither
-    folded twice nor left to stall the window).
+    Write them with an exactly-once Kafka writer (``KafkaTwoPhaseWriter`` with
+    ``record_ids=True``, or ``KafkaIdempotentWriter``); a row delivered twice goes to the
+    downstream's late output (docs/design.md, "Tracked queries").
     """
     cols = [
         F.col("key").cast("string").alias("key"),

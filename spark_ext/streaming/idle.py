@@ -1,22 +1,9 @@
 """The idle-partition policy: a processing-time timeout after which a partition is closed.
 
-A partition whose producer stops sending (and sends no close marker) holds back every window
-of its namespace: nothing can prove its rows will not come. With :class:`IdlePolicy` the
-driver (:class:`~spark_ext.streaming.handler.BatchHandler`) declares such a partition *idle*
-when (1) an open window waits for it, (2) its frontier has not moved for ``timeout`` of
-processing time. Declaring it idle is:
-
-1. a close marker written to the partition itself through ``mark(topic, partition,
-   through_ms)`` -- the caller's producer (e.g. ``connectors.kafka.produce``), so the marker
-   follows every row already in the partition and moves the gate's frontier like any marker:
-   rows that come later below it go to the late output, never into state;
-2. a *completeness downgrade* row in the late-rows output (reason
-   :data:`~spark_ext.streaming.envelope.REASON_IDLE`, the partition, ``event_time_ms`` = the
-   frontier it was closed through, ``raw`` = ``{"declared_at_ms", "through_ms"}``): the
-   windows it releases are complete only for the partitions that kept their promise.
-
-``through_ms`` is the lowest frontier of the other declared partitions (so the idle one no
-longer holds anything back). Pure logic here (:func:`idle_decisions`); no Spark, no Kafka.
+A close marker written into the partition through ``mark`` and a completeness-downgrade row
+(:data:`~spark_ext.streaming.envelope.REASON_IDLE`, ``raw`` = ``{"declared_at_ms",
+"through_ms"}``) in the late output (docs/design.md, "Tracked queries": idle partitions).
+Pure: :func:`idle_decisions`.
 """
 
 from __future__ import annotations

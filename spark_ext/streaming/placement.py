@@ -1,17 +1,8 @@
-"""Where a shard's rows run: shard keys that Spark's hash partitioning spreads over every task.
+"""Shard keys that Spark's hash partitioning spreads over every task of the operator stage.
 
-The operator stage is ``groupBy(shard).transformWithStateInPandas``: Spark places the group of
-shard key ``k`` in shuffle partition ``pmod(murmur3(k, 42), P)``. With the plain keys 0 and 1
-and ``P = 2`` both land in partition 1 (measured on Spark 4.2), so one task ran every shard and
-the stage used one core of two. :func:`shard_keys` picks, for shard ``i``, the smallest unused
-non-negative int that lands in partition ``i mod P``: shards spread over every partition
-(evenly when ``shards`` is a multiple of ``P``). The envelope keeps the logical shard (0 ..
-shards - 1); the plan maps it to its key just before the ``groupBy`` and the operator maps it
-back (:mod:`spark_ext.streaming.query`, :mod:`spark_ext.streaming.stages`).
-
-``P`` is the query's shuffle partition count: the checkpoint's (Spark keeps the one of the
-query's first run) or the session's for a new checkpoint. The keys are part of the state
-layout recorded in the checkpoint (:func:`~spark_ext.streaming.checks.check_layout`).
+Shard ``i`` gets the smallest unused non-negative int that Spark places in shuffle partition
+``i mod P`` (``pmod(murmur3(k, 42), P)``); why, and that the keys belong to the checkpoint's
+layout: docs/design.md, "Tracked queries".
 """
 
 from __future__ import annotations

@@ -2,40 +2,12 @@
 
 ::
 
-    source rows ──gate (transformWithStateInPandas, key: source partition)───────┐
-        frontier per partition; late rows out; label, substreams, shard;          │
-        XOR "sent" report; the partition's frontier as a progress row per shard   ├─ union
-    end events ──fan out to shards (only without declared partitions)─────────────┘
-    (spark_ext_tracker source: substreams closed by an upstream query)
-        ─ groupBy(shard).transformWithStateInPandas(operator)      (spark_ext.streaming.shard)
-              groups + partition frontiers in MapState; every window ending at or below
-              min(frontier) is released in this same micro-batch;
-              XOR "finished" report, results, late rows
-        ─ foreachBatch (driver, :class:`~spark_ext.streaming.handler.BatchHandler`):
-              results -> writer, late rows -> late writer, reports -> agent
+    source rows -> gate (key: source partition) -+- union -> groupBy(shard) operator stage
+    end events (only without declared partitions) -+          -> foreachBatch (BatchHandler)
 
-In one query no driver round trip is on a window's critical path: the batch that reads the
-row or marker moving the last partition's frontier past a window's end writes the window.
-The agent still receives every report (XOR, progress): it ends substreams for its figures,
-the idle policy and queries downstream.
-
-Where reports go: executors return them *with the batch* (as rows of the operator's output)
-and the driver applies them to the agent in ``foreachBatch``; a failed task attempt's report
-rows are discarded by Spark with its output, and a replayed batch re-sends the same keys
-``(query, batch, stage, partition)``, which the agent ignores.
-
-What is guaranteed (docs: the tracker's guarantee): every input row reaches exactly one of
-the result (folded into its windows) or the late-rows output (with its reason), under any
-kill and restart, whatever the disorder inside a partition. A window is released once, when
-every declared source partition's frontier passed its end (see :class:`Closing`).
-
-Two queries through Kafka: the upstream query calls :meth:`TrackedQuery.forward_to` with the
-downstream namespace and writes :func:`~spark_ext.streaming.handler.forward_records` with an
-idempotent Kafka writer; each result row carries ``fwd_substream`` / ``fwd_label``, counted
-as *sent* into that substream, which the upstream *closes* when its window is flushed. The
-downstream reads the topic with ``TrackedStream(upstream=True, closing=Closing.upstream())``;
-a duplicated forwarded row goes to its late output (reason: duplicate) instead of stalling
-the window.
+The stages, the release in the batch that completes a window, forwarding between queries and
+what is guaranteed (each input row in the result or the late output, once): docs/design.md,
+"Tracked queries".
 
 Example
 -------
@@ -99,8 +71,7 @@ class Closing:
     disorder_ms
         Allowed disorder inside a partition: a row at ``t`` promises nothing below
         ``t - disorder_ms`` will follow on its partition (0: ordered). None: only the
-        producer's close markers move a partition's frontier. A row that breaks the promise
-        goes to the late-rows output.
+        producer's close markers move a partition's frontier.
     """
 
     sources: tuple[str, ...] = ()
@@ -314,8 +285,7 @@ class TrackedQuery:
         union = data
         if not self.stream.closing.sources:  # substreams closed by an upstream query
             union = data.unionByName(self._end_events(envelope))
-        # Every row carries a label (0 where none): a null turns the 64-bit column into float64
-        # on its way to pandas.
+        # a label on every row: a null makes the column float64 (docs/design.md)
         union = union.withColumn("label", F.coalesce(F.col("label"), F.lit(0).cast("long")))
         output = self._output_schema()
         cfg = ShardConfig(
@@ -386,17 +356,13 @@ class TrackedQuery:
             that differs raises :class:`~spark_ext.tracker.errors.PartitionSetMismatch`.
         idle
             Declare a partition idle after a processing-time timeout
-            (:class:`~spark_ext.streaming.idle.IdlePolicy`): a completeness downgrade recorded in
-            the late-rows output. Without it an idle partition holds its windows until its
-            producer sends a close marker.
+            (:class:`~spark_ext.streaming.idle.IdlePolicy`); without it an idle partition
+            holds its windows until its producer sends a close marker.
 
         Raises
         ------
-        CheckpointBehindAgent, AgentBehindCheckpoint
-            The agent and the checkpoint do not belong together (:mod:`spark_ext.streaming.checks`).
-        CheckpointLayoutMismatch
-            The checkpoint's state is laid out for another shard count, windowing, namespace or
-            operator, or was written before the layout record existed.
+        CheckpointBehindAgent, AgentBehindCheckpoint, CheckpointLayoutMismatch
+            Start-up checks (:mod:`spark_ext.streaming.checks`).
         """
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:

@@ -1,22 +1,10 @@
 """One operator call on one group: the code both Spark and the in-memory testers run.
 
-Given a group's rows of one batch (data rows and end-control rows, in the envelope of
-:mod:`spark_ext.streaming.envelope`), :func:`run_group` sorts them into a total order, calls
-the operator, and builds the task's XOR report: every data row *finished* here is reported
-with its label (it cancels the label its sender reported), and -- when results are forwarded
-to a downstream query -- every result row is *sent* under the downstream substream, which
-the flush also closes explicitly.
-
-The group's state (:class:`GroupState`) wraps the operator's own state with what the
-pipeline needs to keep rows from vanishing:
-
-* ``forwarded``: how many result rows this group has forwarded, so every forwarded row gets
-  a distinct label (rows emitted by ``process`` -- join pairs -- and by ``flush`` alike);
-* with ``dedup`` (a downstream query reading forwarded rows, which an at-least-once upstream
-  may deliver twice): the labels folded so far, so a duplicate is neither folded twice nor
-  reported twice (which would leave the window's XOR and count unbalanced forever), and, once
-  the window is flushed, a tombstone, so a duplicate arriving after the end goes to the late
-  output instead of into state that nothing would flush.
+:func:`run_group` sorts a group's rows into the total order, calls the operator and builds the
+task's XOR report (data rows *finished*; forwarded results *sent* and their window closed).
+:class:`GroupState` adds to the operator's state a ``forwarded`` counter (distinct labels) and,
+with ``dedup``, the labels folded and a tombstone once flushed (docs/design.md, "Tracked
+queries": two queries through Kafka).
 """
 
 from __future__ import annotations

@@ -1,30 +1,12 @@
 """The operator stage of one shard: its groups, the partitions' progress, in-batch release.
 
-The operator stage of a tracked query is keyed by shard. A shard receives, in one call per
-micro-batch, every envelope row of the batch addressed to it:
-
-* ``data`` rows of its keys (one per substream membership), from the gate;
-* ``progress`` rows: each source partition's frontier after this batch, replicated by the
-  gate to *every* shard (so every shard is called whenever a frontier moved);
-* ``end`` rows: end events of the tracking agent, fanned out to every shard -- only in a
-  query whose substreams are closed by an upstream query (no declared source partitions);
-* ``report`` and ``late`` rows of the gate, passed through.
-
-The shard keeps, in Spark state (:class:`ShardStore`), the state of each of its groups (one
-per open substream, or one ``"*"`` group for per-shard operators such as sessions) and each
-declared partition's frontier. After folding the batch's data rows it computes the
-*released frontier* ``F = min(frontier(p) for every declared partition p)`` and flushes,
-in end order, every open window whose end is ``<= F`` -- in the same call, so a window is
-released by the micro-batch that read the row (or marker) completing it, without the
-driver round trip through the agent (docs/design.md, the tracker). Per-shard operators get
-one end signal for the latest bucket ending at or before ``F``.
-
-Why nothing is lost: a row still to come for a released window ``[s, e)`` from partition
-``p`` has ``t < e <= F <= frontier(p)``, so the gate sends it to the late output.
-
-Pure (pandas, no Spark): :class:`~spark_ext.streaming.stages.OperatorProcessor` runs it on
-``transformWithStateInPandas`` state, :class:`~spark_ext.streaming.tester.PipelineTester` on
-dicts.
+A shard gets the batch's ``data`` rows of its keys, ``progress`` rows (every partition's
+frontier), ``end`` rows (only when an upstream query closes the substreams) and the gate's
+``report``/``late`` rows (passed through). After folding the data it releases, in end order,
+every open window ending at or below ``min(frontier)``; a per-shard operator gets one end
+signal for the latest bucket there. See docs/design.md, "Tracked queries". Pure (pandas):
+run on Spark state by :class:`~spark_ext.streaming.stages.OperatorProcessor`, on dicts by
+:class:`~spark_ext.streaming.tester.PipelineTester`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The executor side of a tracked query: the gate stage and the operator stage.
 
-* :class:`GateProcessor` -- ``transformWithStateInPandas`` keyed by source partition: keeps
-  the partition's frontier (one value in state) and runs :func:`~spark_ext.streaming.gate.gate_partition`.
-* :class:`OperatorProcessor` -- ``transformWithStateInPandas`` keyed by shard: runs
-  :func:`~spark_ext.streaming.shard.run_shard` (groups and partition frontiers in ``MapState``,
-  windows released in the batch that completes them), passes report and late rows through.
-
-Why ``transformWithStateInPandas`` for both: Spark refuses two ``applyInPandasWithState`` in
-one query but chains two ``transformWithStateInPandas`` (time mode ``none``, append; measured
-on Spark 4.2), and its ``MapState`` lets a shard touch only the groups of a batch, where
-``applyInPandasWithState`` keeps one value per key (every open window of the shard in one
-blob, read and rewritten every batch).
+:class:`GateProcessor` (keyed by source partition) runs
+:func:`~spark_ext.streaming.gate.gate_partition`; :class:`OperatorProcessor` (keyed by shard)
+runs :func:`~spark_ext.streaming.shard.run_shard`. Both are ``transformWithStateInPandas``
+(why: docs/design.md, "Tracked queries").
 """
 
 from __future__ import annotations
@@ -38,9 +31,8 @@ __all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "report_row", "
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 
 
-#: Fault point of the gate: a gate task's rows went out, its report not yet. A ``raise`` here
-#: (attempt 0 only) is a task retried after its data left: Spark discards the failed attempt's
-#: output, report rows included, and the retry must give the same windows.
+#: Fault point of the gate: a gate task's rows went out, its report not yet (a ``raise`` here
+#: is a task retried after its data left; Spark discards the attempt's report rows with it).
 GATE_EMITTED = declare("tracked.gate.emitted", "executor", "gate rows sent, report not yet")
 
 
@@ -108,12 +100,9 @@ _SOURCE_KEY = StructType([StructField("source", StringType())])
 
 
 class _TwsStore:
-    """:class:`~spark_ext.streaming.shard.ShardStore` on ``transformWithStateInPandas`` state.
-
-    Two ``MapState``s (group id -> group state JSON, ``topic:partition`` -> frontier) and
-    one ``ValueState`` (the released frontier): a shard reads and writes only the groups a
-    batch touches, not one blob of every open window.
-    """
+    """:class:`~spark_ext.streaming.shard.ShardStore` on ``transformWithStateInPandas`` state:
+    two ``MapState``s (group id -> state JSON, ``topic:partition`` -> frontier) and one
+    ``ValueState`` (the released frontier)."""
 
     def __init__(self, handle: StatefulProcessorHandle) -> None:
         self._groups = handle.getMapState("groups", _GROUP_KEY, _GROUP_VALUE)

@@ -1,12 +1,9 @@
-"""Run an operator in memory, without Spark: a fast harness for unit tests.
+"""Run an operator or a whole tracked query in memory, without Spark (fast unit tests).
 
-Like PySpark's ``tws_tester.py``: it calls the same code Spark runs per group
-(:func:`~spark_ext.streaming.runner.run_group`) with the same envelope and the same
-``(event_time, label)`` ordering, keeping each group's state as JSON in a dict.
-
-Supported: data rows, end signals (fanned out to every shard like the real trigger), the
-operator's XOR reports. Not supported: the assign stage's Spark plumbing (labels are given
-or derived from a row counter), timeouts, several batches in parallel.
+Like PySpark's ``tws_tester.py``: the same per-group code Spark runs
+(:func:`~spark_ext.streaming.runner.run_group`), the same envelope and ordering, state as JSON
+in a dict. Not modelled: the gate's Spark plumbing (:class:`OperatorTester`), timeouts, task
+retries and checkpoint recovery (the real-Spark tests cover them).
 
 Example
 -------
@@ -138,17 +135,10 @@ LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
 
 
 class PipelineTester:
-    """A whole tracked query in memory, batch by batch: gate, operator groups, agent.
+    """A whole tracked query in memory, batch by batch: gate, shards, the agent's pure state.
 
-    The same executor functions Spark runs (:func:`~spark_ext.streaming.gate.gate_partition`,
-    :func:`~spark_ext.streaming.shard.run_shard`) and the agent's pure state
-    (:class:`~spark_ext.tracker.agent.TrackerState`), wired as a micro-batch query wires
-    them: a window is released by the batch whose rows move every declared partition's
-    frontier past its end; with no declared partitions (an upstream closes the substreams)
-    the end events caused by batch N's reports are read by batch N+1.
-
-    Not modelled: Spark's task retries and checkpoint recovery (the real-Spark tests cover
-    them); a "task" here is one source partition (gate) or one shard (operator).
+    Wired as the Spark query is (docs/design.md, "Tracked queries"); a "task" is one source
+    partition (gate) or one shard (operator).
 
     Example
     -------
@@ -262,8 +252,7 @@ class PipelineTester:
             )
         results: list[pd.DataFrame] = []
         late: list[pd.DataFrame] = []
-        # Every row carries a label (0 where none: late, progress), as in the Spark plan: a
-        # null would turn the 64-bit label column into float64.
+        # a label on every row (0 where none), as in the Spark plan
         envelope = [f if "label" in f else f.assign(label=np.int64(0)) for f in envelope if len(f)]
         if envelope:
             env = pd.concat(envelope, ignore_index=True)

@@ -1,50 +1,8 @@
 """The tracking agents' interface and the local agent: apply reports once, keep end events.
 
-A substream has ended when (1) its source has closed it -- every source partition of its
-namespace is closed past the substream's end (ordered progress or a producer's close
-marker), or an upstream query closed it explicitly -- and (2) its running XOR is 0 and its
-element count balances: every element sent was also finished. Each end event gets the next
-sequence number; those numbers are the offsets of :mod:`spark_ext.tracker.source`. The
-decision itself is the pure value :class:`~spark_ext.tracker.state.TrackerState`.
-
-Durability: :class:`LocalTrackingAgent` keeps an append-only JSON-lines log. Applying a
-batch of reports is ONE log record holding the accepted reports *and* the end events they
-caused, written and fsync-ed before the in-memory state is used, so:
-
-1. the agent reads the log (catching up with other writers under an exclusive file lock);
-2. drops reports whose key it has applied (per ``(query, stage, partition)`` it remembers the
-   highest batch applied: a replayed batch or a re-sent report is a duplicate);
-3. folds the rest into the state and computes the end events they cause;
-4. appends one record (reports + end events) and fsyncs it       -- crash point
-   ``tracker.agent.before_append``;
-5. appends the end events to the end-event files and fsyncs them  -- crash point
-   ``tracker.agent.before_ends`` (before) / ``tracker.agent.after_append`` (after);
-6. every ``snapshot_every`` records or ``snapshot_bytes`` bytes since the last snapshot,
-   compacts: writes a snapshot of the state atomically -- crash points
-   ``tracker.agent.before_snapshot`` / ``tracker.agent.after_snapshot`` -- starts a new log
-   segment, and deletes the snapshot and segments before the previous snapshot;
-7. returns the end events.
-
-A kill before step 4 loses nothing (the sender re-sends: the micro-batch is replayed); a
-kill during step 4 leaves a torn last line that the next open discards (same); a kill after
-it means a re-sent report is a duplicate and yields no second end event; a kill before step
-5 completes leaves end events in the log only, and the next catch-up appends them to the
-end-event files from the log (the log, not the files, is the truth). A kill in step 6 leaves
-either the old snapshot and segments (no new snapshot: replay a bit more) or the new
-snapshot plus segments it covers (they are ignored and deleted by the next compaction).
-
-Restart cost: an open reads the newest whole snapshot (its size is the *open* state: open
-substreams, report streams, partitions) and the records after it (at most about
-``snapshot_every`` records or ``snapshot_bytes`` bytes), whatever the number of past
-batches. A torn newest snapshot is ignored: the previous one and the segments after it are
-kept for that. Disk: two snapshots, the segments since the older one, and the end events.
-
-End events are kept, all of them, in segment files by sequence number
-(:class:`~spark_ext.tracker.snapshot.EndSegments`, about 50 bytes an event): a reader of
-``(after, up_to]`` opens the segment holding ``after + 1``; nothing is ever read from byte 0
-of the history, and nothing is held in memory. The ``spark_ext_tracker`` source reads them
-on the driver and ships them inside its input partitions, so executors need no access to
-the agent's folder.
+:class:`LocalTrackingAgent` keeps an fsync-ed JSON-lines log, snapshots and end-event
+segments in one folder; its steps 1-6 and what a kill at each leaves are in docs/design.md,
+"Tracker". The decision itself is the pure :class:`~spark_ext.tracker.state.TrackerState`.
 
 Example
 -------
@@ -62,6 +20,7 @@ import logging
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -135,37 +94,46 @@ class TrackingAgent(ABC):
         """Apply reports not applied before; return the end events they caused."""
 
     @abstractmethod
-    def last_seq(self) -> int:
-        """The sequence number of the newest end event (0 for none)."""
-
-    @abstractmethod
-    def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
-        """End events with ``after_seq < seq <= up_to_seq``, in order."""
-
-    @abstractmethod
     def source_options(self) -> dict[str, str]:
         """Options of the ``spark_ext_tracker`` streaming source that read this agent."""
 
+    @abstractmethod
+    def _synced(self) -> AbstractContextManager[TrackerState]:
+        """The live state, caught up with the log, under the agent's lock."""
+
+    @abstractmethod
+    def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
+        """End events ``(after_seq, up_to_seq]`` from where they are kept, all of them."""
+
+    def last_seq(self) -> int:
+        """The sequence number of the newest end event (0 for none)."""
+        with self._synced() as state:
+            return state.seq
+
+    def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
+        """End events with ``after_seq < seq <= up_to_seq``, in order."""
+        with self._synced() as state:
+            last = state.seq
+        return self._read_ends(after_seq, min(up_to_seq, last))
+
     def state(self) -> TrackerState:
         """A copy of the current state (for metrics and tests)."""
-        raise NotImplementedError
+        with self._synced() as state:
+            return copy.deepcopy(state)
 
     def figures(self) -> TrackerFigures:
-        """The agent's state-size figures (override to avoid copying the state)."""
-        return self.state().figures()
+        """The agent's state-size figures (no copy of the state)."""
+        with self._synced() as state:
+            return state.figures()
 
     def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
-        """:meth:`TrackerState.frontier` of the current state (override to avoid copying it:
-        a query's idle policy asks every batch)."""
-        return self.state().frontier(namespace)
+        """:meth:`TrackerState.frontier` (no copy of the state: the idle policy asks every batch)."""
+        with self._synced() as state:
+            return state.frontier(namespace)
 
 
 class LocalTrackingAgent(TrackingAgent):
-    """The embedded agent: snapshots plus an fsync-ed JSON-lines log on local disk.
-
-    Safe for several processes on one machine (an exclusive ``flock`` around each append,
-    after catching up with what others appended). Compacted (module docstring): restart
-    cost and disk use do not grow with the number of past batches.
+    """The embedded agent on local disk, safe for several processes of one machine.
 
     Parameters
     ----------
@@ -281,10 +249,6 @@ class LocalTrackingAgent(TrackingAgent):
             return
         self._store_ends(self._read_segment())
 
-    def _reload(self) -> None:
-        """Rebuild the state from disk (after a failed write; rare, so no copy per apply)."""
-        self._load()
-
     def _append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
         with open(self.path, "ab") as f:
@@ -318,7 +282,7 @@ class LocalTrackingAgent(TrackingAgent):
             try:
                 self._compact_if_due(None)
             except BaseException:
-                self._reload()
+                self._load()
                 raise
             finally:
                 self.snapshot_every = every
@@ -333,7 +297,7 @@ class LocalTrackingAgent(TrackingAgent):
             try:
                 self._append(declare_record(namespace, srcs))
             except BaseException:
-                self._reload()
+                self._load()
                 raise
             self._state.declare(namespace, srcs)
 
@@ -353,40 +317,23 @@ class LocalTrackingAgent(TrackingAgent):
                 AFTER_APPEND.reached(batch)
                 self._compact_if_due(batch)
             except BaseException:
-                self._reload()  # the log, not memory, says what was applied
+                self._load()  # the log, not memory, says what was applied
                 raise
         for e in ends:
             log.info("substream %s ended (seq %d)", e.substream, e.seq)
         return ends
 
-    def last_seq(self) -> int:
-        with self._locked():
-            self._catch_up()
-            return self._state.seq
-
-    def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
-        with self._locked():
-            self._catch_up()
-            last = self._state.seq
-        return _checked(self.folder, after_seq, min(up_to_seq, last))
-
     def source_options(self) -> dict[str, str]:
         return {"agent": "local", "path": str(self.folder)}
 
-    def state(self) -> TrackerState:
+    @contextmanager
+    def _synced(self) -> Iterator[TrackerState]:
         with self._locked():
             self._catch_up()
-            return copy.deepcopy(self._state)
+            yield self._state
 
-    def figures(self) -> TrackerFigures:
-        with self._locked():
-            self._catch_up()
-            return self._state.figures()
-
-    def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
-        with self._locked():
-            self._catch_up()
-            return self._state.frontier(namespace)
+    def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
+        return _checked(self.folder, after_seq, up_to_seq)
 
 
 def _checked(folder: Path, after: int, up_to: int) -> list[EndEvent]:

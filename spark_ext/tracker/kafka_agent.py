@@ -1,57 +1,9 @@
-"""The Kafka tracking agent: its log and its end events kept in two Kafka topics.
+"""The Kafka tracking agent: its log, snapshots and end events in three Kafka topics.
 
-For queries on many machines (or a downstream query on another cluster) the agent's log
-cannot be a local file. :class:`KafkaTrackingAgent` keeps the same log records as
-:class:`~spark_ext.tracker.agent.LocalTrackingAgent` in Kafka:
-
-``spark_ext.tracker.<name>.log``
-    One partition; one record per declaration and per applied batch of reports (the
-    reports accepted *and* the end events they caused; above Kafka's record size, cut in
-    consecutive parts of one transaction: :mod:`spark_ext.tracker.kafka_parts`). The
-    agent's state is rebuilt from the newest snapshot and the records after it; records
-    below the *previous* snapshot's position are deleted (``deleteRecords``) after each
-    snapshot, so the topic stays bounded.
-``spark_ext.tracker.<name>.snapshot``
-    One partition, ``cleanup.policy=compact``: snapshots of the state, every
-    ``snapshot_every`` log records or ``snapshot_bytes`` log bytes, each written in the
-    same transaction as the log record it follows (so no crash can separate them) and cut in
-    chunk records (:mod:`spark_ext.tracker.kafka_snapshot`). The last committed record of the
-    topic is the newest snapshot's last chunk: a restart finds it without scanning, reads the
-    snapshot, and replays the log from the position it names -- restart time does not grow
-    with the number of past batches. A snapshot that does not verify is ignored for the
-    previous one (kept by alternating two key slots).
-``spark_ext.tracker.<name>.ends``
-    One partition; one record per end event ``[seq, substream, start_ms, end_ms]``, keyed by
-    the substream, all kept (unlimited retention: a downstream query's committed position is
-    not known to the agent). This is what the ``spark_ext_tracker`` source reads
-    (:class:`KafkaEndLog`); a record with sequence number ``s`` sits at offset ``>= s - 1``
-    (transaction markers take offsets too), so a read of ``(after, up_to]`` starts at
-    offset ``after`` and never scans the topic from the beginning.
-
-Every write is ONE Kafka transaction (``transactional.id = spark_ext.tracker.<name>``) over
-both topics, and both topics are read ``read_committed``. Applying reports:
-
-1. ``init_transactions`` (when the producer is new): fences any other live instance of this
-   agent and aborts the transaction a killed instance left open;
-2. catch up: read the log from the agent's position to its last stable offset;
-3. drop reports whose key was applied (per ``(query, stage, partition)`` the highest batch),
-   fold the rest into the state and compute the end events they cause (any failure from
-   here on marks the state stale: it is rebuilt from Kafka before its next use, instead of
-   copying the state every batch);
-4. in one transaction send the log record, every end event and, when due, a snapshot
-   -- crash point
-   ``tracker.agent.before_send`` / ``tracker.agent.before_commit``;
-5. commit it                                                   -- crash point
-   ``tracker.agent.after_commit``; then wait until the end events are readable
-   (``read_committed`` readers see them only once the commit markers are written);
-6. adopt the new state and return the end events.
-
-A kill before step 5 leaves an open transaction that the next instance's step 1 aborts:
-no reader ever saw its records, and the sender re-sends (the micro-batch is replayed). A kill
-after step 5 means a re-sent report is a duplicate in step 3: no end event is published
-twice. Two live instances serialise through fencing: a fenced instance's transaction fails,
-it re-initialises (fencing the other in turn), catches up and retries, so its state always
-includes every committed record before it writes.
+The topics, the one-transaction write (steps 1-6) and what a kill at each step leaves are in
+docs/design.md, "Tracker". Log records above Kafka's record size go in parts
+(:mod:`spark_ext.tracker.kafka_parts`), snapshots in chunks
+(:mod:`spark_ext.tracker.kafka_snapshot`).
 
 Example
 -------
@@ -62,21 +14,22 @@ Example
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from spark_ext.crash import declare
 from spark_ext.kafka_admin import create_topic
 from spark_ext.tracker.agent import (
+    SNAPSHOT_BYTES,
+    SNAPSHOT_EVERY,
     EndEvent,
-    TrackerFigures,
     TrackerState,
     TrackingAgent,
     apply_record,
@@ -107,10 +60,6 @@ log = logging.getLogger(__name__)
 BEFORE_SEND = declare("tracker.agent.before_send", "driver", "transaction begun, nothing sent")
 BEFORE_COMMIT = declare("tracker.agent.before_commit", "driver", "log and ends sent, not committed")
 AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends committed")
-
-#: Snapshot defaults: after this many log records or bytes since the last snapshot.
-SNAPSHOT_EVERY = 1000
-SNAPSHOT_BYTES = 4 << 20
 
 #: How often a failed transaction (fenced, broker unreachable) is retried before giving up.
 ATTEMPTS = 4
@@ -281,7 +230,7 @@ class KafkaEndLog:
 
 
 class KafkaTrackingAgent(TrackingAgent):
-    """The tracking agent whose log and end events live in Kafka (module docstring).
+    """The tracking agent whose log, snapshots and end events live in Kafka.
 
     Parameters
     ----------
@@ -465,8 +414,7 @@ class KafkaTrackingAgent(TrackingAgent):
             for e in ends
         ]
         p.flush()
-        # Every future, not just the last: kafka-python commits a transaction without a
-        # batch that expired after delivery_timeout_ms (the KAFKA-5385 class of bug).
+        # every future, not just the last (docs/design.md, "Tracker": KAFKA-5385)
         offset = [f.get(timeout=READ_TIMEOUT_S).offset for f in sent][-1]  # the last part
         end_offsets = [f.get(timeout=READ_TIMEOUT_S).offset for f in end_futures]
         end_offset = end_offsets[-1] if end_offsets else None
@@ -564,34 +512,17 @@ class KafkaTrackingAgent(TrackingAgent):
             log.info("substream %s ended (seq %d)", e.substream, e.seq)
         return ends
 
-    def last_seq(self) -> int:
-        with self._lock:
-            self._catch_up()
-            return self._state.seq
-
-    def end_events(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
-        with self._lock:
-            self._catch_up()
-            last = self._state.seq
-        return list(self._end_log.events(after_seq, min(up_to_seq, last)))
-
     def source_options(self) -> dict[str, str]:
         return {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
 
-    def state(self) -> TrackerState:
+    @contextmanager
+    def _synced(self) -> Iterator[TrackerState]:
         with self._lock:
             self._catch_up()
-            return copy.deepcopy(self._state)
+            yield self._state
 
-    def figures(self) -> TrackerFigures:
-        with self._lock:
-            self._catch_up()
-            return self._state.figures()
-
-    def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
-        with self._lock:
-            self._catch_up()
-            return self._state.frontier(namespace)
+    def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
+        return list(self._end_log.events(after_seq, up_to_seq))
 
     def close(self) -> None:
         """Release the producer and readers (the agent's data stays in Kafka)."""

@@ -1,13 +1,8 @@
-"""Log records of the Kafka tracking agent that pass Kafka's record size, sent as parts.
+"""Kafka agent log records above Kafka's record size, sent as parts of one transaction.
 
-One applied batch is one log record (the reports accepted and the end events they caused).
-A backlog batch touching many windows makes it large: about 18k report entries pass Kafka's
-1 MB default (``max.request.size`` of the producer, ``message.max.bytes`` of the broker), and
-such a batch could never be applied. A record above :data:`PART_CHARS` characters is sent as
-consecutive *part* records ``{"t": "part", "i": i, "n": n, "data": <slice of its JSON>}`` in
-the same transaction: a ``read_committed`` reader sees all of them or none, and folds the
-record once its last part is read (:class:`PartBuffer`). Smaller records are sent as before,
-so logs written by earlier versions read unchanged.
+A record's JSON above :data:`PART_CHARS` goes as consecutive records
+``{"t": "part", "i": i, "n": n, "data": <slice>}``; :class:`PartBuffer` folds them back once
+the last is read. Smaller records go whole. See docs/design.md, "Tracker".
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""Snapshots of a Kafka tracking agent's state, kept in a compacted topic of chunk records.
+"""Snapshots of a Kafka tracking agent's state as chunk records of a compacted topic.
 
-A snapshot is written in the *same transaction* as the log record after which it was taken,
-so it is committed exactly when that record is (no crash window between them). It is cut in
-chunks of at most :data:`CHUNK_BYTES` (below Kafka's 1 MB default record size); chunk ``i``
-of ``n`` is one record keyed ``<slot>.<i>`` whose value is a header line
-``{"log_offset", "i", "n", "bytes", "sha256", "prev"}`` and then the chunk's bytes:
-
-* ``log_offset``: the state covers every log record below it; a restart replays from there;
-* ``slot``: snapshots alternate between slots 0 and 1, so compaction (the topic is
-  ``cleanup.policy=compact``) keeps the newest snapshot *and* the previous one;
-* ``prev``: the offset of the previous snapshot's last chunk (the fallback when the newest
-  does not verify), None for the first snapshot.
-
-The newest snapshot is found without scanning: one transaction's chunks sit at consecutive
-offsets, so the last committed record of the topic is the newest snapshot's last chunk, and
-its header says where its first chunk is.
+Chunk ``i`` of ``n`` (at most :data:`CHUNK_BYTES`) is keyed ``<slot>.<i>``; its value is a
+header line ``{"log_offset", "i", "n", "bytes", "sha256", "prev"}`` and then the chunk's bytes
+(``log_offset``: the log position the state covers; ``prev``: the previous snapshot's last
+chunk, the fallback). Why slots and how the newest is found: docs/design.md, "Tracker".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """64-bit element labels derived from source coordinates, and XOR folds over them.
 
-A label is a pure function of where an element came from -- ``(topic, partition, offset)``
-for a Kafka record -- so a replayed batch labels every element exactly as the first attempt
-did (docs/design.md invariant 2). Python's ``hash()`` is salted per process and ``random`` is not
-replayable, so neither is used: the topic name goes through BLAKE2b once, and partition and
-offset are mixed in with SplitMix64, vectorised with NumPy (wrapping uint64 arithmetic).
+Labels are pure functions of ``(topic, partition, offset)`` (docs/design.md, "Tracker";
+invariant 2).
 
 Example
 -------

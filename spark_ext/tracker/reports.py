@@ -1,15 +1,7 @@
 """XOR reports: what one task of one stage saw in one micro-batch, pre-aggregated.
 
-Each task folds the labels of the elements it sent (or received and finished) into one XOR
-per substream, so the tracker gets one figure per (substream, partition, batch) instead of
-one message per element. A report is keyed by ``(query, batch, stage, partition)``
-(:class:`ReportKey`); the tracking agent applies a key once, so a retried task or a replayed
-batch that re-sends the same key cannot cancel its own earlier report.
-
-Besides XORs a report carries what closes substreams: a source partition's *progress*
-(nothing with an event time below this will come from it any more: its ordered event time
-or a producer's close marker) and explicit *closes* (an upstream query finished the
-substream).
+One XOR and one count per substream, keyed ``(query, batch, stage, partition)`` and applied
+once by the agent (docs/design.md, "Tracker").
 
 Example
 -------
@@ -158,11 +150,8 @@ def _merge_ends(into: dict[str, int], ends: Mapping[str, int]) -> None:
 
 
 def batch_reports(query: str, batch_id: int, reports: Iterable[TaskReport]) -> list[Report]:
-    """Merge the task reports of one batch by (stage, partition) and key them.
-
-    Several calls of one operator in one task (one per group) each send a piece; merged, they
-    are the task's single report. Sorted by key so the agent's log is deterministic.
-    """
+    """Merge the task reports of one batch by (stage, partition) and key them, sorted by key
+    (one report per task, however many group calls sent pieces)."""
     merged: dict[tuple[str, int], TaskReport] = {}
     for r in reports:
         k = (r.stage, r.partition)
@@ -196,11 +185,8 @@ class ReportBuilder:
         sent: bool,
         ends: Iterable[int] | npt.ArrayLike | None = None,
     ) -> None:
-        """Fold ``labels`` into their substreams; ``sent`` counts +1 per element, else -1.
-
-        Vectorised: one factorisation of the substream ids, then one XOR reduction per
-        substream (``np.bitwise_xor.reduceat``) -- no Python loop over elements.
-        """
+        """Fold ``labels`` into their substreams (vectorised); ``sent`` counts +1 per element,
+        else -1."""
         subs = _as_array(substreams, object)
         if len(subs) == 0:
             return
@@ -230,12 +216,8 @@ class ReportBuilder:
         p[source_partition] = max(p.get(source_partition, closed_through_ms), closed_through_ms)
 
     def add_substream(self, substream_id: str, end_ms: int) -> None:
-        """Make ``substream_id`` known to the agent without elements (XOR 0), so it can end.
-
-        Used for the buckets of per-shard operators (sessions, EWMA): a bucket that had no
-        data still ends once every source partition passed it, and its end event flushes
-        what the buckets before it left open.
-        """
+        """Make ``substream_id`` known to the agent without elements (XOR 0), so it can end
+        (a per-shard operator's bucket: docs/design.md, "Tracker")."""
         r = self._report
         r.xors[substream_id] = r.xors.get(substream_id, 0)
         _merge_ends(r.ends, {substream_id: end_ms})

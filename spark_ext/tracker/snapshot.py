@@ -1,26 +1,17 @@
-"""Files of the local tracking agent's compaction: snapshots, log segments, end-event segments.
+"""Files of the local tracking agent: snapshots, log segments, end-event segments.
 
-A local agent's folder holds (``g`` is a *generation*, 8 digits):
+A local agent's folder holds (``g`` a generation, 8 digits; docs/design.md, "Tracker"):
 
 ``tracker.log``, ``tracker.<g>.log``
-    Log segments. Generation 0 is ``tracker.log`` (the name of the uncompacted log of older
-    versions, which therefore still loads); segment ``g`` holds the records appended after
-    snapshot ``g`` was written.
+    Log segments; segment ``g`` holds the records after snapshot ``g`` (0 is ``tracker.log``,
+    the old uncompacted name, which still loads).
 ``snapshot.<g>.json``
-    The agent's state after every record of the segments below ``g``: one header line
-    ``{"format", "gen", "bytes", "sha256"}`` then the state's JSON. Written to a temporary
-    file, fsync-ed, renamed, and the folder fsync-ed, so a snapshot is either whole or absent;
-    a snapshot whose length or checksum does not match its header (a torn copy, a bad disk)
-    is ignored and the previous one is used, which is why the previous snapshot and the
-    segments from its generation on are kept until the next snapshot.
+    The state after the segments below ``g``: a header line ``{"format", "gen", "bytes",
+    "sha256"}``, then the state's JSON. Written temp + fsync + rename; one that does not
+    verify is ignored for the previous one (kept until the next snapshot).
 ``ends/<first seq>.jsonl``
-    End events, one line ``[seq, substream, start_ms, end_ms]`` per event, in segments of
-    :data:`SEGMENT_EVENTS` events named by their first sequence number (12 digits), so a
-    reader of ``(after, up_to]`` opens the one segment holding ``after + 1`` and scans at
-    most that segment, never the history. Every end event is kept (about 50 bytes each):
-    the agent cannot know which sequence number a downstream query has committed.
-
-Nothing here knows the state's structure: it stores JSON values.
+    End events ``[seq, substream, start_ms, end_ms]``, :data:`SEGMENT_EVENTS` a file, named
+    by their first sequence number (12 digits); a read opens the segment holding its first.
 """
 
 from __future__ import annotations

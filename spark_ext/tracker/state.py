@@ -1,9 +1,6 @@
 """The tracker's state as a pure value: reports in, end events out (no I/O).
 
-:class:`TrackerState` folds reports into per-substream XORs, counts and end times, decides
-which substreams have ended (:meth:`TrackerState.settle`) and numbers their end events
-(:class:`EndEvent`). It is what every tracking agent keeps, rebuilds from its log, and
-writes as a snapshot (:meth:`TrackerState.to_dict`).
+What every agent keeps, rebuilds from its log and snapshots (docs/design.md, "Tracker").
 """
 
 from __future__ import annotations
@@ -98,9 +95,8 @@ class TrackerState:
     ends: dict[str, int] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
     progress: dict[str, int] = field(default_factory=dict)
-    #: Namespace -> (end_ms, id) of its newest ended substream. Substreams of a namespace
-    #: end in (end, id) order, so everything at or below it has ended (or never will be
-    #: open again: a report for it is late). Bounded: one entry per namespace.
+    #: Namespace -> (end_ms, id) of its newest ended substream: everything at or below it has
+    #: ended (a report for it is late).
     released: dict[str, tuple[int, str]] = field(default_factory=dict)
     ended_counts: dict[str, int] = field(default_factory=dict)
     seq: int = 0
@@ -168,12 +164,8 @@ class TrackerState:
         return sorted(self.ends, key=lambda s: (self.ends[s], s))
 
     def settle(self) -> list[EndEvent]:
-        """End every open substream that is closed and balanced; number the events.
-
-        Substreams of one namespace end in (end time, id) order: an end event at ``end_ms``
-        also says every substream of its namespace ending earlier has ended, which is what
-        per-shard operators (sessions, EWMA) rely on.
-        """
+        """End, in (end time, id) order per namespace, every open substream that is closed and
+        balanced; number the events."""
         events = []
         blocked: set[str] = set()
         for s in self.open_substreams():
@@ -208,8 +200,7 @@ class TrackerState:
 
     def frontier(self, namespace: str) -> tuple[dict[str, int], int | None]:
         """The source partitions' progress (a copy) and the end of ``namespace``'s oldest open
-        substream (None: none open): what an idle policy decides on, without copying the
-        whole state."""
+        substream (None: none open)."""
         prefix = namespace + "/"
         ends = [e for s, e in self.ends.items() if s.startswith(prefix)]
         return dict(self.progress), (min(ends) if ends else None)
