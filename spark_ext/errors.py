@@ -1,7 +1,4 @@
-"""Exception classes of spark_ext: one class per failure kind, so callers catch, never match strings.
-
-Every error raised on purpose by spark_ext or connectors derives from :class:`SparkExtError`.
-"""
+"""Exception classes of spark_ext: one class per failure kind, so callers catch, never match strings."""
 
 from __future__ import annotations
 
@@ -13,11 +10,7 @@ class SparkExtError(Exception):
 
 
 class ConfigError(SparkExtError, ValueError):
-    """A configuration setting is missing, unknown or has a wrong value.
-
-    Raised at start-up, before any query runs. ``setting`` names the offending setting
-    (for example ``"spark.shuffle_partitions"``) so the message points at what to fix.
-    """
+    """A setting is missing, unknown or wrong; raised at start-up. ``setting`` names it."""
 
     def __init__(self, setting: str, message: str) -> None:
         self.setting = setting
@@ -25,10 +18,8 @@ class ConfigError(SparkExtError, ValueError):
 
 
 class JarsNotFetched(SparkExtError, FileNotFoundError):
-    """The JVM jars (Delta, Spark's Kafka connector, the Kafka broker) are not in the cache.
-
-    Run ``scripts/setup.sh`` (or ``python scripts/fetch_jars.py``) once to fetch them.
-    """
+    """The JVM jars (Delta, Spark's Kafka connector, the broker) are not fetched yet
+    (``scripts/setup.sh`` or ``python scripts/fetch_jars.py`` fetches them)."""
 
 
 class BrokerError(SparkExtError, RuntimeError):

@@ -18,29 +18,24 @@ class DedupError(SparkExtError):
 
 
 class BloomFormatError(DedupError, ValueError):
-    """Bytes given to :meth:`~spark_ext.dedup.filters.BloomFilter.from_bytes` (or to
-    :meth:`~spark_ext.dedup.filters.RotatingBloom.load_bytes`) are not a serialised filter."""
+    """Bytes given to ``BloomFilter.from_bytes`` or ``RotatingBloom.load_bytes`` are no filter."""
 
 
 class DedupInputError(DedupError, ValueError):
-    """A batch cannot be deduplicated as given: null keys without a quarantine, or coordinates
-    that do not identify a delivery. Raised before anything of the batch is committed."""
+    """A batch cannot be deduplicated as given (null keys without a quarantine, coordinates that
+    do not identify a delivery); nothing of it committed."""
 
 
 class DedupStateError(DedupError):
-    """Saved filter state does not belong to this checkpoint (a version ahead of the running
-    batch: the checkpoint was reset), or is damaged (checksum, magic, length)."""
+    """Saved filter state is ahead of the running batch (a reset checkpoint) or damaged."""
 
 
 class LateRowsWithoutQuarantineError(DedupError):
-    """A batch holds late rows (arrived after their place in the order was released) and the
-    sink has no ``quarantine_path``: dropping them would lose rows without a trace
-    (docs/design.md, invariant 7). Raised before anything of the batch is written."""
+    """A batch holds late rows and the sink has no ``quarantine_path`` (invariant 7); nothing
+    of the batch written."""
 
     def __init__(self, sink_id: str, batch_id: int, rows: int) -> None:
-        self.sink_id = sink_id
-        self.batch_id = batch_id
-        self.rows = rows
+        self.sink_id, self.batch_id, self.rows = sink_id, batch_id, rows
         super().__init__(
             f"sink {sink_id!r} batch {batch_id}: {rows} late rows and no quarantine_path to "
             "write them to; give the sink one"
