@@ -1,21 +1,10 @@
-"""Names derived from user-given ids (consumer groups, transactional ids, Delta app ids, files).
+"""Names derived from user-given ids (groups, transactional ids, Delta app ids, files), injective.
 
-A sink derives names from its sink id and, for Kafka, the output topic. Both may contain dots
-(sink ids ``[A-Za-z0-9_.]``, topics ``[A-Za-z0-9._-]``), so joining them with ``.`` is not
-injective: sink ``X``'s run group ``spark_ext.sink.X.run`` was sink ``X.run``'s progress group,
-and sink ``a.b`` -> topic ``c`` shared transactional ids with sink ``a`` -> topic ``b.c``
-(issue #24, N7 and N8). Here the user-given parts are joined with :data:`SEP`, a character no
-sink id and no topic name may contain, so a name determines its parts, and a prefix scan
-(:func:`derived_prefix`, e.g. Kafka's ListGroups) finds the names of one sink and no other's.
+Parts are joined by :data:`SEP`, which no sink id or topic contains, so a name determines its
+parts and a prefix scan finds one sink's names only (docs/design.md, "Kafka sinks", names).
 
-Example
--------
 >>> derived_name("spark_ext.sink", "a.b", "run")
 'spark_ext.sink:a.b:run'
->>> derived_name("spark_ext.sink", "a", "b.run") != derived_name("spark_ext.sink", "a.b", "run")
-True
->>> derived_prefix("spark_ext.sink", "a")
-'spark_ext.sink:a:'
 """
 
 from __future__ import annotations
@@ -29,11 +18,8 @@ SEP = ":"
 
 
 def derived_name(namespace: str, *parts: str) -> str:
-    """``namespace`` and ``parts`` joined by :data:`SEP`; raises if a part contains it.
-
-    ``namespace`` is a fixed string of the code (it may contain dots); ``parts`` are the
-    user-given ids and fixed suffixes, in a fixed order per kind of name.
-    """
+    """``namespace`` (fixed by the code) and ``parts`` (user-given ids and fixed suffixes, in a
+    fixed order per kind of name) joined by :data:`SEP`; raises if a part is empty or has it."""
     for part in (namespace, *parts):
         if SEP in part or not part:
             raise SinkConfigError(

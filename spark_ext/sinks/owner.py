@@ -1,31 +1,8 @@
 """Who owns a sink id: the streaming query whose checkpoint writes it (issue #24, N11).
 
-Idempotence is keyed by (sink id, batch id) (docs/design.md invariant 1), which holds only while
-one query writes with a sink id. A second query (another input, its own checkpoint) reusing
-the id starts at batch 0 again, and its batch 0 was taken for a replay of the first query's
-batch 0 and skipped: data lost with exit code 0. So every sink records its owner next to the
-batch marker and refuses a stranger before writing anything.
+Why and how: docs/design.md, "Sink commit protocol", owner.
 
-The owner is Spark's streaming query id (:class:`SinkOwner`). Spark keeps it in the
-checkpoint's ``metadata`` file: the same across restarts of one checkpoint (also a checkpoint
-copied elsewhere), new for a new or reset checkpoint. A sink learns it
-
-* at query start from the checkpoint (:func:`owner_of_checkpoint`, which writes the file the
-  way Spark does when the checkpoint is new, so Spark then uses the same id), or
-* inside ``foreachBatch`` from the batch (:func:`owner_of_batch`: Spark sets the local
-  property ``sql.streaming.queryId`` on the thread that calls the function).
-
-A sink stores :attr:`SinkOwner.code` (a 63-bit digest of the id: a Delta ``txn`` version or a
-Kafka offset holds it) and, where it can, the id itself, and decides with :func:`check_owner`.
-A deliberate hand-over is explicit (``take_over=True``): the sink records the new owner and,
-in the same atomic write, forgets the old owner's batch marker, so the new query's batch ids
-start afresh; the old owner's next commit is refused.
-
-Example
--------
 >>> a = SinkOwner("bb347781-9b26-4093-aee3-509b8eb4e3f5")
->>> check_owner("events", "/t", None, a, take_over=False)
-<OwnerDecision.FIRST: 'first'>
 >>> check_owner("events", "/t", a.code, a, take_over=False)
 <OwnerDecision.SAME: 'same'>
 """
@@ -57,8 +34,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The local property Spark sets to the query id on the thread that runs a micro-batch
-#: (``StreamExecution.QUERY_ID_KEY``), also while it calls a ``foreachBatch`` function.
+#: Spark's local property holding the query id of a micro-batch (``StreamExecution.QUERY_ID_KEY``).
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 _CODE_MASK = (1 << 63) - 1
@@ -66,7 +42,7 @@ _CODE_MASK = (1 << 63) - 1
 
 @dataclass(frozen=True)
 class SinkOwner:
-    """A streaming query that owns sink ids: Spark's query id (kept in its checkpoint)."""
+    """A streaming query that owns sink ids: Spark's query id."""
 
     query_id: str
 
@@ -76,8 +52,7 @@ class SinkOwner:
 
     @property
     def code(self) -> int:
-        """A 63-bit digest of the query id, for stores that hold a number (``txn`` version,
-        Kafka offset); stable across processes and machines."""
+        """A 63-bit digest of the query id (a ``txn`` version or a Kafka offset holds it)."""
         digest = hashlib.sha256(self.query_id.encode()).digest()
         return int.from_bytes(digest[:8], "big") & _CODE_MASK
 
@@ -88,13 +63,9 @@ class SinkOwner:
 class OwnerDecision(enum.Enum):
     """What a sink does about the owner it found recorded (:func:`check_owner`)."""
 
-    #: No owner recorded yet: record this one (with the first write, or at start).
-    FIRST = "first"
-    #: This query owns the sink: go on.
+    FIRST = "first"  # none recorded: record this one
     SAME = "same"
-    #: Another query owns it and the caller hands it over on purpose: record this owner and
-    #: forget the old owner's batch marker in the same atomic write.
-    TAKE_OVER = "take_over"
+    TAKE_OVER = "take_over"  # record this one and forget the old batch marker, in one write
 
 
 def check_owner(
@@ -106,12 +77,8 @@ def check_owner(
     take_over: bool,
     recorded_name: str | None = None,
 ) -> OwnerDecision:
-    """Decide about the owner ``recorded`` (its :attr:`SinkOwner.code`) of ``sink_id``.
-
-    Raises :class:`~spark_ext.sinks.errors.SinkOwnerError` when another query owns the sink
-    and ``take_over`` is false; ``recorded_name`` (the recorded query id, when the store keeps
-    it) makes the message name it instead of its code.
-    """
+    """Decide about the owner ``recorded`` (a :attr:`SinkOwner.code`) of ``sink_id``, or raise
+    :class:`SinkOwnerError`; ``recorded_name`` (the recorded query id, if kept) names it."""
     if recorded is None:
         return OwnerDecision.FIRST
     if recorded == ours.code:
@@ -135,12 +102,8 @@ def owner_of_batch(df: DataFrame) -> SinkOwner | None:
 
 
 def owner_of_checkpoint(checkpoint: str | os.PathLike[str]) -> SinkOwner:
-    """The query id kept in ``<checkpoint>/metadata``; written first if the checkpoint is new.
-
-    Spark reads the file at query start and creates it only when missing
-    (``StreamMetadata``), so writing it here in Spark's format makes the query that starts on
-    this checkpoint carry this id. Raises :class:`SinkConfigError` for an unreadable file.
-    """
+    """The query id in ``<checkpoint>/metadata``, written in Spark's format if the checkpoint
+    is new; :class:`SinkConfigError` for an unreadable file."""
     from pyarrow import fs as pafs
 
     location = os.fspath(checkpoint)

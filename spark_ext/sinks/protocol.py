@@ -1,52 +1,21 @@
-"""The sink commit protocol: prepare on executors, commit on the driver, keyed by (sink, batch).
+"""The sink commit protocol as data: numbered steps, their fault points, the driver's steps 2-4.
 
-Spark re-runs a micro-batch whose sink commit landed but whose commit-log entry did not
-(docs/design.md invariant 1). Every exactly-once sink here therefore records, atomically with the
-data, the id of the last batch it committed for its *sink id*, and treats a batch whose id is
-not above the recorded one as a replay: it is recognised and skipped.
+Two-phase (``TWO_PHASE``, docs/design.md, "Sink commit protocol"):
 
-Two-phase commit (``TWO_PHASE`` steps, the two-phase Delta and Kafka sinks)
----------------------------------------------------------------------------
-1. ``staged`` (executor task): the task wrote its partition's rows to staging -- Parquet files
-   that no Delta snapshot references, or an Arrow file of records not yet in the output
-   topic -- and returns a small commit message naming what it staged. Nothing is visible.
-2. ``before_commit`` (driver, ``commit(messages, batch_id)``): every task staged. The sink
-   reads the batch id it last recorded for its sink id; if it is ``== batch_id`` the batch is
-   a replay of a committed batch and step 3 is skipped. If it is ``> batch_id`` the query is
-   not the one that wrote the output (checkpoint reset, second query, zombie):
-   :class:`~spark_ext.sinks.errors.BatchRegressionError`, nothing written.
-3. ``committed`` (driver): ONE atomic commit makes every staged part visible together with
-   the marker (sink id, batch id): a Delta commit holding the add actions and
-   ``txn(appId=sink id, version=batch id)``, or a Kafka transaction holding the records and
-   the sink-progress offset. Before it nothing of the batch is visible; after it all is.
-4. ``cleaned`` (driver): staged leftovers of the batch are removed (task attempts that lost,
-   or the whole staging of a skipped replay). Spark then writes its own commit-log entry.
+1. ``staged`` (task): its rows staged where nothing reads them; returns a small commit message.
+2. ``before_commit`` (driver): the recorded batch read; equal to ``batch_id``: a replay, step 3
+   skipped; above: :class:`~spark_ext.sinks.errors.BatchRegressionError`, nothing written.
+3. ``committed`` (driver): ONE atomic commit of every staged part and (sink id, batch id).
+4. ``cleaned`` (driver): staging no commit took is removed; Spark then writes its commit log.
 
-``abort(messages, batch_id)`` (a task failed) removes the batch's staging; the next start of
-the query removes staging that no commit will use (orphans of a killed driver).
+Idempotent (``IDEMPOTENT``, ``foreachBatch``): 1. ``before_write`` (driver: a recorded batch is
+skipped), 2. ``partial`` (task: part of the batch written), 3. ``written`` (driver: all of it),
+4. ``marked`` (driver: the marker recorded). Sliced (``SLICED``): 1-3 in each task, 4 on the
+driver. Each step is the fault point ``<prefix>.<number>.<name>``, reached right after the
+step's durable effect.
 
-Idempotent writes (``IDEMPOTENT`` steps, the ``foreachBatch`` sinks)
---------------------------------------------------------------------
-1. ``before_write`` (driver, inside ``foreachBatch``): the batch's DataFrame is known; the
-   sink checked whether (sink id, batch id) is already recorded and, if so, skips the batch.
-2. ``partial`` (executor task): part of the batch is written, the rest is not (Kafka only:
-   the point where a plain sink leaves a half-written batch behind).
-3. ``written`` (driver): every row of the batch is written. For Delta the write and the
-   marker are one commit (``txnAppId``/``txnVersion``), so step 4 is the same point.
-4. ``marked`` (driver): the marker (sink id, batch id) is recorded; Spark then writes its
-   commit log.
-
-Each step is a declared fault point (:mod:`spark_ext.crash`) named
-``<sink prefix>.<number>.<step name>`` (for example ``delta2pc.3.committed``), reached right
-after the step's durable effect; tests inject a fault there with
-``SPARK_EXT_FAULT=<point>@<batch>[:kill|raise|sleep=<s>]``.
-
-Example
--------
 >>> DELTA_TWO_PHASE.point(3)
 'delta2pc.3.committed'
->>> [s.name for s in TWO_PHASE]
-['staged', 'before_commit', 'committed', 'cleaned']
 """
 
 from __future__ import annotations
@@ -89,11 +58,7 @@ SINK_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.]{0,99}$")
 
 
 def validate_sink_id(sink_id: str) -> str:
-    """Return ``sink_id`` if it is a valid sink id, else raise :class:`SinkConfigError`.
-
-    A sink id is stable for the life of the output (it keys idempotence): letters, digits,
-    ``_`` and ``.``, at most 100 characters, starting with a letter or digit.
-    """
+    """``sink_id`` if it matches :data:`SINK_ID_PATTERN`, else :class:`SinkConfigError`."""
     if not isinstance(sink_id, str) or not SINK_ID_PATTERN.match(sink_id):
         raise SinkConfigError(
             "sink_id",
@@ -111,7 +76,6 @@ class Step:
     side: Literal["executor", "driver"]
 
 
-#: The steps of the two-phase protocol, numbered as in the module docstring.
 TWO_PHASE: tuple[Step, ...] = (
     Step(1, "staged", "executor"),
     Step(2, "before_commit", "driver"),
@@ -119,7 +83,6 @@ TWO_PHASE: tuple[Step, ...] = (
     Step(4, "cleaned", "driver"),
 )
 
-#: The steps of the idempotent (``foreachBatch``) protocol, numbered as in the docstring.
 IDEMPOTENT: tuple[Step, ...] = (
     Step(1, "before_write", "driver"),
     Step(2, "partial", "executor"),
@@ -127,9 +90,6 @@ IDEMPOTENT: tuple[Step, ...] = (
     Step(4, "marked", "driver"),
 )
 
-
-#: The steps of the Kafka sink with one transaction per task slice (records never reach the
-#: driver; ``connectors.kafka.slices``): three inside each task, one on the driver.
 SLICED: tuple[Step, ...] = (
     Step(1, "initialised", "executor"),
     Step(2, "in_transaction", "executor"),
@@ -140,15 +100,8 @@ SLICED: tuple[Step, ...] = (
 
 @dataclass(frozen=True)
 class Protocol:
-    """The steps of one sink, with the fault point of each (declared when the protocol is).
-
-    Parameters
-    ----------
-    prefix
-        Short name of the sink in crash-point names, e.g. ``"delta2pc"``.
-    steps
-        :data:`TWO_PHASE`, :data:`IDEMPOTENT` or :data:`SLICED`, or the subset a sink has.
-    """
+    """The steps of one sink (``prefix`` names its fault points, e.g. ``"delta2pc"``); each
+    step's fault point is declared when the protocol is built."""
 
     prefix: str
     steps: tuple[Step, ...]
@@ -198,11 +151,7 @@ M = TypeVar("M")
 
 
 class TwoPhaseCommitter(ABC, Generic[M]):
-    """The driver side of a two-phase sink: what steps 2-4 and abort do for one target.
-
-    A subclass implements four small methods; :func:`commit_batch` runs them in the order of
-    the protocol with the crash points in between, so the sequence lives in one place.
-    """
+    """The driver side of a two-phase sink for one target; :func:`commit_batch` runs it."""
 
     protocol: Protocol
     sink_id: str
@@ -213,18 +162,12 @@ class TwoPhaseCommitter(ABC, Generic[M]):
 
     @abstractmethod
     def commit_staged(self, batch_id: int, messages: Sequence[M]) -> None:
-        """Step 3: make every staged part and the marker (sink id, batch id) visible at once.
-
-        Must raise (and commit nothing) if it cannot be atomic.
-        """
+        """Step 3: make every staged part and (sink id, batch id) visible at once, or raise."""
 
     @abstractmethod
     def clean(self, batch_id: int, messages: Sequence[M], committed: bool) -> None:
-        """Step 4 and abort: remove staging of ``batch_id`` no commit references.
-
-        ``committed`` says whether this batch's ``messages`` were just committed (keep what
-        they name) or not (a skipped replay or an abort: remove what they name).
-        """
+        """Step 4 and abort: remove staging of ``batch_id`` no commit references; keep what
+        ``messages`` name only if they were just ``committed``."""
 
     @abstractmethod
     def recover(self) -> None:
@@ -232,10 +175,7 @@ class TwoPhaseCommitter(ABC, Generic[M]):
 
 
 def check_batch_order(sink_id: str, batch_id: int, recorded: int | None) -> bool:
-    """Whether ``batch_id`` is a replay of the recorded batch (skip it) or new (write it).
-
-    Raises :class:`BatchRegressionError` for a batch id below the recorded one.
-    """
+    """Whether ``batch_id`` replays the recorded batch (skip) or is new; below it: raises."""
     if recorded is None or batch_id > recorded:
         return False
     if batch_id == recorded:
@@ -244,10 +184,7 @@ def check_batch_order(sink_id: str, batch_id: int, recorded: int | None) -> bool
 
 
 def commit_batch(committer: TwoPhaseCommitter[M], batch_id: int, messages: Sequence[M]) -> Outcome:
-    """Run steps 2-4 of the two-phase protocol for one batch (on the driver).
-
-    ``messages`` are the tasks' commit messages (step 1 ran in the tasks).
-    """
+    """Run steps 2-4 for one batch on the driver; ``messages`` are the tasks' (step 1)."""
     p = committer.protocol
     # 2. Every task staged; read what this sink id recorded last.
     last = committer.last_committed_batch()

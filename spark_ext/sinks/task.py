@@ -1,15 +1,4 @@
-"""Task-side facts every sink's stream writer needs: the micro-batch id, partition and attempt.
-
-Spark's micro-batch engine sets the batch id as a local property on every job of the batch;
-PySpark exposes it, the partition id and the attempt number through ``TaskContext``. A stream
-writer that runs outside such a task has no batch to stage under:
-:class:`~spark_ext.sinks.errors.NotAStreamTaskError`.
-
-Example
--------
->>> partition, attempt = task_attempt()  # doctest: +SKIP
->>> batch_id = current_batch_id()  # doctest: +SKIP
-"""
+"""Task-side facts every sink's stream writer needs: the micro-batch id, partition and attempt."""
 
 from __future__ import annotations
 
@@ -39,11 +28,8 @@ def current_batch_id() -> int:
 
 
 def task_attempt() -> tuple[int, int]:
-    """``(partition id, attempt number)`` of the running task, ``(0, 0)`` outside a task.
-
-    ``attempt`` is above 0 for a retried or speculative attempt. PySpark does not expose the
-    stage attempt: a task of a re-attempted stage starts again at attempt 0.
-    """
+    """``(partition id, attempt number)`` of the running task, ``(0, 0)`` outside a task;
+    the stage attempt is not exposed (docs/design.md, "Sink commit protocol")."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()

@@ -1,15 +1,5 @@
-"""When micro-batches run, and the checks every exactly-once sink makes of its query options.
-
-One typed :class:`Trigger` for every query spark_ext starts (sinks, tracked queries), so no
-query is configured with strings.
-
-Example
--------
->>> Trigger(available_now=True).available_now
-True
->>> Trigger(processing_time="1 second").processing_time
-'1 second'
-"""
+"""When micro-batches run (:class:`Trigger`), and the checks every exactly-once sink makes of its
+query options."""
 
 from __future__ import annotations
 
@@ -49,10 +39,8 @@ DEFAULT_TRIGGER = Trigger(processing_time="1 second")
 
 
 def check_sink_query(df: DataFrame, checkpoint: str | Path, sink_id: str) -> str:
-    """Validate what every exactly-once sink needs: a sink id, a streaming ``df``, a checkpoint.
-
-    Returns the checkpoint location as a string; raises :class:`SinkConfigError`.
-    """
+    """The checkpoint location as a string, once the sink id, a streaming ``df`` and a
+    checkpoint are checked (else :class:`SinkConfigError`)."""
     validate_sink_id(sink_id)
     if not df.isStreaming:
         raise SinkConfigError("df", "exactly-once sinks take a streaming DataFrame")
