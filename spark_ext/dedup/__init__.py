@@ -1,10 +1,4 @@
-"""Dedup: exactly-once = at-least-once + deduplication, with bounded state.
-
-A Bloom filter per bucket answers "certainly new" for most rows; only on a Bloom "maybe" is
-the exact, durable catalog asked. Filters rotate by event time, so state is bounded
-(docs/design.md, invariant 4), and every decision is replay-deterministic.
-
-Modules, from the pure logic up to Spark:
+"""Dedup: exactly once = at least once + deduplication, state bounded (docs/design.md, "Dedup").
 
 =================  ===========================================================================
 ``filters``        :class:`BloomFilter`, :class:`RotatingBloom` (filters by event-time generation)
@@ -21,18 +15,9 @@ Modules, from the pure logic up to Spark:
 ``errors``         one class per failure kind
 =================  ===========================================================================
 
-Two ways to run it: :func:`deduplicate` + :class:`DedupSink` (buckets spread over tasks, filters
-in Spark's state store), or :class:`connectors.delta.dedup_sink.DeltaDedupSink` (each bucket
-decided in its own task with filters versioned outside Spark, the driver only commits;
-two-phase Delta output; in the connectors layer because it writes Delta through
-:mod:`connectors.delta.two_phase`). Both use the same :class:`DedupConfig` and catalog.
+:func:`deduplicate` + :class:`DedupSink`, or ``connectors.delta.dedup_sink.DeltaDedupSink``;
+both use one :class:`DedupConfig` and catalog. Importing this package declares its fault points.
 
-Importing this package declares its fault points (``dedup.after_catalog``,
-``dedup.after_output`` and ``dedup_delta.<n>.<step>``).
-
-Example
--------
->>> from spark_ext.dedup import DedupConfig
 >>> DedupConfig(catalog_path="var/catalog", capacity=1_000, buckets=2).capacity_per_bucket
 500
 """

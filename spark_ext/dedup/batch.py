@@ -1,22 +1,5 @@
 """A batch (or one bucket of it) decided at once, as pure logic (NumPy and Arrow, no Spark):
-:func:`decide_batch`.
-
-The decision of :class:`connectors.delta.dedup_sink.DeltaDedupSink`, whose steps are declared
-beside their code (``connectors.delta.dedup_staging.DEDUP_DELTA``, fault points
-``dedup_delta.<number>.<step>``):
-
-1. ``staged`` (executor tasks): each task decided its buckets' rows with :func:`decide_batch`,
-   staged the kept rows and their catalog rows (referenced by no Delta version yet) and saved
-   its buckets' filters after batch ``N`` as their version ``N``;
-2. ``cataloged``: the kept ids are in the catalog (``txn(<sink id>:catalog, N)``);
-3. ``written``: the kept rows are in the output (``txn(<sink id>, N)``);
-4. ``cleaned``: staged files no commit took are removed, the catalog purged to the window.
-
-The decision: of the copies of an id in the batch the first in the total order (event time,
-coordinates) is kept (exact, in memory); a row the Bloom filter of its bucket has certainly
-not seen is new; on a Bloom "maybe" the catalog is asked, where only rows of *earlier* batches
-count (``batch_id < N``), so a replay of batch ``N`` decides exactly as its first attempt did.
-"""
+:func:`decide_batch`, the decision of ``DeltaDedupSink``'s tasks (docs/design.md, "Dedup")."""
 
 from __future__ import annotations
 
@@ -71,14 +54,8 @@ def decide_batch(
     lookup: HashLookup,
     batch_id: int,
 ) -> BatchDecision:
-    """Decide every row of ``table`` (columns ``_dedup_hash`` int64, ``_dedup_id`` string,
-    ``_dedup_et_us`` int64 microseconds, and the coordinate columns, none null).
-
-    ``blooms`` (bucket -> filters) are updated in place. Of the copies of an id in the batch
-    the first in the total order (event time, coordinates) is kept; a copy whose id the
-    catalog holds from an earlier batch is dropped. Neither depends on the rows' order in
-    ``table``, so any batch plan and any replay decide alike.
-    """
+    """Decide every row of ``table`` (the ``KEY_*`` columns and the coordinate columns, none
+    null), whatever its row order; ``blooms`` (bucket -> filters) are updated in place."""
     n = table.num_rows
     metrics = DedupMetrics(rows=n)
     if n == 0:

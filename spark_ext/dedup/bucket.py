@@ -1,20 +1,7 @@
 """The dedup decision of one bucket, as pure logic: the Bloom filter first, the catalog on "maybe".
 
-Rows are given in their total order (event time, then coordinates). Per call:
-
-1. hash the ids (a stable 64-bit hash) and check-and-add them to the bucket's filters;
-2. an id seen earlier *in this call* is a duplicate (exact, in memory);
-3. a Bloom "maybe" is looked up in the catalog: found with *other* coordinates -> duplicate;
-   found with *its own* coordinates -> it is this very record, kept by an earlier attempt of
-   this batch that crashed before Spark's commit log (a replay): kept; not found -> a false
-   positive: kept;
-4. everything else is new: kept.
-
-Replay safety: Spark restores the filter to the batch's starting version, the order is total,
-and step 3's coordinate rule makes a lookup that sees this batch's own earlier catalog write
-give the same answer as the first attempt (docs/design.md, invariants 1 and 2).
-No Spark here: :func:`~spark_ext.dedup.operator.deduplicate` and the ordering buffer run it in
-their stateful operators, and the unit tests run it with an in-memory catalog.
+Run by :func:`~spark_ext.dedup.operator.deduplicate` and the ordering buffer; why a replay
+decides alike: docs/design.md, "Dedup".
 """
 
 from __future__ import annotations
@@ -71,10 +58,12 @@ class BucketDedup:
         lookup: CatalogLookup,
         hashes: np.ndarray | None = None,
     ) -> tuple[np.ndarray, DedupMetrics]:
-        """Keep-mask for rows given in their total order (steps 1-4 of the module docstring).
+        """Keep-mask for rows in their total order: a copy seen earlier in the call is dropped;
+        a Bloom "maybe" found in the catalog with other coordinates is dropped (with its own: a
+        replay, kept); everything else is kept.
 
         ``coords`` are the rows' coordinate strings, or a function giving them for an array of
-        row positions (called only for the few rows looked up). ``hashes`` are the ids'
+        row positions (called only for the rows looked up). ``hashes`` are the ids'
         :func:`~spark_ext.hashing.stable_hash64` values when the caller has them already.
         """
         n = len(ids)

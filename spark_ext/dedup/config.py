@@ -26,18 +26,15 @@ class DedupConfig:
     rotation_ms
         Event-time length of one filter generation.
     generations
-        Generations kept; the dedup window is ``generations * rotation_ms`` of event time,
-        ending at the newest generation the sink has seen in *any* bucket (sink-wide, like a
-        watermark): the catalog is purged below it. A row older than the window may be kept
-        again (at least once beyond the window, never dropped), whatever its bucket: a quiet
-        bucket whose filters still remember older generations answers "maybe", asks the
-        catalog, finds nothing there and keeps the row, as every other bucket would.
+        Generations kept: the dedup window is ``generations * rotation_ms`` of event time,
+        sink-wide (docs/design.md, "Dedup", one catalog).
     buckets
         Number of buckets (groups of the stateful operator).
     id_column, event_time_column
         The record id (string) and the event time (timestamp) columns.
     coordinate_columns
-        Columns that identify one delivery of a record (e.g. topic, partition, offset).
+        Columns that identify one delivery of a record (e.g. topic, partition, offset):
+        strings or integers, compared as their string form.
     """
 
     catalog_path: str

@@ -1,24 +1,8 @@
-"""Bloom filters with a stable hash, and a time-rotated set of them.
+"""Bloom filters with a stable hash (the same in every process), and a time-rotated set of them.
 
-A Bloom filter answers "definitely not seen" or "maybe seen" for a key, never a false
-"not seen" (no false negatives). Its false-positive rate after ``n`` insertions into ``m`` bits
-with ``k`` hash functions is close to ``(1 - e^(-k n / m))^k``.
-
-Every hash here is stable across processes, machines and Python versions: keys are hashed with
-:func:`spark_ext.hashing.stable_hash64` (or given as precomputed 64-bit hashes), and the ``k``
-bit positions come from double hashing ``h1 + i * h2`` (Kirsch and Mitzenmacher), ``h2``
-derived from ``h1`` by :func:`spark_ext.hashing.splitmix64`.
-
-The filter state is a packed ``numpy.uint8`` array; :meth:`BloomFilter.to_bytes` and
-:meth:`BloomFilter.from_bytes` round-trip it, so it can live in a Spark state store.
-
-Example
--------
 >>> f = BloomFilter.for_capacity(1000, fp_rate=0.01)
->>> bool(f.add(["a", "b"]).any())          # were any of them maybe present before?
-False
->>> f.contains(["a", "c"]).tolist()
-[True, False]
+>>> f.add(["a", "b"]).tolist(), f.contains(["a", "c"]).tolist()
+([False, False], [True, False])
 """
 
 from __future__ import annotations
@@ -72,18 +56,8 @@ def expected_fp_rate(num_bits: int, num_hashes: int, count: int) -> float:
 
 
 class BloomFilter:
-    """A Bloom filter of ``num_bits`` bits and ``num_hashes`` hash functions.
-
-    Parameters
-    ----------
-    num_bits
-        Size ``m`` of the bit array (a multiple of 8).
-    num_hashes
-        Number ``k`` of bit positions per key.
-    bits
-        The packed bit array (``num_bits / 8`` bytes); a new, empty one when omitted.
-    count
-        How many keys were added (keys reported "maybe present" by :meth:`add` not counted).
+    """A Bloom filter: ``num_bits`` bits (a multiple of 8, packed in ``bits``), ``num_hashes``
+    positions per key; ``count`` keys added (those :meth:`add` found maybe present not counted).
     """
 
     __slots__ = ("bits", "count", "num_bits", "num_hashes")
@@ -116,7 +90,8 @@ class BloomFilter:
         return int(self.bits.nbytes)
 
     def _positions(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-        """Bit positions, shape ``(len(hashes), k)``."""
+        """Bit positions, shape ``(len(hashes), k)``: ``h1 + i * h2`` (Kirsch and Mitzenmacher),
+        ``h2`` from ``h1`` by :func:`~spark_ext.hashing.splitmix64`."""
         h2 = splitmix64(hashes) | np.uint64(1)
         i = np.arange(self.num_hashes, dtype=np.uint64)
         with np.errstate(over="ignore"):
@@ -134,11 +109,8 @@ class BloomFilter:
         return np.asarray(set_.all(axis=1), dtype=bool)
 
     def add_hashes(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
-        """Add keys by hash; returns, per key, whether it was maybe present *before* this call.
-
-        All keys are checked against the filter as it was when the call began, then all are set;
-        two equal keys in one call both report ``False`` (callers dedup within a call exactly).
-        """
+        """Add keys by hash; per key, whether it was maybe present *before* this call (two equal
+        keys of one call both report ``False``: callers dedup within a call exactly)."""
         if hashes.size == 0:
             return np.zeros(0, dtype=bool)
         pos = self._positions(hashes)
@@ -200,17 +172,8 @@ class BloomFilter:
 
 @dataclass
 class RotatingBloom:
-    """Bloom filters by time generation; only the newest ``generations`` are kept.
-
-    A key with event time ``t`` belongs to generation ``t // rotation_ms`` and is added to that
-    generation's filter; membership asks every kept generation. When a newer generation
-    appears, generations older than ``newest - generations + 1`` are dropped, so state is
-    bounded by ``generations`` filters of ``capacity`` keys each, whatever the stream's length.
-    A key whose generation is already dropped is reported "maybe" (it cannot be ruled out).
-
-    Time is event time, never the wall clock, so a replayed batch rotates exactly as the first
-    attempt did.
-    """
+    """Bloom filters by event-time generation (``t // rotation_ms``); only the newest
+    ``generations`` are kept and asked. A key of a dropped generation is reported "maybe"."""
 
     capacity: int
     fp_rate: float
@@ -251,11 +214,8 @@ class RotatingBloom:
     def check_and_add(
         self, hashes: npt.NDArray[np.uint64], event_time_ms: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.bool_]:
-        """Per key: maybe seen before this call (in any kept generation); then add every key.
-
-        Rotation happens first (to the newest generation among the keys), so keys older than
-        the kept generations are reported maybe-seen and not added.
-        """
+        """Per key: maybe seen before this call; then every key is added (after rotating to the
+        newest generation, so keys older than the kept ones are "maybe" and not added)."""
         gens = self.generation_of(event_time_ms)
         if gens.size == 0:
             return np.zeros(0, dtype=bool)
@@ -264,8 +224,7 @@ class RotatingBloom:
         self._rotate(newest)
         floor = newest - self.generations + 1
         maybe = gens < floor
-        # The bit positions are computed once per filter shape: all filters share one unless
-        # state saved under another capacity or fp_rate was loaded.
+        # Positions once per filter shape (one, unless state of another capacity was loaded).
         positions: dict[tuple[int, int], npt.NDArray[np.int64]] = {}
 
         def positions_in(flt: BloomFilter) -> npt.NDArray[np.int64]:

@@ -12,13 +12,8 @@ __all__ = ["DedupMetrics"]
 
 @dataclass
 class DedupMetrics:
-    """Figures of one bucket and batch, of a whole batch, or of a run; replay-deterministic.
-
-    Counters (``rows`` .. ``replayed_self``, ``late_rows``) count events and add up. Gauges
-    (``state_bytes``, ``buffered_rows``) measure the state *after* a batch: the buckets of one
-    batch add up (:meth:`of_buckets`), but batches do not -- ``a + b`` (a run total, ``b`` the
-    later batch) keeps ``b``'s gauges. ``newest_generation`` is a maximum either way.
-    """
+    """Figures of one bucket and batch, of a batch, or of a run; how they add up:
+    docs/design.md, "Dedup", metrics."""
 
     rows: int = 0
     bloom_negative: int = 0
@@ -27,15 +22,11 @@ class DedupMetrics:
     batch_duplicates: int = 0
     false_positives: int = 0
     replayed_self: int = 0
-    #: Gauge: bytes of the dedup (and buffer) state after the batch.
-    state_bytes: int = 0
-    #: Gauge: elements held by the ordering buffer after the batch.
-    buffered_rows: int = 0
+    state_bytes: int = 0  # gauge: dedup (and ordering buffer) state after the batch
+    buffered_rows: int = 0  # gauge: elements held by the ordering buffer after the batch
     late_rows: int = 0
-    #: Newest filter generation seen (a maximum, not a sum, when metrics are added).
-    newest_generation: int = -1
+    newest_generation: int = -1  # a maximum, never a sum
 
-    #: The fields that measure state after a batch rather than count events.
     GAUGES: ClassVar[frozenset[str]] = frozenset({"state_bytes", "buffered_rows"})
 
     @property

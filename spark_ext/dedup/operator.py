@@ -1,28 +1,10 @@
-"""The dedup operator: Bloom filters in Spark state, bucket by bucket, the catalog behind them.
+"""The dedup operator: Bloom filters in Spark state per bucket, the catalog behind them.
 
-Records are routed to a *bucket* by Spark's ``xxhash64`` of their id (fixed seed, the same in
-every JVM; no Python stage before the shuffle). Per bucket, Spark state holds only a
-:class:`~spark_ext.dedup.filters.RotatingBloom` (filters rotated by event time, so state is
-bounded); the rows of a bucket are sorted into the total order (event time, coordinates) and
-decided by :class:`~spark_ext.dedup.bucket.BucketDedup`: a record the filter has certainly not
-seen is new without a catalog lookup; only on a Bloom "maybe" is the exact, durable
-:class:`~spark_ext.dedup.catalog.DedupCatalog` asked (written by the sink in the same batch as
-the output). State is therefore ~1.2 bytes per id at a 1 % false-positive rate, where Spark's
-``dropDuplicates`` keeps every id in state.
+What it guarantees and what it costs: docs/design.md, "Dedup".
 
-Guarantees: no two output rows share a record id whose copies arrived within the retention
-window (``generations * rotation_ms`` of event time); the copy kept is the first in the total
-order. Does not guarantee: dedup of a copy arriving after its original's generation rotated
-out of the filter and was purged from the catalog (it is then treated as new).
-Coordinate columns must be strings or integers (they are compared as their string form).
-
-Example
--------
->>> from spark_ext.dedup import DedupConfig, DedupSink, deduplicate
->>> config = DedupConfig(catalog_path="var/orders/catalog", capacity=1_000_000)
->>> tagged = deduplicate(stream_df, config)                     # doctest: +SKIP
->>> sink = DedupSink(config, output_path="var/orders/unique", sink_id="orders")  # doctest: +SKIP
->>> tagged.writeStream.foreachBatch(sink).option("checkpointLocation", cp).start()  # doctest: +SKIP
+>>> config = DedupConfig(catalog_path="var/orders/catalog")
+>>> tagged = deduplicate(stream_df, config)  # doctest: +SKIP
+>>> tagged.writeStream.foreachBatch(DedupSink(config, "var/out", "orders"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -62,13 +44,9 @@ def _event_time_ms(series: pd.Series) -> np.ndarray:
 
 
 def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = False) -> DataFrame:
-    """Tag a streaming DataFrame with the Bloom + catalog decision, bucket by bucket.
-
-    The result has ``df``'s columns plus ``_kind`` (``"new"``; ``"duplicate"`` only with
-    ``emit_duplicates``; one ``"metrics"`` row per bucket and batch whose ``_detail`` is
-    :class:`~spark_ext.dedup.metrics.DedupMetrics` as JSON), ``_bucket`` and ``_generation``.
-    Write it with a :class:`~spark_ext.dedup.sink.DedupSink` (which also feeds the catalog);
-    rows are not final before that.
+    """``df`` tagged (:data:`TAG_FIELDS`, ``_kind`` from :mod:`~spark_ext.dedup.tags`) with the
+    Bloom + catalog decision per bucket; ``"duplicate"`` rows only with ``emit_duplicates``.
+    Rows are final once a :class:`~spark_ext.dedup.sink.DedupSink` wrote them (and the catalog).
     """
     for col in (config.id_column, config.event_time_column, *config.coordinate_columns):
         if col not in df.columns:
@@ -83,8 +61,8 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
         list(config.coordinate_columns),
     )
 
-    # Spark's xxhash64 (fixed seed 42, the same in every JVM) routes and feeds the filter:
-    # no Python stage before the shuffle, and no second hash of the id in the operator.
+    # Spark's xxhash64 (seed 42, the same in every JVM) routes and feeds the filter: no Python
+    # stage before the shuffle, no second hash of the id in the operator.
     id_hash = F.xxhash64(F.col(id_col).cast("string"))
     routed = df.withColumn("_hash", id_hash).withColumn(
         "_bucket", F.pmod(F.col("_hash"), F.lit(buckets)).cast("int")

@@ -1,11 +1,4 @@
-"""The ``foreachBatch`` sink of tagged rows: catalog, output and late rows, idempotent per batch.
-
-:class:`DedupSink` writes what :func:`~spark_ext.dedup.operator.deduplicate` or
-:func:`spark_ext.ordering.order_and_fold` tagged, with Spark's Delta writer and
-``txnAppId``/``txnVersion`` = (sink id, batch id) on each table (docs/design.md, invariant 1),
-through the one such writer, :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`.
-Its fault points :data:`AFTER_CATALOG` and :data:`AFTER_OUTPUT` are declared at import.
-"""
+"""The ``foreachBatch`` sink of tagged rows: catalog, output and late rows, idempotent per batch."""
 
 from __future__ import annotations
 
@@ -35,36 +28,22 @@ __all__ = ["AFTER_CATALOG", "AFTER_OUTPUT", "DedupSink"]
 
 log = logging.getLogger(__name__)
 
-#: Fault points of :class:`DedupSink`, reached after each durable write of a batch.
 AFTER_CATALOG = declare("dedup.after_catalog", "driver", "kept ids in the catalog, output not yet")
 AFTER_OUTPUT = declare("dedup.after_output", "driver", "output appended, filter state not saved")
 
 
 class DedupSink:
-    """``foreachBatch`` sink of tagged rows: catalog, output, quarantine; idempotent per batch.
+    """``foreachBatch`` sink of the rows ``deduplicate`` or ``order_and_fold`` tagged; each table
+    through a :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`. Per batch:
 
-    Takes the output of :func:`~spark_ext.dedup.operator.deduplicate` or of
-    :func:`spark_ext.ordering.order_and_fold`. Every table is written by a
-    :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender` (Spark's Delta writer with
-    ``txnAppId``/``txnVersion``, the one such writer of the project). Steps per batch (fault
-    points :data:`AFTER_CATALOG` and :data:`AFTER_OUTPUT` after steps 2 and 3):
+    1. read the metrics rows; late rows without a quarantine, the owner (decided on every
+       table before recorded on any) and each table's batch order and expiry are checked;
+    2. the kept ids to the catalog, ``txn(<sink id>:catalog, N)`` (:data:`AFTER_CATALOG`);
+    3. the kept rows to ``output_path``, ``txn(<sink id>, N)`` (:data:`AFTER_OUTPUT`);
+    4. late rows to ``quarantine_path``, ``txn(<sink id>:late, N)``;
+    5. the catalog purged to the window, the metrics folded into :attr:`metrics` and logged.
 
-    1. read the batch's metrics rows (the tagged batch is persisted: the stateful operator runs
-       once); late rows without a quarantine stop here. At the first call of a run, decide the
-       owner on every table before recording it on any (another query:
-       :class:`~spark_ext.sinks.errors.SinkOwnerError`, nothing written). Then check each table:
-       a batch below the one recorded is :class:`~spark_ext.sinks.errors.BatchRegressionError`,
-       a ``txn`` gone by retention next to this sink's record is
-       :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`; nothing written either way;
-    2. append the kept ids to the catalog with ``txn(<sink id>:catalog, batch_id)``
-       (skipped without a ``config``: no dedup, no catalog);
-    3. append the kept rows to ``output_path`` with ``txn(sink_id, batch_id)``;
-    4. append late rows (if any) to ``quarantine_path`` with ``txn(<sink id>:late, batch_id)``;
-    5. purge catalog generations the filters no longer keep (any time is safe: lookups ignore
-       them anyway), fold the metrics into :attr:`metrics` and log them.
-
-    Spark re-runs a batch whose commit-log entry is missing; a table that recorded it is then
-    skipped, and the operator's catalog rule keeps the decision.
+    A table that recorded the batch skips its step (docs/design.md, "Dedup", ``DedupSink``).
 
     Parameters
     ----------
@@ -74,21 +53,17 @@ class DedupSink:
     output_path
         Delta table of the kept rows.
     sink_id
-        Keys idempotence (``txnAppId``); the catalog's and late rows' markers are derived
-        from it (``<sink id>:catalog``, ``<sink id>:late``). Checked by
-        :func:`~spark_ext.sinks.protocol.validate_sink_id`.
+        Keys idempotence; the catalog's and late rows' markers derive from it.
     output_columns
         Columns written (default: the batch's columns not starting with ``_``).
     quarantine_path
-        Delta table of late rows (``_kind == "late"``, ordering buffer only). Without one, a
-        batch with late rows raises
-        :class:`~spark_ext.dedup.errors.LateRowsWithoutQuarantineError` (nothing written).
+        Delta table of late rows (ordering buffer only); without one, a batch with late rows
+        raises :class:`~spark_ext.dedup.errors.LateRowsWithoutQuarantineError`.
     owner
         The query that owns the sink; default: the streaming query calling the sink.
     take_over
-        Hand the sink (every table) over from another query on purpose; its markers reset.
-        Dedup starts afresh: ids the old owner kept are not recognised (the filters are the
-        query's own state).
+        Hand the sink (every table) over from another query on purpose; its markers reset
+        (docs/design.md, "Delta sinks", take-over).
     """
 
     def __init__(
@@ -147,12 +122,12 @@ class DedupSink:
         claim_all(tables, owner)
 
     def _check(self, batch_id: int) -> tuple[bool, bool, bool]:
-        """X1 (docs/design.md, invariant 6) and expiry, for every table before any is written:
-        whether the catalog, the output and the late rows recorded this batch (a replay)."""
+        """Batch order (invariant 6) and expiry of every table before any is written: whether
+        the catalog, the output and the late rows recorded this batch (a replay)."""
         output = self.output.check(batch_id)
         catalog = self.catalog_writer.check(batch_id) if self.catalog_writer else False
-        # Late rows are written after the output: a batch the output has not recorded is new
-        # for them, whatever their (rarely written, maybe expired) marker says.
+        # A batch the output has not recorded is new for the late rows (docs/design.md, "Delta
+        # sinks", expiry).
         new = not output
         late = self.late.check(batch_id, known_new=new) if self.late else False
         return catalog, output, late

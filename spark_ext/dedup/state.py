@@ -1,8 +1,5 @@
-"""The filters' versioned state outside Spark: one atomic file per batch (:class:`BloomStateStore`).
-
-Used by sinks that decide on the driver (:class:`connectors.delta.dedup_sink.DeltaDedupSink`),
-where Spark's state store does not hold the filters. Each file carries a CRC32, its version
-and the buckets' :class:`~spark_ext.dedup.filters.RotatingBloom` bytes.
+"""The filters' versioned state outside Spark, one atomic file per batch (:class:`BloomStateStore`),
+for ``DeltaDedupSink``'s tasks (docs/design.md, "Dedup"); each file carries a CRC32 and its version.
 """
 
 from __future__ import annotations
@@ -26,10 +23,9 @@ _BUCKET_HEADER = struct.Struct("<iI")  # bucket, length of its RotatingBloom byt
 class BloomStateStore:
     """The filters after each batch, one file per version (= batch id), written atomically.
 
-    Batch ``N`` reads the newest version below ``N`` and writes version ``N``; the versions
-    below ``N - keep + 1`` are then removed, except the one batch ``N`` started from (a
-    retry or replay of ``N`` starts from it again; issue #24, N2). A version above ``N`` while batch ``N`` runs means
-    the query's checkpoint was reset under the same state folder: :class:`DedupStateError`.
+    Batch ``N`` reads the newest version below ``N`` and writes version ``N``; versions older
+    than ``keep`` are pruned, but never the one ``N`` started from (issue #24, N2). A version
+    above ``N`` means a reset checkpoint: :class:`DedupStateError`.
     """
 
     def __init__(self, path: str | Path, keep: int = 3) -> None:
@@ -79,9 +75,7 @@ class BloomStateStore:
             os.fsync(out.fileno())
         os.replace(tmp, target)
         versions = self.versions()
-        # The version this batch started from stays, however old: a retried task or a replay
-        # of ``batch_id`` starts from it again (a quiet bucket saves no version for batches
-        # without its rows, so it may be far below ``batch_id - keep``).
+        # The version this batch started from stays, however old (docs/design.md, "Dedup").
         base = max((v for v in versions if v < batch_id), default=None)
         for old in versions:
             if old <= batch_id - self.keep and base is not None and old < base:
@@ -107,19 +101,9 @@ class BloomStateStore:
 
 
 class BucketStateStore:
-    """The filters of each bucket, versioned by batch, in a folder of their own per bucket.
-
-    Used where each bucket is decided by its own task
-    (:class:`connectors.delta.dedup_sink.DeltaDedupSink`): the task of bucket ``b`` in batch
-    ``N`` loads the newest version below ``N`` of ``b`` and saves version ``N`` of ``b`` (one
-    :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``). A retried task attempt,
-    or a replay of batch ``N``, loads the same version below ``N`` (the version ``N`` an
-    earlier attempt saved is overwritten atomically with the same bytes), so it decides as
-    the first attempt did. A bucket without rows in a batch keeps its older version.
-
-    State of the earlier layout (every bucket in one file per version, directly under
-    ``root``) is read when it is newer than the bucket's own.
-    """
+    """One :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``, for a task per
+    bucket; state of the earlier layout (all buckets in one file per version under ``root``)
+    is read when it is newer than the bucket's own."""
 
     def __init__(self, root: str | Path, keep: int = 3) -> None:
         self.root = Path(root)
