@@ -112,7 +112,8 @@ class NotAStreamTaskError(SinkError):
 
 class DeltaTxnExpiredError(SinkError):
     """The target holds this sink's committed output but its ``txn`` expired; nothing written
-    or deleted (docs/design.md, "Delta sinks", expiry)."""
+    or deleted (docs/design.md, "Delta sinks", expiry). Fix: raise or unset the table's
+    ``delta.setTransactionRetentionDuration``, or start a new sink id on purpose."""
 
     def __init__(self, target: str, sink_id: str, files: int) -> None:
         self.target, self.sink_id = target, sink_id
@@ -138,7 +139,8 @@ class DriverFencedError(SinkError):
 
 class UnsupportedTableFeatureError(SinkConfigError):
     """The target uses ``feature``, which the sink cannot write correctly; raised at start and
-    at commit, nothing written (docs/design.md, "Delta sinks", tables refused)."""
+    at commit, nothing written (docs/design.md, "Delta sinks", tables refused). Fix: the
+    idempotent mode (Spark's Delta writer honours these features) or another table."""
 
     def __init__(self, target: str, feature: str, detail: str) -> None:
         self.target, self.feature, self.detail = target, feature, detail
