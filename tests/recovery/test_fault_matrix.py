@@ -79,11 +79,11 @@ CELLS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def matrix(
     request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, FaultClass], MatrixCell]:
-    """Every selected cell of :data:`CELLS`, run once for the session (jobs two at a time)."""
+    """Every selected cell of :data:`CELLS`, run once (jobs two at a time)."""
     plan: dict[str, list[FaultClass]] = {}
     for item in request.session.items:
         if item.module is request.module:
