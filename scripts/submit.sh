@@ -7,7 +7,7 @@
 # spark-submit already started, so the jars go on --jars and --driver-class-path here.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PY="$ROOT/.venv/bin/python"
+PY="${PYSPARK_PYTHON:-$ROOT/.venv/bin/python}"  # the project's venv unless the caller names one
 # The job's --profile names the master; a spark:// master that does not answer is reported
 # at once (spark-submit would retry for about a minute and end in a Java stack trace).
 PROFILE=local
@@ -24,7 +24,7 @@ JARS=$("$PY" -c "from spark_ext import jvm; print(','.join(str(p) for p in jvm.s
 export PYSPARK_PYTHON="$PY" PYSPARK_DRIVER_PYTHON="$PY"
 export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec "$ROOT/.venv/bin/spark-submit" \
+exec "$(dirname "$PY")/spark-submit" \
   --jars "$JARS" \
   --driver-class-path "${JARS//,/:}" \
   --conf "spark.executorEnv.PYTHONPATH=$ROOT" \

@@ -4,7 +4,9 @@ Integration tests use the real Spark, the real Apache Kafka broker (started here
 not running) and real Delta tables. Unit tests of pure logic do not touch these fixtures.
 A test that uses one of :data:`INTEGRATION_FIXTURES` (directly or through another fixture) is
 marked ``integration`` here, so ``pytest -m "not integration"`` is the fast lane of pure
-logic. :func:`await_done` waits for a streaming query and fails the test if it did not end.
+logic. Tests marked ``heavy`` (beyond CI's budget) are deselected unless ``--heavy`` is given
+or the ``-m`` expression names ``heavy`` (``-m heavy`` runs only them). :func:`await_done`
+waits for a streaming query and fails the test if it did not end.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,21 +36,26 @@ T = TypeVar("T")
 INTEGRATION_FIXTURES = frozenset({"spark", "kafka_bootstrap", "new_topic", "job_env", "harness"})
 
 
-#: ``every_mode`` tests (crash and broker-fault tests of the non-default sink modes, the dedup
-#: operator's crash test) run only with this set to 1; CI runs them for the default mode of
-#: each sink (the suite's 35-minute budget on 2 cores).
-CRASH_ALL = os.environ.get("SPARK_EXT_CRASH_ALL") == "1"
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--heavy",
+        action="store_true",
+        help="also run the tests marked heavy (deselected by default: CI's 35-minute budget)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that uses an integration fixture (closure included) ``integration``;
-    skip ``every_mode`` tests unless ``SPARK_EXT_CRASH_ALL=1``."""
-    skip = pytest.mark.skip(reason="runs with SPARK_EXT_CRASH_ALL=1 (suite budget)")
+    deselect the ``heavy`` ones unless ``--heavy`` or an ``-m`` expression names them."""
     for item in items:
         if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
-        if not CRASH_ALL and item.get_closest_marker("every_mode"):
-            item.add_marker(skip)
+    if config.getoption("heavy") or re.search(r"\bheavy\b", config.getoption("markexpr") or ""):
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("heavy")]
 
 
 def await_done(query: StreamingQuery, timeout_s: float) -> None:

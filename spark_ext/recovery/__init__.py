@@ -14,8 +14,12 @@ Modules, one concern each:
 ``faults``                     fault classes and what a job declares per class (pure)
 ``errors``                     the harness's typed errors (a cell that cannot be judged)
 ``case``                       :class:`RecoveryCase`: a job as the harness sees it
-``harness``                    :class:`RecoveryHarness`: clean, faulted, restarted runs
+``runs``                       a fresh context, the clean run, the restart compared with it
 ``broker_faults``              a broker of the harness's own, paused or killed mid-run
+``retention``                  an output expired between a kill and the restart
+``disorder``                   input whose event times break the partitions' promise
+``speculation``                a straggler task and Spark's speculative copy of it
+``harness``                    :class:`RecoveryHarness`: the kill check, each cell to its module
 ``profiles``                   derived profiles (speculation, own broker), typed error names
 ``readers``                    Delta tables read back as rows
 ``report``                     the text table and the HTML report with one plot per output
@@ -69,14 +73,7 @@ from spark_ext.recovery.faults import (
     expectation_label,
     observed_error,
 )
-from spark_ext.recovery.harness import (
-    CleanRun,
-    InProcessRunner,
-    RecoveryHarness,
-    Runner,
-    assert_fired,
-    forget_last_commit,
-)
+from spark_ext.recovery.harness import InProcessRunner, RecoveryHarness, forget_last_commit
 from spark_ext.recovery.readers import read_delta_rows
 from spark_ext.recovery.report import (
     TABLE_COLUMNS,
@@ -86,6 +83,7 @@ from spark_ext.recovery.report import (
     table_rows,
     write_report,
 )
+from spark_ext.recovery.runs import CleanRun, Runner, assert_fired
 
 __all__ = [
     "FAULT_DOCS",

@@ -27,17 +27,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired
+from spark_ext.recovery.errors import FaultNotFired
 from spark_ext.recovery.faults import FaultCell, FaultClass
 from spark_ext.recovery.profiles import derive_profile
-
-if TYPE_CHECKING:
-    from spark_ext.recovery.harness import RecoveryHarness
+from spark_ext.recovery.runs import JobRuns
 
 __all__ = ["Broker", "BrokerFactory", "free_port", "run_broker_cell"]
 
@@ -92,34 +90,31 @@ def _act(cell: FaultCell, broker: Broker) -> None:
 
 
 def run_broker_cell(
-    harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell
+    runs: JobRuns, case: RecoveryCase, cell: FaultCell, brokers: BrokerFactory, port: int
 ) -> list[RecoveryResult]:
-    """Run ``case`` clean and under ``cell`` (a broker fault) against a broker of its own."""
-    if harness.brokers is None:
-        raise FaultNotApplicable(
-            case.name, str(cell.fault), "the harness was given no broker factory (brokers=)"
-        )
-    ctx = harness.context(case, f"{case.name}-{cell.fault}")
-    broker = harness.brokers(ctx.workdir / "broker", free_port(harness.broker_port))
+    """Run ``case`` clean and under ``cell`` (a broker fault) against a broker of its own,
+    made by ``brokers`` on the first free port from ``port``."""
+    ctx = runs.context(case, f"{case.name}-{cell.fault}")
+    broker = brokers(ctx.workdir / "broker", free_port(port))
     try:
         bootstrap = broker.start()
         profile = derive_profile(
-            harness.fault_profile, ctx.workdir / "broker-profile.toml", bootstrap=bootstrap
+            runs.fault_profile, ctx.workdir / "broker-profile.toml", bootstrap=bootstrap
         )
         ctx = dataclasses.replace(ctx, bootstrap=bootstrap, profile=str(profile))
         case.prepare(ctx)
-        clean = harness.clean_run(case, ctx, runner=harness.runner)
+        clean = runs.clean_run(case, ctx, runner=runs.runner)
         slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
         fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
         result: dict[str, JobRun] = {}
 
         def run() -> None:
-            result["run"] = harness.runner(
+            result["run"] = runs.runner(
                 case.module,
                 case.job_args(ctx, slot),
                 fault=cell.spec(),
                 env={FAULT_LOG_ENV: str(fault_log)},
-                timeout_s=harness.timeout_s,
+                timeout_s=runs.timeout_s,
             )
 
         thread = threading.Thread(target=run, name=f"{case.name}-{cell.fault}")
@@ -135,7 +130,7 @@ def run_broker_cell(
         faulted = result["run"]
         if not acted:
             raise FaultNotFired(case.name, cell.describe(), faulted)
-        return harness._restart_and_compare(
+        return runs.restart_and_compare(
             case, ctx, slot, clean, faulted, cell.fault, cell.describe()
         )
     finally:

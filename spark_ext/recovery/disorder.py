@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import RecoveryClass, classify
@@ -27,9 +26,7 @@ from spark_ext.recovery.errors import (
     JobRunFailed,
 )
 from spark_ext.recovery.faults import FaultCell
-
-if TYPE_CHECKING:
-    from spark_ext.recovery.harness import RecoveryHarness
+from spark_ext.recovery.runs import JobRuns, assert_fired
 
 __all__ = ["ACCOUNTED", "run_disorder_cell"]
 
@@ -39,33 +36,27 @@ log = logging.getLogger(__name__)
 ACCOUNTED = "output+late"
 
 
-def run_disorder_cell(
-    harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell
-) -> list[RecoveryResult]:
+def run_disorder_cell(runs: JobRuns, case: RecoveryCase, cell: FaultCell) -> list[RecoveryResult]:
     """Run ``case`` on disordered input (killed at ``cell``'s point if it has one)."""
-    from spark_ext.recovery.harness import assert_fired
-
     spec = case.accounting
     if spec is None:
         raise FaultNotApplicable(case.name, str(cell.fault), "the case accounts no late rows")
-    ctx = harness.context(case, f"{case.name}-{cell.fault}")
-    ctx = dataclasses.replace(ctx, profile=harness.fault_profile)
+    ctx = runs.context(case, f"{case.name}-{cell.fault}")
+    ctx = dataclasses.replace(ctx, profile=runs.fault_profile)
     expected_rows = case.prepare_disordered(ctx)
     if not expected_rows:
         raise EmptyCleanOutput(case.name, "input", str(ctx.workdir))
     slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
     log.info("%s: %s", case.name, cell.describe())
-    run = harness.runner(
-        case.module, case.disorder_args(ctx, slot), fault=cell.spec(), timeout_s=harness.timeout_s
+    run = runs.runner(
+        case.module, case.disorder_args(ctx, slot), fault=cell.spec(), timeout_s=runs.timeout_s
     )
     seconds = {"fault": run.seconds}
     assert_fired(case.name, cell, run)
     before = len(case.accounted_rows(ctx, slot)[0])
     note = "finished on its own"
     if not run.ok:
-        again = harness.runner(
-            case.module, case.disorder_args(ctx, slot), timeout_s=harness.timeout_s
-        )
+        again = runs.runner(case.module, case.disorder_args(ctx, slot), timeout_s=runs.timeout_s)
         seconds["restarted"] = again.seconds
         if not again.ok:
             raise JobRunFailed(case.name, f"{cell.fault} restarted", again)

@@ -30,23 +30,21 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-import re
 import shutil
 import time
 import traceback
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spark_ext.crash import FaultSpec
 from spark_ext.jobrun import JobRun, run_job
+from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import classify
+from spark_ext.recovery.disorder import run_disorder_cell
 from spark_ext.recovery.errors import (
-    EmptyCleanOutput,
     FaultNotApplicable,
     FaultNotFired,
     JobRunFailed,
@@ -60,27 +58,17 @@ from spark_ext.recovery.faults import (
     observed_error,
 )
 from spark_ext.recovery.profiles import derive_profile, resolve_profile, typed_error_names
+from spark_ext.recovery.retention import run_retention_cell
+from spark_ext.recovery.runs import CleanRun, JobRuns, Runner, assert_fired
 from spark_ext.recovery.speculation import (
     SPECULATION_CONF,
     assert_speculated,
     speculation_profile,
 )
 
-if TYPE_CHECKING:
-    from spark_ext.recovery.broker_faults import BrokerFactory
-
-__all__ = [
-    "CleanRun",
-    "InProcessRunner",
-    "RecoveryHarness",
-    "Runner",
-    "assert_fired",
-    "forget_last_commit",
-]
+__all__ = ["InProcessRunner", "RecoveryHarness", "forget_last_commit"]
 
 log = logging.getLogger(__name__)
-
-Runner = Callable[..., JobRun]
 
 
 class InProcessRunner:
@@ -111,17 +99,7 @@ class InProcessRunner:
         return JobRun(int(code or 0), time.monotonic() - start, "")
 
 
-@dataclass(frozen=True)
-class CleanRun:
-    """A clean run's context, slot, rows per output and duration (shared by a job's cells)."""
-
-    ctx: HarnessContext
-    slot: RunSlot
-    rows: dict[str, list[dict[str, Any]]]
-    seconds: float
-
-
-class RecoveryHarness:
+class RecoveryHarness(JobRuns):
     """Run cases clean and under faults, restart them, and classify what each fault did.
 
     Parameters
@@ -183,33 +161,6 @@ class RecoveryHarness:
         self.broker_port = broker_port
         self.brokers = brokers
 
-    # -- contexts and clean runs ------------------------------------------------------------
-    def context(self, case: RecoveryCase, folder: str | None = None) -> HarnessContext:
-        """A fresh, emptied context for ``case``: its folder and a unique topic tag."""
-        tag = re.sub(r"[^a-zA-Z0-9-]", "-", f"rec-{case.name}-{uuid.uuid4().hex[:8]}")
-        ctx = HarnessContext(
-            self.workdir / (folder or case.name), self.bootstrap, self.profile, tag
-        )
-        shutil.rmtree(ctx.workdir, ignore_errors=True)  # a previous check's checkpoints
-        ctx.workdir.mkdir(parents=True)
-        return ctx
-
-    def clean_run(
-        self, case: RecoveryCase, ctx: HarnessContext, runner: Runner | None = None
-    ) -> CleanRun:
-        """Run ``case`` clean into ``ctx``'s ``clean`` slot and read every output (non-empty)."""
-        slot = RunSlot("clean", ctx.workdir / "clean")
-        run = (runner or self.clean_runner)(
-            case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s
-        )
-        if not run.ok:
-            raise JobRunFailed(case.name, "clean", run)
-        rows = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
-        for name, got in rows.items():
-            if not got:
-                raise EmptyCleanOutput(case.name, name, str(slot.out))
-        return CleanRun(ctx, slot, rows, run.seconds)
-
     # -- the kill check (clean alongside the killed run) -------------------------------------
     def check(self, case: RecoveryCase) -> list[RecoveryResult]:
         """Run ``case`` clean, then killed at its crash plan and restarted; classify each output."""
@@ -243,7 +194,7 @@ class RecoveryHarness:
         described = case.crash.describe()
         if case.crash.kill_after_s is not None:  # a random moment: say where it landed
             described += f" (after {run.last_step or 'no step'})"
-        return self._restart_and_compare(case, ctx, slot, clean, run, FaultClass.KILL, described)
+        return self.restart_and_compare(case, ctx, slot, clean, run, FaultClass.KILL, described)
 
     # -- one cell of the matrix --------------------------------------------------------------
     def run_cell(
@@ -259,12 +210,12 @@ class RecoveryHarness:
         if cell is None:
             raise FaultNotApplicable(case.name, str(fault), "the job declares no point for it")
         if fault in BROKER_FAULTS:
-            from spark_ext.recovery.broker_faults import run_broker_cell
-
-            return run_broker_cell(self, case, cell)
+            if self.brokers is None:
+                raise FaultNotApplicable(
+                    case.name, str(fault), "the harness was given no broker factory (brokers=)"
+                )
+            return run_broker_cell(self, case, cell, self.brokers, self.broker_port)
         if fault is FaultClass.DISORDER:
-            from spark_ext.recovery.disorder import run_disorder_cell
-
             return run_disorder_cell(self, case, cell)
         if clean is None:
             ctx = self.context(case)
@@ -275,8 +226,6 @@ class RecoveryHarness:
         if fault is FaultClass.SPECULATION and cell.point is None:
             return self._refused_speculation(case, cell, clean)
         if fault in RETENTION_FAULTS:
-            from spark_ext.recovery.retention import run_retention_cell
-
             return run_retention_cell(self, case, cell, clean)
         return self._fault_run(case, cell, clean)
 
@@ -307,56 +256,7 @@ class RecoveryHarness:
         assert_fired(case.name, cell, run)
         if speculation:
             assert_speculated(case.name, cell, run)
-        return self._restart_and_compare(case, ctx, slot, clean, run, cell.fault, cell.describe())
-
-    def _restart_and_compare(
-        self,
-        case: RecoveryCase,
-        ctx: HarnessContext,
-        slot: RunSlot,
-        clean: CleanRun,
-        run: JobRun,
-        fault: FaultClass,
-        described: str,
-    ) -> list[RecoveryResult]:
-        seconds = {"clean": clean.seconds, "fault": run.seconds}
-        before = {o.name: len(case.read_output(ctx, slot, o.name)) for o in case.outputs}
-        note = "finished on its own"
-        if not run.ok:
-            error = observed_error(run.output_tail, typed_error_names())
-            note = "killed" if run.killed else f"failed ({error or 'untyped error'})"
-            log.info("%s: %s; restart from the checkpoint", case.name, note)
-            again = self.runner(case.module, case.restart_args(ctx, slot), timeout_s=self.timeout_s)
-            seconds["restarted"] = again.seconds
-            if not again.ok:
-                raise JobRunFailed(case.name, f"{fault} restarted", again)
-            note += ", restarted"
-        expected = case.expected(fault)
-        results = []
-        for out in case.outputs:
-            comparison = classify(
-                clean.rows[out.name], case.read_output(ctx, slot, out.name), out.spec
-            )
-            result = RecoveryResult(
-                case.name,
-                out.name,
-                expected[out.name],
-                described,
-                comparison,
-                before[out.name],
-                seconds,
-                fault=fault,
-                note=note,
-            )
-            log.info(
-                "%s %s: %s (expected %s)",
-                result.label,
-                fault,
-                result.observed,
-                result.expected_label,
-            )
-            results.append(result)
-        return results
+        return self.restart_and_compare(case, ctx, slot, clean, run, cell.fault, cell.describe())
 
     def _checkpoint_reset(
         self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
@@ -425,15 +325,6 @@ class RecoveryHarness:
             )
             results.append(result)
         return results
-
-
-def assert_fired(job: str, cell: FaultCell, run: JobRun) -> None:
-    """Raise :class:`FaultNotFired` unless ``run``'s fault log shows ``cell``'s fault firing."""
-    kind = cell.kind
-    if cell.point is None or kind is None:
-        return
-    if not run.fired(cell.point.name, kind.value):
-        raise FaultNotFired(job, cell.describe(), run)
 
 
 def forget_last_commit(checkpoint: Path) -> int:

@@ -32,8 +32,9 @@ from pathlib import Path
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.errors import FaultNotApplicable, RecoveryError
 from spark_ext.recovery.faults import BROKER_FAULTS, FAULT_DOCS, FaultClass
-from spark_ext.recovery.harness import CleanRun, RecoveryHarness
+from spark_ext.recovery.harness import RecoveryHarness
 from spark_ext.recovery.report import TABLE_COLUMNS, result_id, result_section, table_rows
+from spark_ext.recovery.runs import CleanRun
 
 __all__ = [
     "COLOURS",

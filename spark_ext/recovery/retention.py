@@ -34,16 +34,13 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import classify, without
 from spark_ext.recovery.errors import JobRunFailed, RetentionNotApplied
 from spark_ext.recovery.faults import FaultCell, observed_error
 from spark_ext.recovery.profiles import typed_error_names
-
-if TYPE_CHECKING:
-    from spark_ext.recovery.harness import CleanRun, RecoveryHarness
+from spark_ext.recovery.runs import CleanRun, JobRuns, assert_fired
 
 __all__ = [
     "TXN_RETENTION",
@@ -138,24 +135,22 @@ def trim_delta_log(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> int:
 
 
 def run_retention_cell(
-    harness: RecoveryHarness, case: RecoveryCase, cell: FaultCell, clean: CleanRun
+    runs: JobRuns, case: RecoveryCase, cell: FaultCell, clean: CleanRun
 ) -> list[RecoveryResult]:
     """Kill ``case`` at ``cell``'s point, expire its output as retention would, restart it."""
-    from spark_ext.recovery.harness import assert_fired
-
-    ctx = dataclasses.replace(clean.ctx, profile=harness.fault_profile)
+    ctx = dataclasses.replace(clean.ctx, profile=runs.fault_profile)
     slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
     shutil.rmtree(slot.out, ignore_errors=True)
     log.info("%s: %s", case.name, cell.describe())
-    run = harness.runner(
-        case.module, case.job_args(ctx, slot), fault=cell.spec(), timeout_s=harness.timeout_s
+    run = runs.runner(
+        case.module, case.job_args(ctx, slot), fault=cell.spec(), timeout_s=runs.timeout_s
     )
     assert_fired(case.name, cell, run)
     written = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
     case.expire_output(ctx, slot, cell.fault)
     kept = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
     removed = {o.name: without(written[o.name], kept[o.name], o.spec) for o in case.outputs}
-    again = harness.runner(case.module, case.restart_args(ctx, slot), timeout_s=harness.timeout_s)
+    again = runs.runner(case.module, case.restart_args(ctx, slot), timeout_s=runs.timeout_s)
     error = None if again.ok else observed_error(again.output_tail, typed_error_names())
     if not again.ok and error is None:
         raise JobRunFailed(case.name, f"{cell.fault} restarted (no typed error named)", again)

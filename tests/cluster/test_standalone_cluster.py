@@ -8,7 +8,7 @@ driver) with a profile that points at the cluster. The table must equal the one 
 pipeline writes in local mode.
 
 The fault matrix's ``speculation`` cells run here too (in CI those of :data:`CI_SPECULATED`;
-every one with ``SPARK_EXT_MATRIX_ALL=1``): Spark speculates only off a local master
+the others are heavy, ``--heavy``): Spark speculates only off a local master
 and runs a speculative copy only on a host without an attempt of the task, so they need this
 cluster. Each job whose cell has a straggler point gets one (the point sleeps on task attempt 0),
 Spark's copy races it on the other host, and the output must still be what the job declares.
@@ -17,7 +17,6 @@ Spark's copy races it on the other host, and the output must still be what the j
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 
@@ -43,9 +42,8 @@ SPECULATED = [
     if (cell := registry.get(n).cell(FaultClass.SPECULATION)) and cell.point is not None
 ]
 #: The ones CI runs (a task per slice fencing its speculative copy, and the tracker's gate);
-#: ``SPARK_EXT_MATRIX_ALL=1`` runs every one (the suite must stay under 35 minutes).
+#: the others are heavy (the suite must stay under 35 minutes).
 CI_SPECULATED = ["exactly_once_kafka", "tracker_windows"]
-ALL = os.environ.get("SPARK_EXT_MATRIX_ALL") == "1"
 
 EVENTS = 200
 COLUMNS = ["event_id", "user_id", "amount", "event_time", "topic", "partition", "offset"]
@@ -154,6 +152,18 @@ def test_exactly_once_job_on_the_standalone_cluster_equals_local_mode(
 def test_speculative_copies_on_the_other_host_leave_every_output_as_declared(
     cluster, kafka_bootstrap, tmp_path
 ):
+    speculate(cluster, kafka_bootstrap, tmp_path, CI_SPECULATED)
+
+
+@pytest.mark.heavy
+def test_speculative_copies_of_every_other_job_leave_every_output_as_declared(
+    cluster, kafka_bootstrap, tmp_path
+):
+    speculate(cluster, kafka_bootstrap, tmp_path, [j for j in SPECULATED if j not in CI_SPECULATED])
+
+
+def speculate(cluster, kafka_bootstrap, tmp_path, jobs: list[str]) -> None:
+    """Run the ``speculation`` cell of each of ``jobs`` on the cluster: each as declared."""
     _, master, _ = cluster
     # both two-phase Delta and Kafka paths, DeltaDedupSink and the tracker's gate at least
     assert len(SPECULATED) >= 5, SPECULATED
@@ -165,7 +175,6 @@ def test_speculative_copies_on_the_other_host_leave_every_output_as_declared(
         speculation_profile=str(cluster_profile(master, tmp_path)),
     )
     assert set(CI_SPECULATED) <= set(SPECULATED), CI_SPECULATED
-    jobs = SPECULATED if ALL else CI_SPECULATED
     plan = [(registry.get(job), (FaultClass.SPECULATION,)) for job in jobs]
     cells = run_plan(harness, plan, jobs_parallel=2)
     print(format_matrix(cells))

@@ -35,6 +35,7 @@ def read_output(spark, root):
     return spark.read.format("delta").load(str(PipelinePaths(root).ewma)).select(*VALUE_COLUMNS)
 
 
+@pytest.mark.heavy
 @pytest.mark.every_mode
 def test_duplicates_and_kills_give_the_clean_duplicate_free_output(
     spark, kafka_bootstrap, new_topic, tmp_path

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 from jobs import cli, registry
 from spark_ext.jobrun import REPO
@@ -67,7 +69,7 @@ def test_run_passes_the_rest_of_the_command_line_to_the_job_module():
 
 
 def test_console_script_is_installed():
-    script = REPO / ".venv" / "bin" / "spark-ext"
+    script = Path(sysconfig.get_path("scripts")) / "spark-ext"  # beside this interpreter
     assert script.exists()
     out = subprocess.run([str(script), "list"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "at_least_once" in out.stdout

@@ -4,10 +4,11 @@ CI runs the cells of the exactly-once Delta and Kafka jobs, the tracker's window
 dedup sink's job that no test of their own covers (:data:`CI_CELLS`, one clean run per job, the
 jobs two at a time), and the idempotent Kafka sink's refusal of speculation; each cell left out
 names the test that injects the same fault into the same job (the suite's 35-minute budget).
-``SPARK_EXT_MATRIX_ALL=1`` runs every registered job under every fault class, broker faults
-included (each on a broker of its own, paused past the delivery timeout: minutes per cell), the
-retention faults (output topic trimmed, Delta txn expired, Delta log trimmed) and event-time
-disorder; ``test_retention_and_disorder.py`` runs the cheapest of those in CI. The speculation
+The other cells are heavy (``--heavy``, or only them: ``-m "heavy and matrix"``): every
+registered job under every fault class, broker faults included (each on a broker of its own,
+paused past the delivery timeout: minutes per cell), the retention faults (output topic
+trimmed, Delta txn expired, Delta log trimmed) and event-time disorder;
+``test_retention_and_disorder.py`` runs the cheapest of those in CI. The speculation
 cells with a straggler need executors on two hosts (:mod:`spark_ext.recovery.speculation`):
 ``tests/cluster/test_standalone_cluster.py`` runs them on a standalone cluster whose workers sit
 on two loopback addresses. A cell whose outcome differs from its declaration fails its test
@@ -17,7 +18,6 @@ output, failed restart) fails with that error.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -33,11 +33,10 @@ from spark_ext.recovery.matrix import (
     write_matrix_report,
 )
 
-#: The matrix fixture runs every CI cell in one setup (measured: 16 min with the machine's
+#: The matrix fixture runs every selected cell in one setup (measured: 16 min with the machine's
 #: load average at 11-15, so over the suite's default 900 s per test): its own guard.
 pytestmark = [pytest.mark.matrix, pytest.mark.crash, pytest.mark.timeout(2700)]
 
-ALL = os.environ.get("SPARK_EXT_MATRIX_ALL") == "1"
 TASK, DRIVER, RESET = FaultClass.TASK_RAISE, FaultClass.DRIVER_RAISE, FaultClass.CHECKPOINT_RESET
 #: The CI subset: per job, the fault classes no other CI test injects into that job. Left out,
 #: with the test that covers each: ``kill`` of all four (every protocol step killed:
@@ -58,7 +57,6 @@ CI_CELLS: dict[str, tuple[FaultClass, ...]] = {
     # Refused at start, under any master (the straggler cells: tests/cluster/).
     "exactly_once_kafka_idempotent": (FaultClass.SPECULATION,),
 }
-PLAN = {job: tuple(FaultClass) for job in registry.names()} if ALL else CI_CELLS
 
 
 def _runs_here(job: str, fault: FaultClass) -> bool:
@@ -70,26 +68,37 @@ def _runs_here(job: str, fault: FaultClass) -> bool:
     return not (fault is FaultClass.SPECULATION and cell.point is not None)
 
 
-CELLS = [(job, fault) for job, faults in PLAN.items() for fault in faults if _runs_here(job, fault)]
+CI = [(job, fault) for job, faults in CI_CELLS.items() for fault in faults]
+#: Every cell this machine can inject, the CI ones first; the others are heavy.
+CELLS = [
+    pytest.param(
+        job, fault, id=f"{job}-{fault}", marks=() if (job, fault) in CI else pytest.mark.heavy
+    )
+    for job, fault in dict.fromkeys([*CI, *((j, f) for j in registry.names() for f in FaultClass)])
+    if _runs_here(job, fault)
+]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def matrix(
-    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[tuple[str, FaultClass], MatrixCell]:
-    """Every cell of :data:`CELLS`, run once for the session (jobs two at a time)."""
+    """Every selected cell of :data:`CELLS`, run once (jobs two at a time)."""
+    plan: dict[str, list[FaultClass]] = {}
+    for item in request.session.items:
+        if item.module is request.module:
+            plan.setdefault(item.callspec.params["job"], []).append(item.callspec.params["fault"])
     workdir = tmp_path_factory.mktemp("matrix")
     harness = RecoveryHarness(
         workdir, kafka_bootstrap, profile="test", timeout_s=600, brokers=private_broker
     )
-    plan = [(registry.get(job), faults) for job, faults in PLAN.items()]
-    cells = run_plan(harness, plan, jobs_parallel=2)
+    cells = run_plan(harness, [(registry.get(j), f) for j, f in plan.items()], jobs_parallel=2)
     index = write_matrix_report(cells, Path(workdir) / "report")
     print(f"\n{format_matrix(cells)}\nfault matrix report: {index}")
     return {(c.job, c.fault): c for c in cells}
 
 
-@pytest.mark.parametrize(("job", "fault"), CELLS, ids=[f"{j}-{f}" for j, f in CELLS])
+@pytest.mark.parametrize(("job", "fault"), CELLS)
 def test_job_under_fault_gets_its_declared_outcome(matrix, job: str, fault: FaultClass):
     cell = matrix[(job, fault)]
     # A planned cell that turned n/a proves nothing: a failure, never a skip.

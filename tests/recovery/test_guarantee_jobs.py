@@ -4,18 +4,15 @@ One harness check per job: a clean run (``O_e``, in this process), a run killed 
 fault point and its restart from the checkpoint (``O_f + O'``), compared output by output.
 At-most-once must show its gap and at-least-once its repeats and its divergent aggregate: a
 harness that reported ``precise`` here would be blind. The guarantee jobs under every fault
-class are in ``test_fault_matrix.py`` (the cheap cells in CI, all with
-``SPARK_EXT_MATRIX_ALL=1``).
+class are in ``test_fault_matrix.py`` (the cheap cells in CI, all with ``--heavy``).
 
 In CI (the suite's 35-minute budget) the at-least-once control runs here. The at-most-once one
-runs with ``SPARK_EXT_MATRIX_ALL=1``; in CI, ``jobs/notebooks/01_at_most_once.py`` (run by
+is heavy (``--heavy``); in CI, ``jobs/notebooks/01_at_most_once.py`` (run by
 ``tests/notebooks/test_notebooks.py``) rebuilds the same crash of the same job in process and
 asserts the harness classifies its output as a gap.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -38,10 +35,7 @@ def check(harness, name: str, results: list[RecoveryResult]) -> dict[str, Recove
     return {r.output: r for r in got}
 
 
-@pytest.mark.skipif(
-    os.environ.get("SPARK_EXT_MATRIX_ALL") != "1",
-    reason="runs with SPARK_EXT_MATRIX_ALL=1; in CI notebook 01 asserts the same gap",
-)
+@pytest.mark.heavy  # in CI notebook 01 asserts the same gap
 def test_at_most_once_job_loses_the_batch_whose_offsets_were_committed(harness, recovery_results):
     events = check(harness, "at_most_once", recovery_results)["events"]
     assert events.recovery_class is RecoveryClass.GAP

@@ -1,15 +1,14 @@
 """The harness's own broker (never the shared one): paused, resumed, killed and restarted,
 and stopped without waiting on a zombie.
 
-Pausing and resuming serve only the broker-fault cells of the fault matrix, which run with
-``SPARK_EXT_MATRIX_ALL=1``; so does this test (the suite's 35-minute budget). In CI,
+Pausing and resuming serve only the broker-fault cells of the fault matrix, which are heavy
+(``--heavy``); so is this test (the suite's 35-minute budget). In CI,
 ``tests/sinks/test_sink_broker_restart.py`` kills a private broker and restarts it on its data,
 and ``tests/sinks/test_kafka_sliced.py`` pauses one (SIGSTOP) of two.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -18,13 +17,7 @@ from connectors.kafka import consume_all, create_topic, produce
 from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 from spark_ext.recovery.broker_faults import free_port
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        os.environ.get("SPARK_EXT_MATRIX_ALL") != "1",
-        reason="runs with SPARK_EXT_MATRIX_ALL=1, as the broker-fault cells that use it",
-    ),
-]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 
 def answers(broker: LocalKafkaBroker) -> bool:

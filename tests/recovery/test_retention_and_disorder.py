@@ -12,13 +12,11 @@ to a checkpoint between the kill and the restart; the txn lives on there: precis
 6 s inside each partition where 1 s was promised: every input row is in exactly one window
 count or one late row.
 
-CI runs the idempotent Kafka sink's trim and the tracker's disorder; the other cells run with
-``SPARK_EXT_MATRIX_ALL=1`` (and in ``spark-ext matrix``).
+CI runs the idempotent Kafka sink's trim and the tracker's disorder; the other cells are heavy
+(``--heavy``; and in ``spark-ext matrix``).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -27,8 +25,8 @@ from spark_ext.recovery import FaultClass, RecoveryClass, RecoveryResult
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
-ALL = os.environ.get("SPARK_EXT_MATRIX_ALL") == "1"
-full_matrix = pytest.mark.skipif(not ALL, reason="SPARK_EXT_MATRIX_ALL=1 runs this cell")
+#: The cells CI leaves to the full matrix.
+full_matrix = pytest.mark.heavy
 
 
 def run(harness, job: str, fault: FaultClass, results: list[RecoveryResult]) -> RecoveryResult:

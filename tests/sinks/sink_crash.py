@@ -13,15 +13,12 @@ from spark_ext.jobrun import REPO, JobRun, run_job
 
 log = logging.getLogger(__name__)
 
-#: Kills at random times per sink, run only when asked: ``SPARK_EXT_RANDOM_KILLS=20`` (the
-#: issues' count). In CI each sink is killed at every step of its protocol by its own test
-#: instead; random kills, which also land between steps, cost 1.5 min per sink even at 2 kills
-#: (the suite's 35-minute budget).
+#: Kills at random times per sink, a heavy lane (``--heavy -k random``), each test killing its
+#: sink ``SPARK_EXT_RANDOM_KILLS`` times (the issues' count is 20). In CI each sink is killed at
+#: every step of its protocol by its own test instead; random kills, which also land between
+#: steps, cost 1.5 min per sink even at 2 kills (the suite's 35-minute budget).
 RANDOM_KILLS = int(os.environ.get("SPARK_EXT_RANDOM_KILLS", "2"))
-random_kills = pytest.mark.skipif(
-    "SPARK_EXT_RANDOM_KILLS" not in os.environ,
-    reason="random kills run with SPARK_EXT_RANDOM_KILLS=N (every step is killed in CI)",
-)
+random_kills = pytest.mark.heavy
 JOB_TIMEOUT_S = 420.0
 
 

@@ -145,6 +145,7 @@ def test_two_phase_delta_sink_raising_after_its_durable_commit_loses_no_batch(
     assert_no_staged_leftovers(root / "table")
 
 
+@pytest.mark.heavy
 @pytest.mark.every_mode
 def test_idempotent_delta_sink_killed_at_every_step_writes_each_row_once(
     spark, events_topic, expected, tmp_path

@@ -71,6 +71,7 @@ def assert_topic_is_exactly(spark, bootstrap, topic, expected, read_committed=Tr
     assert_df_equality(got, frame(expected), ignore_row_order=True)
 
 
+@pytest.mark.heavy
 @pytest.mark.every_mode
 def test_two_phase_kafka_sink_killed_at_every_step_writes_each_record_once(
     spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
@@ -89,6 +90,7 @@ def test_two_phase_kafka_sink_killed_at_every_step_writes_each_record_once(
     assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
 
 
+@pytest.mark.heavy
 @pytest.mark.every_mode
 def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path

@@ -51,6 +51,7 @@ def cluster(tmp_path_factory):
         yield c
 
 
+@pytest.mark.heavy
 @pytest.mark.every_mode
 def test_two_phase_commit_of_a_batch_with_an_expired_produce_raises_and_records_nothing(
     cluster, tmp_path
@@ -109,6 +110,7 @@ def test_two_phase_commit_of_a_row_naming_a_missing_partition_raises_and_aborts(
     assert SinkProgress(cluster.bootstrap, "out-badpart", "badpart").read().batch_id == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.every_mode
 def test_two_phase_batch_outliving_the_transaction_timeout_raises_a_typed_error_naming_it(
     kafka_bootstrap, new_topic, tmp_path, monkeypatch

@@ -4,6 +4,7 @@ a submit to a master that does not answer stops at once, stop removes the worker
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -42,6 +43,7 @@ def test_submit_to_a_master_that_does_not_answer_stops_at_once_without_a_java_tr
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},  # wherever its venv is
         timeout=120,
     )
     assert out.returncode == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import spark_ext
+from tests.modules import project_modules
 
 ROOT = Path(spark_ext.__file__).resolve().parent
 
@@ -66,25 +68,19 @@ def test_package_is_typed():
 def test_every_module_declares_its_public_names_and_each_exists():
     """docs/design.md, "Public surface": every module of spark_ext and connectors declares
     ``__all__``, and every name in it is defined there (no stale entry after a move)."""
-    import ast
-    import importlib
-
     missing, stale = [], []
-    for top in (ROOT, ROOT.parent / "connectors"):
-        for path in sorted(top.rglob("*.py")):
-            tree = ast.parse(path.read_text())
-            declared = [
-                n
-                for n in tree.body
-                if (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "__all__")
-                or (isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == "__all__")
-            ]
-            name = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
-            name = name.removesuffix(".__init__")
-            if not declared:
-                missing.append(name)
-                continue
-            module = importlib.import_module(name)
-            stale += [f"{name}.{n}" for n in module.__all__ if not hasattr(module, n)]
+    for module in project_modules(("spark_ext", "connectors")):
+        tree = ast.parse(module.path.read_text())
+        declared = [
+            n
+            for n in tree.body
+            if (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "__all__")
+            or (isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == "__all__")
+        ]
+        if not declared:
+            missing.append(module.name)
+            continue
+        public = importlib.import_module(module.name)
+        stale += [f"{module.name}.{n}" for n in public.__all__ if not hasattr(public, n)]
     assert not missing, f"modules without __all__: {missing}"
     assert not stale, f"__all__ names that do not exist: {stale}"
