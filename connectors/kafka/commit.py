@@ -20,7 +20,7 @@ from connectors.kafka.delivery import DeliveryCheck
 from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
-from connectors.kafka.staging import KafkaSinkSettings, StagedRecords, staged_records
+from connectors.kafka.settings import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
     ClientStalledError,

@@ -18,7 +18,7 @@ transaction per batch (so every record passes through the driver's one producer)
 
 1. ``staged`` -- each task writes its rows (``key``, ``value``, ``partition``) to an Arrow IPC
    file under ``staging_dir/<sink id>/b<batch>/``; the commit message names the file
-   (:mod:`connectors.kafka.staging`).
+   (:mod:`connectors.kafka.settings`).
 2. ``before_commit`` -- the driver's ``commit(messages, batchId)`` checks its run epoch
    (:class:`~spark_ext.sinks.errors.DriverFencedError` for a driver of an older start, before
    it touches the transactional id), starts a transactional producer with
@@ -101,8 +101,8 @@ from connectors.kafka.records import (
     current_batch_id,
     task_attempt,
 )
+from connectors.kafka.settings import KafkaSinkSettings, StagedRecords, staged_records
 from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
-from connectors.kafka.staging import KafkaSinkSettings, StagedRecords, staged_records
 from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, abort_batch, commit_batch
 
 log = logging.getLogger(__name__)

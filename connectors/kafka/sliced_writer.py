@@ -35,13 +35,13 @@ from connectors.kafka.clients import check_client
 from connectors.kafka.owner import check_still_owner, writer_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import check_columns, require_topic, task_attempt
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import (
     SliceTransaction,
     SliceWritten,
     record_batch,
     recover_slices,
 )
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import check_batch_order
 

@@ -109,7 +109,7 @@ from connectors.kafka.records import (
     current_batch_id,
     task_attempt,
 )
-from connectors.kafka.staging import KafkaSinkSettings
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext.sinks.errors import (
     BatchRegressionError,
     PartitionOutOfRangeError,

@@ -18,8 +18,8 @@ import pytest
 
 from connectors import kafka
 from connectors.kafka.progress import SinkProgress
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceTransaction, record_batch, recover_slices
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import DriverFencedError
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from connectors.kafka.records import existing_topics, require_topic
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import recover_slices
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import TopicMissingError
 
 pytestmark = pytest.mark.integration

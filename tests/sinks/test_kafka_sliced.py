@@ -19,6 +19,7 @@ from kafka_two_brokers import two_brokers
 from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.sink import SinkProgress
 from connectors.kafka.slices import (
     SliceTransaction,
@@ -26,7 +27,6 @@ from connectors.kafka.slices import (
     recover_slices,
     replay_state,
 )
-from connectors.kafka.staging import KafkaSinkSettings
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.idempotent import TaskStarted
 from connectors.kafka.progress import SinkProgress
-from connectors.kafka.staging import KafkaSinkSettings
+from connectors.kafka.settings import KafkaSinkSettings
 
 #: Dotted ids made of the words the sinks' names use as suffixes, so the collisions of the
 #: review (``X`` and ``X.run``, ``a.b``/``c`` and ``a``/``b.c``) are drawn, not just hoped for.
