@@ -69,12 +69,11 @@ def slice_settings(
     delivery_timeout_ms: int,
     owner: SinkOwner | None = None,
 ) -> KafkaSinkSettings:
-    """The settings of a transaction-per-slice sink (no staging folder), before recovery."""
+    """The settings of a transaction-per-slice sink, before recovery."""
     return KafkaSinkSettings(
         bootstrap=bootstrap,
         topic=topic,
         sink_id=sink_id,
-        staging_dir="",
         transaction_timeout_ms=transaction_timeout_ms,
         delivery_timeout_ms=delivery_timeout_ms,
         client=check_client(client),

@@ -69,8 +69,7 @@ What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*:
 records at once when its transaction commits, the batch complete once every task committed;
 never a record twice. A ``read_uncommitted`` consumer also sees the records of aborted
 transactions (a retried attempt, a task killed mid-transaction, a re-run slice), so it may see
-records twice. For whole-batch atomicity use ``atomicity="batch"`` (:mod:`connectors.kafka.sink`:
-one transaction per batch, produced from the driver, bounded by one producer).
+records twice. No mode makes a whole batch visible at once (docs/design.md, "Kafka sinks").
 
 Not covered: a task of an older driver that passed its run-epoch check just before a new start
 and commits after the start read the slice records (the window between a check and
@@ -612,7 +611,7 @@ def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> Kafk
 
     committer = KafkaCommitter(settings)
     try:
-        committer.recover(fence=True, staging=False, take_over=take_over)
+        committer.recover(fence=True, take_over=take_over)
         epoch = committer.started_epoch
     finally:
         committer.close()

@@ -176,7 +176,7 @@ class DriverFencedError(SinkError):
 
     Each start of a two-phase sink records a run epoch before it removes orphaned staging (the
     Delta sink: ``txn(<sink id>:run, epoch)`` in the table, checked on the snapshot every commit
-    is made against; the Kafka sink: see :mod:`connectors.kafka.sink`), so an older driver
+    is made against; the Kafka sink: see :mod:`connectors.kafka.commit`), so an older driver
     still running (a re-run notebook cell, a hung driver) can never commit staging the newer
     start deleted. Never retried: the older driver must stop.
     """

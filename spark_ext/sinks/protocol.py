@@ -5,11 +5,11 @@ Spark re-runs a micro-batch whose sink commit landed but whose commit-log entry 
 data, the id of the last batch it committed for its *sink id*, and treats a batch whose id is
 not above the recorded one as a replay: it is recognised and skipped.
 
-Two-phase commit (``TWO_PHASE`` steps, the two-phase Delta and Kafka sinks)
----------------------------------------------------------------------------
+Two-phase commit (``TWO_PHASE`` steps, the two-phase Delta sinks)
+-----------------------------------------------------------------
 1. ``staged`` (executor task): the task wrote its partition's rows to staging -- Parquet files
-   that no Delta snapshot references, or an Arrow file of records not yet in the output
-   topic -- and returns a small commit message naming what it staged. Nothing is visible.
+   that no Delta snapshot references -- and returns a small commit message naming what it
+   staged. Nothing is visible.
 2. ``before_commit`` (driver, ``commit(messages, batch_id)``): every task staged. The sink
    reads the batch id it last recorded for its sink id; if it is ``== batch_id`` the batch is
    a replay of a committed batch and step 3 is skipped. If it is ``> batch_id`` the query is
@@ -17,8 +17,8 @@ Two-phase commit (``TWO_PHASE`` steps, the two-phase Delta and Kafka sinks)
    :class:`~spark_ext.sinks.errors.BatchRegressionError`, nothing written.
 3. ``committed`` (driver): ONE atomic commit makes every staged part visible together with
    the marker (sink id, batch id): a Delta commit holding the add actions and
-   ``txn(appId=sink id, version=batch id)``, or a Kafka transaction holding the records and
-   the sink-progress offset. Before it nothing of the batch is visible; after it all is.
+   ``txn(appId=sink id, version=batch id)``. Before it nothing of the batch is visible; after
+   it all is.
 4. ``cleaned`` (driver): staged leftovers of the batch are removed (task attempts that lost,
    or the whole staging of a skipped replay). Spark then writes its own commit-log entry.
 
@@ -68,7 +68,6 @@ __all__ = [
     "IDEMPOTENT",
     "KAFKA_IDEMPOTENT",
     "KAFKA_SLICED",
-    "KAFKA_TWO_PHASE",
     "SINK_ID_PATTERN",
     "SLICED",
     "TWO_PHASE",
@@ -181,7 +180,6 @@ class Protocol:
 
 
 DELTA_TWO_PHASE = Protocol("delta2pc", TWO_PHASE)
-KAFKA_TWO_PHASE = Protocol("kafka2pc", TWO_PHASE)
 DELTA_IDEMPOTENT = Protocol("delta_idem", tuple(s for s in IDEMPOTENT if s.number in (1, 3)))
 KAFKA_IDEMPOTENT = Protocol("kafka_idem", IDEMPOTENT)
 KAFKA_SLICED = Protocol("kafka_tx", SLICED)

@@ -40,9 +40,7 @@ def test_recovery_of_a_topic_deleted_after_the_start_check_fails_naming_it(
     kafka_bootstrap, new_topic
 ):
     topic = new_topic("deleted-out", partitions=2)
-    settings = KafkaSinkSettings(
-        kafka_bootstrap, topic, "deleted_out", staging_dir="", delivery_timeout_ms=5000
-    )
+    settings = KafkaSinkSettings(kafka_bootstrap, topic, "deleted_out", delivery_timeout_ms=5000)
     require_topic(kafka_bootstrap, topic)  # what the start checked
     delete_topic(kafka_bootstrap, topic)
 

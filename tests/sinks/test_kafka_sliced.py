@@ -19,11 +19,12 @@ from kafka_two_brokers import two_brokers
 from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
+from connectors.kafka.progress import SinkProgress
 from connectors.kafka.settings import KafkaSinkSettings
-from connectors.kafka.sink import SinkProgress
 from connectors.kafka.slices import (
     SliceTransaction,
     lingering_slices,
+    record_batch,
     recover_slices,
     replay_state,
 )
@@ -46,9 +47,7 @@ SLOW_CLIENTS = CLIENTS if os.environ.get("SPARK_EXT_ALL_CLIENTS") == "1" else CL
 
 
 def settings_for(bootstrap: str, topic: str, sink_id: str, **extra) -> KafkaSinkSettings:
-    return KafkaSinkSettings(
-        bootstrap=bootstrap, topic=topic, sink_id=sink_id, staging_dir="", **extra
-    )
+    return KafkaSinkSettings(bootstrap=bootstrap, topic=topic, sink_id=sink_id, **extra)
 
 
 def arrow(values, partitions=None) -> pa.RecordBatch:
@@ -187,6 +186,19 @@ def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(
     stuck._producer = None
 
 
+def test_an_empty_batch_is_recorded_and_writes_nothing(kafka_bootstrap, new_topic):
+    """A batch without rows has no slice (no task opens a transaction): step 4 records its
+    id, and its replay records nothing again."""
+    topic = new_topic("slice-empty", partitions=1)
+    s = recover_slices(settings_for(kafka_bootstrap, topic, "slice_empty"))
+
+    record_batch(s, 0, [])
+    record_batch(s, 0, [])  # the replay: already recorded
+
+    assert kafka.consume_all(kafka_bootstrap, topic, read_committed=False) == []
+    assert SinkProgress(kafka_bootstrap, topic, "slice_empty").read().batch_id == 0
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with two_brokers(tmp_path_factory.mktemp("sliced-two-brokers")) as c:
@@ -237,17 +249,15 @@ def producer_id_of(bootstrap: str, transactional_id: str) -> int:
         admin.close()
 
 
-@pytest.mark.parametrize("atomicity", ["slice", "batch"])
 def test_no_record_passes_the_driver_with_a_transaction_per_slice(
-    spark, kafka_bootstrap, events_topic, new_topic, tmp_path, atomicity
+    spark, kafka_bootstrap, events_topic, new_topic, tmp_path
 ):
-    """Who wrote the output, as the brokers know it (DescribeProducers): with a transaction
-    per slice only the tasks' transactional ids (``...s<i>``), never the driver's
-    (``...commit``, which only records the run epoch); with one transaction per batch (the
-    control) only the driver's. PySpark runs a data source's commit in a Python worker of
-    the driver, so counting sends in the test process would prove nothing."""
-    out = new_topic(f"eo-{atomicity}", partitions=3)
-    sink_id = f"nodriver_{atomicity}"
+    """Who wrote the output, as the brokers know it (DescribeProducers): only the tasks'
+    transactional ids (``...s<i>``), never the driver's (``...commit``, which only records the
+    run epoch and the batches). PySpark runs a data source's commit in a Python worker of the
+    driver, so counting sends in the test process would prove nothing."""
+    out = new_topic("eo-slice", partitions=3)
+    sink_id = "nodriver_slice"
     df = forward(
         kafka.read_stream(spark, kafka_bootstrap, events_topic, max_offsets_per_trigger=MAX_OFFSETS)
     )
@@ -257,7 +267,6 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
         bootstrap=kafka_bootstrap,
         sink_id=sink_id,
         checkpoint=str(tmp_path / "chk"),
-        atomicity=atomicity,
         trigger=Trigger(available_now=True),
     )
     await_done(q, 300)
@@ -272,20 +281,16 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
     s = settings_for(kafka_bootstrap, out, sink_id)
     driver = producer_id_of(kafka_bootstrap, s.transactional_id)
     writers = producer_ids_writing(kafka_bootstrap, out)
-    if atomicity == "slice":
-        tasks = {
-            producer_id_of(kafka_bootstrap, s.slice_transactional_id(i))
-            for i in range(recorded.slices)
-        }
-        assert driver not in writers and writers and writers <= tasks
-    else:
-        assert writers == {driver}
+    tasks = {
+        producer_id_of(kafka_bootstrap, s.slice_transactional_id(i)) for i in range(recorded.slices)
+    }
+    assert driver not in writers and writers and writers <= tasks
 
 
 def sliced_args(topic, out, tmp_path, profile="test", sink_id="eo_sliced"):
     return [
         "--profile", profile, "--topic", topic, "--out", out, "--mode", "two_phase",
-        "--atomicity", "slice", "--sink-id", sink_id, "--checkpoint", str(tmp_path / "chk"),
+        "--sink-id", sink_id, "--checkpoint", str(tmp_path / "chk"),
         "--max-offsets-per-trigger", str(MAX_OFFSETS),
     ]  # fmt: skip
 

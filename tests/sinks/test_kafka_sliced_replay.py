@@ -77,7 +77,7 @@ def resliced(kafka_bootstrap, events_topic, tmp_path_factory) -> dict[tuple[str,
                 timeout_s=JOB_TIMEOUT_S,
                 cwd=REPO,
             )
-            left = replay_state(KafkaSinkSettings(kafka_bootstrap, out, sink_id, staging_dir=""))
+            left = replay_state(KafkaSinkSettings(kafka_bootstrap, out, sink_id))
             if trim:
                 trim_topic(kafka_bootstrap, out)
             second = run_job(
