@@ -155,7 +155,6 @@ def exactly_once_to_kafka(
     trigger: Trigger = DEFAULT_TRIGGER,
     transaction_timeout_ms: int = 300_000,
     delivery_timeout_ms: int = 120_000,
-    client: str = "confluent-kafka",
     query_name: str | None = None,
     take_over: bool = False,
 ) -> StreamingQuery:
@@ -199,10 +198,6 @@ def exactly_once_to_kafka(
         that stalls (``ClientStalledError``, e.g. after the group coordinator restarted).
         Idempotent: how long a task retried after its executor was lost waits before it
         reads back what the lost attempt, maybe still running, sent.
-    client
-        The client the tasks produce with:
-        ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
-        default) or ``"kafka-python"``. Both give the same guarantees.
     take_over
         The sink is owned by the query whose ``checkpoint`` first wrote with ``sink_id``
         (Spark's query id, kept in the checkpoint and recorded next to the sink's batch). Another
@@ -243,7 +238,7 @@ def exactly_once_to_kafka(
         from connectors.kafka.slices import FORMAT, KafkaSlicedDataSource, recover_slices
 
         settings = slice_settings(
-            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms, owner
+            bootstrap, topic, sink_id, transaction_timeout_ms, delivery_timeout_ms, owner
         )
         # checks the owner, fences older drivers (run epoch), records the owner, aborts slice
         # transactions left open, finds the recorded and a partly committed batch
@@ -252,7 +247,7 @@ def exactly_once_to_kafka(
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":
         idempotent = KafkaIdempotentWriter(
-            bootstrap, topic, sink_id, client, owner, take_over, delivery_timeout_ms
+            bootstrap, topic, sink_id, owner, take_over, delivery_timeout_ms
         )
         idempotent.claim(owner)  # at start: another owner is refused before the query runs
         query = writer.foreachBatch(idempotent).start()

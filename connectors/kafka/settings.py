@@ -25,7 +25,7 @@ class KafkaSinkSettings:
     topic: str
     sink_id: str
     transaction_timeout_ms: int = 300_000
-    #: How long a record may wait for its acknowledgement (kafka-python ``delivery_timeout_ms``).
+    #: How long a record may wait for its acknowledgement (librdkafka ``message.timeout.ms``).
     delivery_timeout_ms: int = 120_000
     #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
     #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
@@ -34,10 +34,6 @@ class KafkaSinkSettings:
     #: against the progress record of every commit; ``None``: unchecked (commits made outside
     #: a query).
     owner: str | None = None
-    #: The client the tasks produce with:
-    #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
-    #: (:mod:`connectors.kafka.clients`).
-    client: str = "confluent-kafka"
     #: What the start found (:func:`connectors.kafka.slices.
     #: replay_state`): the batch recorded then (a task of it or below writes nothing) ...
     recorded: int | None = None
@@ -97,7 +93,6 @@ class KafkaSinkSettings:
             "sink_id": self.sink_id,
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
-            "client": self.client,
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
             **({"owner": self.owner} if self.owner is not None else {}),
             **({"recorded": str(self.recorded)} if self.recorded is not None else {}),
@@ -138,7 +133,6 @@ class KafkaSinkSettings:
             sink_id=options.get("sink_id", ""),
             run_epoch=number("run_epoch"),
             owner=options.get("owner"),
-            client=options.get("client", "confluent-kafka"),
             recorded=number("recorded"),
             partial=number("partial"),
             replay_from=replay_from,
