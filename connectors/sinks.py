@@ -20,7 +20,6 @@ Example
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from pathlib import Path
 from typing import Literal
@@ -37,7 +36,6 @@ __all__ = ["Trigger", "exactly_once_to_delta", "exactly_once_to_kafka"]
 
 DeltaMode = Literal["two_phase", "idempotent"]
 KafkaMode = Literal["two_phase", "idempotent"]
-KafkaAtomicity = Literal["slice", "batch"]
 
 
 def exactly_once_to_delta(
@@ -154,12 +152,9 @@ def exactly_once_to_kafka(
     sink_id: str,
     checkpoint: str | Path,
     mode: KafkaMode = "two_phase",
-    atomicity: KafkaAtomicity = "slice",
     trigger: Trigger = DEFAULT_TRIGGER,
-    staging_dir: str | Path | None = None,
     transaction_timeout_ms: int = 300_000,
     delivery_timeout_ms: int = 120_000,
-    client: str = "confluent-kafka",
     query_name: str | None = None,
     take_over: bool = False,
 ) -> StreamingQuery:
@@ -168,10 +163,10 @@ def exactly_once_to_kafka(
     Parameters
     ----------
     df
-        A streaming DataFrame with a ``value`` column (string or binary) and optionally
-        ``key`` (string or binary) and ``partition`` (int), like Spark's Kafka sink takes, and
-        ``record_id`` (string): the row's input coordinates, unique within a batch and the
-        same when the batch is re-run -- required with ``mode="idempotent"``.
+        A streaming DataFrame with a ``value`` column (string or binary), a ``record_id``
+        column (string: the row's input coordinates, unique within a batch and the same when
+        the batch is re-run) and optionally ``key`` (string or binary) and ``partition``
+        (int), like Spark's Kafka sink takes.
     topic
         The output topic; it must exist (:class:`~spark_ext.sinks.errors.TopicMissingError`
         otherwise, raised here).
@@ -179,45 +174,30 @@ def exactly_once_to_kafka(
         Kafka bootstrap servers.
     sink_id
         Names this sink for good: the progress consumer group ``spark_ext.sink:<sink_id>``
-        records the last batch written; the transactional ids are
-        ``spark_ext.tx:<sink_id>:<topic>:s<task>`` (``atomicity="slice"``) or
-        ``spark_ext.tx:<sink_id>:<topic>:commit`` (``atomicity="batch"``); every name is in
+        records the last batch written; the tasks' transactional ids are
+        ``spark_ext.tx:<sink_id>:<topic>:s<task>``; every name is in
         :mod:`connectors.kafka.names`.
     checkpoint
         Spark's checkpoint location.
     mode
-        ``"two_phase"``: Kafka transactions that also record what was written (see
-        ``atomicity``). ``"idempotent"``: tasks produce directly, every record carries a
-        ``spark_ext.record_id`` header; a replayed batch re-sends only records not already in
-        the topic.
-    atomicity
-        (two-phase) ``"slice"`` (default): every task produces its records straight to the
-        topic in its own transaction, committed with a record of the slice; nothing passes
-        the driver (:mod:`connectors.kafka.slices`). ``read_committed`` consumers see a
-        batch task by task, each record once. ``"batch"``: tasks stage their records in files
-        and the driver produces the whole batch in ONE transaction, so ``read_committed``
-        consumers see a whole batch or nothing; throughput is bounded by one producer on the
-        driver and a batch must commit within ``transaction_timeout_ms``.
-    staging_dir
-        (two-phase, ``atomicity="batch"``) Where tasks stage records; must be visible to
-        executors and driver. Default: ``<checkpoint>/_sink_staging``.
+        ``"two_phase"``: every task produces its records straight to the topic in its own
+        Kafka transaction, committed with a record of the slice; nothing passes the driver
+        (:mod:`connectors.kafka.slices`). ``read_committed`` consumers see a batch task by
+        task, each record once. ``"idempotent"``: tasks produce directly, every record
+        carries a ``spark_ext.record_id`` header; a replayed batch re-sends only records not
+        already in the topic.
     transaction_timeout_ms
         (two-phase) Must not exceed the broker's ``transaction.max.timeout.ms``; checked here
-        (:class:`TransactionTimeoutError`). A transaction that outlives it (one task's slice,
-        or with ``atomicity="batch"`` the whole batch, retried once) fails with
-        ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
+        (:class:`TransactionTimeoutError`). A transaction that outlives it (one task's slice)
+        fails with ``TransactionExpiredError`` naming this setting; Spark retries a failed task. Bound
         batches with ``maxOffsetsPerTrigger`` so the largest one commits well within it.
     delivery_timeout_ms
         How long a record may wait for its acknowledgement (at least 1000). Two-phase: a
-        record not acknowledged in time fails its slice or batch with ``ProduceFailedError``
+        record not acknowledged in time fails its slice with ``ProduceFailedError``
         and nothing of it is committed. It also sets how long the sink waits on a client call
         that stalls (``ClientStalledError``, e.g. after the group coordinator restarted).
         Idempotent: how long a task retried after its executor was lost waits before it
         reads back what the lost attempt, maybe still running, sent.
-    client
-        (idempotent, and two-phase with ``atomicity="slice"``) The client the tasks produce with:
-        ``"confluent-kafka"`` (librdkafka, several times kafka-python's records/s; the
-        default) or ``"kafka-python"``. Both give the same guarantees.
     take_over
         The sink is owned by the query whose ``checkpoint`` first wrote with ``sink_id``
         (Spark's query id, kept in the checkpoint and recorded next to the sink's batch). Another
@@ -235,74 +215,43 @@ def exactly_once_to_kafka(
     offsets expire after the broker's ``offsets.retention.minutes`` without commits (7 days
     by default), after which a replay of the last batch is no longer recognised. Refused at
     start (typed): a missing ``topic``; a sink id another query owns (``SinkOwnerError``,
-    see ``take_over``); in idempotent mode, rows without ``record_id`` and
+    see ``take_over``); rows without ``record_id``; in idempotent mode,
     ``spark.speculation`` on (two attempts of a task writing at once cannot be fenced without
     transactions). Failures while writing are typed too (``spark_ext.sinks.errors``):
     an undelivered record (``ProduceFailedError``, nothing recorded), a ``partition`` the topic
     lacks, output trimmed below the recorded offsets (``ReplayUnprovableError``).
     """
-    from connectors.kafka.idempotent import check_no_speculation
-    from connectors.kafka.records import require_topic
-    from connectors.kafka.sink import (
-        FORMAT,
-        KafkaCommitter,
-        KafkaIdempotentWriter,
-        KafkaSinkSettings,
-        KafkaTwoPhaseDataSource,
-        check_columns,
-    )
+    from connectors.kafka.idempotent import KafkaIdempotentWriter, check_no_speculation
+    from connectors.kafka.records import check_columns, require_topic
     from spark_ext.sinks.owner import owner_of_checkpoint
 
     chk = check_sink_query(df, checkpoint, sink_id)
-    check_columns(df.schema, require_record_id=mode == "idempotent" or atomicity == "slice")
+    check_columns(df.schema, require_record_id=True)
     if mode == "idempotent":
         check_no_speculation(df)
     require_topic(bootstrap, topic)
     owner = owner_of_checkpoint(chk)  # the query id Spark will run this checkpoint with
     writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
     writer = trigger.apply(writer.outputMode("append"))
-    if mode == "two_phase" and atomicity == "slice":
+    if mode == "two_phase":
         from connectors.kafka.sliced_writer import slice_settings
-        from connectors.kafka.slices import FORMAT as SLICED
-        from connectors.kafka.slices import KafkaSlicedDataSource, recover_slices
+        from connectors.kafka.slices import FORMAT, KafkaSlicedDataSource, recover_slices
 
         settings = slice_settings(
-            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms, owner
+            bootstrap, topic, sink_id, transaction_timeout_ms, delivery_timeout_ms, owner
         )
         # checks the owner, fences older drivers (run epoch), records the owner, aborts slice
         # transactions left open, finds the recorded and a partly committed batch
         settings = recover_slices(settings, take_over=take_over)
         df.sparkSession.dataSource.register(KafkaSlicedDataSource)
-        query = writer.format(SLICED).options(**settings.as_options()).start()
-    elif mode == "two_phase":
-        if atomicity != "batch":
-            raise SinkConfigError("atomicity", f"{atomicity!r} is not 'slice' or 'batch'")
-        settings = KafkaSinkSettings(
-            bootstrap=bootstrap,
-            topic=topic,
-            sink_id=sink_id,
-            staging_dir=str(staging_dir or Path(chk) / "_sink_staging"),
-            transaction_timeout_ms=transaction_timeout_ms,
-            delivery_timeout_ms=delivery_timeout_ms,
-            owner=owner.query_id,
-        )
-        committer = KafkaCommitter(settings)
-        try:
-            # checks the owner, fences older drivers of this sink (run epoch), records the
-            # owner, then removes orphaned staging
-            committer.recover(fence=True, take_over=take_over)
-        finally:
-            committer.close()
-        settings = dataclasses.replace(settings, run_epoch=committer.started_epoch)
-        df.sparkSession.dataSource.register(KafkaTwoPhaseDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     elif mode == "idempotent":
         idempotent = KafkaIdempotentWriter(
-            bootstrap, topic, sink_id, client, owner, take_over, delivery_timeout_ms
+            bootstrap, topic, sink_id, owner, take_over, delivery_timeout_ms
         )
         idempotent.claim(owner)  # at start: another owner is refused before the query runs
         query = writer.foreachBatch(idempotent).start()
     else:
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
-    log.info("exactly-once Kafka sink %s (%s/%s) -> %s started", sink_id, mode, atomicity, topic)
+    log.info("exactly-once Kafka sink %s (%s) -> %s started", sink_id, mode, topic)
     return query

@@ -14,9 +14,8 @@ A missing ``--topic`` fails at start with :class:`~spark_ext.sinks.errors.TopicM
 Guarantees: every record of ``--topic`` (read ``read_committed``) is in ``--out`` exactly once
 across any number of SIGKILLs and restarts from ``--checkpoint``: for ``read_committed``
 consumers with ``--mode two_phase`` (a Kafka transaction per task, so such consumers see a batch
-task by task; ``--atomicity batch``: one transaction per micro-batch, produced from the driver,
-so they see a whole batch or nothing), for every consumer with ``--mode idempotent`` (record-id
-headers; a replayed batch re-sends only what is missing).
+task by task), for every consumer with ``--mode idempotent`` (record-id headers; a replayed
+batch re-sends only what is missing).
 Does not guarantee: an output partition per input partition (records go by key); with
 ``two_phase``, ``read_uncommitted`` consumers also see aborted records; exactly-once if
 ``--sink-id`` or ``--checkpoint`` change between runs.
@@ -65,12 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--sink-id", required=True)
     parser.add_argument("--mode", choices=["two_phase", "idempotent"], default="two_phase")
-    parser.add_argument(
-        "--atomicity",
-        choices=["slice", "batch"],
-        default="slice",
-        help="two_phase: a transaction per task (default), or one per batch from the driver",
-    )
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument(
         "--processing-time", default=None, help="run continuously, not availableNow"
@@ -114,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         sink_id=args.sink_id,
         checkpoint=args.checkpoint,
         mode=args.mode,
-        atomicity=args.atomicity,
         trigger=trigger,
         delivery_timeout_ms=args.delivery_timeout_ms,
     )

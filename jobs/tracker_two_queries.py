@@ -78,7 +78,7 @@ def start_two_queries(
     """Start ``up`` and ``down``; returns both queries and their shared agent."""
     from connectors import kafka
     from connectors.delta.idempotent import DeltaIdempotentWriter
-    from connectors.kafka.sink import KafkaTwoPhaseWriter
+    from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
     from jobs.tracker_windows import parse, topic_partitions
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger

@@ -1,21 +1,17 @@
-"""The producers the Kafka sinks' tasks write with: one interface, two clients.
+"""The producer the Kafka sinks' tasks write with: confluent-kafka (librdkafka).
 
 :class:`~connectors.kafka.slices.SliceTransaction` (two-phase, a transaction per task) and
 :class:`~connectors.kafka.idempotent.SliceWriter` (idempotent, no transactions) run their
-protocols; a :class:`TaskProducer` carries the records. Two implementations:
+protocols; a :class:`ConfluentProducer` carries the records. Why librdkafka on the data path
+(kafka-python stays for admin calls, read-backs and the driver's control records):
+docs/design.md, "Kafka sinks".
 
-* :class:`KafkaPythonProducer` -- kafka-python, the project's named client. Measured on this
-  machine at 16-28k records/s per producer (a Python loop per record inside the client).
-* :class:`ConfluentProducer` -- confluent-kafka (librdkafka): 110k+ records/s per producer in the
-  same loop, which is what lets the sink reach Spark's own Kafka sink (issue #14's 0.9x target;
-  the bench in ``scripts/benchmarks/sinks.py`` measures both). The default.
-
-Both report the same three outcomes the protocol acts on: :class:`SliceFenced` (another
-producer with the transactional id took over, or the broker aborted the transaction for age),
-:class:`~spark_ext.sinks.errors.ProduceFailedError` (a record was not delivered: librdkafka
-makes the transaction abortable, kafka-python does not -- K1 -- so both count failures in the
-delivery callbacks and refuse to commit), and anything else as the client's own error.
-Both partition keyed records with murmur2 like the Java client and Spark's Kafka sink.
+It reports the three outcomes the protocols act on: :class:`SliceFenced` (another producer
+with the transactional id took over, or the broker aborted the transaction for age),
+:class:`~spark_ext.sinks.errors.ProduceFailedError` (a record was not delivered: failures are
+counted in the delivery callbacks and a flush refuses the batch, K1), and anything else as the
+client's own error. Keyed records are partitioned with murmur2 like the Java client and Spark's
+Kafka sink.
 """
 
 from __future__ import annotations
@@ -23,41 +19,28 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from connectors.kafka.commit import FENCED, send_offsets
-from connectors.kafka.delivery import DeliveryCheck
 from connectors.kafka.records import (
     LINGER_MS,
     PRODUCER,
     STALL_GRACE_S,
     bounded,
     call_timeout_s,
-    client_deadline_s,
 )
 from spark_ext.sinks.errors import (
     ClientStalledError,
     ProduceFailedError,
-    SinkConfigError,
     TopicMissingError,
 )
 
 __all__ = [
-    "CLIENTS",
-    "Client",
     "ConfluentProducer",
-    "KafkaPythonProducer",
     "SliceFenced",
-    "TaskProducer",
     "bounded",
-    "check_client",
-    "client_deadline_s",
-    "task_producer",
 ]
 
-Client = Literal["confluent-kafka", "kafka-python"]
 LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
-CLIENTS: tuple[str, ...] = ("confluent-kafka", "kafka-python")
 #: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).
 _GROUP_METADATA: dict[tuple[str, str], Any] = {}
 
@@ -66,194 +49,6 @@ class SliceFenced(Exception):
     """Internal: the producer was fenced (or its transaction aborted by the broker)."""
 
 
-class TaskProducer(Protocol):
-    """A producer for one task (transactional unless made without a transactional id)."""
-
-    def init(self) -> None: ...
-    def partitions(self) -> set[int]: ...
-    def begin(self) -> None: ...
-    def send(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None: ...
-    def send_many(
-        self,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None = None,
-        partitions: Sequence[int | None] | None = None,
-        header: tuple[str, Sequence[bytes]] | None = None,
-    ) -> None: ...
-    def flush(self, sink_id: str, batch_id: int) -> None: ...
-    def offsets(self, group: str, offset: int, metadata: str) -> None: ...
-    def probe(self, group: str, offset: int, metadata: str) -> None: ...
-    def commit(self, group: str, offset: int, metadata: str) -> None: ...
-    def abort(self) -> None: ...
-    def close(self) -> None: ...
-
-
-def check_client(client: str) -> str:
-    """``client`` if it is known and importable, else :class:`SinkConfigError` naming it."""
-    if client not in CLIENTS:
-        raise SinkConfigError("client", f"{client!r} is not one of {list(CLIENTS)}")
-    if client == "confluent-kafka":
-        try:
-            import confluent_kafka  # noqa: F401
-        except ImportError as exc:
-            raise SinkConfigError(
-                "client", "confluent-kafka is not installed; install it or use 'kafka-python'"
-            ) from exc
-    return client
-
-
-def task_producer(
-    client: str,
-    *,
-    bootstrap: str,
-    topic: str,
-    transactional_id: str | None,
-    transaction_timeout_ms: int = 300_000,
-    delivery_timeout_ms: int = 120_000,
-) -> TaskProducer:
-    """A :class:`TaskProducer` of ``client`` (``"confluent-kafka"`` or ``"kafka-python"``);
-    ``transactional_id=None``: an idempotent producer without transactions."""
-    cls = ConfluentProducer if check_client(client) == "confluent-kafka" else KafkaPythonProducer
-    return cls(bootstrap, topic, transactional_id, transaction_timeout_ms, delivery_timeout_ms)
-
-
-# -- kafka-python -------------------------------------------------------------------------
-class KafkaPythonProducer:
-    """:class:`TaskProducer` on kafka-python (every produce future watched: K1)."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        transactional_id: str | None,
-        transaction_timeout_ms: int,
-        delivery_timeout_ms: int,
-    ) -> None:
-        from kafka import KafkaProducer
-
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.deadline_s = client_deadline_s(delivery_timeout_ms)
-        txn = (
-            {"transactional_id": transactional_id, "transaction_timeout_ms": transaction_timeout_ms}
-            if transactional_id
-            else {}
-        )
-        self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            **PRODUCER,
-            **txn,
-            delivery_timeout_ms=delivery_timeout_ms,
-            request_timeout_ms=min(30_000, delivery_timeout_ms - LINGER_MS),
-        )
-        self.check = DeliveryCheck()
-        #: A call of this producer was given up (:func:`send_offsets`): dropped, never aborted
-        #: or closed (each would wait behind the call).
-        self.stalled: Exception | None = None
-
-    def init(self) -> None:
-        self.producer.init_transactions()
-
-    def partitions(self) -> set[int]:
-        from kafka.errors import KafkaTimeoutError
-
-        try:
-            return set(self.producer.partitions_for(self.topic) or ())
-        except KafkaTimeoutError as exc:
-            raise TopicMissingError(self.topic, "output") from exc
-
-    def begin(self) -> None:
-        self.check = DeliveryCheck()
-        self.producer.begin_transaction()
-
-    def send(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        try:
-            future = self.producer.send(
-                self.topic, key=key, value=value, partition=partition, headers=headers
-            )
-        except FENCED as exc:
-            raise SliceFenced(str(exc)) from exc
-        self.check.watch(future)
-
-    def send_many(
-        self,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None = None,
-        partitions: Sequence[int | None] | None = None,
-        header: tuple[str, Sequence[bytes]] | None = None,
-    ) -> None:
-        """:meth:`send` of every row (columns of equal length; ``header``: one header's name
-        and its value for every row)."""
-        n = len(values)
-        names = [None] * n if header is None else [[(header[0], h)] for h in header[1]]
-        for value, key, part, headers in zip(
-            values,
-            [None] * n if keys is None else keys,
-            [None] * n if partitions is None else partitions,
-            names,
-            strict=True,
-        ):
-            self.send(key, value, part, headers)
-
-    def flush(self, sink_id: str, batch_id: int) -> None:
-        self.producer.flush()
-        try:
-            self.check.raise_if_failed(sink_id, batch_id)
-        except ProduceFailedError as exc:
-            if isinstance(exc.cause, FENCED):
-                raise SliceFenced(repr(exc.cause)) from exc
-            raise
-
-    def offsets(self, group: str, offset: int, metadata: str) -> None:
-        """Add ``group``'s committed offset on partition 0 to the open transaction (the
-        coordinator checks the producer's epoch: :class:`SliceFenced` if it is stale)."""
-        from kafka import TopicPartition
-        from kafka.structs import OffsetAndMetadata
-
-        offsets = {TopicPartition(self.topic, 0): OffsetAndMetadata(offset, metadata, -1)}
-        try:
-            send_offsets(self.producer, offsets, group, self.bootstrap, self.topic, self.deadline_s)
-        except FENCED as exc:
-            raise SliceFenced(str(exc)) from exc
-        except (ClientStalledError, TopicMissingError) as exc:
-            self.stalled = exc
-            raise
-
-    def probe(self, group: str, offset: int, metadata: str) -> None:
-        """:meth:`offsets`, where being fenced is an expected answer (kafka-python still logs
-        it at ERROR from its sender thread: the library's line, not this sink's)."""
-        self.offsets(group, offset, metadata)
-
-    def commit(self, group: str, offset: int, metadata: str) -> None:
-        self.offsets(group, offset, metadata)
-        try:
-            self.producer.commit_transaction()
-        except FENCED as exc:
-            raise SliceFenced(str(exc)) from exc
-
-    def abort(self) -> None:
-        if self.stalled is not None:
-            raise self.stalled
-        self.producer.abort_transaction()
-
-    def close(self) -> None:
-        if self.stalled is None:
-            self.producer.close(timeout=10)
-
-
-# -- confluent-kafka ----------------------------------------------------------------------
 class _ProducerLog:
     """librdkafka's log lines of one producer, into :data:`LIBRDKAFKA_LOG` (confluent-kafka
     calls ``log(level, fmt, *args)`` on the object given as ``logger``). While a fence is an
@@ -269,15 +64,16 @@ class _ProducerLog:
 
 
 class ConfluentProducer:
-    """:class:`TaskProducer` on confluent-kafka (librdkafka), the fast data path."""
+    """A producer for one task: transactional, or idempotent without transactions
+    (``transactional_id=None``)."""
 
     def __init__(
         self,
         bootstrap: str,
         topic: str,
         transactional_id: str | None,
-        transaction_timeout_ms: int,
-        delivery_timeout_ms: int,
+        transaction_timeout_ms: int = 300_000,
+        delivery_timeout_ms: int = 120_000,
     ) -> None:
         from confluent_kafka import Producer
 

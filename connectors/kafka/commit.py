@@ -1,64 +1,43 @@
-"""The two-phase Kafka sink on the driver: steps 2-4 of one batch, in ONE Kafka transaction.
+"""The two-phase Kafka sink on the driver: the run epoch, the owner, and step 4's record.
 
-See :mod:`connectors.kafka.sink` for the protocol and what consumers see. This module holds
-:class:`KafkaCommitter` (run by :func:`spark_ext.sinks.protocol.commit_batch`), the run epoch
-that fences older drivers, and the retry rules of step 3 (lost answer, fenced writer, expired
-transaction, undelivered record).
+:class:`KafkaCommitter` holds the driver's transactional producer
+(``spark_ext.tx:<sink id>:<topic>:commit``). At start (:meth:`KafkaCommitter.recover`) it checks
+the transaction timeout and the owner, fences older drivers with a new run epoch and records
+the owner; step 4 of :mod:`connectors.kafka.slices` records each batch in a transaction of it
+(:meth:`KafkaCommitter.record_progress`). Why: docs/design.md, "Kafka sinks".
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import time
-from collections.abc import Sequence
 from typing import Any
 
-from connectors.kafka.delivery import DeliveryCheck
-from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
+from connectors.kafka.owner import check_progress_owner, record_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
-from connectors.kafka.staging import KafkaSinkSettings, StagedRecords, staged_records
-from spark_ext.crash import declare
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext.sinks.errors import (
     ClientStalledError,
-    CommitUncertainError,
     DriverFencedError,
-    PartitionOutOfRangeError,
-    ProduceFailedError,
     SinkError,
     SinkOwnerError,
-    StagedDataMissingError,
     TopicMissingError,
-    TransactionExpiredError,
     TransactionTimeoutError,
     WriterFencedError,
 )
 from spark_ext.sinks.owner import SinkOwner
-from spark_ext.sinks.protocol import KAFKA_TWO_PHASE, Protocol, TwoPhaseCommitter
 
 __all__ = [
     "FENCED",
-    "FENCED_OR_WRITER",
-    "IN_TRANSACTION",
     "KafkaCommitter",
     "broker_max_transaction_timeout_ms",
     "send_offsets",
-    "topic_partitions",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Inside step 3: every record of the batch is flushed into the open transaction, which is
-#: neither recorded nor committed yet (``sleep`` here pushes the transaction past its timeout).
-IN_TRANSACTION = declare(
-    "kafka2pc.in_transaction", "driver", "records flushed into the open transaction, not committed"
-)
 
-
-# -- two-phase: steps 2-4 on the driver ---------------------------------------------------
 def _fenced_errors() -> tuple[type[BaseException], ...]:
     from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
@@ -67,8 +46,6 @@ def _fenced_errors() -> tuple[type[BaseException], ...]:
 
 #: kafka-python errors that mean "another producer with this transactional id took over".
 FENCED = _fenced_errors()
-#: Fenced, as kafka-python reports it or as this sink re-raised it.
-FENCED_OR_WRITER: tuple[type[BaseException], ...] = (*FENCED, WriterFencedError)
 
 
 def send_offsets(
@@ -98,16 +75,6 @@ def send_offsets(
         raise
 
 
-def topic_partitions(producer: Any, topic: str) -> set[int]:
-    """The partition ids of ``topic`` (from the producer's metadata)."""
-    from kafka.errors import KafkaTimeoutError
-
-    try:
-        return set(producer.partitions_for(topic) or ())
-    except KafkaTimeoutError as exc:
-        raise TopicMissingError(topic, "output") from exc
-
-
 def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
     """The smallest ``transaction.max.timeout.ms`` of the cluster's brokers."""
     from kafka import KafkaAdminClient
@@ -126,10 +93,8 @@ def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
     return min(int(cfg[key]["value"]) for cfg in got["broker"].values())
 
 
-class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
-    """Driver side of the two-phase Kafka sink: one transaction per batch."""
-
-    protocol: Protocol = KAFKA_TWO_PHASE
+class KafkaCommitter:
+    """Driver side of the two-phase Kafka sink: run epoch, owner, and the batch's record."""
 
     def __init__(self, settings: KafkaSinkSettings) -> None:
         self.settings = settings
@@ -173,99 +138,6 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
             self._producer.close(timeout=10)
             self._producer = None
 
-    def last_committed_batch(self) -> int | None:
-        self.producer()  # settle a transaction a killed driver left before reading
-        recorded = self.progress.read()
-        check_still_owner(self.progress, recorded, self.settings.owner)
-        return recorded.batch_id if recorded else None
-
-    def commit_staged(self, batch_id: int, messages: Sequence[StagedRecords]) -> None:
-        """Step 3, retried where that is safe.
-
-        * outcome unknown (a lost answer): settle with a fresh producer, read the recorded
-          batch back, retry only if it was not recorded;
-        * fenced while the transaction was younger than ``transaction_timeout_ms``: another
-          driver took over, :class:`WriterFencedError`, never retried;
-        * fenced after ``transaction_timeout_ms`` (K5): the broker aborted the expired
-          transaction; retried once in a fresh one, then :class:`TransactionExpiredError`
-          naming the setting.
-        """
-        from kafka.errors import KafkaError
-
-        for m in messages:
-            if not os.path.exists(m.path):
-                raise StagedDataMissingError(
-                    f"staged records {m.path} of batch {batch_id} are gone"
-                )
-        timeout_ms = self.settings.transaction_timeout_ms
-        expired = 0
-        for attempt in range(1, self.settings.max_attempts + 1):
-            started = time.monotonic()
-            try:
-                rows = self._transaction(batch_id, messages)
-                log.info("%s batch %d: committed %d records", self.sink_id, batch_id, rows)
-                return
-            except FENCED_OR_WRITER as exc:
-                elapsed_ms = int((time.monotonic() - started) * 1000)
-                if elapsed_ms < timeout_ms:
-                    raise WriterFencedError(
-                        f"{self.settings.transactional_id} was fenced by a newer producer"
-                    ) from exc
-                expired += 1
-                self.close()  # the next attempt initialises a fresh producer
-                if expired > 1:
-                    raise TransactionExpiredError(
-                        self.sink_id, batch_id, elapsed_ms, timeout_ms
-                    ) from exc
-                log.warning(
-                    "%s batch %d: transaction expired after %d ms (timeout %d ms); retrying",
-                    self.sink_id,
-                    batch_id,
-                    elapsed_ms,
-                    timeout_ms,
-                )
-            except KafkaError as exc:
-                log.warning("%s batch %d: commit outcome unknown (%r)", self.sink_id, batch_id, exc)
-                if self._learn_outcome(batch_id):
-                    return
-                log.warning("%s batch %d: aborted, retry %d", self.sink_id, batch_id, attempt)
-        raise CommitUncertainError(f"batch {batch_id} not committed after {attempt} attempts")
-
-    def _transaction(self, batch_id: int, messages: Sequence[StagedRecords]) -> int:
-        """One transaction: every staged record, then the progress offset, then commit.
-
-        Every produce future is checked after ``flush()`` and before anything is recorded
-        (K1): kafka-python would commit a transaction whose records expired. A failed record
-        or a row naming a partition the topic lacks aborts the transaction and raises.
-        """
-        producer = self.producer()
-        topic = self.settings.topic
-        partitions = topic_partitions(producer, topic)
-        check = DeliveryCheck()
-        producer.begin_transaction()
-        rows = 0
-        try:
-            for m in messages:
-                for key, value, partition in staged_records(m.path):
-                    if partition is not None and partition not in partitions:
-                        raise PartitionOutOfRangeError(topic, partition, partitions)
-                    check.watch(producer.send(topic, key=key, value=value, partition=partition))
-                    rows += 1
-            producer.flush()
-            check.raise_if_failed(self.sink_id, batch_id)
-            IN_TRANSACTION.reached(batch_id)
-        except (ProduceFailedError, PartitionOutOfRangeError) as exc:
-            self._abort_open_transaction(batch_id)
-            if isinstance(getattr(exc, "cause", None), FENCED):
-                raise WriterFencedError(
-                    f"{self.settings.transactional_id} was fenced by a newer producer"
-                ) from exc
-            raise
-        progress = self.progress.offsets(batch_id, owner=self.settings.owner)
-        self._send_offsets(progress, self.progress.group)
-        producer.commit_transaction()
-        return rows
-
     def _send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
         """:func:`send_offsets` of the driver's producer, dropped if the call did not end."""
         s = self.settings
@@ -275,39 +147,6 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         except (ClientStalledError, TopicMissingError):
             self._producer = None  # its call waits on: never closed, never reused
             raise
-
-    def _abort_open_transaction(self, batch_id: int) -> None:
-        """Abort the open transaction; if even that fails, drop the producer (the next
-        ``init_transactions`` with this transactional id aborts it)."""
-        from kafka.errors import KafkaError
-
-        try:
-            self._producer.abort_transaction()
-            log.warning("%s batch %d: transaction aborted", self.sink_id, batch_id)
-        except KafkaError as exc:
-            log.warning(
-                "%s batch %d: abort failed (%r); producer dropped", self.sink_id, batch_id, exc
-            )
-            self.close()
-
-    def _learn_outcome(self, batch_id: int) -> bool:
-        """After a lost answer: settle the transaction with a fresh producer, then look."""
-        from kafka.errors import KafkaError
-
-        try:
-            if self._producer is not None:
-                self._producer.close(timeout=1)
-        except KafkaError:
-            pass
-        self._producer = None
-        try:
-            last = self.last_committed_batch()
-        except KafkaError as exc:
-            raise CommitUncertainError(f"batch {batch_id}: outcome unknown: {exc!r}") from exc
-        return last is not None and last >= batch_id
-
-    def clean(self, batch_id: int, messages: Sequence[StagedRecords], committed: bool) -> None:
-        shutil.rmtree(self.settings.batch_dir(batch_id), ignore_errors=True)
 
     def _run_epoch_offset(self) -> Any:
         from kafka import TopicPartition
@@ -357,7 +196,7 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         )
 
     def record_progress(self, batch_id: int, end_offsets: dict[int, int], slices: int) -> None:
-        """Record ``batch_id`` (sliced sink, step 4) in a transaction of the driver's
+        """Record ``batch_id`` (step 4) in a transaction of the driver's
         transactional id, after :meth:`producer` checked the run epoch and initialised it and
         the caller read the record: a newer start's ``init_transactions`` fences this
         producer, so an older driver's late commit fails instead of moving the record back
@@ -405,16 +244,15 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False, staging: bool = True, take_over: bool = False) -> None:
+    def recover(self, fence: bool = False, take_over: bool = False) -> None:
         """At start: fail fast on a bad transaction timeout or another owner, fence zombies,
-        record the owner, drop old staging.
+        record the owner.
 
         The owner (:attr:`KafkaSinkSettings.owner`, if set) is checked before anything is
         fenced or written (:mod:`connectors.kafka.owner`; another query's sink is
         :class:`SinkOwnerError` unless ``take_over``) and recorded once older drivers are
         fenced. With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass
         it to this start's committers (:attr:`KafkaSinkSettings.run_epoch`).
-        ``staging=False``: the sink stages nothing (one transaction per task slice).
         """
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
@@ -433,9 +271,3 @@ class KafkaCommitter(TwoPhaseCommitter[StagedRecords]):
         self.producer()
         if owner is not None and decision is not None:
             record_owner(self.progress, owner, decision)
-        if not staging:
-            return
-        folder = self.settings.sink_dir()
-        if os.path.isdir(folder) and os.listdir(folder):
-            log.warning("%s: removing staged batches of an earlier run", self.sink_id)
-            shutil.rmtree(folder, ignore_errors=True)

@@ -61,7 +61,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.clients import TaskProducer, check_client, task_producer
+from connectors.kafka.clients import ConfluentProducer
 from connectors.kafka.names import KafkaSinkNames
 from connectors.kafka.owner import (
     check_progress_owner,
@@ -262,8 +262,6 @@ class SliceWriter:
     sink_id: str
     batch_id: int
     region: OutputRegion
-    #: The producer client (:mod:`connectors.kafka.clients`).
-    client: str = "confluent-kafka"
     #: The driver run the batch belongs to (:attr:`KafkaIdempotentWriter.run`): an unended
     #: claim of the same run may be a lost attempt still running.
     run: str = ""
@@ -324,12 +322,8 @@ class SliceWriter:
         skipped: set[bytes],
     ) -> int:
         """Produce every row not in ``skipped``; stop if a newer attempt claims the slice."""
-        producer = task_producer(
-            self.client,
-            bootstrap=self.bootstrap,
-            topic=self.topic,
-            transactional_id=None,
-            delivery_timeout_ms=self.delivery_timeout_ms,
+        producer = ConfluentProducer(
+            self.bootstrap, self.topic, None, delivery_timeout_ms=self.delivery_timeout_ms
         )
         sent = 0
         try:
@@ -386,7 +380,7 @@ class SliceWriter:
         )
 
 
-def _send(producer: TaskProducer, rows: NamedRows) -> None:
+def _send(producer: ConfluentProducer, rows: NamedRows) -> None:
     """Produce every row of ``rows`` with its ``spark_ext.record_id`` header."""
     producer.send_many(rows.values, rows.keys, rows.partitions, (RECORD_ID_HEADER, rows.names))
 
@@ -400,8 +394,6 @@ class KafkaIdempotentWriter:
         The output topic (it exists).
     sink_id
         Names the progress group and prefixes every record id; keep it across restarts.
-    client
-        The producer client of the tasks: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
     owner, take_over
         As for :class:`~connectors.kafka.sliced_writer.KafkaTwoPhaseWriter` (records the
         old owner wrote are never read back as this query's).
@@ -422,7 +414,6 @@ class KafkaIdempotentWriter:
         bootstrap: str,
         topic: str,
         sink_id: str,
-        client: str = "confluent-kafka",
         owner: SinkOwner | str | None = None,
         take_over: bool = False,
         delivery_timeout_ms: int = 120_000,
@@ -432,7 +423,6 @@ class KafkaIdempotentWriter:
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = validate_sink_id(sink_id)
-        self.client = check_client(client)
         self.progress = SinkProgress(bootstrap, topic, sink_id)
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over
@@ -473,7 +463,6 @@ class KafkaIdempotentWriter:
             self.sink_id,
             batch_id,
             region,
-            self.client,
             self.run,
             self.delivery_timeout_ms,
         )

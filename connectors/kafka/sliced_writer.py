@@ -31,17 +31,16 @@ from itertools import chain
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.clients import check_client
 from connectors.kafka.owner import check_still_owner, writer_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import check_columns, require_topic, task_attempt
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import (
     SliceTransaction,
     SliceWritten,
     record_batch,
     recover_slices,
 )
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import check_batch_order
 
@@ -64,20 +63,17 @@ def slice_settings(
     bootstrap: str,
     topic: str,
     sink_id: str,
-    client: str,
     transaction_timeout_ms: int,
     delivery_timeout_ms: int,
     owner: SinkOwner | None = None,
 ) -> KafkaSinkSettings:
-    """The settings of a transaction-per-slice sink (no staging folder), before recovery."""
+    """The settings of a transaction-per-slice sink, before recovery."""
     return KafkaSinkSettings(
         bootstrap=bootstrap,
         topic=topic,
         sink_id=sink_id,
-        staging_dir="",
         transaction_timeout_ms=transaction_timeout_ms,
         delivery_timeout_ms=delivery_timeout_ms,
-        client=check_client(client),
         owner=owner.query_id if owner is not None else None,
     )
 
@@ -113,8 +109,6 @@ class KafkaTwoPhaseWriter:
         The output topic (it must exist: :class:`~spark_ext.sinks.errors.TopicMissingError`).
     sink_id
         Names the slice groups, transactional ids and progress group; keep it across restarts.
-    client
-        The tasks' producer client: ``"confluent-kafka"`` (default) or ``"kafka-python"``.
     transaction_timeout_ms, delivery_timeout_ms
         As for :func:`connectors.sinks.exactly_once_to_kafka`.
     owner
@@ -138,14 +132,13 @@ class KafkaTwoPhaseWriter:
         bootstrap: str,
         topic: str,
         sink_id: str,
-        client: str = "confluent-kafka",
         transaction_timeout_ms: int = 300_000,
         delivery_timeout_ms: int = 120_000,
         owner: SinkOwner | str | None = None,
         take_over: bool = False,
     ) -> None:
         self.base = slice_settings(
-            bootstrap, topic, sink_id, client, transaction_timeout_ms, delivery_timeout_ms
+            bootstrap, topic, sink_id, transaction_timeout_ms, delivery_timeout_ms
         )
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over

@@ -12,13 +12,10 @@ slices never share one). Every record carries the header ``spark_ext.record_id``
 ``<sink id>/<batch id>/<record_id>``. The driver only records the batch, with the end offset
 of every output partition.
 
-Why this model and not Flink's (each task prepares, the driver commits every task's
-transaction by resuming producer id and epoch): kafka-python has no API to resume another
-process's transaction, and doing it through a client's internals against Kafka 4's transaction
-protocol v2 (which bumps the epoch on every transaction, FLINK-40689) would tie the sink to one
-client's private state. With a transaction per slice every step is a public client call, and
-the fencing Flink gets from resumed epochs comes from the transactional id: a retried or
-speculative attempt of task ``i`` initialises ``spark_ext.tx:<sink id>:<topic>:s<i>``, which
+Why this model and not Flink's (the driver commits every task's transaction by resuming
+producer id and epoch): docs/design.md, "Kafka sinks". With a transaction per slice every step
+is a public client call, and the fencing Flink gets from resumed epochs comes from the
+transactional id: a retried or speculative attempt of task ``i`` initialises ``spark_ext.tx:<sink id>:<topic>:s<i>``, which
 fences the other attempt and settles its open transaction before the slice record is read.
 
 A replay is recognised without looking at how Spark slices it (issue #24, N1): the same
@@ -69,8 +66,7 @@ What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*:
 records at once when its transaction commits, the batch complete once every task committed;
 never a record twice. A ``read_uncommitted`` consumer also sees the records of aborted
 transactions (a retried attempt, a task killed mid-transaction, a re-run slice), so it may see
-records twice. For whole-batch atomicity use ``atomicity="batch"`` (:mod:`connectors.kafka.sink`:
-one transaction per batch, produced from the driver, bounded by one producer).
+records twice. No mode makes a whole batch visible at once (docs/design.md, "Kafka sinks").
 
 Not covered: a task of an older driver that passed its run-epoch check just before a new start
 and commits after the start read the slice records (the window between a check and
@@ -96,7 +92,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka.clients import SliceFenced, TaskProducer, task_producer
+from connectors.kafka.clients import ConfluentProducer, SliceFenced
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.digest import SliceDigest
 from connectors.kafka.owner import check_still_owner
@@ -109,7 +105,7 @@ from connectors.kafka.records import (
     current_batch_id,
     task_attempt,
 )
-from connectors.kafka.staging import KafkaSinkSettings
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext.sinks.errors import (
     BatchRegressionError,
     PartitionOutOfRangeError,
@@ -195,7 +191,7 @@ class SliceRecord:
 #: another worker or attempt has fenced since is found by the probe of
 #: :meth:`SliceTransaction._begin`, before anything is read, and replaced; a producer whose
 #: transaction did not end cleanly is never put back.
-_IDLE: dict[str, TaskProducer] = {}
+_IDLE: dict[str, ConfluentProducer] = {}
 
 
 class SliceTransaction:
@@ -206,7 +202,7 @@ class SliceTransaction:
         self.index = index
         self.transactional_id = settings.slice_transactional_id(index)
         self.group = settings.slice_group(index)
-        self._producer: TaskProducer | None = None
+        self._producer: ConfluentProducer | None = None
         #: Whether the producer was kept from an earlier task of this slice in this worker.
         self._reused = False
         #: Whether the producer's last transaction ended cleanly (it may serve the next task).
@@ -229,7 +225,7 @@ class SliceTransaction:
                 self._producer.close()
             self._producer = None
 
-    def open(self) -> TaskProducer:
+    def open(self) -> ConfluentProducer:
         """Run epoch checked, then ``init_transactions`` (the slice's other attempts fenced;
         skipped when this worker holds a producer of the slice that ended cleanly), then the
         topic's partitions."""
@@ -241,13 +237,12 @@ class SliceTransaction:
                 self._producer, self._reused = idle, True
                 self.partitions = idle.partitions()
                 return idle
-            producer = task_producer(
-                s.client,
-                bootstrap=s.bootstrap,
-                topic=s.topic,
-                transactional_id=self.transactional_id,
-                transaction_timeout_ms=s.transaction_timeout_ms,
-                delivery_timeout_ms=s.delivery_timeout_ms,
+            producer = ConfluentProducer(
+                s.bootstrap,
+                s.topic,
+                self.transactional_id,
+                s.transaction_timeout_ms,
+                s.delivery_timeout_ms,
             )
             try:
                 producer.init()
@@ -258,7 +253,7 @@ class SliceTransaction:
             self._producer, self._reused = producer, False
         return self._producer
 
-    def _begin(self, batch_id: int) -> TaskProducer:
+    def _begin(self, batch_id: int) -> ConfluentProducer:
         """Open, then begin a transaction. A producer kept from an earlier task is probed
         first (an offset of the group ``<slice group>.probe`` added to the transaction: the
         coordinator checks the epoch; nothing read yet): another Python worker
@@ -612,7 +607,7 @@ def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> Kafk
 
     committer = KafkaCommitter(settings)
     try:
-        committer.recover(fence=True, staging=False, take_over=take_over)
+        committer.recover(fence=True, take_over=take_over)
         epoch = committer.started_epoch
     finally:
         committer.close()

@@ -29,7 +29,6 @@ CAMPAIGN_JOBS = (
     "exactly_once_delta",
     "exactly_once_delta_idempotent",
     "exactly_once_kafka",
-    "exactly_once_kafka_batch",
     "exactly_once_kafka_idempotent",
     "tracker_windows",
     "tracker_two_queries",

@@ -1,8 +1,8 @@
 """Cases of the jobs forwarding demo events from Kafka to an output topic per run.
 
-:mod:`jobs.exactly_once_kafka` through the two-phase Kafka sink (a transaction per task slice,
-or one per batch: :func:`two_phase_kafka_case` declares both) and the idempotent one, and
-:mod:`jobs.eo_spark_kafka_sink`, Spark's own Kafka writer, as the negative control.
+:mod:`jobs.exactly_once_kafka` through the two-phase Kafka sink (a transaction per task slice)
+and the idempotent one, and :mod:`jobs.eo_spark_kafka_sink`, Spark's own Kafka writer, as the
+negative control.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 from jobs.cases.fault_cells import (
     OWNER_REFUSED,
-    PRECISE,
     SPECULATION_REFUSED,
     UNPROVABLE,
     broker_cells,
@@ -19,7 +18,6 @@ from jobs.cases.fault_cells import (
 )
 from jobs.cases.kafka_to_delta import KafkaToDeltaCase
 from jobs.eo_spark_kafka_sink import WRITTEN as SPARK_KAFKA_WRITTEN
-from spark_ext.crash import FaultPoint
 from spark_ext.recovery import (
     CrashPlan,
     ExpectedOutput,
@@ -31,7 +29,7 @@ from spark_ext.recovery import (
     RecoveryClass,
     RunSlot,
 )
-from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, KAFKA_SLICED, KAFKA_TWO_PHASE
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, KAFKA_SLICED
 
 #: A Kafka -> Kafka job's output record, by the input record it names.
 FORWARDED = OutputSpec(columns=("key", "src_partition", "src_offset", "src_value"))
@@ -79,88 +77,28 @@ class KafkaToKafkaCase(KafkaToDeltaCase):
         return rows
 
 
-def two_phase_kafka_case(
-    name: str,
-    atomicity: str,
-    description: str,
-    *,
-    committed: FaultPoint,
-    recorded: FaultPoint,
-    failed_task: FaultPoint,
-    straggler: FaultPoint,
-) -> KafkaToKafkaCase:
-    """:mod:`jobs.exactly_once_kafka` through the two-phase sink with ``--atomicity atomicity``.
-
-    Both atomicities promise the same matrix, every cell precise but ``checkpoint-reset``
-    (:data:`~jobs.cases.fault_cells.OWNER_REFUSED`: a reset checkpoint is a new query, and
-    the sink belongs to the old one) and, with a transaction per slice, ``output-trim``. They
-    differ otherwise only in the steps where each fault fires.
-
-    Parameters
-    ----------
-    committed
-        The step after which the batch's records are committed: ``kill`` in batch 1, and
-        ``output-trim``. One transaction per batch: the progress marker is in it, so the replay
-        is recognised without the records retention trimmed (precise). A transaction per
-        slice: a partly committed batch is recognised by reading its records back, however
-        Spark slices the replay (issue #24, N1), so trimmed records are a replay that cannot be
-        proven (:data:`~jobs.cases.fault_cells.UNPROVABLE`), never a guess: a slice not among
-        the committed ones may hold records a killed run committed under other slicing (only
-        a slice cut as a committed one is still recognised, by its digest). The cell was
-        precise before only because the sink assumed the replay was sliced as before.
-    recorded
-        The driver step after which the batch is recorded: ``driver-raise`` in batch 1, and
-        where the broker is paused or restarted (batch 0).
-    failed_task
-        The executor step whose attempt 0 raises in batch 1 (``task-raise``).
-    straggler
-        The executor step where the task of partition 0 sleeps 5 s in batch 1 (``speculation``).
-    """
-    return KafkaToKafkaCase(
-        name,
-        "jobs.exactly_once_kafka",
-        CrashPlan.at(committed, 1),
-        [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
-        description,
-        extra_args=("--sink-id", "forwarded", "--mode", "two_phase", "--atomicity", atomicity),
-        cells=cells(
-            FaultCell(FaultClass.TASK_RAISE, failed_task, 1),
-            FaultCell(FaultClass.DRIVER_RAISE, recorded, 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
-            FaultCell(FaultClass.SPECULATION, straggler, 1, seconds=5.0, partition=0),
-            *broker_cells(recorded),
-            FaultCell(
-                FaultClass.OUTPUT_TRIM,
-                committed,
-                1,
-                PRECISE if atomicity == "batch" else UNPROVABLE,
-            ),
-        ),
-    )
-
-
 #: The Kafka -> Kafka jobs, in the order :mod:`jobs.registry` lists them.
 CASES: tuple[RecoveryCase, ...] = (
     # The tasks' slice records are the progress: attempt 0 committed its slice, then failed,
     # and attempt 1 finds it committed; a reset checkpoint is another query (owner refused).
-    two_phase_kafka_case(
+    KafkaToKafkaCase(
         "exactly_once_kafka",
-        "slice",
+        "jobs.exactly_once_kafka",
+        CrashPlan.at(KAFKA_SLICED.fault(3), 1),
+        [ExpectedOutput("forwarded", FORWARDED, RecoveryClass.PRECISE)],
         "two-phase Kafka sink, a transaction per task: committed slices are recognised",
-        committed=KAFKA_SLICED.fault(3),
-        recorded=KAFKA_SLICED.fault(4),
-        failed_task=KAFKA_SLICED.fault(3),
-        straggler=KAFKA_SLICED.fault(2),
-    ),
-    # The batch id is in the one transaction the driver commits.
-    two_phase_kafka_case(
-        "exactly_once_kafka_batch",
-        "batch",
-        "two-phase Kafka sink, one transaction per batch: the replay is recognised",
-        committed=KAFKA_TWO_PHASE.fault(3),
-        recorded=KAFKA_TWO_PHASE.fault(3),
-        failed_task=KAFKA_TWO_PHASE.fault(1),
-        straggler=KAFKA_TWO_PHASE.fault(1),
+        extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+        cells=cells(
+            FaultCell(FaultClass.TASK_RAISE, KAFKA_SLICED.fault(3), 1),
+            FaultCell(FaultClass.DRIVER_RAISE, KAFKA_SLICED.fault(4), 1),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
+            FaultCell(FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0),
+            *broker_cells(KAFKA_SLICED.fault(4)),
+            # A partly committed batch is recognised by reading its records back, however
+            # Spark slices the replay: once retention trimmed them it is refused, never
+            # guessed (docs/design.md, "Kafka sinks").
+            FaultCell(FaultClass.OUTPUT_TRIM, KAFKA_SLICED.fault(3), 1, UNPROVABLE),
+        ),
     ),
     KafkaToKafkaCase(
         "exactly_once_kafka_idempotent",

@@ -6,8 +6,7 @@
 # MAGIC inside its own Kafka transaction, straight from the executors, committed together with a
 # MAGIC record of the slice (sink id, batch id, a digest of its records); the driver only records
 # MAGIC the batch. A batch Spark replays after a lost driver is recognised slice by slice and not
-# MAGIC sent again; `read_committed` consumers see every input record exactly once
-# MAGIC (`atomicity="batch"`: one transaction per batch, so they see a whole batch at once).
+# MAGIC sent again; `read_committed` consumers see every input record exactly once.
 # MAGIC
 # MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise**.
 

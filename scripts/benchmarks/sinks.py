@@ -1,8 +1,7 @@
 """Rows/s of the exactly-once Delta and Kafka sinks against Spark's own Delta and Kafka sinks.
 
 ``SPARK_EXT_BENCH_SINKS=kafka`` (or ``delta``) runs one half only. The Kafka half measures the
-two-phase sink both ways: a transaction per task (records never pass the driver, the default)
-and one transaction per batch produced from the driver (``atomicity="batch"``).
+two-phase sink (a transaction per task, records never pass the driver) and the idempotent one.
 """
 
 from __future__ import annotations
@@ -95,16 +94,15 @@ def run(ctx: BenchContext) -> list[Figure]:
             .start()
         )
 
-    def ours_kafka(mode, atomicity="slice", name: str = topic, tag: str = ""):
+    def ours_kafka(mode, name: str = topic, tag: str = ""):
         def start():
-            out = ctx.folder(f"eo-kafka-{mode}-{atomicity}{tag}")
-            target = f"bench-sink-{mode}-{atomicity}{tag}-{run_id}"
+            out = ctx.folder(f"eo-kafka-{mode}{tag}")
+            target = f"bench-sink-{mode}{tag}-{run_id}"
             kafka.create_topic(ctx.bootstrap, target, 3)
             return exactly_once_to_kafka(
                 forward(source(name)), target, bootstrap=ctx.bootstrap,
                 sink_id=f"bench{tag}_{run_id}",
-                checkpoint=str(out / "chk"), mode=mode, atomicity=atomicity,
-                trigger=Trigger(available_now=True),
+                checkpoint=str(out / "chk"), mode=mode, trigger=Trigger(available_now=True),
             )  # fmt: skip
 
         return start
@@ -122,6 +120,5 @@ def run(ctx: BenchContext) -> list[Figure]:
         warm_up().awaitTermination()  # type: ignore[attr-defined]
     timed("kafka rows/s", "spark kafka sink", spark_kafka, baseline=True)
     timed("kafka rows/s", "two-phase kafka (1 txn/task)", ours_kafka("two_phase"))
-    timed("kafka rows/s", "two-phase kafka (1 txn/batch)", ours_kafka("two_phase", "batch"))
     timed("kafka rows/s", "idempotent kafka (record ids)", ours_kafka("idempotent"))
     return figures

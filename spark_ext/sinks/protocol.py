@@ -37,7 +37,6 @@ __all__ = [
     "IDEMPOTENT",
     "KAFKA_IDEMPOTENT",
     "KAFKA_SLICED",
-    "KAFKA_TWO_PHASE",
     "SINK_ID_PATTERN",
     "SLICED",
     "TWO_PHASE",
@@ -134,7 +133,6 @@ class Protocol:
 
 
 DELTA_TWO_PHASE = Protocol("delta2pc", TWO_PHASE)
-KAFKA_TWO_PHASE = Protocol("kafka2pc", TWO_PHASE)
 DELTA_IDEMPOTENT = Protocol("delta_idem", tuple(s for s in IDEMPOTENT if s.number in (1, 3)))
 KAFKA_IDEMPOTENT = Protocol("kafka_idem", IDEMPOTENT)
 KAFKA_SLICED = Protocol("kafka_tx", SLICED)

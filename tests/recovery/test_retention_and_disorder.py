@@ -50,16 +50,6 @@ def test_idempotent_kafka_sink_refuses_a_replay_whose_output_retention_trimmed(
 
 
 @full_matrix
-def test_two_phase_kafka_sink_recognises_a_replay_whose_output_retention_trimmed(
-    harness, recovery_results
-):
-    result = run(harness, "exactly_once_kafka_batch", FaultClass.OUTPUT_TRIM, recovery_results)
-    assert result.error is None and result.recovery_class is RecoveryClass.PRECISE
-    # Retention removed rows, and the rest of the clean output is there once.
-    assert 0 < result.comparison.expected_rows
-
-
-@full_matrix
 @pytest.mark.parametrize(
     "job",
     ["exactly_once_delta", "exactly_once_delta_idempotent", "dedup_delta", "tracker_windows"],

@@ -28,7 +28,7 @@ if __name__ == "__main__":
     import logging
 
     from connectors import kafka
-    from connectors.kafka.sink import KafkaTwoPhaseWriter
+    from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
     from connectors.sinks import Trigger, exactly_once_to_kafka
     from jobs.exactly_once_kafka import forward
     from spark_ext.session import build_session

@@ -10,8 +10,9 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
 from connectors import kafka
+from connectors.kafka.idempotent import KafkaIdempotentWriter
+from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import RECORD_ID_HEADER, existing_topics
-from connectors.kafka.sink import KafkaIdempotentWriter, SinkProgress
 from connectors.sinks import exactly_once_to_kafka
 from spark_ext.sinks.errors import (
     BatchRegressionError,

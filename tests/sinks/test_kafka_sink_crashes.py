@@ -1,5 +1,6 @@
-"""Kafka sinks killed (SIGKILL) at every numbered step, at random times, and Spark's own sink
-killed the same way as the negative control.
+"""Kafka sinks killed (SIGKILL) at every numbered step (the two-phase sink's: in
+``test_kafka_sliced.py``), at random times, and Spark's own sink killed the same way as the
+negative control.
 
 The output topic must then hold exactly the records a run that never crashed writes (for the
 two-phase sink: as read by a ``read_committed`` consumer), computed once in-process.
@@ -21,10 +22,10 @@ from sink_crash import (
 )
 
 from connectors import kafka
-from connectors.kafka.sink import SinkProgress
+from connectors.kafka.progress import SinkProgress
 from jobs.eo_spark_kafka_sink import WRITTEN
 from jobs.exactly_once_kafka import forward
-from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, KAFKA_TWO_PHASE
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -32,15 +33,9 @@ JOB = "jobs.exactly_once_kafka"
 
 
 def job_args(topic, out, tmp_path, mode, max_offsets=MAX_OFFSETS):
-    """``mode`` is ``idempotent``, ``two_phase`` (one transaction per batch: the steps of
-    KAFKA_TWO_PHASE) or ``sliced`` (two-phase, a transaction per task)."""
-    flags = {
-        "idempotent": ["--mode", "idempotent"],
-        "two_phase": ["--mode", "two_phase", "--atomicity", "batch"],
-        "sliced": ["--mode", "two_phase", "--atomicity", "slice"],
-    }[mode]
+    """``mode`` is ``two_phase`` (a transaction per task) or ``idempotent``."""
     return [
-        "--profile", "test", "--topic", topic, "--out", out, *flags,
+        "--profile", "test", "--topic", topic, "--out", out, "--mode", mode,
         "--sink-id", f"eo_{mode}", "--checkpoint", str(tmp_path / "chk"),
         "--max-offsets-per-trigger", str(max_offsets),
     ]  # fmt: skip
@@ -73,25 +68,6 @@ def assert_topic_is_exactly(spark, bootstrap, topic, expected, read_committed=Tr
 
 @pytest.mark.heavy
 @pytest.mark.every_mode
-def test_two_phase_kafka_sink_killed_at_every_step_writes_each_record_once(
-    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
-):
-    out = new_topic("eo2pc", partitions=3)
-    points = [
-        f"{KAFKA_TWO_PHASE.point(1)}@0",  # staged, no transaction yet
-        f"{KAFKA_TWO_PHASE.point(2)}@0",  # producer initialised, before the transaction
-        f"{KAFKA_TWO_PHASE.point(3)}@1",  # transaction committed, Spark's commit log not
-        f"{KAFKA_TWO_PHASE.point(4)}@2",  # staging cleaned, Spark's commit log not
-    ]
-    kill_at_each_point(JOB, job_args(events_topic, out, tmp_path, "two_phase"), points)
-
-    assert_topic_is_exactly(spark, kafka_bootstrap, out, expected)
-    recorded = SinkProgress(kafka_bootstrap, out, "eo_two_phase").read()
-    assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
-
-
-@pytest.mark.heavy
-@pytest.mark.every_mode
 def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
 ):
@@ -108,7 +84,7 @@ def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     assert_topic_is_exactly(spark, kafka_bootstrap, out, expected, read_committed=False)
 
 
-RANDOM_MODES = ["sliced", "two_phase", "idempotent"]
+RANDOM_MODES = ["two_phase", "idempotent"]
 
 
 @random_kills

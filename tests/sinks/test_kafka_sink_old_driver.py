@@ -18,8 +18,8 @@ import pytest
 
 from connectors import kafka
 from connectors.kafka.progress import SinkProgress
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceTransaction, record_batch, recover_slices
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import DriverFencedError
 
 pytestmark = pytest.mark.integration
@@ -46,9 +46,7 @@ def test_an_older_drivers_late_progress_commit_is_refused_and_moves_nothing_back
     kafka_bootstrap, new_topic, monkeypatch
 ):
     topic = new_topic("old-driver", partitions=1)
-    base = KafkaSinkSettings(
-        kafka_bootstrap, topic, "old_driver", staging_dir="", owner=str(uuid.uuid4())
-    )
+    base = KafkaSinkSettings(kafka_bootstrap, topic, "old_driver", owner=str(uuid.uuid4()))
     old = recover_slices(base)
     run_batch(old, 0)
     written = run_batch(old, 1, record=False)  # the old driver's tasks of batch 1 committed
@@ -100,9 +98,7 @@ def test_a_kept_step_4_producer_another_worker_fenced_is_replaced(kafka_bootstra
     from connectors.kafka import slices as kafka_sink_slices
 
     topic = new_topic("old-driver-workers", partitions=1)
-    s = recover_slices(
-        KafkaSinkSettings(kafka_bootstrap, topic, "workers", staging_dir="", owner="q-workers")
-    )
+    s = recover_slices(KafkaSinkSettings(kafka_bootstrap, topic, "workers", owner="q-workers"))
     key = (s.transactional_id, s.run_epoch)
     run_batch(s, 0)
     worker_a = kafka_sink_slices._RECORDERS.pop(key)  # worker A keeps its producer

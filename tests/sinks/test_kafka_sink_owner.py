@@ -17,16 +17,15 @@ import pytest
 
 from connectors import kafka
 from connectors.demo_events import produce_events
-from connectors.kafka.sink import KafkaIdempotentWriter, KafkaTwoPhaseWriter, SinkProgress
+from connectors.kafka.idempotent import KafkaIdempotentWriter
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.sinks.errors import SinkConfigError, SinkOwnerError
 from tests.conftest import await_done
 
 pytestmark = pytest.mark.integration
-
-#: (mode, atomicity) of every Kafka sink exactly_once_to_kafka starts.
-SINKS = [("two_phase", "slice"), ("two_phase", "batch"), ("idempotent", "slice")]
 
 
 def sources(bootstrap: str, topic: str) -> Counter:
@@ -41,9 +40,9 @@ def sources(bootstrap: str, topic: str) -> Counter:
     return Counter(t for t, _, _ in coords)
 
 
-@pytest.mark.parametrize(("mode", "atomicity"), SINKS)
+@pytest.mark.parametrize("mode", ["two_phase", "idempotent"])
 def test_a_second_query_with_the_sink_id_is_refused_unless_it_takes_the_sink_over(
-    spark, kafka_bootstrap, new_topic, tmp_path, mode, atomicity
+    spark, kafka_bootstrap, new_topic, tmp_path, mode
 ):
     x_in, y_in, out = new_topic("owner-x"), new_topic("owner-y"), new_topic("owner-out")
     produce_events(kafka_bootstrap, x_in, 30)
@@ -58,7 +57,6 @@ def test_a_second_query_with_the_sink_id_is_refused_unless_it_takes_the_sink_ove
             sink_id="s5",
             checkpoint=str(tmp_path / name),
             mode=mode,
-            atomicity=atomicity,
             trigger=Trigger(available_now=True),
             **kw,
         )

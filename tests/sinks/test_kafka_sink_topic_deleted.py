@@ -15,8 +15,8 @@ import time
 import pytest
 
 from connectors.kafka.records import existing_topics, require_topic
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import recover_slices
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.sinks.errors import TopicMissingError
 
 pytestmark = pytest.mark.integration
@@ -40,9 +40,7 @@ def test_recovery_of_a_topic_deleted_after_the_start_check_fails_naming_it(
     kafka_bootstrap, new_topic
 ):
     topic = new_topic("deleted-out", partitions=2)
-    settings = KafkaSinkSettings(
-        kafka_bootstrap, topic, "deleted_out", staging_dir="", delivery_timeout_ms=5000
-    )
+    settings = KafkaSinkSettings(kafka_bootstrap, topic, "deleted_out", delivery_timeout_ms=5000)
     require_topic(kafka_bootstrap, topic)  # what the start checked
     delete_topic(kafka_bootstrap, topic)
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import EVENTS, MAX_OFFSETS
 
 from connectors import kafka
-from connectors.kafka.sink import SinkProgress
+from connectors.kafka.progress import SinkProgress
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from tests.conftest import await_done

@@ -8,7 +8,6 @@ transaction open or to re-run a slice); the query-level tests run Spark.
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 from concurrent.futures import Future
 
@@ -19,14 +18,15 @@ from kafka_two_brokers import two_brokers
 from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
-from connectors.kafka.sink import SinkProgress
+from connectors.kafka.progress import SinkProgress
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import (
     SliceTransaction,
     lingering_slices,
+    record_batch,
     recover_slices,
     replay_state,
 )
-from connectors.kafka.staging import KafkaSinkSettings
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
@@ -39,16 +39,8 @@ pytestmark = pytest.mark.integration
 JOB = "jobs.exactly_once_kafka"
 
 
-CLIENTS = ["confluent-kafka", "kafka-python"]
-#: Tests that wait on the broker (a paused leader, an expired transaction) run the default
-#: client in CI and both with ``SPARK_EXT_ALL_CLIENTS=1`` (the suite's 35-minute budget).
-SLOW_CLIENTS = CLIENTS if os.environ.get("SPARK_EXT_ALL_CLIENTS") == "1" else CLIENTS[:1]
-
-
 def settings_for(bootstrap: str, topic: str, sink_id: str, **extra) -> KafkaSinkSettings:
-    return KafkaSinkSettings(
-        bootstrap=bootstrap, topic=topic, sink_id=sink_id, staging_dir="", **extra
-    )
+    return KafkaSinkSettings(bootstrap=bootstrap, topic=topic, sink_id=sink_id, **extra)
 
 
 def arrow(values, partitions=None) -> pa.RecordBatch:
@@ -73,12 +65,11 @@ def write_slice(settings, index, batch_id, *batches):
 
 
 # -- one slice, no Spark ------------------------------------------------------------------
-@pytest.mark.parametrize("client", CLIENTS)
 def test_a_rerun_slice_with_the_same_records_in_another_order_is_skipped(
-    kafka_bootstrap, new_topic, client
+    kafka_bootstrap, new_topic
 ):
     topic = new_topic("slice-rerun", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, f"slice_rerun_{client[0]}", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_rerun")
 
     first = write_slice(s, 0, 4, arrow(range(10)))
     again = write_slice(s, 0, 4, arrow(range(9, -1, -1)))  # a shuffle may reorder a slice
@@ -88,9 +79,8 @@ def test_a_rerun_slice_with_the_same_records_in_another_order_is_skipped(
     assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(10))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_rows_that_moved_to_another_task_in_a_rerun_are_recognised_across_restarts(
-    kafka_bootstrap, new_topic, client
+    kafka_bootstrap, new_topic
 ):
     """Spark does not keep a row's task index across a restart (the Kafka source orders a
     replayed batch's offset ranges differently, and ``minPartitions`` or a ``coalesce`` may cut
@@ -99,7 +89,7 @@ def test_rows_that_moved_to_another_task_in_a_rerun_are_recognised_across_restar
     finds the partly committed batch; its tasks read back the record ids committed and write
     the rest: nothing is lost or written twice."""
     topic = new_topic("slice-moved", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, "slice_moved", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_moved")
     xs, ys = arrow(range(10)), arrow(range(10, 20))
     write_slice(s, 0, 4, xs)  # first run: X under index 0, then a crash
 
@@ -116,13 +106,10 @@ def test_rows_that_moved_to_another_task_in_a_rerun_are_recognised_across_restar
     assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(20))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_a_slice_below_its_recorded_batch_raises_and_writes_nothing(
-    kafka_bootstrap, new_topic, client
-):
+def test_a_slice_below_its_recorded_batch_raises_and_writes_nothing(kafka_bootstrap, new_topic):
     """X1 inside the task, before anything is produced (a deleted checkpoint restarts at 0)."""
     topic = new_topic("slice-x1", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, "slice_x1", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_x1")
     write_slice(s, 1, 7, arrow(range(3)))
 
     with pytest.raises(BatchRegressionError):
@@ -131,9 +118,8 @@ def test_a_slice_below_its_recorded_batch_raises_and_writes_nothing(
     assert values(kafka_bootstrap, topic) == Counter(f"v-{i}" for i in range(3))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visible(
-    kafka_bootstrap, new_topic, client
+    kafka_bootstrap, new_topic
 ):
     """Two attempts of one task (a retry, or speculation): the second ``init_transactions``
     fences the first, aborting what it had flushed; a committed consumer sees each record
@@ -141,7 +127,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     from connectors.kafka.clients import SliceFenced
 
     topic = new_topic("slice-fence", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, "slice_fence", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_fence")
     first = SliceTransaction(s, 0)
     producer = first.open()
     producer.begin()
@@ -162,15 +148,12 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     )
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(
-    kafka_bootstrap, new_topic, client
-):
+def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(kafka_bootstrap, new_topic):
     """A task killed mid-transaction whose slice the replay no longer has: its open
     transaction would hold back every ``read_committed`` consumer of those partitions until
     ``transaction_timeout_ms``; the next start finds it (ListTransactions) and aborts it."""
     topic = new_topic("slice-linger", partitions=1)
-    s = settings_for(kafka_bootstrap, topic, "slice_linger", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_linger")
     stuck = SliceTransaction(s, 5)
     producer = stuck.open()
     producer.begin()
@@ -187,19 +170,31 @@ def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(
     stuck._producer = None
 
 
+def test_an_empty_batch_is_recorded_and_writes_nothing(kafka_bootstrap, new_topic):
+    """A batch without rows has no slice (no task opens a transaction): step 4 records its
+    id, and its replay records nothing again."""
+    topic = new_topic("slice-empty", partitions=1)
+    s = recover_slices(settings_for(kafka_bootstrap, topic, "slice_empty"))
+
+    record_batch(s, 0, [])
+    record_batch(s, 0, [])  # the replay: already recorded
+
+    assert kafka.consume_all(kafka_bootstrap, topic, read_committed=False) == []
+    assert SinkProgress(kafka_bootstrap, topic, "slice_empty").read().batch_id == 0
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with two_brokers(tmp_path_factory.mktemp("sliced-two-brokers")) as c:
         yield c
 
 
-@pytest.mark.parametrize("client", SLOW_CLIENTS)
-def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(cluster, client):
+def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(cluster):
     """K1 per slice: a partition whose leader is paused past ``delivery_timeout_ms``; the
     slice's transaction is aborted and neither its records nor its progress are committed."""
-    topic = f"out-slice-k1-{client}"
+    topic = "out-slice-k1"
     cluster.create_topic(topic, leaders=[1, 2])
-    s = settings_for(cluster.bootstrap, topic, "slice_k1", delivery_timeout_ms=4000, client=client)
+    s = settings_for(cluster.bootstrap, topic, "slice_k1", delivery_timeout_ms=4000)
     tx = SliceTransaction(s, 0)
     try:
         tx.open()  # initialised while both brokers answer
@@ -237,17 +232,15 @@ def producer_id_of(bootstrap: str, transactional_id: str) -> int:
         admin.close()
 
 
-@pytest.mark.parametrize("atomicity", ["slice", "batch"])
 def test_no_record_passes_the_driver_with_a_transaction_per_slice(
-    spark, kafka_bootstrap, events_topic, new_topic, tmp_path, atomicity
+    spark, kafka_bootstrap, events_topic, new_topic, tmp_path
 ):
-    """Who wrote the output, as the brokers know it (DescribeProducers): with a transaction
-    per slice only the tasks' transactional ids (``...s<i>``), never the driver's
-    (``...commit``, which only records the run epoch); with one transaction per batch (the
-    control) only the driver's. PySpark runs a data source's commit in a Python worker of
-    the driver, so counting sends in the test process would prove nothing."""
-    out = new_topic(f"eo-{atomicity}", partitions=3)
-    sink_id = f"nodriver_{atomicity}"
+    """Who wrote the output, as the brokers know it (DescribeProducers): only the tasks'
+    transactional ids (``...s<i>``), never the driver's (``...commit``, which only records the
+    run epoch and the batches). PySpark runs a data source's commit in a Python worker of the
+    driver, so counting sends in the test process would prove nothing."""
+    out = new_topic("eo-slice", partitions=3)
+    sink_id = "nodriver_slice"
     df = forward(
         kafka.read_stream(spark, kafka_bootstrap, events_topic, max_offsets_per_trigger=MAX_OFFSETS)
     )
@@ -257,7 +250,6 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
         bootstrap=kafka_bootstrap,
         sink_id=sink_id,
         checkpoint=str(tmp_path / "chk"),
-        atomicity=atomicity,
         trigger=Trigger(available_now=True),
     )
     await_done(q, 300)
@@ -272,20 +264,16 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
     s = settings_for(kafka_bootstrap, out, sink_id)
     driver = producer_id_of(kafka_bootstrap, s.transactional_id)
     writers = producer_ids_writing(kafka_bootstrap, out)
-    if atomicity == "slice":
-        tasks = {
-            producer_id_of(kafka_bootstrap, s.slice_transactional_id(i))
-            for i in range(recorded.slices)
-        }
-        assert driver not in writers and writers and writers <= tasks
-    else:
-        assert writers == {driver}
+    tasks = {
+        producer_id_of(kafka_bootstrap, s.slice_transactional_id(i)) for i in range(recorded.slices)
+    }
+    assert driver not in writers and writers and writers <= tasks
 
 
 def sliced_args(topic, out, tmp_path, profile="test", sink_id="eo_sliced"):
     return [
         "--profile", profile, "--topic", topic, "--out", out, "--mode", "two_phase",
-        "--atomicity", "slice", "--sink-id", sink_id, "--checkpoint", str(tmp_path / "chk"),
+        "--sink-id", sink_id, "--checkpoint", str(tmp_path / "chk"),
         "--max-offsets-per-trigger", str(MAX_OFFSETS),
     ]  # fmt: skip
 
@@ -367,9 +355,8 @@ def test_sliced_kafka_sink_killed_at_every_step_writes_each_record_once(
     assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
 
 
-@pytest.mark.parametrize("client", SLOW_CLIENTS)
 def test_a_slice_outliving_the_transaction_timeout_raises_a_typed_error_naming_it(
-    kafka_bootstrap, new_topic, monkeypatch, client
+    kafka_bootstrap, new_topic, monkeypatch
 ):
     """K5 per slice: the broker aborts a transaction older than ``transaction_timeout_ms``;
     the task fails with an error naming the setting (Spark retries the task: the bound is one
@@ -377,7 +364,7 @@ def test_a_slice_outliving_the_transaction_timeout_raises_a_typed_error_naming_i
     from spark_ext.sinks.errors import TransactionExpiredError
 
     topic = new_topic("slice-k5", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, "slice_k5", transaction_timeout_ms=1000, client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_k5", transaction_timeout_ms=1000)
     # The broker looks for expired transactions every 10 s (its default): sleep past that.
     monkeypatch.setenv("SPARK_EXT_FAULT", f"{KAFKA_SLICED.point(2)}@0:sleep=13")
 
@@ -389,16 +376,13 @@ def test_a_slice_outliving_the_transaction_timeout_raises_a_typed_error_naming_i
     assert kafka.consume_all(kafka_bootstrap, topic) == []
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_a_row_naming_a_missing_partition_raises_and_aborts_the_slice(
-    kafka_bootstrap, new_topic, client
-):
+def test_a_row_naming_a_missing_partition_raises_and_aborts_the_slice(kafka_bootstrap, new_topic):
     """A typed error, the slice's transaction aborted (the rows before the bad one never
     become visible), and the slice's next transaction commits normally."""
     from spark_ext.sinks.errors import PartitionOutOfRangeError
 
     topic = new_topic("slice-badpart", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, "slice_badpart", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_badpart")
 
     with pytest.raises(PartitionOutOfRangeError) as err:
         write_slice(s, 0, 0, arrow(range(3), [0, 1, 7]))
@@ -436,9 +420,8 @@ def test_a_task_of_an_older_driver_is_refused_before_it_can_fence_the_live_one(
     assert values(kafka_bootstrap, topic) == Counter({"live": 1})
 
 
-@pytest.mark.parametrize("client", CLIENTS)
 def test_a_kept_producer_another_worker_fenced_is_replaced_and_the_slice_written_once(
-    kafka_bootstrap, new_topic, client, caplog
+    kafka_bootstrap, new_topic, caplog
 ):
     """Spark runs a slice's tasks in whichever Python worker is free: worker A keeps the
     slice's producer after batch 0, worker B initialises the slice for batch 1 (fencing A's),
@@ -452,7 +435,7 @@ def test_a_kept_producer_another_worker_fenced_is_replaced_and_the_slice_written
     from connectors.kafka import slices as kafka_sink_slices
 
     topic = new_topic("slice-kept", partitions=2)
-    s = settings_for(kafka_bootstrap, topic, "slice_kept", client=client)
+    s = settings_for(kafka_bootstrap, topic, "slice_kept")
     tid = s.slice_transactional_id(0)
     write_slice(s, 0, 0, arrow(range(0, 5)))
     worker_a = kafka_sink_slices._IDLE.pop(tid)  # worker A keeps its producer
@@ -462,7 +445,7 @@ def test_a_kept_producer_another_worker_fenced_is_replaced_and_the_slice_written
     kafka_sink_slices._IDLE[tid] = worker_a  # batch 2 runs in worker A
     with caplog.at_level(logging.INFO):
         third = write_slice(s, 0, 2, arrow(range(10, 15)))
-    # kafka-python's sender thread logs the fence at ERROR under ``kafka.*``: its own line
+    # this sink's lines, librdkafka's included (``connectors.librdkafka``)
     ours = [r for r in caplog.records if r.name.startswith("connectors")]
     assert not [r.getMessage() for r in ours if r.levelno >= logging.WARNING]
 

@@ -32,8 +32,8 @@ from conftest import EVENTS
 from sink_crash import JOB_TIMEOUT_S
 
 from connectors import kafka
+from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import replay_state
-from connectors.kafka.staging import KafkaSinkSettings
 from spark_ext.jobrun import REPO, JobRun, run_job
 from spark_ext.recovery.retention import trim_topic
 from spark_ext.sinks.protocol import KAFKA_SLICED
@@ -77,7 +77,7 @@ def resliced(kafka_bootstrap, events_topic, tmp_path_factory) -> dict[tuple[str,
                 timeout_s=JOB_TIMEOUT_S,
                 cwd=REPO,
             )
-            left = replay_state(KafkaSinkSettings(kafka_bootstrap, out, sink_id, staging_dir=""))
+            left = replay_state(KafkaSinkSettings(kafka_bootstrap, out, sink_id))
             if trim:
                 trim_topic(kafka_bootstrap, out)
             second = run_job(

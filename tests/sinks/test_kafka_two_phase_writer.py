@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from connectors import kafka
-from connectors.kafka.sink import KafkaTwoPhaseWriter
+from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
 from spark_ext.sinks.errors import BatchRegressionError, SinkConfigError
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from kafka_two_brokers import free_ports
 from connectors import kafka
 from connectors.demo_events import produce_events
 from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
-from connectors.kafka.sink import SinkProgress
+from connectors.kafka.progress import SinkProgress
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import run_job
 

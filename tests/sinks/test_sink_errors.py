@@ -1,28 +1,20 @@
-"""Typed failures of the sinks, and the Kafka pitfalls: lost commit answer, zombie, timeout,
-empty batch. Driven through the committers directly (delta-rs, the real broker; no Spark)
-except the schema checks, which start real queries."""
+"""Typed failures of the Delta sinks: a concurrent writer, orphaned staging, a schema mismatch,
+an empty batch. Driven through the committer directly (delta-rs; no Spark) except the schema
+checks, which start real queries."""
 
 from __future__ import annotations
 
 import os
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import StringType, StructField, StructType
 
-from connectors import kafka
 from connectors.delta.two_phase import DeltaCommitter, StagedFile, schema_shape, staged_name
-from connectors.kafka.sink import KafkaCommitter, KafkaSinkSettings, SinkProgress, StagedRecords
 from connectors.sinks import Trigger, exactly_once_to_delta
-from spark_ext.sinks import (
-    ConcurrentWriterError,
-    SchemaMismatchError,
-    TransactionTimeoutError,
-    WriterFencedError,
-)
+from spark_ext.sinks import ConcurrentWriterError, SchemaMismatchError
 from spark_ext.sinks.protocol import Outcome, commit_batch
 
 SCHEMA = StructType([StructField("id", StringType())])
@@ -93,82 +85,6 @@ def test_schema_mismatch_fails_before_any_commit(spark, kafka_bootstrap, new_top
             trigger=Trigger(available_now=True),
         )  # fmt: skip
     assert DeltaTable(table).version() == 0
-
-
-# -- Kafka --------------------------------------------------------------------------------
-def stage_kafka(folder, batch_id: int, values: list[str]) -> StagedRecords:
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"b{batch_id}.arrow")
-    table = pa.table({"key": pa.array(values), "value": pa.array(values)})
-    with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, table.schema) as out:
-        out.write_table(table)
-    return StagedRecords(path, len(values), batch_id, 0)
-
-
-def settings(bootstrap, topic, tmp_path, **kw) -> KafkaSinkSettings:
-    return KafkaSinkSettings(bootstrap, topic, "k", str(tmp_path / "staging"), **kw)
-
-
-def values(bootstrap, topic, read_committed=True):
-    return sorted(v.decode() for _, _, _, v in kafka.consume_all(bootstrap, topic, read_committed))
-
-
-def test_commit_whose_answer_was_lost_is_recognised_as_committed(
-    kafka_bootstrap, new_topic, tmp_path
-):
-    from kafka.errors import KafkaTimeoutError
-
-    topic = new_topic("lost", partitions=1)
-    committer = KafkaCommitter(settings(kafka_bootstrap, topic, tmp_path))
-    producer = committer.producer()
-    real_commit = producer.commit_transaction
-
-    def commit_then_lose_the_answer():
-        real_commit()
-        raise KafkaTimeoutError("answer lost")
-
-    producer.commit_transaction = commit_then_lose_the_answer
-    msg = stage_kafka(tmp_path / "s", 0, ["a", "b"])
-    assert commit_batch(committer, 0, [msg]) is Outcome.COMMITTED
-    committer.close()
-    assert values(kafka_bootstrap, topic) == ["a", "b"]  # once, not retried
-    assert SinkProgress(kafka_bootstrap, topic, "k").read().batch_id == 0
-
-
-def test_restarted_driver_fences_its_zombie(kafka_bootstrap, new_topic, tmp_path):
-    topic = new_topic("zombie", partitions=1)
-    zombie = KafkaCommitter(settings(kafka_bootstrap, topic, tmp_path))
-    zombie.producer()
-    successor = KafkaCommitter(settings(kafka_bootstrap, topic, tmp_path))
-    assert (
-        commit_batch(successor, 0, [stage_kafka(tmp_path / "s", 0, ["new"])]) is Outcome.COMMITTED
-    )
-    with pytest.raises(WriterFencedError):
-        zombie.commit_staged(1, [stage_kafka(tmp_path / "z", 1, ["zombie"])])
-    successor.close()
-    assert values(kafka_bootstrap, topic) == ["new"]
-
-
-def test_transaction_timeout_above_the_broker_maximum_fails_at_start(
-    kafka_bootstrap, new_topic, tmp_path
-):
-    topic = new_topic("timeout", partitions=1)
-    committer = KafkaCommitter(
-        settings(kafka_bootstrap, topic, tmp_path, transaction_timeout_ms=900_001)
-    )
-    with pytest.raises(TransactionTimeoutError) as err:
-        committer.recover()
-    assert err.value.setting == "transaction_timeout_ms"
-
-
-def test_empty_batch_records_its_id_and_writes_nothing(kafka_bootstrap, new_topic, tmp_path):
-    topic = new_topic("empty", partitions=1)
-    committer = KafkaCommitter(settings(kafka_bootstrap, topic, tmp_path))
-    assert commit_batch(committer, 0, [stage_kafka(tmp_path / "s", 0, [])]) is Outcome.COMMITTED
-    assert commit_batch(committer, 0, []) is Outcome.SKIPPED_REPLAY
-    committer.close()
-    assert values(kafka_bootstrap, topic, read_committed=False) == []
-    assert SinkProgress(kafka_bootstrap, topic, "k").read().batch_id == 0
 
 
 def test_empty_delta_batch_records_its_txn_without_adding_files(delta_table):

@@ -114,7 +114,8 @@ def test_schema_shape_ignores_nullability_but_not_types():
 
 
 def test_record_ids_name_a_slice_by_its_records_not_its_task_index():
-    from connectors.kafka.sink import partition_identity, record_id
+    from connectors.kafka.idempotent import partition_identity
+    from connectors.kafka.readback import record_id
 
     a = [(b"k1", b"v1", None), (b"k2", b"v2", None)]
     b = [(b"k3", b"v3", None)]

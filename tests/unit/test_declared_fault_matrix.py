@@ -51,16 +51,6 @@ MATRIX = {
         "broker-restart": "kafka_tx.4.recorded@0 5s: forwarded=precise",
         "output-trim": "kafka_tx.3.sliced@1: forwarded=ReplayUnprovableError",
     },
-    "exactly_once_kafka_batch": {
-        "kill": "kafka2pc.3.committed@1: forwarded=precise",
-        "task-raise": "kafka2pc.1.staged@1: forwarded=precise",
-        "driver-raise": "kafka2pc.3.committed@1: forwarded=precise",
-        "checkpoint-reset": "-: forwarded=SinkOwnerError",
-        "speculation": "kafka2pc.1.staged@1 #0 5s: forwarded=precise",
-        "broker-pause": "kafka2pc.3.committed@0 130s: forwarded=precise",
-        "broker-restart": "kafka2pc.3.committed@0 5s: forwarded=precise",
-        "output-trim": "kafka2pc.3.committed@1: forwarded=precise",
-    },
     "exactly_once_kafka_idempotent": {
         "kill": "kafka_idem.3.written@1: forwarded=precise",
         "task-raise": "kafka_idem.2.partial@1: forwarded=precise",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.idempotent import TaskStarted
 from connectors.kafka.progress import SinkProgress
-from connectors.kafka.staging import KafkaSinkSettings
+from connectors.kafka.settings import KafkaSinkSettings
 
 #: Dotted ids made of the words the sinks' names use as suffixes, so the collisions of the
 #: review (``X`` and ``X.run``, ``a.b``/``c`` and ``a``/``b.c``) are drawn, not just hoped for.
@@ -25,7 +25,7 @@ SLICES = range(3)
 
 def groups(sink_id: str, topic: str) -> dict[str, str]:
     """Every consumer group the sink with ``sink_id`` writing ``topic`` commits offsets to."""
-    s = KafkaSinkSettings("127.0.0.1:9", topic, sink_id, staging_dir="")
+    s = KafkaSinkSettings("127.0.0.1:9", topic, sink_id)
     committer = KafkaCommitter(s)
     found = {
         "progress": SinkProgress(s.bootstrap, topic, sink_id).group,
@@ -39,17 +39,17 @@ def groups(sink_id: str, topic: str) -> dict[str, str]:
 
 
 def transactional_ids(sink_id: str, topic: str) -> dict[str, str]:
-    s = KafkaSinkSettings("127.0.0.1:9", topic, sink_id, staging_dir="")
+    s = KafkaSinkSettings("127.0.0.1:9", topic, sink_id)
     return {"commit": s.transactional_id} | {f"s{i}": s.slice_transactional_id(i) for i in SLICES}
 
 
 def test_the_review_collisions_are_gone():
-    x = KafkaSinkSettings("127.0.0.1:9", "out", "X", staging_dir="")
+    x = KafkaSinkSettings("127.0.0.1:9", "out", "X")
     # N7: sink X's run-epoch group was sink X.run's progress group
     assert KafkaCommitter(x).run_group != SinkProgress(x.bootstrap, "out", "X.run").group
     # N8: sink a.b -> topic c and sink a -> topic b.c shared their slice transactional ids
-    ab_c = KafkaSinkSettings("127.0.0.1:9", "c", "a.b", staging_dir="")
-    a_bc = KafkaSinkSettings("127.0.0.1:9", "b.c", "a", staging_dir="")
+    ab_c = KafkaSinkSettings("127.0.0.1:9", "c", "a.b")
+    a_bc = KafkaSinkSettings("127.0.0.1:9", "b.c", "a")
     assert ab_c.slice_transactional_id(0) != a_bc.slice_transactional_id(0)
 
 
@@ -73,7 +73,7 @@ def test_no_two_sinks_share_a_group_or_a_transactional_id(s1, t1, s2, t2):
 def test_a_sinks_scans_find_its_own_slices_and_nothing_else(s1, t1, s2, t2):
     """The start-up's ListGroups and ListTransactions scans: a name of another sink is never
     taken for one of this sink's slices, and this sink's slices are all found."""
-    mine = KafkaSinkSettings("127.0.0.1:9", t1, s1, staging_dir="").names
+    mine = KafkaSinkSettings("127.0.0.1:9", t1, s1).names
     for i in SLICES:
         assert mine.slice_of_group(groups(s1, t1)[f"s{i}"]) == i
         assert mine.slice_of_transactional_id(transactional_ids(s1, t1)[f"s{i}"]) == i

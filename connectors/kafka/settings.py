@@ -1,57 +1,20 @@
-"""The two-phase Kafka sink's staging: typed options and the Arrow files tasks stage records in.
+"""Typed settings of the two-phase Kafka sink (a transaction per task slice).
 
-Step 1 of :data:`~spark_ext.sinks.protocol.KAFKA_TWO_PHASE` writes these files on the
-executors (:class:`connectors.kafka.sink.KafkaStagingWriter`); the driver reads them back in
-step 3 (:class:`connectors.kafka.commit.KafkaCommitter`). No Kafka client here.
+Validated once when the query is built; passed to the data source as string options
+(:meth:`KafkaSinkSettings.as_options`) and read back on the executors. No Kafka client here.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.ipc as ipc
-from pyspark.sql.datasource import WriterCommitMessage
-
 from connectors.kafka.names import KafkaSinkNames
-from connectors.kafka.records import LINGER_MS, PRODUCER, to_bytes
-from spark_ext.sinks.errors import SinkConfigError, StagedDataMissingError
+from connectors.kafka.records import LINGER_MS, PRODUCER
+from spark_ext.sinks.errors import SinkConfigError
 from spark_ext.sinks.protocol import validate_sink_id
 
-__all__ = ["KafkaSinkSettings", "StagedRecords", "staged_records"]
-
-
-@dataclass(frozen=True)
-class StagedRecords(WriterCommitMessage):
-    """Commit message of one task: the Arrow file holding its records."""
-
-    path: str
-    rows: int
-    batch_id: int
-    partition: int
-
-
-def staged_records(path: str) -> Iterator[tuple[bytes | None, bytes | None, int | None]]:
-    """``(key, value, partition)`` of every record in a staged Arrow file."""
-    if not os.path.exists(path):
-        raise StagedDataMissingError(f"staged records {path} are gone")
-    with pa.memory_map(path) as source:
-        reader = ipc.open_file(source)
-        for i in range(reader.num_record_batches):
-            batch = reader.get_batch(i)
-            names = batch.schema.names
-            values = batch.column("value").to_pylist()
-            keys = batch.column("key").to_pylist() if "key" in names else [None] * len(values)
-            parts = (
-                batch.column("partition").to_pylist()
-                if "partition" in names
-                else [None] * len(values)
-            )
-            for k, v, p in zip(keys, values, parts, strict=True):
-                yield to_bytes(k), to_bytes(v), p
+__all__ = ["KafkaSinkSettings"]
 
 
 @dataclass(frozen=True)
@@ -61,9 +24,8 @@ class KafkaSinkSettings:
     bootstrap: str
     topic: str
     sink_id: str
-    staging_dir: str
     transaction_timeout_ms: int = 300_000
-    #: How long a record may wait for its acknowledgement (kafka-python ``delivery_timeout_ms``).
+    #: How long a record may wait for its acknowledgement (librdkafka ``message.timeout.ms``).
     delivery_timeout_ms: int = 120_000
     #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
     #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
@@ -72,13 +34,7 @@ class KafkaSinkSettings:
     #: against the progress record of every commit; ``None``: unchecked (commits made outside
     #: a query).
     owner: str | None = None
-    #: Transactions retried after one whose outcome was learned to be "aborted".
-    max_attempts: int = 3
-    #: (one transaction per task slice) The client the tasks produce with:
-    #: ``"confluent-kafka"`` (fast, the default) or ``"kafka-python"``
-    #: (:mod:`connectors.kafka.clients`).
-    client: str = "confluent-kafka"
-    #: (one transaction per task slice) What the start found (:func:`connectors.kafka.slices.
+    #: What the start found (:func:`connectors.kafka.slices.
     #: replay_state`): the batch recorded then (a task of it or below writes nothing) ...
     recorded: int | None = None
     #: ... the batch after it if some of its slices are committed (its tasks read back the
@@ -86,7 +42,7 @@ class KafkaSinkSettings:
     partial: int | None = None
     #: ... and the offsets (per output partition) from which that batch's records can lie.
     replay_from: dict[int, int] = field(default_factory=dict)
-    #: (one transaction per task slice) Keep a slice's producer in the Python worker for the
+    #: Keep a slice's producer in the Python worker for the
     #: slice's next task (no ``init_transactions`` per task and batch).
     reuse_producers: bool = True
 
@@ -120,12 +76,6 @@ class KafkaSinkSettings:
         """The driver's transactional id (:attr:`KafkaSinkNames.commit_id`)."""
         return self.names.commit_id
 
-    def sink_dir(self) -> str:
-        """The sink's staging folder (whole-batch mode only; :class:`SinkConfigError` if unset)."""
-        if not self.staging_dir:
-            raise SinkConfigError("staging_dir", "a staging folder is required")
-        return os.path.join(self.staging_dir, self.sink_id)
-
     def slice_transactional_id(self, index: int) -> str:
         """The transactional id of task slice ``index`` (:meth:`KafkaSinkNames.slice_id`: one
         transaction per task; a retried or speculative attempt fences the other)."""
@@ -136,18 +86,13 @@ class KafkaSinkSettings:
         (:meth:`KafkaSinkNames.slice_group`)."""
         return self.names.slice_group(index)
 
-    def batch_dir(self, batch_id: int) -> str:
-        return os.path.join(self.sink_dir(), f"b{batch_id:012d}")
-
     def as_options(self) -> dict[str, str]:
         return {
             "bootstrap": self.bootstrap,
             "topic": self.topic,
             "sink_id": self.sink_id,
-            "staging_dir": self.staging_dir,
             "transaction_timeout_ms": str(self.transaction_timeout_ms),
             "delivery_timeout_ms": str(self.delivery_timeout_ms),
-            "client": self.client,
             **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
             **({"owner": self.owner} if self.owner is not None else {}),
             **({"recorded": str(self.recorded)} if self.recorded is not None else {}),
@@ -186,10 +131,8 @@ class KafkaSinkSettings:
             bootstrap=options.get("bootstrap", ""),
             topic=options.get("topic", ""),
             sink_id=options.get("sink_id", ""),
-            staging_dir=options.get("staging_dir", ""),
             run_epoch=number("run_epoch"),
             owner=options.get("owner"),
-            client=options.get("client", "confluent-kafka"),
             recorded=number("recorded"),
             partial=number("partial"),
             replay_from=replay_from,
