@@ -19,7 +19,13 @@ from chispa import assert_df_equality
 from conftest import EVENTS, MAX_OFFSETS
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
-from sink_crash import (
+from test_delta_sinks import data_commits
+
+from connectors import kafka
+from connectors.delta.two_phase import DeltaCommitter
+from jobs.exactly_once_delta import parse_events
+from spark_ext.jobrun import JobRun, run_job
+from spark_ext.recovery.kills import (
     JOB_TIMEOUT_S,
     RANDOM_KILLS,
     batches_for,
@@ -27,12 +33,6 @@ from sink_crash import (
     kill_at_random_times,
     random_kills,
 )
-from test_delta_sinks import data_commits
-
-from connectors import kafka
-from connectors.delta.two_phase import DeltaCommitter
-from jobs.exactly_once_delta import parse_events
-from spark_ext.jobrun import JobRun, run_job
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE
 from tests.conftest import start_selected
 

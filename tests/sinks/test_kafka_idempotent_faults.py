@@ -17,11 +17,11 @@ from concurrent.futures import Future
 
 import pytest
 from conftest import EVENTS, MAX_OFFSETS
-from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
+from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
 from tests.conftest import start_selected, unique_topic
 

@@ -13,18 +13,18 @@ from collections import Counter
 import pytest
 from chispa import assert_df_equality
 from conftest import EVENTS, MAX_OFFSETS
-from sink_crash import (
+
+from connectors import kafka
+from connectors.kafka.progress import SinkProgress
+from jobs.eo_spark_kafka_sink import WRITTEN
+from jobs.exactly_once_kafka import forward
+from spark_ext.recovery.kills import (
     RANDOM_KILLS,
     batches_for,
     kill_at_each_point,
     kill_at_random_times,
     random_kills,
 )
-
-from connectors import kafka
-from connectors.kafka.progress import SinkProgress
-from jobs.eo_spark_kafka_sink import WRITTEN
-from jobs.exactly_once_kafka import forward
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]

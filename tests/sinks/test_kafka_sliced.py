@@ -15,7 +15,6 @@ import pyarrow as pa
 import pytest
 from conftest import EVENTS, MAX_OFFSETS
 from kafka_two_brokers import two_brokers
-from sink_crash import JOB_TIMEOUT_S, kill_at_each_point
 
 from connectors import kafka
 from connectors.kafka.progress import SinkProgress
@@ -30,6 +29,7 @@ from connectors.kafka.slices import (
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
+from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
 from spark_ext.sinks.protocol import KAFKA_SLICED
 from tests.conftest import await_done, start_selected, unique_topic

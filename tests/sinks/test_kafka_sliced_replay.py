@@ -29,12 +29,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from conftest import EVENTS
-from sink_crash import JOB_TIMEOUT_S
 
 from connectors import kafka
 from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import replay_state
 from spark_ext.jobrun import REPO, JobRun, run_job
+from spark_ext.recovery.kills import JOB_TIMEOUT_S
 from spark_ext.recovery.retention import trim_topic
 from spark_ext.sinks.protocol import KAFKA_SLICED
 from tests.conftest import unique_topic
