@@ -20,6 +20,7 @@ Modules, one concern each:
 ``disorder``                   input whose event times break the partitions' promise
 ``speculation``                a straggler task and Spark's speculative copy of it
 ``harness``                    :class:`RecoveryHarness`: the kill check, each cell to its module
+``kills``                      a job killed at each declared step in turn, or at random moments
 ``profiles``                   derived profiles (speculation, own broker), typed error names
 ``readers``                    Delta tables read back as rows
 ``report``                     the text table and the HTML report with one plot per output

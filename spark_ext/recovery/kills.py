@@ -1,44 +1,46 @@
-"""Crash-test drivers shared by the sink tests: kill a job at each step, or at random times."""
+"""The harness's kill drivers: a job killed at each declared step in turn, or at random moments
+while it streams, each run restarting from the checkpoint the killed one left (docs/design.md,
+"Fault points")."""
 
 from __future__ import annotations
 
 import logging
-import os
 import random
 from collections.abc import Callable, Sequence
 
-import pytest
-
 from spark_ext.jobrun import REPO, JobRun, run_job
+from spark_ext.recovery.errors import FaultNotFired, JobRunFailed
+
+__all__ = ["JOB_TIMEOUT_S", "batches_for", "kill_at_each_point", "kill_at_random_times"]
 
 log = logging.getLogger(__name__)
 
-#: Kills at random times per sink, a heavy lane (``--heavy -k random``), each test killing its
-#: sink ``SPARK_EXT_RANDOM_KILLS`` times (the issues' count is 20). In CI each sink is killed at
-#: every step of its protocol by its own test instead; random kills, which also land between
-#: steps, cost 1.5 min per sink even at 2 kills (the suite's 35-minute budget).
-RANDOM_KILLS = int(os.environ.get("SPARK_EXT_RANDOM_KILLS", "2"))
-random_kills = pytest.mark.heavy
 JOB_TIMEOUT_S = 420.0
 
 
 def kill_at_each_point(module: str, args: Sequence[str], points: Sequence[str]) -> list[JobRun]:
     """Run the job once per crash point (``name@batch``), each killed there, then to its end.
 
-    Every run restarts from the checkpoint the killed one left. Asserts each point was
-    reached (the run was SIGKILLed) and that the last run finished cleanly.
+    Every run restarts from the checkpoint the killed one left. Raises
+    :class:`FaultNotFired` if a point was not reached, :class:`JobRunFailed` if the last run did
+    not finish cleanly.
     """
     runs = []
     for point in points:
         run = run_job(module, args, fault=point, timeout_s=JOB_TIMEOUT_S)
         # Its own marker, not just "died of SIGKILL" (an OOM kill or a kill elsewhere is not it).
-        fired = run.killed and run.fired(point.partition("@")[0], "kill")
-        assert fired, f"fault point {point} was not reached:\n{run.output_tail}"
+        if not (run.killed and run.fired(point.partition("@")[0], "kill")):
+            raise FaultNotFired(module, f"{point}:kill", run)
         runs.append(run)
+    return [*runs, _final(module, args)]
+
+
+def _final(module: str, args: Sequence[str]) -> JobRun:
+    """The run after the kills, which must finish cleanly."""
     final = run_job(module, args, timeout_s=JOB_TIMEOUT_S)
-    assert final.ok, final.output_tail
-    runs.append(final)
-    return runs
+    if not final.ok:
+        raise JobRunFailed(module, "final", final)
+    return final
 
 
 def kill_at_random_times(
@@ -64,17 +66,15 @@ def kill_at_random_times(
         runs.append(run)
         if run.ok:
             return runs
-        assert run.killed, run.output_tail
+        if not run.killed:
+            raise JobRunFailed(module, "killed", run)
         # Where it landed, from the run's fault log. Progress moving usually means steps were
         # reached in this run, but a transactional progress offset the previous (killed) run
         # committed can become readable only once this run's start settled it: that kill lands
         # in the start-up's recovery, before any step, and is a kill like any other.
         where = run.last_step or "the start-up, before any step"
         log.warning("random kill %d of %d landed after %s", len(runs), kills, where)
-    final = run_job(module, args, timeout_s=JOB_TIMEOUT_S)
-    assert final.ok, final.output_tail
-    runs.append(final)
-    return runs
+    return [*runs, _final(module, args)]
 
 
 def _run_killed_after_progress(

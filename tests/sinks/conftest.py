@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from connectors.demo_events import produce_events
@@ -10,6 +12,9 @@ from connectors.demo_events import produce_events
 #: ``MAX_OFFSETS`` per trigger it makes several micro-batches (3 partitions x 40 per batch).
 EVENTS = 360
 MAX_OFFSETS = 120
+#: Random kills per sink in the heavy lane (``--heavy -k random``; the issues' count is 20). In CI
+#: every step of each protocol is killed instead: random kills cost 1.5 min per sink at 2 kills.
+RANDOM_KILLS = int(os.environ.get("SPARK_EXT_RANDOM_KILLS", "2"))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-from conftest import EVENTS, MAX_OFFSETS
+from conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from test_delta_sinks import data_commits
@@ -27,11 +27,9 @@ from jobs.exactly_once_delta import parse_events
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.kills import (
     JOB_TIMEOUT_S,
-    RANDOM_KILLS,
     batches_for,
     kill_at_each_point,
     kill_at_random_times,
-    random_kills,
 )
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE
 from tests.conftest import start_selected
@@ -160,7 +158,7 @@ def test_idempotent_delta_sink_killed_at_every_step_writes_each_row_once(
     assert DeltaTable(str(tmp_path / "table")).transaction_version("events") == 2
 
 
-@random_kills
+@pytest.mark.heavy
 def test_two_phase_delta_sink_killed_at_random_times_writes_each_row_once(
     spark, events_topic, expected, tmp_path
 ):

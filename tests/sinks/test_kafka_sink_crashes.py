@@ -12,18 +12,16 @@ from collections import Counter
 
 import pytest
 from chispa import assert_df_equality
-from conftest import EVENTS, MAX_OFFSETS
+from conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
 
 from connectors import kafka
 from connectors.kafka.progress import SinkProgress
 from jobs.eo_spark_kafka_sink import WRITTEN
 from jobs.exactly_once_kafka import forward
 from spark_ext.recovery.kills import (
-    RANDOM_KILLS,
     batches_for,
     kill_at_each_point,
     kill_at_random_times,
-    random_kills,
 )
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
 
@@ -87,7 +85,7 @@ def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
 RANDOM_MODES = ["two_phase", "idempotent"]
 
 
-@random_kills
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", RANDOM_MODES)
 def test_kafka_sink_killed_at_random_times_writes_each_record_once(
     spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path, mode
