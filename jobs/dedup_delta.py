@@ -24,10 +24,8 @@ of event time); exactly-once if ``--out`` (checkpoint, state, catalog) is split 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -36,7 +34,7 @@ from pyspark.sql.streaming import StreamingQuery
 from connectors import kafka
 from connectors.delta.dedup_sink import DeltaDedupSink
 from jobs.ordering_dedup import READING_SCHEMA
-from jobs.startup import job_parser, start_job
+from jobs.startup import JobPaths, Under, job_parser, sink_id_for, start_batches, start_job
 from spark_ext.dedup import DedupConfig
 
 log = logging.getLogger(__name__)
@@ -61,30 +59,13 @@ def parse(raw: DataFrame) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class DedupPaths:
+class DedupPaths(JobPaths):
     """Output tables, sink state and checkpoint under one folder."""
 
-    root: Path
-
-    @property
-    def unique(self) -> Path:
-        return self.root / "unique"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def catalog(self) -> Path:
-        return self.root / "catalog"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "_dedup_state"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "_checkpoint"
+    unique = Under("unique")
+    quarantine = Under("quarantine")
+    catalog = Under("catalog")
+    state = Under("_dedup_state")
 
 
 def start(
@@ -112,7 +93,7 @@ def start(
     sink = DeltaDedupSink(
         config,
         paths.unique,
-        sink_id="dedup." + re.sub(r"[^A-Za-z0-9_.]", "_", topic),
+        sink_id=sink_id_for("dedup", topic),
         state_path=paths.state,
         quarantine_path=paths.quarantine,
         output_columns=OUTPUT_COLUMNS,
@@ -120,15 +101,7 @@ def start(
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    query = (
-        parse(source)
-        .writeStream.foreachBatch(sink)
-        .queryName(f"dedup_delta_{topic}")
-        .option("checkpointLocation", str(paths.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    return query, sink
+    return start_batches(parse(source), sink, paths.checkpoint, f"dedup_delta_{topic}"), sink
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,7 +47,7 @@ from pyspark.sql.types import (
 )
 
 from connectors import kafka
-from jobs.startup import job_parser, start_job
+from jobs.startup import JobPaths, Under, job_parser, sink_id_for, start_batches, start_job
 from spark_ext.dedup import DedupConfig, DedupSink
 from spark_ext.operators.ewma import ewma
 from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
@@ -198,26 +196,12 @@ def parse_readings(raw: DataFrame) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class PipelinePaths:
+class PipelinePaths(JobPaths):
     """Output tables and checkpoint under one folder."""
 
-    root: Path
-
-    @property
-    def ewma(self) -> Path:
-        return self.root / "ewma"
-
-    @property
-    def late(self) -> Path:
-        return self.root / "late"
-
-    @property
-    def catalog(self) -> Path:
-        return self.root / "catalog"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "_checkpoint"
+    ewma = Under("ewma")
+    late = Under("late")
+    catalog = Under("catalog")
 
 
 @dataclass(frozen=True)
@@ -260,18 +244,11 @@ def start_pipeline(
     sink = DedupSink(
         dedup,
         str(paths.ewma),
-        sink_id="ordering." + re.sub(r"[^A-Za-z0-9_.]", "_", topic),
+        sink_id=sink_id_for("ordering", topic),
         output_columns=RESULT_COLUMNS,
         quarantine_path=str(paths.late),
     )
-    query = (
-        tagged.writeStream.foreachBatch(sink)
-        .queryName(f"ordering_{topic}")
-        .option("checkpointLocation", str(paths.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    return query, sink
+    return start_batches(tagged, sink, paths.checkpoint, f"ordering_{topic}"), sink
 
 
 def main(argv: list[str] | None = None) -> int:

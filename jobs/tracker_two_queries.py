@@ -29,7 +29,6 @@ to the Delta table ``late_down`` with their reason; neither is folded nor stalls
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -39,6 +38,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from jobs.startup import job_parser, start_job
 
 log = logging.getLogger(__name__)
 
@@ -172,26 +173,16 @@ def run_until_complete(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--topic", default="tracked-events")
+    parser = job_parser(__doc__.splitlines()[0], topic="tracked-events", max_offsets=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--mid-topic", default=None, help="default: <topic>-windows")
     parser.add_argument("--agent", default=None, help="agent name; default: <topic>")
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=100)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    out = args.out or profile.paths.resolved_data_root() / "tracker_two_queries"
+    job = start_job(args, "tracker_two_queries")
+    spark, out = job.spark, job.out
     up, down, agent = start_two_queries(
         spark,
-        profile.kafka.bootstrap_servers,
+        job.bootstrap,
         args.topic,
         args.partitions,
         args.mid_topic or f"{args.topic}-windows",

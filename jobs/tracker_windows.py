@@ -26,7 +26,6 @@ written, rather than write a replayed batch again.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -39,6 +38,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+from jobs.startup import job_parser, start_job
 
 log = logging.getLogger(__name__)
 
@@ -177,27 +178,17 @@ def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
+    parser = job_parser(__doc__.splitlines()[0], topic="tracked-events", max_offsets=100)
     parser.add_argument("--master", default=None, help="e.g. local[2,4] to allow task retries")
-    parser.add_argument("--topic", default="tracked-events")
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=100)
     parser.add_argument("--disorder-ms", type=int, default=0, help="allowed disorder per partition")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.session import build_session
-
     overrides = {"spark": {"master": args.master}} if args.master else {}
-    profile = load_profile(args.profile, **overrides)
-    spark = build_session(profile)
-    out = args.out or profile.paths.resolved_data_root() / "tracker_windows"
+    job = start_job(args, "tracker_windows", **overrides)
+    spark, out = job.spark, job.out
     query, agent = start_windows(
         spark,
-        profile.kafka.bootstrap_servers,
+        job.bootstrap,
         args.topic,
         args.partitions,
         out,
