@@ -46,7 +46,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
-from jobs.startup import JobPaths, Under, job_parser, start_batches, start_job
+from jobs.startup import JobPaths, Under, job_parser, print_tables, start_batches, start_job
 from spark_ext.crash import declare
 from spark_ext.operators.ewma import ewma
 from spark_ext.quarantine import parse_json
@@ -186,10 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         args.alpha,
     )
     query.awaitTermination()
-    events = spark.read.format("delta").load(str(paths.events)).count()
-    users = spark.read.format("delta").load(str(paths.ewma)).count()
-    print(f"at_least_once: events table {paths.events}: {events} rows")
-    print(f"at_least_once: ewma table {paths.ewma}: {users} users")
+    print_tables(spark, "at_least_once", events=paths.events, ewma=paths.ewma)
     return 0
 
 

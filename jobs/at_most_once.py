@@ -37,7 +37,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
-from jobs.startup import JobPaths, Under, job_parser, start_batches, start_job
+from jobs.startup import JobPaths, Under, job_parser, print_tables, start_batches, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import parse_json
 
@@ -135,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     spark, paths = job.spark, AtMostOncePaths(job.out)
     query = start(spark, job.bootstrap, args.topic, paths, args.max_offsets_per_trigger)
     query.awaitTermination()
-    events = spark.read.format("delta").load(str(paths.events)).count()
-    print(f"at_most_once: events table {paths.events}: {events} rows")
+    print_tables(spark, "at_most_once", events=paths.events)
     return 0
 
 

@@ -33,8 +33,16 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from connectors.delta.dedup_sink import DeltaDedupSink
-from jobs.ordering_dedup import READING_SCHEMA
-from jobs.startup import JobPaths, Under, job_parser, sink_id_for, start_batches, start_job
+from jobs.ordering_dedup import add_dedup_flags, dedup_summary, parse_readings
+from jobs.startup import (
+    JobPaths,
+    Under,
+    job_parser,
+    print_tables,
+    sink_id_for,
+    start_batches,
+    start_job,
+)
 from spark_ext.dedup import DedupConfig
 
 log = logging.getLogger(__name__)
@@ -44,14 +52,14 @@ OUTPUT_COLUMNS = ("reading_id", "sensor", "event_time", "temp_c", "topic", "part
 
 
 def parse(raw: DataFrame) -> DataFrame:
-    """Kafka rows -> readings with their coordinates; control records dropped."""
-    r = F.from_json(F.col("value").cast("string"), READING_SCHEMA)
-    parsed = raw.select(r.alias("r"), "topic", "partition", "offset")
-    return parsed.where(F.col("r.close").isNull() & F.col("r.end").isNull()).select(
-        F.col("r.reading_id").alias("reading_id"),
-        F.col("r.sensor").alias("sensor"),
-        F.to_timestamp("r.event_time").alias("event_time"),
-        F.col("r.temp_c").alias("temp_c"),
+    """Kafka rows -> readings with their coordinates (:func:`~jobs.ordering_dedup.parse_readings`
+    renamed); control records dropped."""
+    readings = parse_readings(raw).where(~F.col("is_end"))
+    return readings.select(
+        F.col("record_id").alias("reading_id"),
+        F.col("key").alias("sensor"),
+        "event_time",
+        F.col("value").alias("temp_c"),
         "topic",
         "partition",
         "offset",
@@ -106,9 +114,7 @@ def start(
 
 def main(argv: list[str] | None = None) -> int:
     parser = job_parser(__doc__.splitlines()[0], topic="readings")
-    parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
-    parser.add_argument("--fp-rate", type=float, default=0.01)
-    parser.add_argument("--rotation-ms", type=int, default=3_600_000)
+    add_dedup_flags(parser)
     parser.add_argument(
         "--buckets", type=int, default=4, help="dedup buckets; keep it for the sink's life"
     )
@@ -127,15 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         args.buckets,
     )
     query.awaitTermination()
-    m = sink.metrics
-    rows = spark.read.format("delta").load(str(paths.unique)).count()
-    print(f"unique table {paths.unique}: {rows} rows")
-    print(
-        f"this run: {m.rows} rows decided, lookups avoided {100 * m.lookups_avoided:.1f}%, "
-        f"duplicates {m.catalog_duplicates + m.batch_duplicates} "
-        f"({m.batch_duplicates} in-batch, {m.catalog_duplicates} from the catalog), "
-        f"observed FP {m.observed_fp_rate:.4f}"
-    )
+    print_tables(spark, "dedup_delta", unique=paths.unique)
+    print(dedup_summary(sink.metrics))
     return 0
 
 

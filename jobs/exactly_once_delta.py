@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from jobs.startup import job_parser, start_job
+from jobs.startup import job_parser, print_tables, start_job
 from spark_ext.quarantine import EVENT_SCHEMA
 
 if TYPE_CHECKING:
@@ -103,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         args.mode,
         args.max_offsets_per_trigger,
     ).awaitTermination()
-    rows = spark.read.format("delta").load(str(args.table)).count()
-    print(f"table {args.table}: {rows} rows")
+    print_tables(spark, "exactly_once_delta", events=args.table)
     return 0
 
 

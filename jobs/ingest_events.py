@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from connectors.delta.idempotent import DeltaIdempotentWriter
-from jobs.startup import JobPaths, Under, job_parser, start_job
+from jobs.startup import JobPaths, Under, job_parser, print_tables, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import (
     EVENT_SCHEMA,
@@ -127,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         paths,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
     ).awaitTermination()
-    events = spark.read.format("delta").load(str(paths.events)).count()
-    quarantined = spark.read.format("delta").load(str(paths.quarantine)).count()
-    print(f"events table     {paths.events}: {events} rows")
-    print(f"quarantine table {paths.quarantine}: {quarantined} rows")
+    print_tables(spark, "ingest", events=paths.events, quarantine=paths.quarantine)
     return 0
 
 

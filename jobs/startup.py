@@ -1,11 +1,12 @@
-"""What every guarantee job does first, written once: its flags, profile, session, listener, paths.
+"""What every guarantee job does first and last, written once: flags, session, paths, report.
 
 Every job takes the same flags for the same things: ``--profile`` (a ``conf/`` name or a
 ``.toml`` path), ``--bootstrap`` (overrides the profile's brokers), ``--topic``, ``--out``
 (the folder of its tables and checkpoint; default under the profile's data root) and
 ``--max-offsets-per-trigger``. :func:`job_parser` declares them, :func:`start_job` turns the
 parsed flags into a :class:`JobStart` (the profile, the session with the progress listener
-attached, the brokers, the output folder). :class:`JobPaths` names the tables under ``--out``.
+attached, the brokers, the output folder). :class:`JobPaths` names the tables under ``--out``;
+:func:`start_batches` starts a ``foreachBatch`` query; :func:`print_tables` reports the tables.
 
 Example
 -------
@@ -36,6 +37,7 @@ __all__ = [
     "JobStart",
     "Under",
     "job_parser",
+    "print_tables",
     "sink_id_for",
     "start_batches",
     "start_job",
@@ -129,3 +131,10 @@ def start_batches(
     if name is not None:
         writer = writer.queryName(name)
     return writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+
+
+def print_tables(spark: SparkSession, job: str, **tables: Path) -> None:
+    """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""
+    for name, path in tables.items():
+        rows = spark.read.format("delta").load(str(path)).count()
+        print(f"{job}: {name} table {path}: {rows} rows")

@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from jobs.startup import job_parser, start_job
+from jobs.startup import job_parser, print_tables, start_job
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def start_two_queries(
     from connectors import kafka
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from connectors.kafka.sink import KafkaTwoPhaseWriter
-    from jobs.tracker_windows import parse, topic_partitions
+    from jobs.tracker_windows import topic_partitions, tracked_events
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
     from spark_ext.streaming import Closing, TrackedStream, forward_records
@@ -96,18 +96,8 @@ def start_two_queries(
     def forward(df: DataFrame, batch_id: int) -> None:
         to_kafka(forward_records(df, record_ids=True), batch_id)
 
-    events = parse(
-        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
-    )
     up = (
-        TrackedStream(
-            events,
-            key="user_id",
-            event_time="event_time",
-            agent=agent,
-            closing=Closing.partitions(topic, partitions, ordered=True),
-            close_marker="close_through",
-        )
+        tracked_events(spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger)
         .apply(
             Tumbling(WINDOW, namespace=UP),
             WindowAggregate(Count(), Sum("amount")),
@@ -195,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         up.stop()
         down.stop()
-    totals = spark.read.format("delta").load(str(out / "totals"))
-    print(f"totals table {out / 'totals'}: {totals.count()} windows")
+    print_tables(spark, "tracker_two_queries", totals=out / "totals")
     return 0
 
 

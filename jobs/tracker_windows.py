@@ -33,13 +33,17 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from jobs.startup import job_parser, start_job
+from jobs.startup import job_parser, print_tables, start_job
+
+if TYPE_CHECKING:
+    from spark_ext.streaming import TrackedStream
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,33 @@ def parse(raw: DataFrame) -> DataFrame:
     ).select("e.*", "topic", "partition", "offset")
 
 
+def tracked_events(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    agent: object,
+    max_offsets_per_trigger: int | None,
+    disorder_ms: int = 0,
+) -> TrackedStream:
+    """The topic's events keyed by user, tracked by ``agent``: each partition closes by its
+    markers and its event time, allowed ``disorder_ms`` of disorder."""
+    from connectors import kafka
+    from spark_ext.streaming import Closing, TrackedStream
+
+    events = parse(
+        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
+    )
+    return TrackedStream(
+        events,
+        key="user_id",
+        event_time="event_time",
+        agent=agent,  # type: ignore[arg-type]
+        closing=Closing.partitions(topic, partitions, disorder=disorder_ms),
+        close_marker="close_through",
+    )
+
+
 def start_windows(
     spark: SparkSession,
     bootstrap: str,
@@ -129,25 +160,15 @@ def start_windows(
     ``disorder_ms``: the allowed disorder inside each partition (0: ordered); rows beyond it
     go to the Delta table ``late``.
     """
-    from connectors import kafka
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.streaming import Closing, TrackedStream
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
     agent = LocalTrackingAgent(out / "tracker")
-    events = parse(
-        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
-    )
     query = (
-        TrackedStream(
-            events,
-            key="user_id",
-            event_time="event_time",
-            agent=agent,
-            closing=Closing.partitions(topic, partitions, disorder=disorder_ms),
-            close_marker="close_through",
+        tracked_events(
+            spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger, disorder_ms
         )
         .apply(
             Tumbling(WINDOW, namespace="windows"),
@@ -199,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         run_until_complete(query, agent)
     finally:
         query.stop()
-    n = spark.read.format("delta").load(str(out / "windows")).count()
-    print(f"windows table {out / 'windows'}: {n} rows")
+    print_tables(spark, "tracker_windows", windows=out / "windows")
     return 0
 
 

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.exactly_once_delta import events_stream
-from jobs.startup import job_parser, start_batches, start_job
+from jobs.startup import job_parser, print_tables, start_batches, start_job
 from spark_ext.crash import declare
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     writer = UpsertWriter(job.out)
     totals = running_totals(events)
     start_batches(totals, writer, job.out / "_checkpoint", output_mode="update").awaitTermination()
-    print(f"totals in {job.out / 'totals'}")
+    print_tables(job.spark, "upsert_totals", totals=job.out / "totals", changes=job.out / "changes")
     return 0
 
 

@@ -19,6 +19,7 @@ from jobs.cases.fault_cells import (
     broker_cells,
     cells,
     expire_delta,
+    run_args,
 )
 from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
 from spark_ext.recovery import (
@@ -50,33 +51,40 @@ READINGS = OutputSpec(
 )
 
 
-class OrderingCase(RecoveryCase):
-    """:mod:`jobs.ordering_dedup` on sensor readings spread over two partitions.
+#: The dedup sink's output: distinct readings with the coordinates of the copy kept.
+UNIQUE = OutputSpec(columns=("reading_id", "sensor", "event_time", "temp_c", "partition", "offset"))
+
+
+class ReadingsCase(RecoveryCase):
+    """A job on sensor readings over two partitions, writing Delta ``tables`` under ``--out``.
 
     Every run reads in batches of ``limit`` offsets; the restart after the kill catches up
     the backlog in one batch (no limit), as a restart after downtime does. So the recovered
-    output was computed under another batch plan than the clean one: only an order fixed by
-    the buffer makes them equal.
+    output was computed under another batch plan than the clean one.
     """
 
     def __init__(
         self,
         name: str,
-        expected: RecoveryClass,
+        module: str,
+        crash: CrashPlan,
+        output: ExpectedOutput,
         description: str,
+        tables: Sequence[str],
+        readings: Mapping[str, int],
         extra_args: Sequence[str] = (),
-        duplicate_every: int = 0,
         limit: int = 50,
         cells: Mapping[FaultClass, FaultCell] | None = None,
     ) -> None:
         self.name = name
-        self.module = "jobs.ordering_dedup"
-        self.crash = CrashPlan.at(DEDUP_AFTER_OUTPUT, 0)
+        self.module = module
+        self.crash = crash
         self.cells = dict(cells or {})
-        self.outputs = (ExpectedOutput("ewma", READINGS, expected),)
+        self.outputs = (output,)
         self.description = description
+        self.tables = tuple(tables)
+        self.readings = dict(readings)
         self.extra_args = tuple(extra_args)
-        self.duplicate_every = duplicate_every
         self.limit = limit
 
     def prepare(self, ctx: HarnessContext) -> None:
@@ -84,93 +92,50 @@ class OrderingCase(RecoveryCase):
         from jobs.ordering_dedup import produce_readings
 
         create_topic(ctx.bootstrap, ctx.topic("in"), 2)
-        produce_readings(
-            ctx.bootstrap,
-            ctx.topic("in"),
-            sensors=4,
-            per_sensor=30,
-            partitions=2,
-            duplicate_every=self.duplicate_every,
-        )
+        produce_readings(ctx.bootstrap, ctx.topic("in"), partitions=2, **self.readings)
 
     def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return [
-            *("--profile", ctx.profile, "--topic", ctx.topic("in"), "--partitions", "2"),
-            *("--out", str(slot.out), *self.extra_args),
-        ]
+        return [*run_args(ctx, slot), *self.extra_args]
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [*self.restart_args(ctx, slot), "--max-offsets-per-trigger", str(self.limit)]
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
-        return read_delta_rows(slot.out / output, READINGS.read_columns())
+        return read_delta_rows(slot.out / output, self.outputs[0].spec.read_columns())
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
-        """Retention on every Delta table DedupSink appends to (output, catalog, late rows)."""
-        for table in ("ewma", "catalog", "late"):
+        """Retention on every Delta table the job appends to (output, catalog, late rows)."""
+        for table in self.tables:
             if (slot.out / table / "_delta_log").is_dir():
                 expire_delta(slot.out / table, fault)
 
 
-#: The dedup sink's output: distinct readings with the coordinates of the copy kept.
-UNIQUE = OutputSpec(columns=("reading_id", "sensor", "event_time", "temp_c", "partition", "offset"))
-
-
-class DedupDeltaCase(RecoveryCase):
-    """:mod:`jobs.dedup_delta` on readings of which every third is delivered twice.
-
-    Killed after the catalog commit of batch 1 (before its output); the restart catches up
-    the backlog in one batch. The kept copy is always the first delivery (its copy follows it
-    in the same partition), so the output equals the clean run row for row.
-    """
-
-    def __init__(self, limit: int = 40) -> None:
-        self.name = "dedup_delta"
-        self.module = "jobs.dedup_delta"
-        self.crash = CrashPlan.at(DEDUP_DELTA.fault(2), 1)
-        self.cells = cells(
-            # Step 1 runs in the task of each bucket (decided, staged, filters saved as the
-            # batch's version): a failed attempt 0 is retried from the same filter version.
-            FaultCell(FaultClass.TASK_RAISE, DEDUP_DELTA.fault(1), 1),
-            FaultCell(FaultClass.SPECULATION, DEDUP_DELTA.fault(1), 1, seconds=5.0, partition=0),
-            FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
-            *broker_cells(DEDUP_DELTA.fault(4)),
-            # Output and catalog written for batch 1, the filter state not saved yet.
-            FaultCell(FaultClass.TXN_RETENTION, DEDUP_DELTA.fault(3), 1, TXN_EXPIRED),
-            FaultCell(FaultClass.LOG_RETENTION, DEDUP_DELTA.fault(3), 1, PRECISE),
-        )
-        self.outputs = (ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),)
-        self.description = "at-least-once input + DeltaDedupSink: each reading exactly once"
-        self.limit = limit
-
-    def prepare(self, ctx: HarnessContext) -> None:
-        from connectors.kafka import create_topic
-        from jobs.ordering_dedup import produce_readings
-
-        create_topic(ctx.bootstrap, ctx.topic("in"), 2)
-        produce_readings(
-            ctx.bootstrap, ctx.topic("in"), sensors=3, per_sensor=30, duplicate_every=3
-        )
-
-    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return ["--profile", ctx.profile, "--topic", ctx.topic("in"), "--out", str(slot.out)]
-
-    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return [*self.restart_args(ctx, slot), "--max-offsets-per-trigger", str(self.limit)]
-
-    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
-        return read_delta_rows(slot.out / output, UNIQUE.read_columns())
-
-    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
-        """Retention on the output and on the exact catalog (both Delta, both with a txn)."""
-        for table in ("unique", "catalog"):
-            expire_delta(slot.out / table, fault)
+def ordering_case(
+    name: str,
+    expected: RecoveryClass,
+    description: str,
+    extra_args: Sequence[str] = (),
+    duplicate_every: int = 0,
+    cells: Mapping[FaultClass, FaultCell] | None = None,
+) -> ReadingsCase:
+    """:mod:`jobs.ordering_dedup`: only an order fixed by the buffer makes the recovered EWMA
+    equal the clean run's."""
+    return ReadingsCase(
+        name,
+        "jobs.ordering_dedup",
+        CrashPlan.at(DEDUP_AFTER_OUTPUT, 0),
+        ExpectedOutput("ewma", READINGS, expected),
+        description,
+        tables=("ewma", "catalog", "late"),
+        readings={"sensors": 4, "per_sensor": 30, "duplicate_every": duplicate_every},
+        extra_args=("--partitions", "2", *extra_args),
+        cells=cells,
+    )
 
 
 #: The jobs on sensor readings, in the order :mod:`jobs.registry` lists them.
 CASES: tuple[RecoveryCase, ...] = (
-    OrderingCase(
+    ordering_case(
         "ordering_dedup",
         RecoveryClass.PRECISE,
         "ordering buffer + dedup + EWMA: same output under another batch plan",
@@ -183,11 +148,35 @@ CASES: tuple[RecoveryCase, ...] = (
             FaultCell(FaultClass.TXN_RETENTION, DEDUP_AFTER_OUTPUT, 0, TXN_EXPIRED),
         ),
     ),
-    OrderingCase(
+    ordering_case(
         "ordering_no_buffer",
         RecoveryClass.ROLLBACK_DIVERGENT,
         "EWMA folded in arrival order (--no-buffer): another batch plan, other values",
         extra_args=("--no-buffer", "--no-dedup"),
     ),
-    DedupDeltaCase(),
+    # Readings of which every third is delivered twice, killed after the catalog commit of
+    # batch 1 (before its output). The kept copy is always the first delivery (its copy
+    # follows it in the same partition), so the output equals the clean run row for row.
+    ReadingsCase(
+        "dedup_delta",
+        "jobs.dedup_delta",
+        CrashPlan.at(DEDUP_DELTA.fault(2), 1),
+        ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),
+        "at-least-once input + DeltaDedupSink: each reading exactly once",
+        tables=("unique", "catalog"),
+        readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
+        limit=40,
+        cells=cells(
+            # Step 1 runs in the task of each bucket (decided, staged, filters saved as the
+            # batch's version): a failed attempt 0 is retried from the same filter version.
+            FaultCell(FaultClass.TASK_RAISE, DEDUP_DELTA.fault(1), 1),
+            FaultCell(FaultClass.SPECULATION, DEDUP_DELTA.fault(1), 1, seconds=5.0, partition=0),
+            FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
+            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
+            *broker_cells(DEDUP_DELTA.fault(4)),
+            # Output and catalog written for batch 1, the filter state not saved yet.
+            FaultCell(FaultClass.TXN_RETENTION, DEDUP_DELTA.fault(3), 1, TXN_EXPIRED),
+            FaultCell(FaultClass.LOG_RETENTION, DEDUP_DELTA.fault(3), 1, PRECISE),
+        ),
+    ),
 )
