@@ -4,27 +4,22 @@ Run::
 
     python -m jobs.tracker_two_queries --topic tracked-events --partitions 3 --out var/data/two
 
-Query ``up`` reads the JSON events of :func:`jobs.tracker_windows.demo_records`, aggregates
-them per (10 s window, user) and writes each result row to the Kafka topic ``--mid-topic``
-(exactly once per batch: :func:`~spark_ext.streaming.handler.forward_records` through the
-two-phase Kafka writer ``KafkaTwoPhaseWriter``, a transaction per slice, so the job runs
-with ``spark.speculation`` on), labelled and reported as *sent* into the
-matching window of namespace ``down``; when the tracker ends an upstream window, ``up``'s
-flush also *closes* that downstream window. Query ``down`` reads the topic and sums the
-per-user rows into one row per window: ``users``, ``events``, ``amount`` (Delta table
-``totals``). It has no source partitions to close anything and no watermark: a downstream
-window ends exactly when the upstream closed it and every row forwarded into it was folded
-(XOR 0), so it is emitted once, with every row. Both queries share one
-:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (its topics are
+Query ``up`` aggregates the events of :func:`jobs.tracker_windows.demo_records` per (10 s
+window, user) and forwards each row to the topic ``--mid-topic`` through the two-phase Kafka
+writer (a transaction per slice), labelled as *sent* into the matching window of namespace
+``down``; its flush of an upstream window also *closes* that downstream window. Query
+``down`` sums the forwarded rows per window into the Delta table ``totals`` (``users``,
+``events``, ``amount``), with no watermark and no source partitions of its own: a downstream
+window ends when the upstream closed it and every row forwarded into it was folded (XOR 0;
+docs/design.md, "Tracked queries"). Both queries share one
+:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (topics
 ``spark_ext.tracker.<--agent>.*``), as two queries on two machines would.
 
 Guarantees: every downstream window is emitted exactly once with all its upstream rows, as
-long as the upstream keeps its producers' close promises; a restart of either query from its
-checkpoint re-sends reports the agent has applied (ignored) and rows the two-phase sink has
-committed (skipped). Does not guarantee: release before the upstream window ended (the
-downstream waits for it, by design). Rows written to the topic by anyone but the upstream
-query (no forwarded substream) and duplicated forwarded rows (an at-least-once upstream) go
-to the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
+long as the upstream keeps its close promises, across restarts of either query from its
+checkpoint. Rows in the topic that no upstream forwarded, and duplicated forwarded rows, go to
+the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
+Does not guarantee: release before the upstream window ended (the downstream waits for it).
 """
 
 from __future__ import annotations

@@ -12,16 +12,13 @@ a Delta table ``late`` with every row that broke its partition's promise (or had
 or event time): source coordinates, the window it missed, the reason, the raw row.
 
 Guarantees: every input row is in exactly one of ``windows`` (folded into its window) or
-``late``, under a driver kill at any step and a restart from the checkpoint (both tables are
-written by :class:`connectors.delta.idempotent.DeltaIdempotentWriter`, idempotent per batch id;
-tracker reports per (query, batch, stage, partition), partition frontiers in Spark state);
-each window is emitted exactly once, when every partition's frontier (marker, or event time
-minus the allowed disorder) passed its end.
+``late``, under a driver kill at any step and a restart from the checkpoint; each window is
+emitted exactly once, when every partition's frontier (marker, or event time minus the
+allowed disorder) passed its end (how: docs/design.md, "Tracked queries").
 Does not guarantee: that a row beyond its partition's promise is counted in its window (it
 is in ``late``); release before every partition passed the window -- an idle partition needs
-a close marker; a restart after the table's ``txn`` expired
-(``delta.setTransactionRetentionDuration``) stops with ``DeltaTxnExpiredError``, nothing
-written, rather than write a replayed batch again.
+a close marker; a restart after the tables' ``txn`` expired stops with
+``DeltaTxnExpiredError``, nothing written.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Per micro-batch (``foreachBatch``), with its fault point:
 
 1. Spark's stateful aggregation gives the running totals (events, amount in cents) of every
    user the batch touched; the state is in Spark's checkpoint, so a replayed batch computes
-   the same totals again (DESIGN.md invariant 2).
+   the same totals again (docs/design.md invariant 2).
 2. The totals are upserted into ``totals`` (delta-rs MERGE on ``user_id``: absolute values, so
    applying an upsert twice is harmless) and appended to ``changes``, the change feed a
    downstream consumer reads (one row per upsert, with the batch id).

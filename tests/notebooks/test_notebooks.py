@@ -83,11 +83,10 @@ def test_notebook_runs_top_to_bottom(path: Path, spark, kafka_bootstrap, tmp_pat
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_installs_the_wheel_then_runs_the_shared_setup(path: Path):
+    """Every notebook opens the same way: its text, ``%pip install``, ``%run ./_setup``."""
     parts = cells(path)
-    install = next(i for i, c in enumerate(parts) if c.startswith("# MAGIC %pip install"))
-    setup = parts.index("# MAGIC %run ./_setup")
-    assert install < setup, "the wheel is installed before the set-up imports it"
-    assert all(not c.startswith("#") or c.startswith("# MAGIC %md") for c in parts[:install])
+    assert parts[1].startswith("# MAGIC %pip install"), "cell 2 installs the wheel"
+    assert parts[2] == "# MAGIC %run ./_setup", "cell 3 runs the shared set-up"
     code = "\n".join(c for c in parts if not c.startswith("# MAGIC"))
     for needless in ("dbutils.widgets", "build_session", "127.0.0.1", "/dbfs"):
         assert needless not in code, f"{needless} belongs to ./_setup"
