@@ -31,7 +31,6 @@ import logging
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -57,13 +56,12 @@ from jobs.startup import (
     start_batches,
     start_job,
 )
+from jobs.tracker_windows import iso
 from spark_ext.dedup import DedupConfig, DedupMetrics, DedupSink
 from spark_ext.operators.ewma import ewma
 from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
 
 log = logging.getLogger(__name__)
-
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 READING_SCHEMA = StructType(
     [
@@ -155,9 +153,7 @@ def sensor_readings(
             reading = {
                 "sensor": f"s{s}",
                 "reading_id": f"s{s}-{i:05d}",
-                "event_time": (EPOCH + timedelta(seconds=i, milliseconds=s))
-                .isoformat()
-                .replace("+00:00", "Z"),
+                "event_time": iso(i * 1000 + s),
                 "temp_c": round(15 + 10 * ((i * 7 + s * 13) % 17) / 17, 3),
             }
             per_partition[i % partitions].append(reading)

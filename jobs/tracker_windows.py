@@ -57,6 +57,7 @@ EVENT_SCHEMA = StructType(
 
 
 def iso(ms: int) -> str:
+    """``EPOCH`` plus ``ms`` milliseconds, ISO 8601 in UTC (``...Z``): a demo event time."""
     return (EPOCH + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")
 
 
