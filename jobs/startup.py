@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,8 +70,12 @@ class Under:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __get__(self, paths: JobPaths, owner: type | None = None) -> Path:
-        return paths.root / self.name
+    @overload
+    def __get__(self, paths: None, owner: type) -> Under: ...
+    @overload
+    def __get__(self, paths: JobPaths, owner: type | None = None) -> Path: ...
+    def __get__(self, paths: JobPaths | None, owner: type | None = None) -> Path | Under:
+        return self if paths is None else paths.root / self.name
 
 
 @dataclass(frozen=True)
