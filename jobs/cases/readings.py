@@ -110,32 +110,70 @@ class ReadingsCase(RecoveryCase):
                 expire_delta(slot.out / table, fault)
 
 
-def ordering_case(
-    name: str,
-    expected: RecoveryClass,
-    description: str,
-    extra_args: Sequence[str] = (),
-    duplicate_every: int = 0,
-    cells: Mapping[FaultClass, FaultCell] | None = None,
-) -> ReadingsCase:
+class OrderingCase(ReadingsCase):
     """:mod:`jobs.ordering_dedup`: only an order fixed by the buffer makes the recovered EWMA
     equal the clean run's."""
-    return ReadingsCase(
-        name,
-        "jobs.ordering_dedup",
-        CrashPlan.at(DEDUP_AFTER_OUTPUT, 0),
-        ExpectedOutput("ewma", READINGS, expected),
-        description,
-        tables=("ewma", "catalog", "late"),
-        readings={"sensors": 4, "per_sensor": 30, "duplicate_every": duplicate_every},
-        extra_args=("--partitions", "2", *extra_args),
-        cells=cells,
-    )
+
+    def __init__(
+        self,
+        name: str,
+        expected: RecoveryClass,
+        description: str,
+        extra_args: Sequence[str] = (),
+        duplicate_every: int = 0,
+        cells: Mapping[FaultClass, FaultCell] | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            "jobs.ordering_dedup",
+            CrashPlan.at(DEDUP_AFTER_OUTPUT, 0),
+            ExpectedOutput("ewma", READINGS, expected),
+            description,
+            tables=("ewma", "catalog", "late"),
+            readings={"sensors": 4, "per_sensor": 30, "duplicate_every": duplicate_every},
+            extra_args=("--partitions", "2", *extra_args),
+            cells=cells,
+        )
+
+
+class DedupDeltaCase(ReadingsCase):
+    """:mod:`jobs.dedup_delta` on readings of which every third is delivered twice.
+
+    Killed after the catalog commit of batch 1 (before its output). The kept copy is always
+    the first delivery (its copy follows it in the same partition), so the output equals the
+    clean run row for row.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "dedup_delta",
+            "jobs.dedup_delta",
+            CrashPlan.at(DEDUP_DELTA.fault(2), 1),
+            ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),
+            "at-least-once input + DeltaDedupSink: each reading exactly once",
+            tables=("unique", "catalog"),
+            readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
+            limit=40,
+            cells=cells(
+                # Step 1 runs in the task of each bucket (decided, staged, filters saved as the
+                # batch's version): a failed attempt 0 is retried from the same filter version.
+                FaultCell(FaultClass.TASK_RAISE, DEDUP_DELTA.fault(1), 1),
+                FaultCell(
+                    FaultClass.SPECULATION, DEDUP_DELTA.fault(1), 1, seconds=5.0, partition=0
+                ),
+                FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
+                FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
+                *broker_cells(DEDUP_DELTA.fault(4)),
+                # Output and catalog written for batch 1, the filter state not saved yet.
+                FaultCell(FaultClass.TXN_RETENTION, DEDUP_DELTA.fault(3), 1, TXN_EXPIRED),
+                FaultCell(FaultClass.LOG_RETENTION, DEDUP_DELTA.fault(3), 1, PRECISE),
+            ),
+        )
 
 
 #: The jobs on sensor readings, in the order :mod:`jobs.registry` lists them.
 CASES: tuple[RecoveryCase, ...] = (
-    ordering_case(
+    OrderingCase(
         "ordering_dedup",
         RecoveryClass.PRECISE,
         "ordering buffer + dedup + EWMA: same output under another batch plan",
@@ -148,35 +186,11 @@ CASES: tuple[RecoveryCase, ...] = (
             FaultCell(FaultClass.TXN_RETENTION, DEDUP_AFTER_OUTPUT, 0, TXN_EXPIRED),
         ),
     ),
-    ordering_case(
+    OrderingCase(
         "ordering_no_buffer",
         RecoveryClass.ROLLBACK_DIVERGENT,
         "EWMA folded in arrival order (--no-buffer): another batch plan, other values",
         extra_args=("--no-buffer", "--no-dedup"),
     ),
-    # Readings of which every third is delivered twice, killed after the catalog commit of
-    # batch 1 (before its output). The kept copy is always the first delivery (its copy
-    # follows it in the same partition), so the output equals the clean run row for row.
-    ReadingsCase(
-        "dedup_delta",
-        "jobs.dedup_delta",
-        CrashPlan.at(DEDUP_DELTA.fault(2), 1),
-        ExpectedOutput("unique", UNIQUE, RecoveryClass.PRECISE),
-        "at-least-once input + DeltaDedupSink: each reading exactly once",
-        tables=("unique", "catalog"),
-        readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
-        limit=40,
-        cells=cells(
-            # Step 1 runs in the task of each bucket (decided, staged, filters saved as the
-            # batch's version): a failed attempt 0 is retried from the same filter version.
-            FaultCell(FaultClass.TASK_RAISE, DEDUP_DELTA.fault(1), 1),
-            FaultCell(FaultClass.SPECULATION, DEDUP_DELTA.fault(1), 1, seconds=5.0, partition=0),
-            FaultCell(FaultClass.DRIVER_RAISE, DEDUP_DELTA.fault(2), 1),
-            FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED),
-            *broker_cells(DEDUP_DELTA.fault(4)),
-            # Output and catalog written for batch 1, the filter state not saved yet.
-            FaultCell(FaultClass.TXN_RETENTION, DEDUP_DELTA.fault(3), 1, TXN_EXPIRED),
-            FaultCell(FaultClass.LOG_RETENTION, DEDUP_DELTA.fault(3), 1, PRECISE),
-        ),
-    ),
+    DedupDeltaCase(),
 )
