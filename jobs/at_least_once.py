@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +46,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
-from jobs.startup import job_parser, start_job
+from jobs.startup import JobPaths, Under, job_parser, print_tables, start_batches, start_job
 from spark_ext.crash import declare
 from spark_ext.operators.ewma import ewma
 from spark_ext.quarantine import parse_json
@@ -69,26 +68,12 @@ EWMA_SCHEMA = StructType(
 
 
 @dataclass(frozen=True)
-class AtLeastOncePaths:
+class AtLeastOncePaths(JobPaths):
     """The job's tables and Spark's checkpoint, under one folder."""
 
-    root: Path
-
-    @property
-    def events(self) -> Path:
-        return self.root / "events"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def ewma(self) -> Path:
-        return self.root / "ewma"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "_checkpoint"
+    events = Under("events")
+    quarantine = Under("quarantine")
+    ewma = Under("ewma")
 
 
 def fold_ewma(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
@@ -180,13 +165,8 @@ def start(
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    return (
-        source.writeStream.queryName("at_least_once")
-        .foreachBatch(AtLeastOnceWriter(spark, paths, alpha))
-        .option("checkpointLocation", str(paths.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    writer = AtLeastOnceWriter(spark, paths, alpha)
+    return start_batches(source, writer, paths.checkpoint, "at_least_once")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,10 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         args.alpha,
     )
     query.awaitTermination()
-    events = spark.read.format("delta").load(str(paths.events)).count()
-    users = spark.read.format("delta").load(str(paths.ewma)).count()
-    print(f"at_least_once: events table {paths.events}: {events} rows")
-    print(f"at_least_once: ewma table {paths.ewma}: {users} users")
+    print_tables(spark, "at_least_once", events=paths.events, ewma=paths.ewma)
     return 0
 
 

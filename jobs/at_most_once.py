@@ -37,7 +37,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from jobs.ingest_events import CONTRACT
-from jobs.startup import job_parser, start_job
+from jobs.startup import JobPaths, Under, job_parser, print_tables, start_batches, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import parse_json
 
@@ -53,26 +53,12 @@ EVENT_COLUMNS = ("event_id", "user_id", "amount", "event_time", "partition", "of
 
 
 @dataclass(frozen=True)
-class AtMostOncePaths:
+class AtMostOncePaths(JobPaths):
     """The job's tables, its offset commits and Spark's checkpoint, under one folder."""
 
-    root: Path
-
-    @property
-    def events(self) -> Path:
-        return self.root / "events"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def offsets(self) -> Path:
-        return self.root / "_offsets"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "_checkpoint"
+    events = Under("events")
+    quarantine = Under("quarantine")
+    offsets = Under("_offsets")
 
 
 class OffsetCommitLog:
@@ -140,13 +126,7 @@ def start(
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    return (
-        source.writeStream.queryName("at_most_once")
-        .foreachBatch(AtMostOnceWriter(paths))
-        .option("checkpointLocation", str(paths.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    return start_batches(source, AtMostOnceWriter(paths), paths.checkpoint, "at_most_once")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     spark, paths = job.spark, AtMostOncePaths(job.out)
     query = start(spark, job.bootstrap, args.topic, paths, args.max_offsets_per_trigger)
     query.awaitTermination()
-    events = spark.read.format("delta").load(str(paths.events)).count()
-    print(f"at_most_once: events table {paths.events}: {events} rows")
+    print_tables(spark, "at_most_once", events=paths.events)
     return 0
 
 

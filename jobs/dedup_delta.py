@@ -24,10 +24,8 @@ of event time); exactly-once if ``--out`` (checkpoint, state, catalog) is split 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -35,8 +33,16 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from connectors.delta.dedup_sink import DeltaDedupSink
-from jobs.ordering_dedup import READING_SCHEMA
-from jobs.startup import job_parser, start_job
+from jobs.ordering_dedup import add_dedup_flags, dedup_summary, parse_readings
+from jobs.startup import (
+    JobPaths,
+    Under,
+    job_parser,
+    print_tables,
+    sink_id_for,
+    start_batches,
+    start_job,
+)
 from spark_ext.dedup import DedupConfig
 
 log = logging.getLogger(__name__)
@@ -46,14 +52,14 @@ OUTPUT_COLUMNS = ("reading_id", "sensor", "event_time", "temp_c", "topic", "part
 
 
 def parse(raw: DataFrame) -> DataFrame:
-    """Kafka rows -> readings with their coordinates; control records dropped."""
-    r = F.from_json(F.col("value").cast("string"), READING_SCHEMA)
-    parsed = raw.select(r.alias("r"), "topic", "partition", "offset")
-    return parsed.where(F.col("r.close").isNull() & F.col("r.end").isNull()).select(
-        F.col("r.reading_id").alias("reading_id"),
-        F.col("r.sensor").alias("sensor"),
-        F.to_timestamp("r.event_time").alias("event_time"),
-        F.col("r.temp_c").alias("temp_c"),
+    """Kafka rows -> readings with their coordinates (:func:`~jobs.ordering_dedup.parse_readings`
+    renamed); control records dropped."""
+    readings = parse_readings(raw).where(~F.col("is_end"))
+    return readings.select(
+        F.col("record_id").alias("reading_id"),
+        F.col("key").alias("sensor"),
+        "event_time",
+        F.col("value").alias("temp_c"),
         "topic",
         "partition",
         "offset",
@@ -61,30 +67,13 @@ def parse(raw: DataFrame) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class DedupPaths:
+class DedupPaths(JobPaths):
     """Output tables, sink state and checkpoint under one folder."""
 
-    root: Path
-
-    @property
-    def unique(self) -> Path:
-        return self.root / "unique"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    @property
-    def catalog(self) -> Path:
-        return self.root / "catalog"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "_dedup_state"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "_checkpoint"
+    unique = Under("unique")
+    quarantine = Under("quarantine")
+    catalog = Under("catalog")
+    state = Under("_dedup_state")
 
 
 def start(
@@ -112,7 +101,7 @@ def start(
     sink = DeltaDedupSink(
         config,
         paths.unique,
-        sink_id="dedup." + re.sub(r"[^A-Za-z0-9_.]", "_", topic),
+        sink_id=sink_id_for("dedup", topic),
         state_path=paths.state,
         quarantine_path=paths.quarantine,
         output_columns=OUTPUT_COLUMNS,
@@ -120,22 +109,12 @@ def start(
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    query = (
-        parse(source)
-        .writeStream.foreachBatch(sink)
-        .queryName(f"dedup_delta_{topic}")
-        .option("checkpointLocation", str(paths.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    return query, sink
+    return start_batches(parse(source), sink, paths.checkpoint, f"dedup_delta_{topic}"), sink
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = job_parser(__doc__.splitlines()[0], topic="readings")
-    parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
-    parser.add_argument("--fp-rate", type=float, default=0.01)
-    parser.add_argument("--rotation-ms", type=int, default=3_600_000)
+    add_dedup_flags(parser)
     parser.add_argument(
         "--buckets", type=int, default=4, help="dedup buckets; keep it for the sink's life"
     )
@@ -154,15 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         args.buckets,
     )
     query.awaitTermination()
-    m = sink.metrics
-    rows = spark.read.format("delta").load(str(paths.unique)).count()
-    print(f"unique table {paths.unique}: {rows} rows")
-    print(
-        f"this run: {m.rows} rows decided, lookups avoided {100 * m.lookups_avoided:.1f}%, "
-        f"duplicates {m.catalog_duplicates + m.batch_duplicates} "
-        f"({m.batch_duplicates} in-batch, {m.catalog_duplicates} from the catalog), "
-        f"observed FP {m.observed_fp_rate:.4f}"
-    )
+    print_tables(spark, "dedup_delta", unique=paths.unique)
+    print(dedup_summary(sink.metrics))
     return 0
 
 

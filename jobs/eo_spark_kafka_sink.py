@@ -17,7 +17,6 @@ is written again (the crash tests assert that the duplicates appear).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from pyspark.sql import DataFrame
 
 from connectors import kafka
 from jobs.exactly_once_kafka import forward
+from jobs.startup import job_parser, start_batches, start_job
 from spark_ext.crash import declare
 
 log = logging.getLogger(__name__)
@@ -34,22 +34,13 @@ WRITTEN = declare("spark_kafka.1.written", "driver", "in the topic, not in the c
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--out", required=True)
+    parser = job_parser(__doc__.splitlines()[0], topic="events", out=False)
+    parser.add_argument("--out", required=True, help="the output topic")
     parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    bootstrap = profile.kafka.bootstrap_servers
+    job = start_job(args, "spark_kafka")
+    spark, bootstrap = job.spark, job.bootstrap
     kafka.create_topic(bootstrap, args.out, 3)
-    spark = build_session(profile)
 
     def write(df: DataFrame, batch_id: int) -> None:
         df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option(
@@ -60,15 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     source = kafka.read_stream(
         spark, bootstrap, args.topic, max_offsets_per_trigger=args.max_offsets_per_trigger
     )
-    query = (
-        forward(source)
-        .drop("record_id")
-        .writeStream.foreachBatch(write)
-        .option("checkpointLocation", str(args.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    start_batches(forward(source).drop("record_id"), write, args.checkpoint).awaitTermination()
     print(f"topic {args.out}: done")
     return 0
 

@@ -18,16 +18,21 @@ change between runs.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
+from jobs.startup import job_parser, print_tables, start_job
 from spark_ext.quarantine import EVENT_SCHEMA
+
+if TYPE_CHECKING:
+    from connectors.sinks import DeltaMode
 
 log = logging.getLogger(__name__)
 
@@ -56,40 +61,49 @@ def events_stream(
     return parse_events(raw)
 
 
+def start(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    table: Path,
+    checkpoint: Path,
+    sink_id: str,
+    mode: DeltaMode = "two_phase",
+    max_offsets_per_trigger: int | None = None,
+) -> StreamingQuery:
+    """Start the query (``availableNow``: it stops when the topic is read to its end)."""
+    from connectors.sinks import Trigger, exactly_once_to_delta
+
+    return exactly_once_to_delta(
+        events_stream(spark, bootstrap, topic, max_offsets_per_trigger),
+        table,
+        sink_id=sink_id,
+        checkpoint=checkpoint,
+        mode=mode,
+        trigger=Trigger(available_now=True),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
-    parser.add_argument("--topic", default="events")
+    parser = job_parser(__doc__.splitlines()[0], topic="events", out=False)
     parser.add_argument("--table", type=Path, required=True)
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--sink-id", required=True)
     parser.add_argument("--mode", choices=["two_phase", "idempotent"], default="two_phase")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from connectors.sinks import Trigger, exactly_once_to_delta
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
-    events = events_stream(spark, bootstrap, args.topic, args.max_offsets_per_trigger)
-    query = exactly_once_to_delta(
-        events,
+    job = start_job(args, "eo")
+    spark = job.spark
+    start(
+        spark,
+        job.bootstrap,
+        args.topic,
         args.table,
-        sink_id=args.sink_id,
-        checkpoint=args.checkpoint,
-        mode=args.mode,
-        trigger=Trigger(available_now=True),
-    )
-    query.awaitTermination()
-    rows = spark.read.format("delta").load(str(args.table)).count()
-    print(f"table {args.table}: {rows} rows")
+        args.checkpoint,
+        args.sink_id,
+        args.mode,
+        args.max_offsets_per_trigger,
+    ).awaitTermination()
+    print_tables(spark, "exactly_once_delta", events=args.table)
     return 0
 
 

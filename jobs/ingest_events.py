@@ -24,11 +24,9 @@ one batch behind until the restart).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +35,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from connectors.delta.idempotent import DeltaIdempotentWriter
+from jobs.startup import JobPaths, Under, job_parser, print_tables, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import (
     EVENT_SCHEMA,
@@ -59,21 +58,12 @@ QUARANTINE_WRITTEN = declare(
 
 
 @dataclass(frozen=True)
-class IngestPaths:
-    """The two tables and their checkpoints under one folder."""
+class IngestPaths(JobPaths):
+    """The two tables and the query's checkpoint under one folder."""
 
-    root: Path
-
-    @property
-    def events(self) -> Path:
-        return self.root / "events"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / "quarantine"
-
-    def checkpoint(self, name: str) -> Path:
-        return self.root / "_checkpoints" / name
+    events = Under("events")
+    quarantine = Under("quarantine")
+    checkpoint = Under("_checkpoints/ingest")
 
 
 class IngestBatch:
@@ -115,7 +105,7 @@ def start_ingest(
     writer = (
         source.writeStream.foreachBatch(IngestBatch(paths))
         .queryName("ingest_events")
-        .option("checkpointLocation", str(paths.checkpoint("ingest")))
+        .option("checkpointLocation", str(paths.checkpoint))
         .outputMode("append")
     )
     writer = (
@@ -127,26 +117,17 @@ def start_ingest(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--out", type=Path, default=None, help="folder of the tables")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    paths = IngestPaths(args.out or profile.paths.resolved_data_root() / "ingest")
-    start_ingest(spark, profile.kafka.bootstrap_servers, args.topic, paths).awaitTermination()
-    events = spark.read.format("delta").load(str(paths.events)).count()
-    quarantined = spark.read.format("delta").load(str(paths.quarantine)).count()
-    print(f"events table     {paths.events}: {events} rows")
-    print(f"quarantine table {paths.quarantine}: {quarantined} rows")
+    args = job_parser(__doc__.splitlines()[0], topic="events").parse_args(argv)
+    job = start_job(args, "ingest")
+    spark, paths = job.spark, IngestPaths(job.out)
+    start_ingest(
+        spark,
+        job.bootstrap,
+        args.topic,
+        paths,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+    ).awaitTermination()
+    print_tables(spark, "ingest", events=paths.events, quarantine=paths.quarantine)
     return 0
 
 

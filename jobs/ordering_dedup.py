@@ -25,14 +25,12 @@ what the buffer fixes) or ``--no-dedup`` (duplicates are folded twice).
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
-import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,14 +47,21 @@ from pyspark.sql.types import (
 )
 
 from connectors import kafka
-from jobs.startup import job_parser, start_job
-from spark_ext.dedup import DedupConfig, DedupSink
+from jobs.startup import (
+    JobPaths,
+    Under,
+    job_parser,
+    print_tables,
+    sink_id_for,
+    start_batches,
+    start_job,
+)
+from jobs.tracker_windows import iso
+from spark_ext.dedup import DedupConfig, DedupMetrics, DedupSink
 from spark_ext.operators.ewma import ewma
 from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
 
 log = logging.getLogger(__name__)
-
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 READING_SCHEMA = StructType(
     [
@@ -148,9 +153,7 @@ def sensor_readings(
             reading = {
                 "sensor": f"s{s}",
                 "reading_id": f"s{s}-{i:05d}",
-                "event_time": (EPOCH + timedelta(seconds=i, milliseconds=s))
-                .isoformat()
-                .replace("+00:00", "Z"),
+                "event_time": iso(i * 1000 + s),
                 "temp_c": round(15 + 10 * ((i * 7 + s * 13) % 17) / 17, 3),
             }
             per_partition[i % partitions].append(reading)
@@ -181,6 +184,23 @@ def produce_readings(bootstrap: str, topic: str, **kwargs: int | bool) -> int:
     )
 
 
+def add_dedup_flags(parser: argparse.ArgumentParser) -> None:
+    """The dedup catalog's flags (:class:`~spark_ext.dedup.DedupConfig`), shared by the jobs."""
+    parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
+    parser.add_argument("--fp-rate", type=float, default=0.01)
+    parser.add_argument("--rotation-ms", type=int, default=3_600_000)
+
+
+def dedup_summary(m: DedupMetrics) -> str:
+    """One line on what a run's dedup decided (printed at the end of a job)."""
+    return (
+        f"this run: {m.rows} rows decided, lookups avoided {100 * m.lookups_avoided:.1f}%, "
+        f"duplicates {m.catalog_duplicates + m.batch_duplicates} "
+        f"({m.batch_duplicates} in-batch, {m.catalog_duplicates} from the catalog), "
+        f"observed FP {m.observed_fp_rate:.4f}"
+    )
+
+
 def parse_readings(raw: DataFrame) -> DataFrame:
     """Stamped Kafka rows -> the columns :func:`~spark_ext.ordering.order_and_fold` takes."""
     r = F.from_json("value", READING_SCHEMA)
@@ -198,26 +218,12 @@ def parse_readings(raw: DataFrame) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class PipelinePaths:
+class PipelinePaths(JobPaths):
     """Output tables and checkpoint under one folder."""
 
-    root: Path
-
-    @property
-    def ewma(self) -> Path:
-        return self.root / "ewma"
-
-    @property
-    def late(self) -> Path:
-        return self.root / "late"
-
-    @property
-    def catalog(self) -> Path:
-        return self.root / "catalog"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.root / "_checkpoint"
+    ewma = Under("ewma")
+    late = Under("late")
+    catalog = Under("catalog")
 
 
 @dataclass(frozen=True)
@@ -260,18 +266,11 @@ def start_pipeline(
     sink = DedupSink(
         dedup,
         str(paths.ewma),
-        sink_id="ordering." + re.sub(r"[^A-Za-z0-9_.]", "_", topic),
+        sink_id=sink_id_for("ordering", topic),
         output_columns=RESULT_COLUMNS,
         quarantine_path=str(paths.late),
     )
-    query = (
-        tagged.writeStream.foreachBatch(sink)
-        .queryName(f"ordering_{topic}")
-        .option("checkpointLocation", str(paths.checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    return query, sink
+    return start_batches(tagged, sink, paths.checkpoint, f"ordering_{topic}"), sink
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,9 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--no-buffer", action="store_true", help="naive: fold in arrival order")
     parser.add_argument("--no-dedup", action="store_true")
-    parser.add_argument("--capacity", type=int, default=10_000, help="ids per filter rotation")
-    parser.add_argument("--fp-rate", type=float, default=0.01)
-    parser.add_argument("--rotation-ms", type=int, default=3_600_000)
+    add_dedup_flags(parser)
     parser.add_argument("--alpha", type=float, default=0.3, help="EWMA smoothing in (0, 1]")
     args = parser.parse_args(argv)
     job = start_job(args, "ordering")
@@ -300,15 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     query, sink = start_pipeline(spark, bootstrap, args.topic, paths, options)
     query.awaitTermination()
+    print_tables(spark, "ordering_dedup", ewma=paths.ewma)
     m = sink.metrics
-    rows = spark.read.format("delta").load(str(paths.ewma)).count()
-    print(f"ewma table {paths.ewma}: {rows} rows")
-    print(
-        f"this run: {m.rows} rows decided, lookups avoided {100 * m.lookups_avoided:.1f}%, "
-        f"duplicates {m.catalog_duplicates + m.batch_duplicates}, "
-        f"observed FP {m.observed_fp_rate:.4f}, late {m.late_rows}, "
-        f"buffered {m.buffered_rows}"
-    )
+    print(f"{dedup_summary(m)}, late {m.late_rows}, buffered {m.buffered_rows}")
     return 0
 
 

@@ -10,7 +10,7 @@ declared fault point where the fault is injected and the outcome the job's guara
 objects their modules declare, never strings repeated here.
 
 The cases are declared per job family in :mod:`jobs.cases` (Kafka -> Delta, Kafka -> Kafka,
-tracker, ordering, dedup, upsert); this module lists them in one table, :data:`JOBS`.
+tracker, sensor readings, upsert); this module lists them in one table, :data:`JOBS`.
 
 Example
 -------
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from jobs.cases import dedup, kafka_to_delta, kafka_to_kafka, ordering, tracker, upsert
+from jobs.cases import kafka_to_delta, kafka_to_kafka, readings, tracker, upsert
 from spark_ext.errors import SparkExtError
 from spark_ext.recovery import RecoveryCase
 
@@ -57,8 +57,7 @@ JOBS: dict[str, RecoveryCase] = _by_name(
         *kafka_to_delta.CASES,
         *kafka_to_kafka.CASES,
         *tracker.CASES,
-        *ordering.CASES,
-        *dedup.CASES,
+        *readings.CASES,
         *upsert.CASES,
     )
 )

@@ -1,11 +1,12 @@
-"""What every guarantee job does first, written once: its flags, profile, session, listener, paths.
+"""What every guarantee job does first and last, written once: flags, session, paths, report.
 
 Every job takes the same flags for the same things: ``--profile`` (a ``conf/`` name or a
 ``.toml`` path), ``--bootstrap`` (overrides the profile's brokers), ``--topic``, ``--out``
 (the folder of its tables and checkpoint; default under the profile's data root) and
 ``--max-offsets-per-trigger``. :func:`job_parser` declares them, :func:`start_job` turns the
 parsed flags into a :class:`JobStart` (the profile, the session with the progress listener
-attached, the brokers, the output folder).
+attached, the brokers, the output folder). :class:`JobPaths` names the tables under ``--out``;
+:func:`start_batches` starts a ``foreachBatch`` query; :func:`print_tables` reports the tables.
 
 Example
 -------
@@ -19,29 +20,71 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
     from spark_ext.config import Profile
 
-__all__ = ["JobStart", "job_parser", "start_job"]
+__all__ = [
+    "JobPaths",
+    "JobStart",
+    "Under",
+    "job_parser",
+    "print_tables",
+    "sink_id_for",
+    "start_batches",
+    "start_job",
+]
 
 
-def job_parser(description: str, topic: str) -> argparse.ArgumentParser:
-    """An argument parser with the flags every job shares; add the job's own to it."""
+def job_parser(
+    description: str, topic: str, out: bool = True, max_offsets: int | None = None
+) -> argparse.ArgumentParser:
+    """An argument parser with the flags every job shares; add the job's own to it.
+
+    ``out=False`` leaves ``--out`` out (a job that names its table and checkpoint itself);
+    ``max_offsets`` is the default of ``--max-offsets-per-trigger``.
+    """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
     parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
     parser.add_argument("--topic", default=topic, help="the input topic")
-    parser.add_argument("--out", type=Path, default=None, help="folder of tables + checkpoint")
+    if out:
+        parser.add_argument("--out", type=Path, default=None, help="folder of tables + checkpoint")
     parser.add_argument(
-        "--max-offsets-per-trigger", type=int, default=None, help="Kafka offsets per batch"
+        "--max-offsets-per-trigger", type=int, default=max_offsets, help="Kafka offsets per batch"
     )
     return parser
+
+
+class Under:
+    """A folder below a :class:`JobPaths`' root: ``events = Under("events")`` is ``root/events``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, paths: None, owner: type) -> Under: ...
+    @overload
+    def __get__(self, paths: JobPaths, owner: type | None = None) -> Path: ...
+    def __get__(self, paths: JobPaths | None, owner: type | None = None) -> Path | Under:
+        return self if paths is None else paths.root / self.name
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """A job's tables and Spark's checkpoint under one folder (``--out``); a job's subclass
+    names its tables with :class:`Under`."""
+
+    root: Path
+    checkpoint = Under("_checkpoint")
 
 
 @dataclass(frozen=True)
@@ -54,20 +97,48 @@ class JobStart:
     out: Path
 
 
-def start_job(args: argparse.Namespace, default_folder: str) -> JobStart:
-    """Logging, the profile, the session (with :class:`~spark_ext.metrics.ProgressListener`),
-    the brokers and the output folder (``--out`` or ``<data root>/<default_folder>``)."""
+def start_job(args: argparse.Namespace, default_folder: str, **overrides: Any) -> JobStart:
+    """Logging, the profile (with ``overrides``, as :func:`~spark_ext.config.load_profile`
+    takes them), the session (with :class:`~spark_ext.metrics.ProgressListener`), the brokers
+    and the output folder (``--out`` or ``<data root>/<default_folder>``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
 
-    profile = load_profile(args.profile)
+    profile = load_profile(args.profile, **overrides)
     spark = build_session(profile)
     ProgressListener.attach(spark)
     return JobStart(
         profile=profile,
         spark=spark,
         bootstrap=args.bootstrap or profile.kafka.bootstrap_servers,
-        out=args.out or profile.paths.resolved_data_root() / default_folder,
+        out=getattr(args, "out", None) or profile.paths.resolved_data_root() / default_folder,
     )
+
+
+def sink_id_for(prefix: str, topic: str) -> str:
+    """``<prefix>.<topic>`` with every character a sink id may not hold replaced by ``_``."""
+    return f"{prefix}." + re.sub(r"[^A-Za-z0-9_.]", "_", topic)
+
+
+def start_batches(
+    df: DataFrame,
+    write: Callable[[DataFrame, int], None],
+    checkpoint: Path,
+    name: str | None = None,
+    output_mode: str = "append",
+) -> StreamingQuery:
+    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``, with the
+    ``availableNow`` trigger (the query stops once its input is read to the end)."""
+    writer = df.writeStream.foreachBatch(write).outputMode(output_mode)
+    if name is not None:
+        writer = writer.queryName(name)
+    return writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+
+
+def print_tables(spark: SparkSession, job: str, **tables: Path) -> None:
+    """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""
+    for name, path in tables.items():
+        rows = spark.read.format("delta").load(str(path)).count()
+        print(f"{job}: {name} table {path}: {rows} rows")

@@ -4,32 +4,26 @@ Run::
 
     python -m jobs.tracker_two_queries --topic tracked-events --partitions 3 --out var/data/two
 
-Query ``up`` reads the JSON events of :func:`jobs.tracker_windows.demo_records`, aggregates
-them per (10 s window, user) and writes each result row to the Kafka topic ``--mid-topic``
-(exactly once per batch: :func:`~spark_ext.streaming.handler.forward_records` through the
-two-phase Kafka writer ``KafkaTwoPhaseWriter``, a transaction per slice, so the job runs
-with ``spark.speculation`` on), labelled and reported as *sent* into the
-matching window of namespace ``down``; when the tracker ends an upstream window, ``up``'s
-flush also *closes* that downstream window. Query ``down`` reads the topic and sums the
-per-user rows into one row per window: ``users``, ``events``, ``amount`` (Delta table
-``totals``). It has no source partitions to close anything and no watermark: a downstream
-window ends exactly when the upstream closed it and every row forwarded into it was folded
-(XOR 0), so it is emitted once, with every row. Both queries share one
-:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (its topics are
+Query ``up`` aggregates the events of :func:`jobs.tracker_windows.demo_records` per (10 s
+window, user) and forwards each row to the topic ``--mid-topic`` through the two-phase Kafka
+writer (a transaction per slice), labelled as *sent* into the matching window of namespace
+``down``; its flush of an upstream window also *closes* that downstream window. Query
+``down`` sums the forwarded rows per window into the Delta table ``totals`` (``users``,
+``events``, ``amount``), with no watermark and no source partitions of its own: a downstream
+window ends when the upstream closed it and every row forwarded into it was folded (XOR 0;
+docs/design.md, "Tracked queries"). Both queries share one
+:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (topics
 ``spark_ext.tracker.<--agent>.*``), as two queries on two machines would.
 
 Guarantees: every downstream window is emitted exactly once with all its upstream rows, as
-long as the upstream keeps its producers' close promises; a restart of either query from its
-checkpoint re-sends reports the agent has applied (ignored) and rows the two-phase sink has
-committed (skipped). Does not guarantee: release before the upstream window ended (the
-downstream waits for it, by design). Rows written to the topic by anyone but the upstream
-query (no forwarded substream) and duplicated forwarded rows (an at-least-once upstream) go
-to the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
+long as the upstream keeps its close promises, across restarts of either query from its
+checkpoint. Rows in the topic that no upstream forwarded, and duplicated forwarded rows, go to
+the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
+Does not guarantee: release before the upstream window ended (the downstream waits for it).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -39,6 +33,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from jobs.startup import job_parser, print_tables, start_job
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +75,7 @@ def start_two_queries(
     from connectors import kafka
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from connectors.kafka.sliced_writer import KafkaTwoPhaseWriter
-    from jobs.tracker_windows import parse, topic_partitions
+    from jobs.tracker_windows import topic_partitions, tracked_events
     from spark_ext.operators import Count, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
     from spark_ext.streaming import Closing, TrackedStream, forward_records
@@ -95,18 +91,8 @@ def start_two_queries(
     def forward(df: DataFrame, batch_id: int) -> None:
         to_kafka(forward_records(df, record_ids=True), batch_id)
 
-    events = parse(
-        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
-    )
     up = (
-        TrackedStream(
-            events,
-            key="user_id",
-            event_time="event_time",
-            agent=agent,
-            closing=Closing.partitions(topic, partitions, ordered=True),
-            close_marker="close_through",
-        )
+        tracked_events(spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger)
         .apply(
             Tumbling(WINDOW, namespace=UP),
             WindowAggregate(Count(), Sum("amount")),
@@ -172,26 +158,16 @@ def run_until_complete(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--topic", default="tracked-events")
+    parser = job_parser(__doc__.splitlines()[0], topic="tracked-events", max_offsets=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--mid-topic", default=None, help="default: <topic>-windows")
     parser.add_argument("--agent", default=None, help="agent name; default: <topic>")
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=100)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    out = args.out or profile.paths.resolved_data_root() / "tracker_two_queries"
+    job = start_job(args, "tracker_two_queries")
+    spark, out = job.spark, job.out
     up, down, agent = start_two_queries(
         spark,
-        profile.kafka.bootstrap_servers,
+        job.bootstrap,
         args.topic,
         args.partitions,
         args.mid_topic or f"{args.topic}-windows",
@@ -204,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         up.stop()
         down.stop()
-    totals = spark.read.format("delta").load(str(out / "totals"))
-    print(f"totals table {out / 'totals'}: {totals.count()} windows")
+    print_tables(spark, "tracker_two_queries", totals=out / "totals")
     return 0
 
 

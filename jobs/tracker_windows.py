@@ -12,21 +12,17 @@ a Delta table ``late`` with every row that broke its partition's promise (or had
 or event time): source coordinates, the window it missed, the reason, the raw row.
 
 Guarantees: every input row is in exactly one of ``windows`` (folded into its window) or
-``late``, under a driver kill at any step and a restart from the checkpoint (both tables are
-written by :class:`connectors.delta.idempotent.DeltaIdempotentWriter`, idempotent per batch id;
-tracker reports per (query, batch, stage, partition), partition frontiers in Spark state);
-each window is emitted exactly once, when every partition's frontier (marker, or event time
-minus the allowed disorder) passed its end.
+``late``, under a driver kill at any step and a restart from the checkpoint; each window is
+emitted exactly once, when every partition's frontier (marker, or event time minus the
+allowed disorder) passed its end (how: docs/design.md, "Tracked queries").
 Does not guarantee: that a row beyond its partition's promise is counted in its window (it
 is in ``late``); release before every partition passed the window -- an idle partition needs
-a close marker; a restart after the table's ``txn`` expired
-(``delta.setTransactionRetentionDuration``) stops with ``DeltaTxnExpiredError``, nothing
-written, rather than write a replayed batch again.
+a close marker; a restart after the tables' ``txn`` expired stops with
+``DeltaTxnExpiredError``, nothing written.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -34,11 +30,17 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+from jobs.startup import job_parser, print_tables, start_job
+
+if TYPE_CHECKING:
+    from spark_ext.streaming import TrackedStream
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,7 @@ EVENT_SCHEMA = StructType(
 
 
 def iso(ms: int) -> str:
+    """``EPOCH`` plus ``ms`` milliseconds, ISO 8601 in UTC (``...Z``): a demo event time."""
     return (EPOCH + timedelta(milliseconds=ms)).isoformat().replace("+00:00", "Z")
 
 
@@ -114,6 +117,33 @@ def parse(raw: DataFrame) -> DataFrame:
     ).select("e.*", "topic", "partition", "offset")
 
 
+def tracked_events(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    agent: object,
+    max_offsets_per_trigger: int | None,
+    disorder_ms: int = 0,
+) -> TrackedStream:
+    """The topic's events keyed by user, tracked by ``agent``: each partition closes by its
+    markers and its event time, allowed ``disorder_ms`` of disorder."""
+    from connectors import kafka
+    from spark_ext.streaming import Closing, TrackedStream
+
+    events = parse(
+        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
+    )
+    return TrackedStream(
+        events,
+        key="user_id",
+        event_time="event_time",
+        agent=agent,  # type: ignore[arg-type]
+        closing=Closing.partitions(topic, partitions, disorder=disorder_ms),
+        close_marker="close_through",
+    )
+
+
 def start_windows(
     spark: SparkSession,
     bootstrap: str,
@@ -128,25 +158,15 @@ def start_windows(
     ``disorder_ms``: the allowed disorder inside each partition (0: ordered); rows beyond it
     go to the Delta table ``late``.
     """
-    from connectors import kafka
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.streaming import Closing, TrackedStream
     from spark_ext.tracker import LocalTrackingAgent, Tumbling
 
     agent = LocalTrackingAgent(out / "tracker")
-    events = parse(
-        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
-    )
     query = (
-        TrackedStream(
-            events,
-            key="user_id",
-            event_time="event_time",
-            agent=agent,
-            closing=Closing.partitions(topic, partitions, disorder=disorder_ms),
-            close_marker="close_through",
+        tracked_events(
+            spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger, disorder_ms
         )
         .apply(
             Tumbling(WINDOW, namespace="windows"),
@@ -177,27 +197,17 @@ def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
+    parser = job_parser(__doc__.splitlines()[0], topic="tracked-events", max_offsets=100)
     parser.add_argument("--master", default=None, help="e.g. local[2,4] to allow task retries")
-    parser.add_argument("--topic", default="tracked-events")
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=100)
     parser.add_argument("--disorder-ms", type=int, default=0, help="allowed disorder per partition")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from spark_ext.config import load_profile
-    from spark_ext.session import build_session
-
     overrides = {"spark": {"master": args.master}} if args.master else {}
-    profile = load_profile(args.profile, **overrides)
-    spark = build_session(profile)
-    out = args.out or profile.paths.resolved_data_root() / "tracker_windows"
+    job = start_job(args, "tracker_windows", **overrides)
+    spark, out = job.spark, job.out
     query, agent = start_windows(
         spark,
-        profile.kafka.bootstrap_servers,
+        job.bootstrap,
         args.topic,
         args.partitions,
         out,
@@ -208,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         run_until_complete(query, agent)
     finally:
         query.stop()
-    n = spark.read.format("delta").load(str(out / "windows")).count()
-    print(f"windows table {out / 'windows'}: {n} rows")
+    print_tables(spark, "tracker_windows", windows=out / "windows")
     return 0
 
 

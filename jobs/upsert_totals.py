@@ -8,7 +8,7 @@ Per micro-batch (``foreachBatch``), with its fault point:
 
 1. Spark's stateful aggregation gives the running totals (events, amount in cents) of every
    user the batch touched; the state is in Spark's checkpoint, so a replayed batch computes
-   the same totals again (DESIGN.md invariant 2).
+   the same totals again (docs/design.md invariant 2).
 2. The totals are upserted into ``totals`` (delta-rs MERGE on ``user_id``: absolute values, so
    applying an upsert twice is harmless) and appended to ``changes``, the change feed a
    downstream consumer reads (one row per upsert, with the batch id).
@@ -27,7 +27,6 @@ Does not guarantee: that ``changes`` holds the clean run's intermediate totals, 
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
@@ -36,6 +35,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from jobs.exactly_once_delta import events_stream
+from jobs.startup import job_parser, print_tables, start_batches, start_job
 from spark_ext.crash import declare
 
 log = logging.getLogger(__name__)
@@ -91,33 +92,13 @@ class UpsertWriter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--out", type=Path, required=True, help="folder of tables + checkpoint")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from jobs.exactly_once_delta import events_stream
-    from spark_ext.config import load_profile
-    from spark_ext.session import build_session
-
-    profile = load_profile(args.profile)
-    spark = build_session(profile)
-    bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
-    events = events_stream(spark, bootstrap, args.topic, args.max_offsets_per_trigger)
-    query = (
-        running_totals(events)
-        .writeStream.outputMode("update")
-        .foreachBatch(UpsertWriter(args.out))
-        .option("checkpointLocation", str(args.out / "_checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    print(f"totals in {args.out / 'totals'}")
+    args = job_parser(__doc__.splitlines()[0], topic="events").parse_args(argv)
+    job = start_job(args, "upsert_totals")
+    events = events_stream(job.spark, job.bootstrap, args.topic, args.max_offsets_per_trigger)
+    writer = UpsertWriter(job.out)
+    totals = running_totals(events)
+    start_batches(totals, writer, job.out / "_checkpoint", output_mode="update").awaitTermination()
+    print_tables(job.spark, "upsert_totals", totals=job.out / "totals", changes=job.out / "changes")
     return 0
 
 

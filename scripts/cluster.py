@@ -19,11 +19,9 @@ checks first that the master answers (``check``) instead of letting spark-submit
 (each holds a copy of the application's jars) the workers left under their work dirs.
 
 ``--worker-hosts`` gives each worker an address of its own on the loopback network (Linux routes
-all of 127.0.0.0/8 to ``lo``; macOS needs ``ifconfig lo0 alias 127.0.0.2`` first). Spark then
-sees one executor per host, as on a real cluster: its scheduler runs a speculative copy of a
-task only on a host where no attempt of that task runs, so speculative execution happens only
-with workers on two hosts (``spark_ext.recovery.speculation``). Without it every worker uses
-the master's host.
+all of 127.0.0.0/8 to ``lo``; macOS needs ``ifconfig lo0 alias 127.0.0.2`` first), so Spark sees
+one executor per host and speculates as on a real cluster (why: README, the paragraph on
+``--worker-hosts``). Without it every worker uses the master's host.
 """
 
 from __future__ import annotations

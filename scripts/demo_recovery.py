@@ -5,7 +5,7 @@ Produces demo events to a fresh topic, runs ``jobs/exactly_once_delta.py`` (two-
 sink) once clean, once killed with SIGKILL right after the sink's commit of batch 1 (before
 Spark's commit log, so Spark replays that batch) and restarted from its checkpoint, then
 compares the two tables and prints the recovery table -- ``precise`` -- and the path of the
-HTML report with its plot.
+HTML report with its plot (``spark-ext check``, :mod:`jobs.cli`).
 
     .venv/bin/python scripts/demo_recovery.py [--profile local] [--jobs exactly_once_delta ...]
 """
@@ -20,10 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connectors.kafka.local_broker import LocalKafkaBroker  # noqa: E402
-from jobs import registry  # noqa: E402
+from jobs import cli, registry  # noqa: E402
 from spark_ext.config import load_profile  # noqa: E402
-from spark_ext.recovery import RecoveryHarness, format_table, write_report  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,29 +29,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="local")
     parser.add_argument("--jobs", nargs="+", default=["exactly_once_delta"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
-
-    profile = load_profile(args.profile)
-    bootstrap = profile.kafka.bootstrap_servers
-    if bootstrap == LocalKafkaBroker().config.bootstrap_servers:
-        LocalKafkaBroker().ensure_running()
-    root = profile.paths.resolved_data_root() / "demo_recovery"
-    harness = RecoveryHarness(root / "runs", bootstrap, profile=args.profile)
-
-    results = []
     for name in args.jobs:
         case = registry.get(name)
         print(f"\n== {name}: {case.description}")
         print(f"   clean run, then a run killed with SIGKILL at {case.crash.describe()},")
         print("   restarted from its checkpoint; the two outputs are compared\n")
-        results.extend(harness.check(case))
-
-    index = write_report(results, root / "report")
-    print()
-    print(format_table(results))
-    print(f"\nreport: {index}")
-    return 0 if all(r.as_expected for r in results) else 1
+    root = load_profile(args.profile).paths.resolved_data_root() / "demo_recovery"
+    return cli.main(
+        [
+            *("check", *args.jobs, "--profile", args.profile),
+            *("--workdir", str(root / "runs"), "--report", str(root / "report")),
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ point and expected outcome of every fault class each job declares):
 - :mod:`jobs.cases.kafka_to_kafka`: demo events forwarded to an output topic (the
   exactly-once Kafka sinks and Spark's own Kafka writer).
 - :mod:`jobs.cases.tracker`: windows closed by the tracker (one query, two queries).
-- :mod:`jobs.cases.ordering`: the ordering buffer, dedup and EWMA on sensor readings.
-- :mod:`jobs.cases.dedup`: the exact dedup sink on readings delivered twice.
+- :mod:`jobs.cases.readings`: sensor readings through the ordering buffer, dedup and EWMA,
+  and through the exact dedup sink.
 - :mod:`jobs.cases.upsert`: running totals MERGEd at least once (rollback-convergent).
 """

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.cases.dedup import DedupDeltaCase
 from jobs.cases.kafka_to_delta import KafkaToDeltaCase
-from jobs.cases.ordering import OrderingCase
+from jobs.cases.readings import DedupDeltaCase, OrderingCase
 from jobs.cases.tracker import TrackerWindowsCase
 from spark_ext.crash import declared
 from spark_ext.recovery import HarnessContext, RecoveryCase, RunSlot

@@ -2,7 +2,8 @@
 
 A job's cells are built with :func:`cells` (each fault class once); :func:`broker_cells`
 declares the two broker faults at one point; :func:`expire_delta` is what the retention fault
-classes do to a Delta output between a kill and the restart.
+classes do to a Delta output between a kill and the restart; :func:`run_args` are the
+arguments every run of a job shares.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from spark_ext.crash import FaultPoint
-from spark_ext.recovery import ExpectedError, FaultCell, FaultClass, RecoveryClass
+from spark_ext.recovery import (
+    ExpectedError,
+    FaultCell,
+    FaultClass,
+    HarnessContext,
+    RecoveryClass,
+    RunSlot,
+)
 from spark_ext.sinks.errors import (
     DeltaTxnExpiredError,
     ReplayUnprovableError,
@@ -64,3 +72,8 @@ def expire_delta(table: Path, fault: FaultClass) -> None:
         trim_delta_log(table)
     else:
         raise ValueError(f"{fault} does not act on a Delta table")
+
+
+def run_args(ctx: HarnessContext, slot: RunSlot) -> list[str]:
+    """The arguments every run of a job shares: its profile, input topic and ``--out``."""
+    return ["--profile", ctx.profile, "--topic", ctx.topic("in"), "--out", str(slot.out)]

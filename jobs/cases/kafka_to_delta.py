@@ -19,6 +19,7 @@ from jobs.cases.fault_cells import (
     broker_cells,
     cells,
     expire_delta,
+    run_args,
 )
 from spark_ext.recovery import (
     CrashPlan,
@@ -94,7 +95,7 @@ class KafkaToDeltaCase(RecoveryCase):
         )
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        args = ["--profile", ctx.profile, "--topic", ctx.topic("in"), "--out", str(slot.out)]
+        args = run_args(ctx, slot)
         if self.max_offsets_per_trigger:
             args += ["--max-offsets-per-trigger", str(self.max_offsets_per_trigger)]
         return [*args, *self.extra_args]

@@ -16,6 +16,7 @@ from jobs.cases.fault_cells import (
     broker_cells,
     cells,
     expire_delta,
+    run_args,
 )
 from jobs.tracker_windows import EPOCH
 from spark_ext.recovery import (
@@ -94,9 +95,13 @@ class TrackerWindowsCase(RecoveryCase):
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [
-            *("--profile", ctx.profile, "--topic", ctx.topic("in")),
-            *("--partitions", str(self.partitions), "--out", str(slot.out)),
-            *("--max-offsets-per-trigger", str(self.max_offsets)),
+            *run_args(ctx, slot),
+            *(
+                "--partitions",
+                str(self.partitions),
+                "--max-offsets-per-trigger",
+                str(self.max_offsets),
+            ),
         ]
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ The one job whose output is rollback-convergent: its change feed repeats, then c
 
 from __future__ import annotations
 
-from jobs.cases.fault_cells import PRECISE, cells
+from jobs.cases.fault_cells import PRECISE, cells, run_args
 from jobs.cases.kafka_to_delta import KafkaToDeltaCase
 from jobs.upsert_totals import AFTER_UPSERT
 from spark_ext.recovery import (
@@ -60,7 +60,7 @@ class UpsertTotalsCase(KafkaToDeltaCase):
         )
 
     def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return ["--profile", ctx.profile, "--topic", ctx.topic("in"), "--out", str(slot.out)]
+        return run_args(ctx, slot)
 
 
 #: The upsert jobs, in the order :mod:`jobs.registry` lists them.

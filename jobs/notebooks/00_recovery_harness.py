@@ -19,14 +19,18 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402  (imports sit in the cells that use them, as in a notebook)
-import os
-import tempfile
-from pathlib import Path
+# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
 
-BOOTSTRAP = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
-ROOT = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
-PROFILE = os.environ.get("NB_PROFILE", "local")
+# COMMAND ----------
+
+# MAGIC %run ./_setup
+
+# COMMAND ----------
+
+# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
+import os
+
+PROFILE = os.environ.get("NB_PROFILE", "local")  # the jobs' profile (their own processes)
 JOBS = os.environ.get("NB_JOBS", "exactly_once_delta").split(",")
 
 # COMMAND ----------
@@ -72,3 +76,7 @@ for r in results:
     for diff in r.comparison.missing[:3]:
         print(f"{r.label}: missing {diff.row}")
 assert all(r.as_expected for r in results), format_table(results)
+
+# COMMAND ----------
+
+print("topics deleted:", cleanup())

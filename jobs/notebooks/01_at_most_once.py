@@ -19,12 +19,12 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 # MAGIC %md
 # MAGIC ## Input: 200 demo events (one in 25 malformed) in a 3-partition topic
 
 # COMMAND ----------
 
+# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from connectors.demo_events import produce_events
 
 TOPIC = new_topic("nb-amo", partitions=3)

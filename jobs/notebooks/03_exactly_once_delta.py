@@ -2,10 +2,10 @@
 # MAGIC %md
 # MAGIC # Exactly-once Kafka -> Delta: the two-phase Delta sink
 # MAGIC
-# MAGIC `spark_ext.sinks.exactly_once_to_delta` stages Parquet files in the executor tasks and
-# MAGIC commits them on the driver in ONE Delta commit that also records
-# MAGIC `txn(appId=sink id, version=batch id)`. A batch Spark replays after a lost driver is
-# MAGIC recognised by that record and skipped.
+# MAGIC `jobs/exactly_once_delta.py` appends JSON events from Kafka through the two-phase
+# MAGIC Delta sink: Parquet files staged in the executor tasks, committed on the driver in ONE
+# MAGIC Delta commit that also records `txn(appId=sink id, version=batch id)`. A batch Spark
+# MAGIC replays after a lost driver is recognised by that record and skipped.
 # MAGIC
 # MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise** -- the output equals a run that never crashed.
 
@@ -28,22 +28,22 @@ produce_events(BOOTSTRAP, TOPIC, 200)
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## The pipeline: parse, then write exactly once
+# MAGIC ## A clean run: parse, then write exactly once
 
 # COMMAND ----------
 
-from connectors.sinks import Trigger, exactly_once_to_delta
-from jobs.exactly_once_delta import events_stream
+from jobs.exactly_once_delta import start
 
 
 def run(folder: Path) -> None:
-    query = exactly_once_to_delta(
-        events_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150),
+    query = start(
+        spark,
+        BOOTSTRAP,
+        TOPIC,
         folder / "events",
+        folder / "_chk",
         sink_id="events",
-        checkpoint=folder / "_chk",
-        mode="two_phase",
-        trigger=Trigger(available_now=True),
+        max_offsets_per_trigger=150,
     )
     query.awaitTermination()
 

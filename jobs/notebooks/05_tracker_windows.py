@@ -10,36 +10,19 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402  (imports sit in the cells that use them, as in a notebook)
-import os
-import tempfile
-from pathlib import Path
-
-try:  # on Databricks `spark`, `dbutils` and `display` exist
-    dbutils.widgets.text("bootstrap", "127.0.0.1:9092")
-    BOOTSTRAP = dbutils.widgets.get("bootstrap")
-    ROOT = Path("/dbfs/tmp/spark_ext/tracker_windows")
-    show = display
-except NameError:
-    from spark_ext.session import build_session
-
-    spark = build_session(os.environ.get("NB_PROFILE", "local"))
-    BOOTSTRAP = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
-    ROOT = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
-
-    def show(df):
-        df.show(10, truncate=False)
-
+# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
 
 # COMMAND ----------
 
-import uuid
+# MAGIC %run ./_setup
 
-from connectors.kafka import create_topic, produce
+# COMMAND ----------
+
+# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
+from connectors.kafka import produce
 from jobs.tracker_windows import demo_records
 
-TOPIC = f"nb-trk-{uuid.uuid4().hex[:8]}"
-create_topic(BOOTSTRAP, TOPIC, partitions=3)
+TOPIC = new_topic("nb-trk", partitions=3)
 produce(BOOTSTRAP, TOPIC, demo_records(90, 3))
 
 # COMMAND ----------
@@ -83,12 +66,10 @@ assert total == 90 and agent.state().open_substreams() == []
 from jobs.tracker_two_queries import DOWN, start_two_queries
 from jobs.tracker_two_queries import run_until_complete as run_both
 
-TOPIC2 = f"nb-trk2-{uuid.uuid4().hex[:8]}"
-create_topic(BOOTSTRAP, TOPIC2, partitions=3)
+TOPIC2 = new_topic("nb-trk2", partitions=3)
 produce(BOOTSTRAP, TOPIC2, demo_records(45, 3))
-up, down, agent2 = start_two_queries(
-    spark, BOOTSTRAP, TOPIC2, 3, f"{TOPIC2}-mid", ROOT / "two", f"nb-{uuid.uuid4().hex[:8]}", 60
-)
+MID = new_topic("nb-trk2-mid", partitions=3)
+up, down, agent2 = start_two_queries(spark, BOOTSTRAP, TOPIC2, 3, MID, ROOT / "two", MID, 60)
 try:
     run_both(up, down, agent2)
 finally:
@@ -109,3 +90,7 @@ print(f"{totals.count()} windows, {totals.groupBy().sum('events').first()[0]:.0f
 assert totals.groupBy().sum("events").first()[0] == 45
 assert len(down_ends) == len(set(down_ends)) == totals.count()
 agent2.close()
+
+# COMMAND ----------
+
+print("topics deleted:", cleanup())

@@ -1,22 +1,13 @@
 """Databricks-style notebooks of the guarantees, their shared set-up, and a local runner.
 
 A notebook is a ``.py`` file in Databricks' source format (``# Databricks notebook source``,
-cells separated by ``# COMMAND ----------``, magic lines as ``# MAGIC``). Each one starts the
-Databricks way:
-
-1. ``%pip install <the project's wheel>`` (skipped locally: the project is installed);
-2. ``%run ./_setup``, the shared set-up notebook, which calls :func:`setup`: the session,
-   the bootstrap servers, a root folder for the run, ``show``, ``new_topic`` and ``cleanup``.
-
-:func:`run_notebook` runs a notebook here as Databricks would, cell by cell in one namespace,
-following ``%run`` (``python -m jobs.notebooks 07_dedup_delta``); the notebook tests use it.
-
-On a workspace (:func:`setup` with ``dbutils`` present) the ``bootstrap`` widget is required
-(there is no broker on the driver's loopback), and the ``root`` widget must be a path Spark
-and Python read alike: a Unity Catalog volume (``/Volumes/<catalog>/<schema>/<volume>/...``).
-``dbfs:/...`` (Spark only) and ``/dbfs/...`` (the FUSE mount: Python only; Spark would read it
-as ``dbfs:/dbfs/...``) are refused with :class:`NotebookSetupError`, since the jobs hand one
-path to both Spark and delta-rs.
+cells separated by ``# COMMAND ----------``, magic lines as ``# MAGIC``). Each opens the same
+way: its text, ``%pip install <the project's wheel>`` (skipped locally), then ``%run ./_setup``,
+the shared set-up notebook, which calls :func:`setup`. :func:`run_notebook` runs a notebook
+here as Databricks would, cell by cell in one namespace, following ``%run``
+(``python -m jobs.notebooks 07_dedup_delta``); the notebook tests use it. What changes on a
+workspace (the ``bootstrap`` and ``root`` widgets, the paths :func:`check_root` refuses):
+README, "Notebooks".
 """
 
 from __future__ import annotations

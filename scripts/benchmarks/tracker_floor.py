@@ -1,16 +1,10 @@
 """Tracker latency floor: micro-batch time of Spark's watermark windows, of an empty Python stateful stage, and of the tracker.
 
-Why target (a) of the tracker benchmark (release latency <= 0.6x the watermark's) is out of
-reach on Spark 4.2: the tracker releases a window in the micro-batch that reads its closing
-row, so its latency is about 1.5 batch times (half a batch waiting for the trigger, then the
-batch); the watermark's is about 2.5 of its own batch times (it closes the window one batch
-later). 0.6x therefore needs a tracked batch at or below the watermark query's own batch
-time. This benchmark measures, alone and on the same input (``tracker``'s input written up
-front, PER_TRIGGER rows per micro-batch, batches after the first two): Spark's watermark
-windows (JVM), a ``transformWithStateInPandas`` stage that only counts rows per key into one
-``ValueState`` (the least any Python stateful operator does), and the tracked query. When the
-empty Python stage alone takes longer than the watermark batch, no tracker built on Spark's
-Python stateful operators meets 0.6x.
+Measures, each query alone on the same input (``tracker``'s input written up front,
+PER_TRIGGER rows per micro-batch, batches after the first two): Spark's watermark windows
+(JVM), a ``transformWithStateInPandas`` stage that only counts rows per key into one
+``ValueState`` (the least any Python stateful operator does), and the tracked query. Why these
+three bound the tracker's latency target, and the figures: README, "Latency, measured".
 
 Run: ``scripts/bench.sh tracker_floor [--repeat 3]``.
 """

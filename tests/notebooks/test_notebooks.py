@@ -21,8 +21,6 @@ from spark_ext.jobrun import REPO
 FOLDER = REPO / "jobs" / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("[0-9]*.py"))
 SETUP = FOLDER / "_setup.py"
-#: Notebooks whose owners have not moved them to ``%run ./_setup`` yet.
-OWN_SETUP = {"00_recovery_harness.py", "05_tracker_windows.py"}
 
 #: Notebooks that start job processes (the harness) and kill them: crash tests.
 STARTS_JOBS = {"00_recovery_harness.py"}
@@ -79,15 +77,12 @@ def test_notebook_runs_top_to_bottom(path: Path, spark, kafka_bootstrap, tmp_pat
         assert namespace["spark"] is spark  # the notebook reused the running session
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in NOTEBOOKS if p.name not in OWN_SETUP], ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_installs_the_wheel_then_runs_the_shared_setup(path: Path):
+    """Every notebook opens the same way: its text, ``%pip install``, ``%run ./_setup``."""
     parts = cells(path)
-    install = next(i for i, c in enumerate(parts) if c.startswith("# MAGIC %pip install"))
-    setup = parts.index("# MAGIC %run ./_setup")
-    assert install < setup, "the wheel is installed before the set-up imports it"
-    assert all(not c.startswith("#") or c.startswith("# MAGIC %md") for c in parts[:install])
+    assert parts[1].startswith("# MAGIC %pip install"), "cell 2 installs the wheel"
+    assert parts[2] == "# MAGIC %run ./_setup", "cell 3 runs the shared set-up"
     code = "\n".join(c for c in parts if not c.startswith("# MAGIC"))
     for needless in ("dbutils.widgets", "build_session", "127.0.0.1", "/dbfs"):
         assert needless not in code, f"{needless} belongs to ./_setup"
@@ -133,7 +128,7 @@ def test_workspace_setup_requires_the_bootstrap_widget():
     assert info.value.setting == "bootstrap"
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name not in OWN_SETUP][:1])
+@pytest.mark.parametrize("path", NOTEBOOKS[:1])
 def test_runner_follows_percent_run_into_the_setup(path: Path, monkeypatch, tmp_path):
     """%run ./_setup defines the shared names before the notebook's own cells use them."""
     calls = []
