@@ -25,7 +25,7 @@ Run as a benchmark (10k, 100k, 1M live keys; ``--scale 0.1`` for 1k, 10k, 100k):
 
     .venv/bin/python scripts/bench.py state_store
 
-Run one job by hand (this is what the benchmark and ``tests/state`` start)::
+Run one job by hand (this is what the benchmark and ``tests/spark_ext/state_inspect`` start)::
 
     python -m scripts.benchmarks.state_store --store hdfs --checkpoint-root /tmp/c --keys 1000 \\
         --rows-per-batch 100 --until-batch 5

@@ -9,7 +9,7 @@ runs (``hasAttemptOnHost``): measured, the straggler ran alone there too. Both m
 not applicable; it needs executors on two hosts (a profile with a ``spark://``, YARN or
 Kubernetes master). One machine is enough when its workers have addresses of their own:
 ``scripts/cluster.sh start --worker-hosts 127.0.0.2,127.0.0.3`` (the loopback network), which
-``tests/cluster/test_standalone_cluster.py`` uses to run every straggler cell. The fault reaches the
+``tests/scripts/test_standalone_cluster.py`` uses to run every straggler cell. The fault reaches the
 cluster's executors through ``spark.executorEnv.*`` (:data:`spark_ext.crash.FAULT_SETTINGS`).
 The cell's point sleeps on task attempt 0 of one partition; the run is
 traced (:data:`spark_ext.crash.TRACE_ENV`) and judged only if the point was also reached by a

@@ -8,7 +8,7 @@ class are in ``test_fault_matrix.py`` (the cheap cells in CI, all with ``--heavy
 
 In CI (the suite's 35-minute budget) the at-least-once control runs here. The at-most-once one
 is heavy (``--heavy``); in CI, ``jobs/notebooks/01_at_most_once.py`` (run by
-``tests/notebooks/test_notebooks.py``) rebuilds the same crash of the same job in process and
+``tests/jobs/test_notebooks.py``) rebuilds the same crash of the same job in process and
 asserts the harness classifies its output as a gap.
 """
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from conftest import EVENTS, MAX_OFFSETS
 
 from connectors import kafka
 from connectors.kafka.progress import SinkProgress
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from tests.conftest import await_done
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from collections import Counter
 from concurrent.futures import Future
 
 import pytest
-from conftest import EVENTS, MAX_OFFSETS
 
 from connectors import kafka
 from jobs.exactly_once_kafka import forward
@@ -24,6 +23,7 @@ from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
 from tests.conftest import start_selected, unique_topic
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 

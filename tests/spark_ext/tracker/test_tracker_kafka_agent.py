@@ -12,7 +12,7 @@ import pytest
 
 from spark_ext.jobrun import REPO, job_environment
 from spark_ext.tracker.kafka_agent import KafkaEndLog, KafkaTrackingAgent
-from tests.tracker.test_tracker_agent import window_batch
+from tests.spark_ext.tracker.test_tracker_agent import window_batch
 
 
 def agent_name() -> str:
@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
-    from tests.tracker.test_tracker_agent import window_batch
+    from tests.spark_ext.tracker.test_tracker_agent import window_batch
     agent = KafkaTrackingAgent(sys.argv[1], sys.argv[2])
     agent.declare("w", ["t:0"])
     for b in range(5):

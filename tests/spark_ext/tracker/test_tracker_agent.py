@@ -106,7 +106,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from spark_ext.tracker.agent import LocalTrackingAgent
-    from tests.tracker.test_tracker_agent import window_batch
+    from tests.spark_ext.tracker.test_tracker_agent import window_batch
     agent = LocalTrackingAgent(sys.argv[1])
     agent.declare("w", ["t:0"])
     for b in range(6):

@@ -17,8 +17,8 @@ import pytest
 import spark_ext.tracker.agent as agent_module
 import spark_ext.tracker.snapshot as snapshot_module
 from spark_ext.tracker.agent import LocalTrackingAgent, read_end_events
-from tests.tracker.test_tracker_agent import run_agent as run_script
-from tests.tracker.test_tracker_agent import window_batch
+from tests.spark_ext.tracker.test_tracker_agent import run_agent as run_script
+from tests.spark_ext.tracker.test_tracker_agent import window_batch
 
 EVERY = 20
 
@@ -127,7 +127,7 @@ SCRIPT = textwrap.dedent(
     import spark_ext.tracker.agent as agent_module
     import spark_ext.tracker.snapshot as snapshot_module
     from spark_ext.tracker.agent import LocalTrackingAgent
-    from tests.tracker.test_tracker_agent import window_batch
+    from tests.spark_ext.tracker.test_tracker_agent import window_batch
     agent_module.SNAPSHOT_EVERY = 4
     snapshot_module.SEGMENT_EVENTS = 3
     agent = LocalTrackingAgent(sys.argv[1])

@@ -2,7 +2,7 @@
 
 librdkafka's ``send_offsets_to_transaction`` blocks past its timeout when the group
 coordinator restarted (confluentinc/librdkafka#5456); the sliced Kafka sink's task then hung
-for good after a broker restart (``tests/sinks/test_sink_broker_restart.py``).
+for good after a broker restart (``tests/connectors/kafka/test_sink_broker_restart.py``).
 """
 
 from __future__ import annotations

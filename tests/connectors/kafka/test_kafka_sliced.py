@@ -13,7 +13,6 @@ from concurrent.futures import Future
 
 import pyarrow as pa
 import pytest
-from conftest import EVENTS, MAX_OFFSETS
 from kafka_two_brokers import two_brokers
 
 from connectors import kafka
@@ -33,6 +32,7 @@ from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
 from spark_ext.sinks.protocol import KAFKA_SLICED
 from tests.conftest import await_done, start_selected, unique_topic
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS
 
 pytestmark = pytest.mark.integration
 

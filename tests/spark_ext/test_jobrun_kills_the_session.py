@@ -22,7 +22,11 @@ def alive(pid: int) -> bool:
 def test_a_killed_job_takes_its_own_process_group_children_with_it(tmp_path):
     pid_file = tmp_path / "child.pid"
     run = run_job(
-        "tests.unit._session_child_job", [str(pid_file)], kill_after_s=3, timeout_s=60, cwd=REPO
+        "tests.spark_ext._session_child_job",
+        [str(pid_file)],
+        kill_after_s=3,
+        timeout_s=60,
+        cwd=REPO,
     )
     assert run.killed, run.output_tail
     child = int(pid_file.read_text())
@@ -39,7 +43,7 @@ def test_a_killed_spark_job_leaves_no_scratch_folder_behind(tmp_path):
     then ``No space left on device``). run_job gives the job scratch folders of its own."""
     report = tmp_path / "scratch.txt"
     run = run_job(
-        "tests.unit._spark_scratch_job",
+        "tests.spark_ext._spark_scratch_job",
         [str(report)],
         kill_when=report.exists,
         timeout_s=120,

@@ -3,8 +3,8 @@ and stopped without waiting on a zombie.
 
 Pausing and resuming serve only the broker-fault cells of the fault matrix, which are heavy
 (``--heavy``); so is this test (the suite's 35-minute budget). In CI,
-``tests/sinks/test_sink_broker_restart.py`` kills a private broker and restarts it on its data,
-and ``tests/sinks/test_kafka_sliced.py`` pauses one (SIGSTOP) of two.
+``tests/connectors/kafka/test_sink_broker_restart.py`` kills a private broker and restarts it on its data,
+and ``tests/connectors/kafka/test_kafka_sliced.py`` pauses one (SIGSTOP) of two.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 the same rows for the same offsets, not the same partitioning): the master, the Kafka source's
 ``minPartitions`` (its offset ranges cut into more Spark partitions) and a ``coalesce`` before
 the sink. ``--form foreach`` writes through :class:`KafkaTwoPhaseWriter` in ``foreachBatch``
-instead of the data source. Run by ``tests/sinks/test_kafka_sliced_replay.py``.
+instead of the data source. Run by ``tests/connectors/kafka/test_kafka_sliced_replay.py``.
 """
 
 from __future__ import annotations

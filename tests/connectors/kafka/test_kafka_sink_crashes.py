@@ -12,7 +12,6 @@ from collections import Counter
 
 import pytest
 from chispa import assert_df_equality
-from conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
 
 from connectors import kafka
 from connectors.kafka.progress import SinkProgress
@@ -24,6 +23,7 @@ from spark_ext.recovery.kills import (
     kill_at_random_times,
 )
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 

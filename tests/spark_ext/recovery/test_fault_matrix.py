@@ -10,7 +10,7 @@ paused past the delivery timeout: minutes per cell), the retention faults (outpu
 trimmed, Delta txn expired, Delta log trimmed) and event-time disorder;
 ``test_retention_and_disorder.py`` runs the cheapest of those in CI. The speculation
 cells with a straggler need executors on two hosts (:mod:`spark_ext.recovery.speculation`):
-``tests/cluster/test_standalone_cluster.py`` runs them on a standalone cluster whose workers sit
+``tests/scripts/test_standalone_cluster.py`` runs them on a standalone cluster whose workers sit
 on two loopback addresses. A cell whose outcome differs from its declaration fails its test
 with the rows that differ; a cell the harness cannot judge (fault not fired, empty clean
 output, failed restart) fails with that error.
@@ -40,8 +40,8 @@ pytestmark = [pytest.mark.matrix, pytest.mark.crash, pytest.mark.timeout(2700)]
 TASK, DRIVER, RESET = FaultClass.TASK_RAISE, FaultClass.DRIVER_RAISE, FaultClass.CHECKPOINT_RESET
 #: The CI subset: per job, the fault classes no other CI test injects into that job. Left out,
 #: with the test that covers each: ``kill`` of all four (every protocol step killed:
-#: tests/sinks/test_delta_sink_crashes.py, tests/sinks/test_kafka_sliced.py,
-#: tests/tracker/test_tracker_crash.py, tests/dedup/test_dedup_sink_crash.py); Delta
+#: tests/connectors/delta/test_delta_sink_crashes.py, tests/connectors/kafka/test_kafka_sliced.py,
+#: tests/spark_ext/tracker/test_tracker_crash.py, tests/connectors/delta/test_dedup_sink_crash.py); Delta
 #: ``driver-raise`` (test_two_phase_delta_sink_raising_after_its_durable_commit_loses_no_batch);
 #: Kafka ``task-raise`` (test_a_task_failing_after_each_slice_step_is_retried_...) and
 #: ``checkpoint-reset`` (test_a_slice_below_its_recorded_batch_raises_and_writes_nothing);
@@ -54,14 +54,14 @@ CI_CELLS: dict[str, tuple[FaultClass, ...]] = {
     "exactly_once_kafka": (DRIVER,),
     "tracker_windows": (DRIVER, RESET),
     "dedup_delta": (DRIVER,),
-    # Refused at start, under any master (the straggler cells: tests/cluster/).
+    # Refused at start, under any master (the straggler cells: tests/scripts/test_standalone_cluster.py).
     "exactly_once_kafka_idempotent": (FaultClass.SPECULATION,),
 }
 
 
 def _runs_here(job: str, fault: FaultClass) -> bool:
     """A declared cell this machine can inject: a straggler's speculative copy needs executors
-    on two hosts (tests/cluster/ runs those cells), a local master never starts one."""
+    on two hosts (tests/scripts/test_standalone_cluster.py runs those cells), a local master never starts one."""
     cell = registry.get(job).cell(fault)
     if cell is None:
         return False  # the job declares no point for the fault class: no cell to test

@@ -6,13 +6,13 @@ import os
 
 import pytest
 from chispa import assert_df_equality
-from conftest import EVENTS, MAX_OFFSETS
 from deltalake import DeltaTable
 
 from connectors.delta.two_phase import DeltaCommitter
 from connectors.sinks import Trigger, exactly_once_to_delta
 from jobs.exactly_once_delta import events_stream
 from tests.conftest import await_done
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,6 @@ from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
-from conftest import EVENTS
 
 from connectors import kafka
 from connectors.kafka.settings import KafkaSinkSettings
@@ -38,10 +37,11 @@ from spark_ext.recovery.kills import JOB_TIMEOUT_S
 from spark_ext.recovery.retention import trim_topic
 from spark_ext.sinks.protocol import KAFKA_SLICED
 from tests.conftest import unique_topic
+from tests.connectors.conftest import EVENTS
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
-JOB = "tests.sinks._kafka_slicing_job"
+JOB = "tests.connectors.kafka._kafka_slicing_job"
 FORMS = ("datasource", "foreach")
 FAULTS = {
     "recorded": (f"{KAFKA_SLICED.point(4)}@0:raise", "raise"),

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.integration
 #: A host per worker: one machine, two hosts for Spark's scheduler.
 WORKER_HOSTS = ("127.0.0.2", "127.0.0.3")
 #: Every job whose ``speculation`` cell has a straggler; the jobs that refuse speculation (no
-#: point, a typed error) need no cluster: tests/recovery/test_fault_matrix.py runs one.
+#: point, a typed error) need no cluster: tests/spark_ext/recovery/test_fault_matrix.py runs one.
 SPECULATED = [
     n
     for n in registry.names()

@@ -25,7 +25,7 @@ SETUP = FOLDER / "_setup.py"
 #: Notebooks that start job processes (the harness) and kill them: crash tests.
 STARTS_JOBS = {"00_recovery_harness.py"}
 #: The harness notebook runs a job clean, killed and restarted (1.5 min): heavy, as the full
-#: fault matrix; in CI the harness runs those jobs in tests/recovery (the suite's budget).
+#: fault matrix; in CI the harness runs those jobs in tests/spark_ext/recovery (the suite's budget).
 HARNESS_RUNS = pytest.mark.heavy
 
 

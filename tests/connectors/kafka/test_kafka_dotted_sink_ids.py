@@ -11,13 +11,13 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import EVENTS
 
 from connectors import kafka
 from connectors.demo_events import produce_events
 from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from tests.conftest import await_done
+from tests.connectors.conftest import EVENTS
 
 pytestmark = pytest.mark.integration
 

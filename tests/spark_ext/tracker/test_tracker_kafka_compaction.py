@@ -11,7 +11,7 @@ from kafka import KafkaConsumer, TopicPartition
 import spark_ext.tracker.kafka_agent as kafka_agent_module
 from spark_ext.tracker.errors import TrackerLogCorrupt
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
-from tests.tracker.test_tracker_agent import window_batch
+from tests.spark_ext.tracker.test_tracker_agent import window_batch
 
 
 def run_batches(agent: KafkaTrackingAgent, batches: int) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-from conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from test_delta_sinks import data_commits
@@ -33,6 +32,7 @@ from spark_ext.recovery.kills import (
 )
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT, DELTA_TWO_PHASE
 from tests.conftest import start_selected
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
