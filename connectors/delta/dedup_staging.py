@@ -11,8 +11,10 @@ batch as its version ``N``. The commit message is one row per bucket: file names
 counts and the bucket's metrics -- bounded by buckets and generations, never by rows.
 
 Step 2 (:func:`commit_catalog`, on the driver): one delta-rs commit adds the catalog files with
-``txn(<sink id>:catalog, N)``, against a snapshot still owned by the sink's query; :func:`clean_catalog` removes staged catalog files no snapshot
-references (losing task attempts, a skipped replay, orphans of a killed driver).
+``txn(<sink id>:catalog, N)`` (:func:`connectors.delta.commit.commit_files`, the commit path of
+the two-phase sink too), against a snapshot still owned by the sink's query;
+:func:`clean_catalog` removes staged catalog files no snapshot references (losing task
+attempts, a skipped replay, orphans of a killed driver).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from connectors.delta.commit import commit_files
 from connectors.delta.log import referenced_files
 from connectors.delta.staging import stage_batches, staged_name
 from connectors.delta.table import check_snapshot
@@ -39,12 +43,7 @@ from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, 
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.delta_txn import Marks, owner_app_id
-from spark_ext.sinks.errors import (
-    CommitUncertainError,
-    ConcurrentWriterError,
-    DeltaCommitRefusedError,
-)
+from spark_ext.sinks.delta_txn import LatestTable, Marks, owner_app_id
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
 
@@ -278,68 +277,46 @@ def commit_catalog(
 ) -> bool:
     """Step 2: one delta-rs commit adds ``files`` with ``txn(<sink id>:catalog, batch_id)``.
 
-    Returns ``False`` for a replay (the batch is recorded: nothing committed). The commit is
-    made against a snapshot on which ``owner`` is still the owner
+    Returns ``False`` for a replay (the batch is recorded: nothing committed); a batch below
+    the recorded one is :class:`~spark_ext.sinks.errors.BatchRegressionError`; an empty batch
+    commits nothing. The commit goes through :func:`connectors.delta.commit.commit_files`,
+    against a snapshot on which ``owner`` is still the owner
     (:class:`~spark_ext.sinks.errors.SinkOwnerError` otherwise) and whose features an add of
     staged files honours (:func:`connectors.delta.table.check_snapshot`); it carries the owner
-    ``txn`` too. A commit call that raises after the commit landed (a post-commit hook) counts
-    as committed; one that lost a race is checked again.
+    ``txn`` too.
     """
-    from deltalake import CommitProperties, DeltaTable, Transaction
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import AddAction, RemoveAction
+    from deltalake import DeltaTable, Transaction
+    from deltalake.transaction import AddAction
 
     app_id = catalog_app_id(sink_id)
     DeltaTable.create(catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY)
-    for _ in range(MAX_CONFLICTS + 1):
-        table = DeltaTable(catalog_path)
+    now_ms = int(time.time() * 1000)
+    adds = [
+        AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
+        for f in files
+    ]
+    txns = [Transaction(app_id, batch_id, now_ms)]
+    if owner is not None:
+        txns.append(Transaction(owner_app_id(sink_id), owner.code, now_ms))
+
+    def check(table: Any) -> bool:
         if owner is not None:
             Marks.of(table, sink_id, [app_id]).check_still_ours(catalog_path, owner)
         check_snapshot(table, catalog_path, None, tuple(PARTITION_BY))
-        if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
-            return False
-        if not files:  # nothing to record; an empty batch leaves no trace to skip
-            return True
-        now_ms = int(time.time() * 1000)
-        adds: list[AddAction | RemoveAction] = [
-            AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
-            for f in files
-        ]
-        txns = [Transaction(app_id, batch_id, now_ms)]
-        if owner is not None:
-            txns.append(Transaction(owner_app_id(sink_id), owner.code, now_ms))
-        try:
-            table.create_write_transaction(
-                adds,
-                mode="append",
-                schema=table.schema(),
-                partition_by=PARTITION_BY,
-                commit_properties=CommitProperties(
-                    app_transactions=txns,
-                    custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
-                    max_commit_retries=0,
-                ),
-            )
-        except CommitFailedError as exc:
-            if DeltaTable(catalog_path).version() == table.version():
-                raise DeltaCommitRefusedError(catalog_path, batch_id, str(exc)) from exc
-            log.warning("%s batch %d: catalog commit lost a race (%s)", app_id, batch_id, exc)
-            continue
-        except Exception as exc:
-            try:
-                recorded = DeltaTable(catalog_path).transaction_version(app_id)
-            except Exception as again:
-                raise CommitUncertainError(
-                    f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table "
-                    f"could not be read back ({again})"
-                ) from exc
-            if recorded != batch_id:
-                raise
-            log.warning(
-                "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
-            )
-        return True
-    raise ConcurrentWriterError(f"{catalog_path}: batch {batch_id} kept losing commit races")
+        return check_batch_order(app_id, batch_id, table.transaction_version(app_id))
+
+    return commit_files(
+        catalog_path,
+        LatestTable(catalog_path).get,
+        app_id,
+        batch_id,
+        adds,
+        txns,
+        check,
+        partition_by=PARTITION_BY,
+        commit_empty=False,
+        max_conflicts=MAX_CONFLICTS,
+    )
 
 
 def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> int:
