@@ -102,7 +102,7 @@ _FILE_SCHEMA = pa.schema([f for f in CATALOG_SCHEMA if f.name not in PARTITION_B
 @dataclass(frozen=True)
 class CatalogFile:
     """One staged catalog file: its generation, path (relative to the catalog), size, rows
-    and its Delta statistics (min/max of ``bucket``, ``hash``, ``batch_id``)."""
+    and its Delta statistics (min/max of every column)."""
 
     generation: int
     path: str
@@ -120,10 +120,11 @@ def coords_of(table: pa.Table, columns: Sequence[str]) -> pa.Array:
 
 
 def _stats(rows: pa.Table) -> str:
-    cols = ("bucket", "hash", "batch_id")
+    """Delta statistics of a catalog file: min/max of every column (docs/design.md, Dedup)."""
+    cols = _FILE_SCHEMA.names
     lo = {c: pc.min(rows.column(c)).as_py() for c in cols}
     hi = {c: pc.max(rows.column(c)).as_py() for c in cols}
-    nulls = dict.fromkeys(_FILE_SCHEMA.names, 0)
+    nulls = dict.fromkeys(cols, 0)
     return json.dumps(
         {"numRecords": rows.num_rows, "minValues": lo, "maxValues": hi, "nullCount": nulls}
     )
