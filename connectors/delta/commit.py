@@ -1,22 +1,18 @@
-"""The one delta-rs commit of staged files: batch ``B`` of a batch marker, checked, not retried blind.
+"""The one delta-rs commit of staged files as batch ``B`` of a batch marker (docs/design.md,
+Delta sinks): the two-phase sink's step 3 (:class:`connectors.delta.two_phase.DeltaCommitter`)
+and the dedup sink's catalog commit (:func:`connectors.delta.dedup_staging.commit_catalog`).
 
-Both delta-rs writers of the project commit through :func:`commit_files`: the two-phase sink
-(:class:`connectors.delta.two_phase.DeltaCommitter`, its step 3) and the dedup sink's catalog
-(:func:`connectors.delta.dedup_staging.commit_catalog`, its step 2). Steps of one call:
+Steps of :func:`commit_files`, numbered in its code:
 
-1. read the newest snapshot and let the caller's ``check`` judge it (owner, run epoch, table
-   features, batch order); ``check`` raises to refuse or says the batch is recorded already
-   (a replay: nothing committed);
-2. one commit of the adds and the ``txn`` actions against that snapshot,
-   ``max_commit_retries=0``;
-3. ``CommitFailedError``: if the table moved, another commit landed in between and the next
-   snapshot is checked again (step 1); if it did not, delta-rs refused the commit itself
-   (:class:`~spark_ext.sinks.errors.DeltaCommitRefusedError`, never retried as a race);
-4. any other error of the commit call (a post-commit hook: checkpoint, log clean-up): the
-   table is read back; the batch recorded with every added file referenced is a commit that
-   landed, recorded without them is another writer
-   (:class:`~spark_ext.sinks.errors.ConcurrentWriterError`), unreadable is
-   :class:`~spark_ext.sinks.errors.CommitUncertainError`.
+1. the newest snapshot, judged by the caller's ``check`` (it refuses, or finds the batch
+   recorded: nothing committed);
+2. one commit of the adds and the ``txn`` actions against it, ``max_commit_retries=0``;
+3. ``CommitFailedError``: the table moved (a lost race): back to 1; it did not: delta-rs
+   refused the commit (:class:`~spark_ext.sinks.errors.DeltaCommitRefusedError`);
+4. any other error of the call (a post-commit hook): the table is read back; a commit that
+   landed is committed, else :class:`~spark_ext.sinks.errors.ConcurrentWriterError` (another
+   writer recorded the batch), :class:`~spark_ext.sinks.errors.CommitUncertainError`
+   (unreadable) or the error itself.
 """
 
 from __future__ import annotations
