@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from connectors.delta.commit import commit_files
-from connectors.delta.log import referenced_files
+from connectors.delta.log import remove_unreferenced
 from connectors.delta.staging import stage_batches, staged_name
 from connectors.delta.table import check_snapshot
 from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, decide_batch
@@ -320,26 +320,15 @@ def commit_catalog(
     )
 
 
-def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> int:
+def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> None:
     """Remove staged catalog files named by ``tag`` (:func:`catalog_file_tag`; of
-    ``batch_id`` only, when given) that no snapshot of the catalog references; returns how
-    many."""
-    root = os.path.join(catalog_path, "_delta_log")
-    referenced = referenced_files(catalog_path) if os.path.isdir(root) else set()
-    removed = 0
+    ``batch_id`` only, when given) that no snapshot of the catalog references."""
+    staged = []
     for folder in os.listdir(catalog_path) if os.path.isdir(catalog_path) else []:
         if not folder.startswith("generation="):
             continue
         for name in os.listdir(os.path.join(catalog_path, folder)):
-            rel = f"{folder}/{name}"
-            match = _CATALOG_STAGED.match(rel)
-            if not match or match["sink"] != tag or rel in referenced:
-                continue
-            if batch_id is not None and int(match["batch"]) != batch_id:
-                continue
-            try:
-                os.remove(os.path.join(catalog_path, rel))
-                removed += 1
-            except FileNotFoundError:
-                pass
-    return removed
+            match = _CATALOG_STAGED.match(f"{folder}/{name}")
+            if match and match["sink"] == tag and batch_id in (None, int(match["batch"])):
+                staged.append(match.string)
+    remove_unreferenced(catalog_path, staged)

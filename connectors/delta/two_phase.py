@@ -49,6 +49,7 @@ same time on a local path (docs/design.md, Delta sinks). The idempotent sink is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -67,7 +68,7 @@ from pyspark.sql.types import StructType
 
 from connectors.delta.commit import commit_files
 from connectors.delta.idempotent import DeltaIdempotentWriter
-from connectors.delta.log import referenced_files
+from connectors.delta.log import referenced_files, remove_unreferenced
 from connectors.delta.staging import (
     STAGED_NAME,
     StagedFile,
@@ -356,14 +357,15 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             # owner* (its txn check saw none recorded; an older owner's batch of the same id
             # has another name), and it added exactly ``named``: the rest are losing task
             # attempts no snapshot ever referenced.
-            doomed = self._owned_attempts(batch_id) - named
+            for name in sorted(self._owned_attempts(batch_id) - named):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.path, name))
         else:
             # Abort or skipped replay: the batch may be committed (by an earlier run, or by
             # this very commit before something raised), and files of it may have been
             # removed since by an OPTIMIZE that time travel still needs. Keep all those.
             ours = {n for n, b in self.staged_files() if b == batch_id}
-            doomed = (named | ours) - referenced_files(self.path)
-        self._remove(sorted(doomed))
+            remove_unreferenced(self.path, named | ours)
 
     def recover(self, fence: bool = False) -> None:
         """At start: check the owner, fence older drivers, delete staged files no snapshot
@@ -386,11 +388,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         self.last_committed_batch()
         if fence:
             self.run_epoch = self._fence()
-        referenced = referenced_files(self.path)
-        doomed = sorted(n for n, _ in self.staged_files() if n not in referenced)
+        doomed = remove_unreferenced(self.path, [n for n, _ in self.staged_files()])
         if doomed:
-            log.warning("%s: removing %d unreferenced staged files", self.sink_id, len(doomed))
-        self._remove(doomed)
+            log.warning("%s: removed %d unreferenced staged files", self.sink_id, len(doomed))
 
     def _fence(self) -> int:
         """Record ``epoch + 1`` as this sink's run epoch, with the owner, in one commit."""
@@ -415,13 +415,6 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             log.info("%s: run %d fences older drivers of this sink", self.sink_id, epoch)
             return epoch
         raise ConcurrentWriterError(f"{self.path}: could not record a run of {self.sink_id!r}")
-
-    def _remove(self, names: Sequence[str]) -> None:
-        for name in names:
-            try:
-                os.remove(os.path.join(self.path, name))
-            except FileNotFoundError:
-                pass
 
 
 class DeltaTwoPhaseDataSource(DataSource):
