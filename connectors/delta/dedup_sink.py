@@ -89,13 +89,13 @@ from connectors.delta.two_phase import (
     schema_shape,
 )
 from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
-from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import DedupInputError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.state import BucketStateStore
 from spark_ext.errors import ConfigError
-from spark_ext.sinks.delta_txn import DeltaTxnAppender, marker_app_id, owner_of
+from spark_ext.sinks.delta_txn import marker_app_id, owner_of
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner
 from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
 
@@ -190,13 +190,7 @@ class DeltaDedupSink:
         self.owner = owner
         self.take_over = take_over
         #: The catalog's owner record (claimed at the first batch of a run, never written).
-        self.catalog_marks = DeltaTxnAppender(
-            config.catalog_path,
-            self.sink_id,
-            marker=catalog_app_id(self.sink_id),
-            partition_by=PARTITION_BY,
-            take_over=take_over,
-        )
+        self.catalog_marks = self.catalog.appender(self.sink_id, take_over)
         self._recovered: SinkOwner | None = None
         self._output: DeltaCommitter | None = None
         self._quarantine: DeltaIdempotentWriter | None = None

@@ -11,8 +11,10 @@ batch as its version ``N``. The commit message is one row per bucket: file names
 counts and the bucket's metrics -- bounded by buckets and generations, never by rows.
 
 Step 2 (:func:`commit_catalog`, on the driver): one delta-rs commit adds the catalog files with
-``txn(<sink id>:catalog, N)``, against a snapshot still owned by the sink's query; :func:`clean_catalog` removes staged catalog files no snapshot
-references (losing task attempts, a skipped replay, orphans of a killed driver).
+``txn(<sink id>:catalog, N)`` (:func:`connectors.delta.commit.commit_files`, the commit path of
+the two-phase sink too), against a snapshot still owned by the sink's query;
+:func:`clean_catalog` removes staged catalog files no snapshot references (losing task
+attempts, a skipped replay, orphans of a killed driver).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta.log import referenced_files
+from connectors.delta.commit import commit_files
+from connectors.delta.log import remove_unreferenced
 from connectors.delta.staging import stage_batches, staged_name
 from connectors.delta.table import check_snapshot
 from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, decide_batch
@@ -39,12 +43,7 @@ from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, 
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.delta_txn import Marks, owner_app_id
-from spark_ext.sinks.errors import (
-    CommitUncertainError,
-    ConcurrentWriterError,
-    DeltaCommitRefusedError,
-)
+from spark_ext.sinks.delta_txn import LatestTable, Marks, owner_app_id
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
 
@@ -103,7 +102,7 @@ _FILE_SCHEMA = pa.schema([f for f in CATALOG_SCHEMA if f.name not in PARTITION_B
 @dataclass(frozen=True)
 class CatalogFile:
     """One staged catalog file: its generation, path (relative to the catalog), size, rows
-    and its Delta statistics (min/max of ``bucket``, ``hash``, ``batch_id``)."""
+    and its Delta statistics (min/max of every column)."""
 
     generation: int
     path: str
@@ -121,10 +120,11 @@ def coords_of(table: pa.Table, columns: Sequence[str]) -> pa.Array:
 
 
 def _stats(rows: pa.Table) -> str:
-    cols = ("bucket", "hash", "batch_id")
+    """Delta statistics of a catalog file: min/max of every column (docs/design.md, Dedup)."""
+    cols = _FILE_SCHEMA.names
     lo = {c: pc.min(rows.column(c)).as_py() for c in cols}
     hi = {c: pc.max(rows.column(c)).as_py() for c in cols}
-    nulls = dict.fromkeys(_FILE_SCHEMA.names, 0)
+    nulls = dict.fromkeys(cols, 0)
     return json.dumps(
         {"numRecords": rows.num_rows, "minValues": lo, "maxValues": hi, "nullCount": nulls}
     )
@@ -278,90 +278,57 @@ def commit_catalog(
 ) -> bool:
     """Step 2: one delta-rs commit adds ``files`` with ``txn(<sink id>:catalog, batch_id)``.
 
-    Returns ``False`` for a replay (the batch is recorded: nothing committed). The commit is
-    made against a snapshot on which ``owner`` is still the owner
+    Returns ``False`` for a replay (the batch is recorded: nothing committed); a batch below
+    the recorded one is :class:`~spark_ext.sinks.errors.BatchRegressionError`; an empty batch
+    commits nothing. The commit goes through :func:`connectors.delta.commit.commit_files`,
+    against a snapshot on which ``owner`` is still the owner
     (:class:`~spark_ext.sinks.errors.SinkOwnerError` otherwise) and whose features an add of
     staged files honours (:func:`connectors.delta.table.check_snapshot`); it carries the owner
-    ``txn`` too. A commit call that raises after the commit landed (a post-commit hook) counts
-    as committed; one that lost a race is checked again.
+    ``txn`` too.
     """
-    from deltalake import CommitProperties, DeltaTable, Transaction
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import AddAction, RemoveAction
+    from deltalake import DeltaTable, Transaction
+    from deltalake.transaction import AddAction
 
     app_id = catalog_app_id(sink_id)
     DeltaTable.create(catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY)
-    for _ in range(MAX_CONFLICTS + 1):
-        table = DeltaTable(catalog_path)
+    now_ms = int(time.time() * 1000)
+    adds = [
+        AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
+        for f in files
+    ]
+    txns = [Transaction(app_id, batch_id, now_ms)]
+    if owner is not None:
+        txns.append(Transaction(owner_app_id(sink_id), owner.code, now_ms))
+
+    def check(table: Any) -> bool:
         if owner is not None:
             Marks.of(table, sink_id, [app_id]).check_still_ours(catalog_path, owner)
         check_snapshot(table, catalog_path, None, tuple(PARTITION_BY))
-        if check_batch_order(app_id, batch_id, table.transaction_version(app_id)):
-            return False
-        if not files:  # nothing to record; an empty batch leaves no trace to skip
-            return True
-        now_ms = int(time.time() * 1000)
-        adds: list[AddAction | RemoveAction] = [
-            AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
-            for f in files
-        ]
-        txns = [Transaction(app_id, batch_id, now_ms)]
-        if owner is not None:
-            txns.append(Transaction(owner_app_id(sink_id), owner.code, now_ms))
-        try:
-            table.create_write_transaction(
-                adds,
-                mode="append",
-                schema=table.schema(),
-                partition_by=PARTITION_BY,
-                commit_properties=CommitProperties(
-                    app_transactions=txns,
-                    custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
-                    max_commit_retries=0,
-                ),
-            )
-        except CommitFailedError as exc:
-            if DeltaTable(catalog_path).version() == table.version():
-                raise DeltaCommitRefusedError(catalog_path, batch_id, str(exc)) from exc
-            log.warning("%s batch %d: catalog commit lost a race (%s)", app_id, batch_id, exc)
-            continue
-        except Exception as exc:
-            try:
-                recorded = DeltaTable(catalog_path).transaction_version(app_id)
-            except Exception as again:
-                raise CommitUncertainError(
-                    f"{catalog_path}: batch {batch_id}: commit raised ({exc}) and the table "
-                    f"could not be read back ({again})"
-                ) from exc
-            if recorded != batch_id:
-                raise
-            log.warning(
-                "%s batch %d: committed, then the commit call raised (%s)", app_id, batch_id, exc
-            )
-        return True
-    raise ConcurrentWriterError(f"{catalog_path}: batch {batch_id} kept losing commit races")
+        return check_batch_order(app_id, batch_id, table.transaction_version(app_id))
+
+    return commit_files(
+        catalog_path,
+        LatestTable(catalog_path).get,
+        app_id,
+        batch_id,
+        adds,
+        txns,
+        check,
+        partition_by=PARTITION_BY,
+        commit_empty=False,
+        max_conflicts=MAX_CONFLICTS,
+    )
 
 
-def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> int:
+def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> None:
     """Remove staged catalog files named by ``tag`` (:func:`catalog_file_tag`; of
-    ``batch_id`` only, when given) that no snapshot of the catalog references; returns how
-    many."""
-    root = os.path.join(catalog_path, "_delta_log")
-    referenced = referenced_files(catalog_path) if os.path.isdir(root) else set()
-    removed = 0
+    ``batch_id`` only, when given) that no snapshot of the catalog references."""
+    staged = []
     for folder in os.listdir(catalog_path) if os.path.isdir(catalog_path) else []:
         if not folder.startswith("generation="):
             continue
         for name in os.listdir(os.path.join(catalog_path, folder)):
-            rel = f"{folder}/{name}"
-            match = _CATALOG_STAGED.match(rel)
-            if not match or match["sink"] != tag or rel in referenced:
-                continue
-            if batch_id is not None and int(match["batch"]) != batch_id:
-                continue
-            try:
-                os.remove(os.path.join(catalog_path, rel))
-                removed += 1
-            except FileNotFoundError:
-                pass
-    return removed
+            match = _CATALOG_STAGED.match(f"{folder}/{name}")
+            if match and match["sink"] == tag and batch_id in (None, int(match["batch"])):
+                staged.append(match.string)
+    remove_unreferenced(catalog_path, staged)

@@ -18,15 +18,17 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
-__all__ = ["LOG_DIR", "referenced_files"]
+__all__ = ["LOG_DIR", "referenced_files", "remove_unreferenced"]
 
 log = logging.getLogger(__name__)
 
@@ -124,3 +126,14 @@ def referenced_files(table: str | os.PathLike[str]) -> set[str]:
             walk.parsed[name] = ident
         _WALKS[key] = walk
         return set(walk.paths)
+
+
+def remove_unreferenced(table: str, names: Iterable[str]) -> list[str]:
+    """Delete those of ``names`` (paths relative to ``table``) that no loadable snapshot
+    references (:func:`referenced_files`; a folder without a log: none); the names deleted."""
+    has_log = os.path.isdir(os.path.join(table, LOG_DIR))
+    doomed = sorted(set(names) - (referenced_files(table) if has_log else set()))
+    for name in doomed:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(table, name))
+    return doomed

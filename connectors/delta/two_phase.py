@@ -18,10 +18,8 @@
    (:class:`~spark_ext.sinks.errors.DriverFencedError`,
    :class:`~spark_ext.sinks.errors.SinkOwnerError`) and whose features the add honours
    (:func:`connectors.delta.table.check_snapshot`: the table may have changed since the
-   start), with no silent retry: if another commit landed in between, the sink re-reads the
-   snapshot and checks again. If the commit call raises for any other reason (a post-commit
-   hook: checkpoint, log clean-up), the ``txn`` is read back: a commit that landed is a
-   committed batch, not a failure.
+   start), through the one delta-rs commit path :func:`connectors.delta.commit.commit_files`
+   (a lost race is checked again, a commit that landed before its call raised is committed).
 4. staged files of the batch (of this owner) that the commit does not reference are deleted.
 
 Files are deleted only when no loadable snapshot references them
@@ -51,6 +49,7 @@ same time on a local path (docs/design.md, Delta sinks). The idempotent sink is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -67,8 +66,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from connectors.delta.commit import commit_files
 from connectors.delta.idempotent import DeltaIdempotentWriter
-from connectors.delta.log import referenced_files
+from connectors.delta.log import referenced_files, remove_unreferenced
 from connectors.delta.staging import (
     STAGED_NAME,
     StagedFile,
@@ -94,9 +94,7 @@ from spark_ext.sinks.delta_txn import (
     run_app_id,
 )
 from spark_ext.sinks.errors import (
-    CommitUncertainError,
     ConcurrentWriterError,
-    DeltaCommitRefusedError,
     DeltaTxnExpiredError,
     DriverFencedError,
     SchemaMismatchError,
@@ -283,8 +281,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             raise DriverFencedError(self.path, self.sink_id, self.run_epoch, current)
 
     def commit_staged(self, batch_id: int, messages: Sequence[StagedFile]) -> None:
-        from deltalake import CommitProperties, Transaction
-        from deltalake.exceptions import CommitFailedError
+        """Step 3 through :func:`connectors.delta.commit.commit_files`, checked on every
+        snapshot it commits against (epoch, owner, features, schema, staged files there)."""
+        from deltalake import Transaction
         from deltalake.transaction import AddAction
 
         now_ms = int(time.time() * 1000)
@@ -299,8 +298,8 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         if self.owner is not None:  # refreshed with every commit: it never expires under us
             txns.append(Transaction(owner_app_id(self.sink_id), self.owner.code, now_ms))
         rows_json = next((m.schema_json for m in messages if m.path and m.schema_json), None)
-        for attempt in range(self.max_conflicts + 1):
-            table = self._table()  # the snapshot the commit is made against
+
+        def check(table: Any) -> bool:
             self._check_epoch(table)
             if self.owner is not None:
                 self._marks(table).check_still_ours(self.path, self.owner)
@@ -321,81 +320,12 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             if missing:
                 self._check_epoch(self._table())
                 raise StagedDataMissingError(f"{self.path}: {missing} of batch {batch_id} gone")
-            try:
-                table.create_write_transaction(
-                    adds,
-                    mode="append",
-                    schema=table.schema(),
-                    commit_properties=CommitProperties(
-                        custom_metadata={
-                            "spark_ext.sink_id": self.sink_id,
-                            "spark_ext.batch_id": batch_id,
-                        },
-                        max_commit_retries=0,
-                        app_transactions=txns,
-                    ),
-                )
-            except CommitFailedError as exc:
-                self._check_lost_race(table, batch_id, exc)
-                log.warning(
-                    "%s batch %d: commit lost a race (%s), re-checking (%d)",
-                    self.sink_id,
-                    batch_id,
-                    exc,
-                    attempt + 1,
-                )
-                continue
-            except Exception as exc:
-                if not self._landed(batch_id, messages, exc):
-                    raise
-                log.warning(
-                    "%s batch %d: committed, then the commit call raised (%s); "
-                    "the batch is committed",
-                    self.sink_id,
-                    batch_id,
-                    exc,
-                )
-            rows = sum(m.rows for m in messages)
-            log.info(
-                "%s batch %d: committed %d files, %d rows", self.sink_id, batch_id, len(adds), rows
-            )
-            return
-        raise ConcurrentWriterError(
-            f"{self.path}: batch {batch_id} lost {self.max_conflicts + 1} commit races in a row"
-        )
-
-    def _check_lost_race(self, table: Any, batch_id: int, exc: Exception) -> None:
-        """After ``CommitFailedError``: a lost race means another commit landed since the
-        snapshot; if none did, delta-rs refused the commit itself (e.g. a table feature it
-        cannot write): :class:`DeltaCommitRefusedError`, never retried as a race."""
-        from deltalake import DeltaTable
-
-        try:
-            moved = DeltaTable(self.path).version() > table.version()
-        except Exception:
-            moved = True  # cannot tell: treat as a race, re-checked on the next snapshot
-        if not moved:
-            raise DeltaCommitRefusedError(self.path, batch_id, str(exc)) from exc
-
-    def _landed(self, batch_id: int, messages: Sequence[StagedFile], exc: Exception) -> bool:
-        """After a commit call raised: did this commit of ``batch_id`` land? (re-read the log)"""
-        try:
-            from deltalake import DeltaTable
-
-            recorded = DeltaTable(self.path).transaction_version(self.sink_id)
-            referenced = referenced_files(self.path)
-        except Exception as again:
-            raise CommitUncertainError(
-                f"{self.path}: batch {batch_id}: commit raised ({exc}) and the table could "
-                f"not be read back ({again})"
-            ) from exc
-        if recorded is None or recorded < batch_id:
             return False
-        if all(m.path in referenced for m in messages if m.path):
-            return True
-        raise ConcurrentWriterError(
-            f"{self.path}: batch {batch_id} was recorded by another writer with sink id "
-            f"{self.sink_id!r} while this commit raised ({exc})"
+
+        commit_files(self.path, self._table, self.sink_id, batch_id, adds, txns, check)
+        rows = sum(m.rows for m in messages)
+        log.info(
+            "%s batch %d: committed %d files, %d rows", self.sink_id, batch_id, len(adds), rows
         )
 
     def _exists(self, name: str) -> bool:
@@ -427,14 +357,15 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             # owner* (its txn check saw none recorded; an older owner's batch of the same id
             # has another name), and it added exactly ``named``: the rest are losing task
             # attempts no snapshot ever referenced.
-            doomed = self._owned_attempts(batch_id) - named
+            for name in sorted(self._owned_attempts(batch_id) - named):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.path, name))
         else:
             # Abort or skipped replay: the batch may be committed (by an earlier run, or by
             # this very commit before something raised), and files of it may have been
             # removed since by an OPTIMIZE that time travel still needs. Keep all those.
             ours = {n for n, b in self.staged_files() if b == batch_id}
-            doomed = (named | ours) - referenced_files(self.path)
-        self._remove(sorted(doomed))
+            remove_unreferenced(self.path, named | ours)
 
     def recover(self, fence: bool = False) -> None:
         """At start: check the owner, fence older drivers, delete staged files no snapshot
@@ -457,11 +388,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         self.last_committed_batch()
         if fence:
             self.run_epoch = self._fence()
-        referenced = referenced_files(self.path)
-        doomed = sorted(n for n, _ in self.staged_files() if n not in referenced)
+        doomed = remove_unreferenced(self.path, [n for n, _ in self.staged_files()])
         if doomed:
-            log.warning("%s: removing %d unreferenced staged files", self.sink_id, len(doomed))
-        self._remove(doomed)
+            log.warning("%s: removed %d unreferenced staged files", self.sink_id, len(doomed))
 
     def _fence(self) -> int:
         """Record ``epoch + 1`` as this sink's run epoch, with the owner, in one commit."""
@@ -486,13 +415,6 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             log.info("%s: run %d fences older drivers of this sink", self.sink_id, epoch)
             return epoch
         raise ConcurrentWriterError(f"{self.path}: could not record a run of {self.sink_id!r}")
-
-    def _remove(self, names: Sequence[str]) -> None:
-        for name in names:
-            try:
-                os.remove(os.path.join(self.path, name))
-            except FileNotFoundError:
-                pass
 
 
 class DeltaTwoPhaseDataSource(DataSource):

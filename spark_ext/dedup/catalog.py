@@ -32,7 +32,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_ext.sinks.delta_txn import DeltaTxnAppender, LatestTable, marker_app_id
-from spark_ext.sinks.protocol import check_batch_order
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -135,31 +134,6 @@ class DedupCatalog:
         """The batch id recorded for ``app_id`` (``None``: none, or no table yet)."""
         table = self._open()
         return None if table is None else table.transaction_version(app_id)
-
-    def append_arrow(self, rows: pa.Table, app_id: str, batch_id: int) -> bool:
-        """Append ``rows`` (:data:`CATALOG_SCHEMA`) with delta-rs and ``txn(app_id, batch_id)``.
-
-        Returns ``False`` for a replay (``batch_id`` is recorded already: nothing written);
-        raises :class:`~spark_ext.sinks.errors.BatchRegressionError` for a batch below it.
-        """
-        from deltalake import CommitProperties, Transaction, write_deltalake
-
-        if check_batch_order(app_id, batch_id, self.last_batch(app_id)):
-            return False
-        if rows.num_rows == 0:  # nothing to record; an empty batch leaves no trace to skip
-            return True
-        write_deltalake(
-            self.path,
-            rows.select(CATALOG_SCHEMA.names).cast(CATALOG_SCHEMA),
-            mode="append",
-            partition_by=PARTITION_BY,
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(app_id, batch_id)],
-                custom_metadata={"spark_ext.sink_id": app_id, "spark_ext.batch_id": batch_id},
-            ),
-        )
-        self._changed()
-        return True
 
     def appender(self, sink_id: str, take_over: bool = False) -> DeltaTxnAppender:
         """The writer of ``sink_id``'s catalog rows with Spark's Delta writer: batch marker
