@@ -67,6 +67,10 @@ def test_new_sink_on_a_cleaned_table_of_another_sink_is_written(spark, tmp_path)
     df = spark.createDataFrame([("a", 1), ("b", 2)], "id string, n long")
     writer(table, "other")(df, 0)
     expire_txns_and_clean_the_log(table)
+    # Back to a long retention: the read-back below must not race a 1-second txn expiry.
+    DeltaTable(table).alter.set_table_properties(
+        {"delta.setTransactionRetentionDuration": "interval 7 days"}
+    )
 
     writer(table, "s")(df, 0)  # another sink id, never on this table: not an expiry
     assert DeltaTable(table).transaction_version("s") == 0
