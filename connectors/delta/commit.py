@@ -53,12 +53,10 @@ def commit_files(
     """Commit ``adds`` and ``txns`` (among them ``txn(marker, batch_id)``) to the table at
     ``path``; whether a commit was made (``False``: ``check`` found the batch recorded).
 
-    ``snapshot()`` reads the newest snapshot (``None``: no table), e.g.
-    :meth:`spark_ext.sinks.delta_txn.LatestTable.get`; ``check(table)`` runs on every snapshot
-    a commit is made against: it raises to refuse the commit and returns ``True`` for a batch
-    already recorded. ``commit_empty=False``
-    makes no commit when there is nothing to add (an empty batch leaves no trace to skip).
-    Raises :class:`ConcurrentWriterError` after ``max_conflicts + 1`` lost races in a row.
+    ``snapshot()`` reads the newest snapshot (``None``: no table); ``check(table)`` runs on
+    every snapshot a commit is made against, raises to refuse it, returns ``True`` for a batch
+    already recorded. ``commit_empty=False``: no commit without adds. Raises
+    :class:`ConcurrentWriterError` after ``max_conflicts + 1`` lost races in a row.
     """
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError

@@ -1,55 +1,21 @@
 """Dedup decided per bucket on the executors, in front of the two-phase Delta sink.
 
-:func:`spark_ext.dedup.operator.deduplicate` is a stateful operator: every row travels through
-Spark's state store machinery and a Python worker and back, and its sink then writes output
-and catalog with two more Spark jobs. :class:`DeltaDedupSink` does the same dedup as a
-``foreachBatch`` sink that reads the batch once and keeps no per-row data on the driver:
+:class:`DeltaDedupSink` does :mod:`spark_ext.dedup`'s dedup (same
+:class:`~spark_ext.dedup.DedupConfig`) as a ``foreachBatch`` sink that reads the batch once and
+keeps no per-row data on the driver; design, owner and replays: docs/design.md, "Dedup"
+(``DeltaDedupSink``). Steps (fault points ``dedup_delta.<n>.<step>``):
 
-1. ``staged`` (executor tasks): the rows are shuffled to their bucket (``xxhash64`` of the
-   id); the task of a bucket loads the bucket's Bloom filters -- the newest version below
-   batch N -- and decides its rows (:func:`spark_ext.dedup.batch.decide_batch`): a copy of
-   an id seen earlier in the batch is a duplicate (exact; the first in the total order event
-   time, coordinates is kept); a row the filter has certainly not seen is new; on a Bloom
-   "maybe" the exact catalog is asked for that bucket, where only rows of *earlier* batches
-   count (``batch_id < N``). The task stages the kept rows as a Parquet file in the output
-   table's folder and their catalog rows in the catalog's folder (no Delta version
-   references either yet), then saves the bucket's filters after the batch as version N.
-   Its commit message names the files and counts (one row per bucket, whatever the rows).
-2. ``cataloged``: one delta-rs commit adds the staged catalog files with
-   ``txn(<sink id>:catalog, N)`` (a replay finds the txn and skips).
-3. ``written``: one delta-rs commit adds the staged output files with ``txn(<sink id>, N)``
-   (:class:`connectors.delta.two_phase.DeltaCommitter`, whose own points are ``delta2pc.2``-``4``).
-4. ``cleaned``: staged files the commits did not take (losing task attempts, a skipped
-   replay) are removed and the catalog's generations outside the window purged.
+1. ``staged`` (tasks, :mod:`connectors.delta.dedup_staging`): rows shuffled to their bucket,
+   decided (:func:`spark_ext.dedup.batch.decide_batch`), kept rows and their catalog rows
+   staged, the bucket's filters saved as version N.
+2. ``cataloged``: one delta-rs commit of the catalog files with ``txn(<sink id>:catalog, N)``.
+3. ``written``: one delta-rs commit of the output files with ``txn(<sink id>, N)``
+   (:class:`connectors.delta.two_phase.DeltaCommitter`).
+4. ``cleaned``: staged files no commit took removed, old generations purged.
 
-Owner (issue #24, N11): at the first batch of a run the query (``owner``, else the streaming
-query calling the sink) is decided on the output and on the catalog before anything is
-written -- another query is :class:`~spark_ext.sinks.errors.SinkOwnerError`, ``take_over=True``
-hands the sink over -- and recorded (the output's fence commit, one commit on the catalog);
-steps 2 and 3 re-check it, and the tables' features, on the snapshot they commit against.
-
-Replays: a retried task attempt and a replay of batch N load the filters' version below N
-and ask the catalog for batches below N, so they decide exactly as the first attempt did;
-the version N an earlier attempt saved is overwritten with the same bytes. Steps 2 and 3 are
-idempotent per (sink id, batch id), so a SIGKILL at any point and Spark's replay of the batch
-from its checkpoint give the output of a run that never crashed. A batch whose output and
-catalog both recorded it is skipped whole. Fault points are ``dedup_delta.<step number>.<step
-name>`` (step 1 in the tasks).
-
-The decision itself (pure, no Spark) is :func:`spark_ext.dedup.batch.decide_batch`, the
-filters' versioned state :class:`spark_ext.dedup.state.BucketStateStore`, the catalog
-:class:`spark_ext.dedup.catalog.DedupCatalog` (one schema for every dedup writer), the task
-side and the catalog's commit :mod:`connectors.delta.dedup_staging`; this module is the
-driver, in the connectors layer (docs/design.md, Layers). Semantics are those of
-:mod:`spark_ext.dedup` (same :class:`~spark_ext.dedup.DedupConfig`): copies whose original's
-generation rotated out of the filters are treated as new. Rows whose id, event time or a
-coordinate is null are not deduplicated: they go to ``quarantine_path`` with the reason (or
-the batch fails with :class:`DedupInputError` without one).
-
-Scaling: the driver holds one message per bucket (file names, sizes, counts, metrics); each
-task holds its buckets' rows of the batch and their filters. ``state_path``, the catalog
-and the output folder must be reachable from driver and executors (local or mounted paths,
-like the two-phase Delta sink). ``DedupConfig.buckets`` is the parallelism of step 1.
+Rows with a null id, event time or coordinate go to ``quarantine_path`` with the reason (none
+given: :class:`DedupInputError`). ``state_path``, the catalog and the output folder must be
+reachable from driver and executors (local or mounted paths).
 
 Example
 -------
@@ -144,11 +110,10 @@ class DeltaDedupSink:
     output_path
         The Delta table of kept rows (created on the first batch).
     sink_id
-        Keys idempotence: ``txn(sink_id, batch)`` on the output, ``txn(<sink_id>:catalog,
-        batch)`` on the catalog. Stable for the life of the output.
+        Keys ``txn(sink_id, batch)`` on the output and ``txn(<sink_id>:catalog, batch)`` on
+        the catalog; stable for the life of the output.
     state_path
-        Folder of the filters' versioned state; belongs with the query's checkpoint. Like the
-        output folder, executors and driver must both reach it.
+        Folder of the filters' versioned state; belongs with the query's checkpoint.
     quarantine_path
         Delta table for rows with a null id, event time or coordinate (with ``_reason``).
     output_columns
@@ -157,10 +122,8 @@ class DeltaDedupSink:
         The query that owns the sink (recorded in the output and the catalog at the first
         batch of a run); default: the streaming query calling the sink.
     take_over
-        Hand the sink over from another query on purpose: the output's and the catalog's
-        batch markers are reset, the old owner's next commit is refused. Dedup starts afresh:
-        ids the old owner kept are not recognised (the filters in ``state_path`` are this
-        query's).
+        Hand the sink over from another query: both batch markers reset, the old owner
+        refused; dedup starts afresh (docs/design.md, "Delta sinks", take-over).
     """
 
     def __init__(
@@ -233,8 +196,6 @@ class DeltaDedupSink:
         """At the first batch of a run: create the output, record the owner, drop orphans."""
         ensure_table(self.output_path, batch.select(*columns).schema)
         self.catalog_marks.claim(owner, CATALOG_SCHEMA)
-        # Refuses (DeltaTxnExpiredError) when the txn is gone next to committed files; fences
-        # older drivers of this sink (recording the owner), then removes unreferenced staging.
         self._committer(owner).recover(fence=True)
         clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id))
         # Keys staged by the driver-decided sink of earlier versions are of no use.
@@ -251,10 +212,9 @@ class DeltaDedupSink:
         return output, self.catalog.last_batch(self.catalog_app_id)
 
     def _check_batch_order(self, batch_id: int) -> bool:
-        """X1 (docs/design.md, invariant 6): a batch below the one recorded on the output or
-        the catalog raises :class:`~spark_ext.sinks.errors.BatchRegressionError` before
-        anything of it is staged and before the start-up recovery. Returns whether both
-        recorded this very batch (a replay of a batch done but for Spark's commit log)."""
+        """Whether output and catalog both recorded this batch; a batch below either's is
+        :class:`~spark_ext.sinks.errors.BatchRegressionError`, before anything is staged
+        (docs/design.md, invariant 6)."""
         output, catalog = self._recorded()
         done = check_batch_order(self.sink_id, batch_id, output)
         return check_batch_order(self.catalog_app_id, batch_id, catalog) and done
@@ -264,8 +224,6 @@ class DeltaDedupSink:
         columns = self._columns(batch)
         owner = owner_of(batch, self.owner, f"DeltaDedupSink({self.sink_id!r})")
         if self._recovered != owner:
-            # A stranger is refused before anything is written; a take-over resets the
-            # markers first (the new owner's batch ids start again).
             taking_over = self._decide_owner(owner)
             replay = False if taking_over else self._check_batch_order(batch_id)
             self._start(batch, columns, owner)

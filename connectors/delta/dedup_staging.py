@@ -1,20 +1,7 @@
-"""The staged files of :class:`connectors.delta.dedup_sink.DeltaDedupSink`: what its tasks write
-and how the driver commits (or removes) the catalog's share of them.
-
-Step 1 (:func:`decider`, in ``mapInArrow`` after the rows were shuffled to their bucket's
-task): for each of its buckets a task loads the bucket's filters (the newest version below the
-batch), decides the bucket's rows (:func:`spark_ext.dedup.batch.decide_batch`, the catalog asked
-on a Bloom "maybe", only for that bucket), stages the kept rows as a Parquet file in the output
-table's folder and their catalog rows as one Parquet file per generation in the catalog's
-folder (no Delta version references either yet), and saves the bucket's filters after the
-batch as its version ``N``. The commit message is one row per bucket: file names, sizes, row
-counts and the bucket's metrics -- bounded by buckets and generations, never by rows.
-
-Step 2 (:func:`commit_catalog`, on the driver): one delta-rs commit adds the catalog files with
-``txn(<sink id>:catalog, N)`` (:func:`connectors.delta.commit.commit_files`, the commit path of
-the two-phase sink too), against a snapshot still owned by the sink's query;
-:func:`clean_catalog` removes staged catalog files no snapshot references (losing task
-attempts, a skipped replay, orphans of a killed driver).
+"""The staged files of :class:`connectors.delta.dedup_sink.DeltaDedupSink` (docs/design.md,
+"Dedup"): step 1 in the tasks (:func:`decider`: decide each bucket, stage kept rows and one
+catalog file per generation, save the filters as version ``N``, one message row per bucket),
+step 2 on the driver (:func:`commit_catalog`), and :func:`clean_catalog`.
 """
 
 from __future__ import annotations
@@ -59,8 +46,7 @@ __all__ = [
     "decider",
 ]
 
-#: The steps of :class:`~connectors.delta.dedup_sink.DeltaDedupSink` (its docstring says what
-#: each leaves durable): step 1 runs here, in the tasks; 2-4 on the driver, in the sink.
+#: The steps of :class:`~connectors.delta.dedup_sink.DeltaDedupSink`; step 1 runs here.
 DEDUP_DELTA = Protocol(
     "dedup_delta",
     (
@@ -131,9 +117,8 @@ def _stats(rows: pa.Table) -> str:
 
 
 def catalog_file_tag(sink_id: str) -> str:
-    """What names ``sink_id``'s staged catalog files (``spark_ext-<tag>-b...``): the sink id
-    and ``-catalog``. A sink id has no ``-``, so the tag is no sink id and no other sink's tag
-    (file names keep ``-``: a ``:`` in a relative path reads as a URI scheme to Delta)."""
+    """The tag of ``sink_id``'s staged catalog files (``spark_ext-<sink id>-catalog-b...``;
+    no sink id has ``-``, and a ``:`` in a relative path reads as a URI scheme to Delta)."""
     return f"{sink_id}-catalog"
 
 
@@ -171,9 +156,8 @@ def decider(
     kept rows and their catalog rows, save the bucket's filters; yield one message per bucket.
 
     ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
-    and the coordinates; ``owner`` is the owning query's code, part of the output's staged
-    names (:func:`connectors.delta.staging.staged_name`). Rows with a null in the key columns of ``config`` are left out and
-    counted (the driver quarantines them).
+    and the coordinates; ``owner``: the owning query's code, part of the staged names. Rows
+    with a null key column are left out and counted (the driver quarantines them).
     """
     out_names = schema.fieldNames()
     id_source, et_source, *coordinates = key_sources
@@ -278,13 +262,10 @@ def commit_catalog(
 ) -> bool:
     """Step 2: one delta-rs commit adds ``files`` with ``txn(<sink id>:catalog, batch_id)``.
 
-    Returns ``False`` for a replay (the batch is recorded: nothing committed); a batch below
-    the recorded one is :class:`~spark_ext.sinks.errors.BatchRegressionError`; an empty batch
-    commits nothing. The commit goes through :func:`connectors.delta.commit.commit_files`,
-    against a snapshot on which ``owner`` is still the owner
-    (:class:`~spark_ext.sinks.errors.SinkOwnerError` otherwise) and whose features an add of
-    staged files honours (:func:`connectors.delta.table.check_snapshot`); it carries the owner
-    ``txn`` too.
+    ``False`` for a replay; a batch below the recorded one is
+    :class:`~spark_ext.sinks.errors.BatchRegressionError`; an empty batch commits nothing.
+    Through :func:`connectors.delta.commit.commit_files`, owner and features checked on the
+    snapshot, with the owner ``txn``.
     """
     from deltalake import DeltaTable, Transaction
     from deltalake.transaction import AddAction

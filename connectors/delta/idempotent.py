@@ -3,16 +3,10 @@
 Steps as in :mod:`spark_ext.sinks.protocol` (``IDEMPOTENT``, Delta has 1 and 3), each batch
 through :class:`spark_ext.sinks.delta_txn.DeltaTxnAppender` (the one ``txnAppId`` writer):
 
-1. ``before_write``: the target is a Delta table or nothing yet, the schema fits, and at the
-   first call of a run the owner (the query, or ``owner=``) is decided and recorded
-   (:class:`~spark_ext.sinks.errors.SinkOwnerError` for a stranger, nothing written). The
-   batch id is checked against the ``txn`` version recorded for the sink id: equal is a replay
-   (nothing written), lower is :class:`~spark_ext.sinks.errors.BatchRegressionError`. No
-   ``txn`` while the table holds this sink's owner or commits means the ``txn`` expired
-   (``delta.setTransactionRetentionDuration``): :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`,
-   nothing written.
-3. ``written``: one Delta commit with the rows and ``txn(appId=sink id, version=batch id)``
-   (``txnAppId``/``txnVersion``), so a replay that slips past step 1 is skipped by Delta.
+1. ``before_write``: target and schema checked; at the first call of a run the owner decided
+   and recorded; the batch checked against the recorded ``txn`` (equal: replay, lower:
+   ``BatchRegressionError``, expired: ``DeltaTxnExpiredError``); nothing written on refusal.
+3. ``written``: one Delta commit with the rows and ``txn(sink id, batch id)``.
 """
 
 from __future__ import annotations
@@ -39,17 +33,14 @@ class DeltaIdempotentWriter:
     path
         The Delta table folder.
     sink_id
-        Delta's ``txnAppId``; a batch whose id equals the recorded ``txnVersion`` is a replay
-        and adds nothing, a lower one raises :class:`BatchRegressionError`.
+        Delta's ``txnAppId`` (the batch id is ``txnVersion``).
     max_conflicts
-        Retries of a write that lost a race to another writer's commit. Safe here because the
-        retry is checked again and carries the same ``txnVersion``.
+        Retries of a write that lost a race (each checked again, same ``txnVersion``).
     owner
         The query that owns the sink; default: the streaming query calling this function
-        (Spark's query id). Outside a streaming query one is required.
+        (outside one, required).
     take_over
-        Hand the sink over from another query on purpose: its batch marker is reset, so this
-        query's batch ids start again; the old owner's next batch is refused.
+        Hand the sink over from another query: batch marker reset, old owner refused.
     marker
         The batch marker's app id when this writer is one table of a larger sink (default:
         ``sink_id``; e.g. ``marker_app_id(sink_id, "quarantine")``).

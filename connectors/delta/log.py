@@ -1,14 +1,9 @@
 """What a Delta table's log says about the files in its folder: which ones a snapshot needs.
 
-A file in the table folder may be deleted only if no snapshot a reader can still load
-references it (docs/design.md invariant 6). That is more than the current snapshot: a file an
-``OPTIMIZE`` or ``DELETE`` removed is still read by time travel to the versions before, until
-``VACUUM`` deletes it after ``delta.deletedFileRetentionDuration``. delta-rs exposes only the
-current snapshot's files, so this module reads the log itself: every ``add`` and ``remove``
-path of every commit file and every checkpoint (classic, multi-part, V2 with sidecars) still in
-``_delta_log``. Anything it cannot interpret makes it raise, never guess "unreferenced".
-
-Local (or mounted) tables only, like the sinks that use it.
+Reads the log itself (docs/design.md, "Delta sinks", deletion rule): every ``add`` and
+``remove`` path of every commit and checkpoint (classic, multi-part, V2 with sidecars) still in
+``_delta_log``; anything it cannot interpret raises, never "unreferenced". Local (or mounted)
+tables only.
 
 Example
 -------
@@ -68,9 +63,7 @@ class _Walk:
     paths: set[str] = field(default_factory=set)
 
 
-#: Per table folder, what this process read of its log (log entries are immutable once
-#: written, so a later call parses only the new ones: suspicion (c) of issue #24, 12 -> 207 ms
-#: a walk at 100 -> 2,000 commits when every call parsed every commit file).
+#: Per table folder, what this process read of its log (docs/design.md, "Delta sinks", cost).
 _WALKS: dict[str, _Walk] = {}
 _WALKS_LOCK = threading.Lock()
 
@@ -98,16 +91,11 @@ def _entries(log_dir: Path) -> list[tuple[str, Path, tuple[int, int]]]:
 
 
 def referenced_files(table: str | os.PathLike[str]) -> set[str]:
-    """Relative paths of every file some loadable snapshot of ``table`` may reference.
+    """Relative paths of every file some loadable snapshot of ``table`` may reference: the
+    ``add`` and ``remove`` paths of every commit and checkpoint in ``_delta_log``.
 
-    The union of ``add`` and ``remove`` (tombstone) paths of every commit and checkpoint file
-    in ``_delta_log`` (and its ``_sidecars``). A file not in this set was never committed, or
-    was removed so long ago that ``VACUUM`` may delete it too.
-
-    A log entry is parsed once per process: later calls parse only entries not seen yet. An
-    entry deleted since (log clean-up) leaves its paths in the set, which only keeps more
-    files; an entry whose name was seen with another identity (the table was deleted and made
-    again) makes the walk start over.
+    A log entry is parsed once per process; one deleted since leaves its paths in the set
+    (keeping more files), one seen with another inode starts the walk over.
     """
     log_dir = Path(table) / LOG_DIR
     entries = _entries(log_dir)

@@ -1,11 +1,6 @@
-"""Step 1 of the two-phase Delta sink, in the executor task: stage rows as one Parquet file.
-
-A staged file sits in the table folder, named
-``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``
-(:data:`STAGED_NAME`; ``-o<owner>`` when the sink has one),
-and no Delta snapshot references it until the driver commits it (:mod:`connectors.delta.two_phase`).
-The commit message (:class:`StagedFile`) names the file, its size, rows and the schema it was
-written with. :class:`~connectors.delta.dedup_sink.DeltaDedupSink` stages the same way.
+"""Step 1 of the two-phase Delta sink (and ``DeltaDedupSink``), in the executor task: stage rows
+as one Parquet file in the table folder (:data:`STAGED_NAME`), unreferenced until the driver
+commits it; the commit message is :class:`StagedFile`.
 """
 
 from __future__ import annotations
@@ -63,13 +58,9 @@ def owner_tag(owner: int | None) -> str:
 def staged_name(
     sink_id: str, batch_id: int, partition: int, attempt: int, owner: int | None = None
 ) -> str:
-    """A new, unique staged-file name for one task attempt (matches :data:`STAGED_NAME`).
-
-    ``owner`` (the owning query's :attr:`~spark_ext.sinks.owner.SinkOwner.code`) is part of the
-    name: after a take-over the new owner's batch ids start again at 0, and the clean-up after
-    its commit of batch N removes the *other attempts* of its own batch N, never the files the
-    old owner committed for its batch N.
-    """
+    """A new, unique staged-file name for one task attempt (matches :data:`STAGED_NAME`);
+    ``owner`` (:attr:`~spark_ext.sinks.owner.SinkOwner.code`) is part of it (docs/design.md,
+    "Delta sinks", take-over)."""
     return (
         f"spark_ext-{sink_id}{owner_tag(owner)}-b{batch_id:012d}-p{partition:05d}-a{attempt}-"
         f"{uuid.uuid4().hex[:12]}.parquet"
@@ -86,11 +77,8 @@ def stage_batches(
     attempt: int,
     owner: int | None = None,
 ) -> StagedFile:
-    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder.
-
-    No Delta snapshot references the file until the driver commits it. An empty partition
-    stages nothing (the message's ``path`` is ``""``). ``owner``: see :func:`staged_name`.
-    """
+    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder (an
+    empty partition stages nothing: ``path`` is ``""``)."""
     target = arrow_schema(schema)
     name = staged_name(sink_id, batch_id, partition, attempt, owner)
     full = os.path.join(path, name)

@@ -1,16 +1,10 @@
 """The target table of the Delta sinks: its schema, and whether staged Parquet can be added to it.
 
-The two-phase sink (and :class:`~connectors.delta.dedup_sink.DeltaDedupSink`, which shares its
-commit) adds Parquet files written by the tasks to the table with delta-rs. Such an add is
-correct only for a table that asks nothing more of a writer than "files with these columns":
-no partition values, no NOT NULL column the rows may break, no CHECK constraint, generated or
-identity column, column mapping (physical names) or column invariant in use, and no writer
-feature delta-rs cannot write (row tracking, clustering, in-commit timestamps, ...).
-:func:`check_writable` refuses every other table at start with
-:class:`UnsupportedTableFeatureError` naming the feature, and :func:`check_snapshot` does the
-same on the snapshot each commit is made against, since the table may change while the query
-runs (see :mod:`connectors.delta.two_phase`). The idempotent sink writes through Spark's Delta
-writer, which honours them all, and only needs :func:`check_table_schema`.
+An add of staged Parquet (two-phase, ``DeltaDedupSink``) is correct only for a table that asks
+nothing more of a writer than "files with these columns": :func:`check_writable` (at start)
+and :func:`check_snapshot` (every commit) refuse the others with
+:class:`UnsupportedTableFeatureError` (which: docs/design.md, "Delta sinks"). The idempotent
+sink (Spark's writer) needs only :func:`check_table_schema`.
 
 Example
 -------
@@ -49,15 +43,8 @@ COLUMN_FEATURES = {
     "delta.identity.step": "identity column",
     "delta.invariants": "column invariant",
 }
-#: Writer features an add of plain Parquet files (with delta-rs) honours, as long as the table
-#: does not *use* them in a way checked separately: CHECK constraints, generated columns,
-#: column mapping and column invariants are refused by their use (a constraint, an expression,
-#: a mapping mode, a column's ``delta.invariants``), not by the feature's name, because Delta
-#: keeps listing a feature after its last use is gone (and Spark 4.2 lists the legacy
-#: ``invariants`` on every writer-version-7 table: N6 of issue #24). Every other writer feature
-#: is refused by its name: delta-rs cannot write it (``clustering``, ``domainMetadata``,
-#: ``inCommitTimestamp``, ``rowTracking``, ``identityColumns``, ``v2Checkpoint``, ...) or an add
-#: of plain files would break it (``icebergCompatV1``/``V2``).
+#: Writer features an add of plain Parquet files honours unless *used* (checked separately);
+#: every other is refused by name (docs/design.md, "Delta sinks").
 WRITABLE_WRITER_FEATURES = frozenset(
     {
         "appendOnly",
@@ -72,11 +59,9 @@ WRITABLE_WRITER_FEATURES = frozenset(
 )
 #: Reader features delta-rs reads (a writer must read the table too).
 READABLE_READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz"})
-#: Writer versions below 7 imply their features: version 6 adds identity columns (delta-rs
-#: cannot write it), versions above 7 are unknown.
+#: Writer versions below 7 imply their features (6: identity columns); above 7 are unknown.
 _WRITER_VERSION_FEATURE = {6: "identityColumns"}
-#: Features named last: ``domainMetadata`` is required by others (clustering, row tracking),
-#: which are the ones to name.
+#: Named last: ``domainMetadata`` is required by the features worth naming.
 _NAMED_LAST = ("domainMetadata",)
 
 
@@ -95,11 +80,8 @@ def _shape(node: Any) -> Any:
 
 
 def schema_shape(schema_json: str) -> str:
-    """Canonical text of a Spark/Delta schema JSON, ignoring nullability and metadata.
-
-    Spark's ``StructType.json()`` and Delta's schema JSON use the same format, so the shapes
-    of the rows and of the table compare as strings.
-    """
+    """Canonical text of a Spark/Delta schema JSON (the same format), ignoring nullability
+    and metadata."""
     return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
 
 
@@ -117,10 +99,8 @@ def _open(path: str | Path) -> Any:
 
 
 def check_table_schema(path: str | Path, schema: StructType) -> None:
-    """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` cannot take ``schema``.
-
-    A missing table is fine (it is created with ``schema``).
-    """
+    """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` (if any) cannot take
+    ``schema``."""
     table = _open(path)
     if table is None:
         return
@@ -192,13 +172,9 @@ def _protocol_refusals(protocol: Any) -> list[tuple[str, str]]:
 def unsupported_features(
     table: Any, rows_schema_json: str | None, partition_by: tuple[str, ...] = ()
 ) -> list[tuple[str, str]]:
-    """``(feature, detail)`` of everything in ``table`` an add of staged Parquet would break.
-
-    Pure inspection of a delta-rs ``DeltaTable`` (the snapshot a commit is made against) and
-    the rows' Spark schema JSON (``None``: no rows to check against NOT NULL columns); an
-    empty list means the sink can write the table correctly. ``partition_by`` are the
-    partition columns the writer adds values for (none: a partitioned table is refused).
-    """
+    """``(feature, detail)`` of everything in the snapshot ``table`` an add of staged Parquet
+    would break; ``rows_schema_json``: the rows' schema (``None``: NOT NULL columns unchecked);
+    ``partition_by``: partition columns the writer fills (none: partitioned is refused)."""
     found: list[tuple[str, str]] = []
     metadata = table.metadata()
     config = metadata.configuration or {}
@@ -228,12 +204,7 @@ def check_snapshot(
     partition_by: tuple[str, ...] = (),
 ) -> None:
     """Raise :class:`UnsupportedTableFeatureError` naming the first feature of the snapshot
-    ``table`` an add of staged Parquet cannot honour (:func:`unsupported_features`).
-
-    Run at start and again on the snapshot every commit is made against: the table may have
-    changed while the query ran (a CHECK constraint or column mapping added by Spark, a feature
-    delta-rs cannot write enabled: N3-N5 of issue #24).
-    """
+    ``table`` an add of staged Parquet cannot honour (:func:`unsupported_features`)."""
     found = unsupported_features(table, rows_schema_json, partition_by)
     if found:
         feature, detail = found[0]
@@ -241,10 +212,8 @@ def check_snapshot(
 
 
 def check_writable(path: str | Path, schema: StructType) -> None:
-    """Raise :class:`UnsupportedTableFeatureError` if staged Parquet cannot be added correctly.
-
-    A missing table is fine. The first unsupported feature found is the one named.
-    """
+    """Raise :class:`UnsupportedTableFeatureError` if staged Parquet cannot be added to the
+    table at ``path`` (if any)."""
     table = _open(path)
     if table is not None:
         check_snapshot(table, path, schema.json())
@@ -253,10 +222,8 @@ def check_writable(path: str | Path, schema: StructType) -> None:
 def ensure_table(path: str | Path, schema: StructType) -> None:
     """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits).
 
-    Raises :class:`SchemaMismatchError` or :class:`UnsupportedTableFeatureError` for an
-    existing table the staged files cannot be added to, and
-    :class:`~spark_ext.sinks.errors.DeltaTargetPathError` for a path that is a file or a folder
-    of other files (never made a table: N10 of issue #24).
+    Raises :class:`SchemaMismatchError`, :class:`UnsupportedTableFeatureError`, or
+    :class:`~spark_ext.sinks.errors.DeltaTargetPathError` (a file, or a folder of other files).
     """
     from deltalake import DeltaTable
 

@@ -1,50 +1,22 @@
 """Exactly-once Delta sink, two-phase: a Python stream writer stages, delta-rs commits.
 
 :class:`DeltaTwoPhaseDataSource` (format ``spark_ext_delta_2pc``), steps as in
-:mod:`spark_ext.sinks.protocol`:
+:mod:`spark_ext.sinks.protocol` (why: docs/design.md, "Delta sinks"):
 
-1. each task writes its partition as one Parquet file *inside the table folder*, named
-   ``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``; no Delta
-   snapshot references it, so no reader sees it. The commit message names the file, its
-   size, rows and the schema it was written with.
-2. the driver's ``commit(messages, batchId)`` reads ``txn(appId=sink id)`` of the table; a
-   recorded version ``== batchId`` means a replay: nothing is committed; a lower batch id is
-   :class:`~spark_ext.sinks.errors.BatchRegressionError`. No ``txn`` while the log holds
-   files of this sink (the ``txn`` expired: ``delta.setTransactionRetentionDuration``) is
-   :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`: nothing written, nothing deleted.
-3. one delta-rs commit adds every staged file, ``txn(sink id, batchId)``, the run epoch
-   ``txn(<sink id>:run, epoch)`` and the owner ``txn(<sink id>:owner, code)``. It is made
-   against a snapshot on which the epoch and the owner are still this query's
-   (:class:`~spark_ext.sinks.errors.DriverFencedError`,
-   :class:`~spark_ext.sinks.errors.SinkOwnerError`) and whose features the add honours
-   (:func:`connectors.delta.table.check_snapshot`: the table may have changed since the
-   start), through the one delta-rs commit path :func:`connectors.delta.commit.commit_files`
-   (a lost race is checked again, a commit that landed before its call raised is committed).
-4. staged files of the batch (of this owner) that the commit does not reference are deleted.
+1. each task writes its partition as one Parquet file in the table folder, named
+   ``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``,
+   referenced by no snapshot.
+2. the driver reads ``txn(sink id)``: equal is a replay (nothing committed), lower is
+   ``BatchRegressionError``, none next to files of the sink is ``DeltaTxnExpiredError``.
+3. one commit (:func:`connectors.delta.commit.commit_files`) adds the files with
+   ``txn(sink id, batch)``, ``txn(<sink id>:run, epoch)`` and ``txn(<sink id>:owner, code)``,
+   on a snapshot whose epoch, owner and features are checked.
+4. the batch's staged files of this owner the commit does not reference are deleted.
 
-Files are deleted only when no loadable snapshot references them
-(:func:`connectors.delta.log.referenced_files`: every ``add`` and ``remove`` still in the
-log), so neither ``abort`` after a commit that became durable, nor the clean-up of a skipped
-replay after an ``OPTIMIZE``, ever removes a committed file (docs/design.md, invariant 6).
-
-Each start of :func:`connectors.sinks.exactly_once_to_delta` (``recover(fence=True)``) first
-checks the owner (the query id of the checkpoint: another query is
-:class:`~spark_ext.sinks.errors.SinkOwnerError`, so a stranger never fences the owner's live
-driver), then *fences* older drivers of the same sink: it commits
-``txn(<sink id>:run, epoch + 1)`` with the owner record and hands the epoch to the stream
-writer; every batch commit checks, against the snapshot it commits on, that the epoch is
-still its own. Only then does it delete staged files no snapshot references: orphans of a
-killed driver and late task attempts. ``recover()`` without ``fence`` deletes the same files
-but stops no older driver (a caller that runs its committers without an epoch).
-
-Supported tables: unpartitioned, without CHECK constraints, generated/identity columns,
-column mapping or column invariants in use, without a NOT NULL column the rows may break and
-without writer features delta-rs cannot write (:func:`connectors.delta.table.check_writable`
-refuses the others at start, :func:`~connectors.delta.table.check_snapshot` at every commit).
-Append only: a query in complete mode (``overwrite``) is refused. Local (or mounted) paths;
-statistics are ``numRecords`` only. Spark's Delta writer must not write the table at the
-same time on a local path (docs/design.md, Delta sinks). The idempotent sink is
-:mod:`connectors.delta.idempotent`.
+A start (``recover(fence=True)``) checks the owner, fences older drivers and deletes staged
+files no snapshot references. Supported tables: :func:`connectors.delta.table.check_writable`;
+append only; local (or mounted) paths; file statistics are ``numRecords`` only. The idempotent
+sink is :mod:`connectors.delta.idempotent`.
 """
 
 from __future__ import annotations
@@ -194,17 +166,13 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
     sink_id
         Recorded as ``txn.appId``; the batch id is ``txn.version``.
     max_conflicts
-        How many times a commit that lost a race against another writer is re-checked and
-        retried before :class:`ConcurrentWriterError`.
+        Lost races re-checked and retried before :class:`ConcurrentWriterError`.
     run_epoch
-        The epoch this driver's start recorded (:meth:`recover` sets it). Commits check it
-        against the table's and fail with :class:`DriverFencedError` once a newer start
-        recorded another; ``None`` commits without the check (callers that never fence).
+        The epoch this driver's start recorded (:meth:`recover` sets it); a newer one fails
+        commits with :class:`DriverFencedError`. ``None``: not checked.
     owner
-        The query that owns the sink (issue #24, N11): decided and recorded by
-        :meth:`recover`'s fence commit, re-checked on the snapshot of every commit
-        (:class:`~spark_ext.sinks.errors.SinkOwnerError` once another query took over).
-        ``None``: no owner is checked or recorded (callers that never fence).
+        The query that owns the sink, recorded by :meth:`recover`'s fence commit and
+        re-checked by every commit. ``None``: not checked or recorded.
     take_over
         Hand the sink over from another owner at :meth:`recover` (its batch marker is reset).
     """
@@ -261,11 +229,8 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         ]
 
     def last_committed_batch(self) -> int | None:
-        """The recorded batch, or ``None`` for a sink that never committed to the table.
-
-        Raises :class:`DeltaTxnExpiredError` when the ``txn`` is gone but the log holds
-        files of this sink: a replay could no longer be told from a new batch.
-        """
+        """The recorded batch, or ``None`` for a sink that never committed to the table
+        (:class:`DeltaTxnExpiredError`: no ``txn`` but files of this sink in the log)."""
         version: int | None = self._table().transaction_version(self.sink_id)
         if version is None:
             committed = self._committed_files()
@@ -353,17 +318,12 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
     def clean(self, batch_id: int, messages: Sequence[StagedFile], committed: bool) -> None:
         named = {m.path for m in messages if m.path}
         if committed:
-            # The commit just made is the only one that added files of this batch *of this
-            # owner* (its txn check saw none recorded; an older owner's batch of the same id
-            # has another name), and it added exactly ``named``: the rest are losing task
-            # attempts no snapshot ever referenced.
+            # only this commit added files of this owner's batch (docs/design.md, deletion rule)
             for name in sorted(self._owned_attempts(batch_id) - named):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(self.path, name))
         else:
-            # Abort or skipped replay: the batch may be committed (by an earlier run, or by
-            # this very commit before something raised), and files of it may have been
-            # removed since by an OPTIMIZE that time travel still needs. Keep all those.
+            # abort or skipped replay: keep every file a loadable snapshot references
             ours = {n for n, b in self.staged_files() if b == batch_id}
             remove_unreferenced(self.path, named | ours)
 
@@ -374,15 +334,11 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         Parameters
         ----------
         fence
-            Record a new run epoch first (one commit) and keep it in :attr:`run_epoch`, so
-            an older driver of this sink still running can no longer commit (its staged
-            files are about to be deleted). The same commit records :attr:`owner`. Commits
-            check the epoch only when the committer was given it; without ``fence`` an older
-            driver is not stopped.
+            Record a new run epoch and :attr:`owner` first (one commit) and keep the epoch in
+            :attr:`run_epoch`; without it an older driver is not stopped.
 
-        Raises :class:`~spark_ext.sinks.errors.SinkOwnerError` (another query owns the sink)
-        and :class:`DeltaTxnExpiredError` (the ``txn`` of this sink is gone but the log holds
-        its files) before touching anything: a stranger never fences the owner's live driver.
+        :class:`~spark_ext.sinks.errors.SinkOwnerError` and :class:`DeltaTxnExpiredError` are
+        raised before anything is touched.
         """
         self._decide(self._table())
         self.last_committed_batch()
@@ -419,12 +375,8 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
 class DeltaTwoPhaseDataSource(DataSource):
     """Python data source ``spark_ext_delta_2pc``: options ``path``, ``sink_id``, ``run_epoch``,
-    ``owner``.
-
-    ``run_epoch`` and ``owner`` (a query id) are what :meth:`DeltaCommitter.recover` recorded
-    when the query started (:func:`connectors.sinks.exactly_once_to_delta` passes them);
-    without them commits are not fenced against a newer start nor checked for a new owner.
-    """
+    ``owner`` (the last two as :meth:`DeltaCommitter.recover` recorded them; without them
+    commits are not fenced nor owner-checked)."""
 
     @classmethod
     def name(cls) -> str:

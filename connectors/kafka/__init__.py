@@ -37,10 +37,8 @@ def produce(
     records: Iterable[tuple[bytes | None, bytes, int | None]],
     **producer_config: Any,
 ) -> int:
-    """Produce ``(key, value, partition)`` records, wait for every ack; returns the count.
-
-    ``partition`` ``None`` lets the producer choose (by key). Idempotent producer, acks=all.
-    """
+    """Produce ``(key, value, partition)`` records (``None``: by key), wait for every ack;
+    returns the count."""
     from kafka import KafkaProducer
 
     config: dict[str, Any] = {

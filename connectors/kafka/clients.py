@@ -1,17 +1,10 @@
-"""The producer the Kafka sinks' tasks write with: confluent-kafka (librdkafka).
+"""The producer the Kafka sinks' tasks write with: confluent-kafka (librdkafka; why:
+docs/design.md, "Kafka sinks").
 
-:class:`~connectors.kafka.slices.SliceTransaction` (two-phase, a transaction per task) and
-:class:`~connectors.kafka.idempotent.SliceWriter` (idempotent, no transactions) run their
-protocols; a :class:`ConfluentProducer` carries the records. Why librdkafka on the data path
-(kafka-python stays for admin calls, read-backs and the driver's control records):
-docs/design.md, "Kafka sinks".
-
-It reports the three outcomes the protocols act on: :class:`SliceFenced` (another producer
-with the transactional id took over, or the broker aborted the transaction for age),
-:class:`~spark_ext.sinks.errors.ProduceFailedError` (a record was not delivered: failures are
-counted in the delivery callbacks and a flush refuses the batch, K1), and anything else as the
-client's own error. Keyed records are partitioned with murmur2 like the Java client and Spark's
-Kafka sink.
+Outcomes the protocols act on: :class:`SliceFenced` (the transactional id was taken over, or
+the broker aborted the transaction for age), :class:`~spark_ext.sinks.errors.ProduceFailedError`
+(a record undelivered: a flush refuses the batch) and the client's own errors. Keyed records
+are partitioned with murmur2 like the Java client.
 """
 
 from __future__ import annotations
@@ -50,9 +43,8 @@ class SliceFenced(Exception):
 
 
 class _ProducerLog:
-    """librdkafka's log lines of one producer, into :data:`LIBRDKAFKA_LOG` (confluent-kafka
-    calls ``log(level, fmt, *args)`` on the object given as ``logger``). While a fence is an
-    expected answer (:meth:`ConfluentProducer.probe`), its error lines are logged at INFO."""
+    """librdkafka's log lines of one producer, into :data:`LIBRDKAFKA_LOG`; at INFO while a
+    fence is an expected answer (:meth:`ConfluentProducer.probe`)."""
 
     def __init__(self) -> None:
         self.fence_expected = False
@@ -100,9 +92,8 @@ class ConfluentProducer:
                 "linger.ms": LINGER_MS,
                 "batch.size": PRODUCER["batch_size"],
                 "partitioner": "murmur2_random",  # the Java client's (and Spark's) partitioner
-                # every failed record's report reaches _on_delivery (counted, and flush refuses
-                # the batch); a delivered one has nothing to check, so librdkafka does not
-                # hand its report to Python (a callback per record halved the produce rate)
+                # only failed records' reports reach _on_delivery (a callback per record
+                # halved the produce rate)
                 "on_delivery": self._on_delivery,
                 "delivery.report.only.error": True,
                 "logger": self.log,  # librdkafka's log lines into logging, not stderr
@@ -199,8 +190,7 @@ class ConfluentProducer:
         header: tuple[str, Sequence[bytes]] | None = None,
     ) -> None:
         """Produce every row (columns of equal length; ``header``: one header's name and its
-        value for every row). The loop calls the client directly (no call of :meth:`send`
-        per row); a full queue or an error takes :meth:`_produce`'s path."""
+        value for every row)."""
         produce, topic = self.producer.produce, self.topic
         n = len(values)
         keys_ = [None] * n if keys is None else keys
@@ -234,9 +224,8 @@ class ConfluentProducer:
             raise error
 
     def _group_metadata(self, group: str) -> Any:
-        """librdkafka's group metadata for ``group`` (a consumer that never joins: the group
-        id only, no generation or member), made once per process and group: a producer made
-        after another worker fenced this one's predecessor does not pay for a consumer."""
+        """librdkafka's group metadata for ``group`` (group id only), made once per process
+        and group."""
         from confluent_kafka import Consumer
 
         key = (self.bootstrap, group)
@@ -272,9 +261,8 @@ class ConfluentProducer:
             self._raise(exc)
 
     def probe(self, group: str, offset: int, metadata: str) -> None:
-        """:meth:`offsets`, where being fenced is an expected answer: librdkafka's lines about
-        it (``TXNERR``, ``FATAL``) are logged at INFO from then on (the producer is closed
-        next), not as errors; any other outcome leaves its log as it was."""
+        """:meth:`offsets`, where being fenced is an expected answer (its librdkafka lines
+        logged at INFO)."""
         self.log.fence_expected = True
         try:
             self.offsets(group, offset, metadata)

@@ -1,11 +1,5 @@
-"""The two-phase Kafka sink on the driver: the run epoch, the owner, and step 4's record.
-
-:class:`KafkaCommitter` holds the driver's transactional producer
-(``spark_ext.tx:<sink id>:<topic>:commit``). At start (:meth:`KafkaCommitter.recover`) it checks
-the transaction timeout and the owner, fences older drivers with a new run epoch and records
-the owner; step 4 of :mod:`connectors.kafka.slices` records each batch in a transaction of it
-(:meth:`KafkaCommitter.record_progress`). Why: docs/design.md, "Kafka sinks".
-"""
+"""The two-phase Kafka sink on the driver: the run epoch, the owner, and step 4's record,
+with the driver's transactional producer (why: docs/design.md, "Kafka sinks")."""
 
 from __future__ import annotations
 
@@ -56,13 +50,9 @@ def send_offsets(
     topic: str,
     deadline_s: float,
 ) -> None:
-    """kafka-python's ``send_offsets_to_transaction`` under a deadline (it has no timeout).
-
-    For a topic deleted after the start checked it the broker answers
-    ``UNKNOWN_TOPIC_OR_PARTITION`` and the client retries without end (issue #24, N9: a
-    start waited forever). Past ``deadline_s``: :class:`TopicMissingError` naming ``topic`` if
-    it is gone, else :class:`ClientStalledError`; the caller drops the producer either way.
-    """
+    """kafka-python's ``send_offsets_to_transaction`` under a deadline (docs/design.md,
+    "Kafka sinks", N9): past ``deadline_s``, :class:`TopicMissingError` if ``topic`` is gone,
+    else :class:`ClientStalledError`; the caller drops the producer."""
     try:
         bounded(
             lambda: producer.send_offsets_to_transaction(offsets, group),
@@ -107,23 +97,15 @@ class KafkaCommitter:
         self._producer: Any = None
 
     def producer(self) -> Any:
-        """The transactional producer, initialised: zombies fenced, old transaction settled.
-
-        A driver whose run epoch is older than the recorded one is refused *before*
-        ``init_transactions`` (:class:`DriverFencedError`), so an old driver still running
-        never fences the live one's transaction, and again *after* it: a start between the
-        two checks recorded its epoch after this producer was initialised (or failed, fenced
-        by it), and a commit of this producer would write over what that start's driver
-        records (issue #24, suspicion (b)).
-        """
+        """The transactional producer, initialised; the run epoch is checked before and after
+        ``init_transactions`` (:class:`DriverFencedError`; docs/design.md, "Kafka sinks")."""
         if self._producer is None:
             from kafka import KafkaProducer
 
             self.check_run_epoch()
             s = self.settings
             producer = KafkaProducer(bootstrap_servers=s.bootstrap, **s.producer_config())
-            # kafka-python reports a timeout above the broker's maximum as a plain KafkaError;
-            # recover() checks the maximum first, so that case fails at start-up, typed.
+            # a timeout above the broker's maximum is a plain KafkaError: recover() checks it
             producer.init_transactions()
             try:
                 self.check_run_epoch()
@@ -179,10 +161,9 @@ class KafkaCommitter:
         return None if run is None else run[0]
 
     def fenced(self) -> SinkError:
-        """The error of a driver whose producer was fenced: by a newer start of another query
-        (:class:`SinkOwnerError`) or of this one (:class:`DriverFencedError`), or, the run
-        epoch unchanged, by another producer of this run (:class:`WriterFencedError`: another
-        Python worker of this driver initialised the transactional id since)."""
+        """The error of a driver whose producer was fenced: by another query's start
+        (:class:`SinkOwnerError`), this query's (:class:`DriverFencedError`), or another
+        Python worker of this run (:class:`WriterFencedError`)."""
         run = self.recorded_run()
         current, owner = run if run is not None else (-1, None)
         ours = self.settings.owner
@@ -196,11 +177,8 @@ class KafkaCommitter:
         )
 
     def record_progress(self, batch_id: int, end_offsets: dict[int, int], slices: int) -> None:
-        """Record ``batch_id`` (step 4) in a transaction of the driver's
-        transactional id, after :meth:`producer` checked the run epoch and initialised it and
-        the caller read the record: a newer start's ``init_transactions`` fences this
-        producer, so an older driver's late commit fails instead of moving the record back
-        (issue #24, suspicion (b)); :meth:`fenced` says why."""
+        """Record ``batch_id`` (step 4) in a transaction of the driver's transactional id; a
+        newer start fences it, so a late commit fails (:meth:`fenced` says why)."""
         producer = self.producer()
         producer.begin_transaction()
         try:
@@ -245,15 +223,9 @@ class KafkaCommitter:
         return epoch
 
     def recover(self, fence: bool = False, take_over: bool = False) -> None:
-        """At start: fail fast on a bad transaction timeout or another owner, fence zombies,
-        record the owner.
-
-        The owner (:attr:`KafkaSinkSettings.owner`, if set) is checked before anything is
-        fenced or written (:mod:`connectors.kafka.owner`; another query's sink is
-        :class:`SinkOwnerError` unless ``take_over``) and recorded once older drivers are
-        fenced. With ``fence``, a new run epoch is recorded first (:attr:`started_epoch`): pass
-        it to this start's committers (:attr:`KafkaSinkSettings.run_epoch`).
-        """
+        """At start: check the transaction timeout and the owner (before anything is written),
+        fence older drivers (``fence``: a new run epoch, :attr:`started_epoch`), record the
+        owner."""
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
         if s.transaction_timeout_ms > limit:

@@ -6,10 +6,8 @@ covers its *framed* fields: for ``record_id``, ``key`` and ``value`` in that ord
 big-endian length (``ff ff ff ff`` for a null) followed by the bytes, then the partition as a
 4-byte signed big-endian integer (``-`` for none).
 
-:meth:`SliceDigest.add_batch` frames a whole Arrow record batch in Arrow (C++) and hashes the
-framed rows in one comprehension; :meth:`SliceDigest.add` hashes one record. Both give the same
-per-record hash, byte for byte, so digests recorded by earlier versions of the sink (row by
-row) still match a re-run's digest computed batch-wise (issue #14).
+:meth:`SliceDigest.add_batch` (framed in Arrow) and :meth:`SliceDigest.add` (one record) give
+the same per-record hash, byte for byte.
 """
 
 from __future__ import annotations
@@ -66,12 +64,8 @@ def _framed_partition(column: pa.Array | None, n: int) -> Any:
 
 
 def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array:
-    """The framed bytes of every row of ``batch`` (what :meth:`SliceDigest.add` hashes).
-
-    ``batch`` holds ``value`` and optionally ``key``, ``partition`` and ``record_id``
-    (absent columns frame as nulls), the columns
-    :func:`~connectors.kafka.records.check_columns` allows.
-    """
+    """The framed bytes of every row of ``batch`` (what :meth:`SliceDigest.add` hashes;
+    absent columns frame as nulls)."""
     n = batch.num_rows
     names = batch.schema.names
 
@@ -91,8 +85,7 @@ def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array
 
 
 class SliceDigest:
-    """An order-independent digest of a slice's records: their count and the sum of their
-    64-bit hashes (a multiset hash: the same records in any order give the same digest).
+    """An order-independent digest of a slice's records (count and sum of 64-bit hashes).
 
     Example
     -------

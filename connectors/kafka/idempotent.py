@@ -1,49 +1,18 @@
 """The idempotent Kafka sink (``foreachBatch``): every record once, recognised by its record id.
 
-Model
------
-Records are produced by the executor tasks straight to the output topic, without
-transactions. Every record carries the header ``spark_ext.record_id`` =
-``<sink id>/<batch id>/<name>`` (and that id as its key when the row has none), where
-``<name>`` is the row's ``record_id`` column: its *input coordinates* (e.g.
-``topic/partition/offset``), unique within the batch and the same when the batch is re-run
-(K3 of issue #14: names built from a digest of a task's records collide for two slices with
-the same records, and a replay then skips the unfinished one). Rows without a ``record_id``
-column (callers of :class:`KafkaIdempotentWriter` only; the builder
-``connectors.sinks.exactly_once_to_kafka`` requires it) are named ``<digest of the task's
-slice>/<position>``, which is exact only while no two slices of a batch hold the same records.
+Tasks produce straight to the topic without transactions; every record carries the header
+``spark_ext.record_id`` = ``<sink id>/<batch id>/<record_id>`` (also its key when it has none).
+Model, claims, lost attempts, speculation: docs/design.md, "Kafka sinks".
 
 Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_IDEMPOTENT`)
-1. ``before_write`` (driver): the recorded batch is read. A batch id equal to it is a replay
-   and is skipped; a lower one raises :class:`~spark_ext.sinks.errors.BatchRegressionError`
-   (X1), nothing written. The driver notes where the batch's records can start (the end
-   offsets recorded with the previous batch) and whether any record lies beyond them (an
-   earlier run wrote part of this batch). If the log start offset is above those offsets,
-   what is already written cannot be read back: :class:`ReplayUnprovableError` (K4).
-2. ``partial`` (executor task): the task's first record is acknowledged, the rest is not
-   (a fault point only: the task flushes after its first record only when a fault is
-   requested there).
-   A task reads back the record ids of its batch already in the topic *itself*, at its start,
-   when the driver saw records beyond the recorded offsets or when it ran before (a retried
-   attempt, or its own claim of the batch: K2, a skip set computed once on the driver
-   misses what an earlier attempt of a task sent). Every attempt claims its slice first
-   (:class:`TaskStarted`) and stops before any Arrow batch it would send once a newer attempt
-   claimed it; a new attempt that finds an unended claim of the same run (an executor Spark
-   declared lost, whose attempt may still run) waits the delivery timeout + 5 s before it reads
-   back, so what the old attempt sent before it stopped is seen.
-3. ``written`` (driver): every record of the batch is acknowledged (every produce future is
-   checked: a failed one raises :class:`ProduceFailedError`, K1).
-4. ``marked`` (driver): the batch id and the end offset of every partition are recorded
-   (one committed offset per partition, so any partition count fits, K6).
-
-What consumers see: any consumer (``read_committed`` or not) sees every record once; a batch
-becomes visible record by record while it is written. Not covered: speculative execution
-(two attempts of a task writing at once cannot be fenced without transactions:
-``spark.speculation`` is refused with :class:`SinkConfigError`); an attempt on a lost executor
-that stalls, between its check of the claim and its sends, for longer than the new attempt
-waits (a bound in time, not a fence: use the two-phase sink where that matters). A task re-run at attempt 0 (a
-stage re-attempted after a shuffle fetch failure; PySpark does not expose the stage attempt)
-is recognised by its start marker (:class:`TaskStarted`) and reads back.
+1. ``before_write`` (driver): recorded batch read (equal: replay skipped; lower:
+   ``BatchRegressionError``); where the batch's records can start, and whether any lie beyond
+   (a trimmed log: ``ReplayUnprovableError``).
+2. ``partial`` (task, a fault point only): the first record acknowledged, the rest not. A task
+   claims its slice (:class:`TaskStarted`) and reads back its batch's ids when the driver saw
+   records beyond the recorded offsets or it ran before.
+3. ``written`` (driver): every record acknowledged (``ProduceFailedError``).
+4. ``marked`` (driver): batch id and every partition's end offset recorded.
 """
 
 from __future__ import annotations
@@ -111,12 +80,9 @@ Record = tuple[bytes | None, bytes | None, int | None]
 
 
 def partition_identity(records: Iterable[Record]) -> str:
-    """A name for a task's slice of a batch that does not depend on the task's index.
-
-    Used only for rows without a ``record_id`` column. Two slices of one batch with
-    identical records share the name (their ids collide on a replay): give rows a
-    ``record_id`` to be exact in that case.
-    """
+    """A name for a task's slice independent of the task's index, for rows without a
+    ``record_id`` column (docs/design.md, "Kafka sinks": two slices with identical records
+    share it)."""
     digest = hashlib.blake2b(digest_size=8)
     for key, value, part in records:
         for field in (key, value):
@@ -154,9 +120,7 @@ def output_region(
     return OutputRegion(since, any(end[p] > since[p] for p in end))
 
 
-#: How much longer than the delivery timeout a task waits, after it claimed its slice from a
-#: lost attempt that may still run, before it reads back (that attempt's last records were
-#: produced before it saw the claim, up to one Arrow batch, and are delivered by then).
+#: Added to the delivery timeout a task waits for a lost attempt before it reads back.
 IN_FLIGHT_GRACE_S = 5.0
 
 
@@ -184,17 +148,9 @@ class Claim:
 
 
 class TaskStarted:
-    """A task's durable claim of its slice of batch B: the committed offset of the group
-    ``spark_ext.sink:<sink id>:t<partition id>`` on the topic's partition 0 (offset = batch,
-    metadata = :class:`Claim`).
-
-    Every attempt claims the slice before it sends anything. A task finding a claim for its
-    batch ran before (a retried attempt, or a stage re-attempted after a fetch failure, whose
-    tasks start again at attempt 0) and reads back what it already sent. An attempt checks
-    the claim is still its own before each Arrow batch it sends and stops if a newer attempt
-    claimed the slice: an attempt on an executor Spark declared lost may still run (issue #24,
-    suspicion (a): it wrote its remaining records after the new attempt's read-back, twice).
-    """
+    """A task's durable claim of its slice: the offset of group
+    ``spark_ext.sink:<sink id>:t<partition id>`` on partition 0 (offset = batch, metadata =
+    :class:`Claim`); docs/design.md, "Kafka sinks", lost attempts."""
 
     def __init__(self, bootstrap: str, topic: str, sink_id: str, index: int) -> None:
         self.bootstrap = bootstrap
@@ -298,10 +254,8 @@ class SliceWriter:
         yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
 
     def _await_lost_attempt(self, index: int, before: Claim) -> None:
-        """An earlier attempt of this run claimed the slice and never ended: its executor was
-        lost, maybe with the attempt still running. It stops before its next Arrow batch now
-        that this attempt claimed the slice; what it produced before is delivered (or failed)
-        within the delivery timeout, so the read-back waits that long to see it."""
+        """Wait the delivery timeout + grace if ``before`` (this run's) never ended: a lost
+        attempt may still deliver records."""
         if before.ended:
             return
         wait_s = self.delivery_timeout_ms / 1000 + IN_FLIGHT_GRACE_S
@@ -353,9 +307,8 @@ class SliceWriter:
         return sent
 
     def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[NamedRows]:
-        """The rows of every batch with their record ids, in order (named in Arrow when the
-        rows carry a ``record_id`` column; else the whole slice is read first and named by
-        its digest)."""
+        """The rows of every batch with their record ids, in order (without a ``record_id``
+        column the whole slice is read first and named by its digest)."""
         it = iter(batches)
         first = next(it, None)
         if first is None:

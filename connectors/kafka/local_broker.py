@@ -1,9 +1,5 @@
-"""A single-node Apache Kafka broker in KRaft mode on 127.0.0.1, run from the cached jars.
-
-The broker is the real Apache Kafka server (``kafka.Kafka``) from Maven Central, started as
-its own JVM. Transactions work on one node: the transaction state log has replication
-factor 1 and min ISR 1, and ``transaction.max.timeout.ms`` is stated (15 minutes, Kafka's
-default) so a producer asking for more fails at ``init_transactions`` instead of later.
+"""A single-node Apache Kafka broker (``kafka.Kafka`` from the cached jars) in KRaft mode on
+127.0.0.1, its own JVM, configured for transactions on one node.
 
 Command line::
 
@@ -135,13 +131,8 @@ def _classpath() -> str:
 
 
 def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
-    """A KRaft cluster id made the way Kafka's ``Uuid.randomUuid()`` makes one: 16 random bytes
-    in URL-safe base64 without padding, drawn again while the id starts with ``-``.
-
-    One id in 64 starts with ``-``, and the storage tool's argument parser takes such an id for
-    an option (``kafka-storage: error: argument --cluster-id/-t: expected one argument``): a
-    broker start that failed about once in 64 formats.
-    """
+    """A KRaft cluster id as Kafka's ``Uuid.randomUuid()`` makes one, drawn again while it
+    starts with ``-`` (the storage tool takes such an id for an option: 1 start in 64 failed)."""
     while True:
         cluster_id = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
         if not cluster_id.startswith("-"):
@@ -172,12 +163,8 @@ class LocalKafkaBroker:
         return pid if self._alive(pid) else None
 
     def _alive(self, pid: int) -> bool:
-        """Whether ``pid`` still runs; a dead child of this process is reaped here.
-
-        A broker this process started stays a zombie until it is waited for, and
-        ``os.kill(pid, 0)`` succeeds on a zombie: without the wait, ``stop()`` waited its
-        whole timeout on a broker that had died at once.
-        """
+        """Whether ``pid`` still runs; a dead child of this process is reaped here
+        (``os.kill(pid, 0)`` succeeds on a zombie)."""
         if self._proc is not None and self._proc.pid == pid:
             return self._proc.poll() is None
         try:

@@ -1,11 +1,7 @@
 """Every consumer group and transactional id a Kafka sink derives from its sink id and topic.
 
-All of them are built here with :func:`~spark_ext.sinks.names.derived_name`, which joins the
-parts with ``:`` (in no sink id and no topic name), so a name determines its sink id, topic
-and kind, and a prefix scan (:func:`~spark_ext.sinks.names.derived_prefix`) finds one sink's
-names and no other's (issue #24, N7 and N8: the names were joined with ``.``, which sink ids
-and topics may contain: sink ``X``'s run group was sink ``X.run``'s progress group, and sink
-``a.b`` -> topic ``c`` shared slice transactional ids with sink ``a`` -> topic ``b.c``).
+Built with :func:`~spark_ext.sinks.names.derived_name` (parts joined by ``:``, why:
+docs/design.md, "Kafka sinks", names), so a prefix scan finds one sink's names and no other's.
 
 ========================== ============================================ =========================
 name                       value                                        holds
@@ -19,11 +15,8 @@ name                       value                                        holds
 :meth:`slice_id`           ``spark_ext.tx:<sink>:<topic>:s<i>``         slice ``i``'s transactions
 ========================== ============================================ =========================
 
-Groups are per sink id (their offsets are kept per topic partition, so one sink id writing two
-topics keeps each topic's records apart); transactional ids are per sink id *and* topic, so one
-sink id writing two topics does not fence itself (the FLINK-11654 pattern). These names
-replaced the dotted ones (``spark_ext.sink.<sink>.run``, ...) without reading them: nothing
-written with the old names was released.
+Groups are per sink id (offsets are per topic partition); transactional ids per sink id and
+topic, so one sink id writing two topics does not fence itself (FLINK-11654).
 
 Example
 -------

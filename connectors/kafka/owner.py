@@ -1,31 +1,11 @@
-"""Who owns a Kafka sink id: the query id in the sink's progress record (issue #24, N11).
+"""Who owns a Kafka sink id: the query id in the sink's progress record (docs/design.md,
+"Kafka sinks", owner).
 
-Idempotence is keyed by (sink id, batch id); a second query (its own checkpoint, another
-input) with the same sink id starts at batch 0 again and was taken for a replay of the first
-query's batch 0: the idempotent and whole-batch sinks skipped it (its rows lost, exit 0).
-Every Kafka sink therefore keeps its owner, Spark's streaming query id
-(:class:`~spark_ext.sinks.owner.SinkOwner`), *in* its progress record
-(:class:`~connectors.kafka.progress.SinkProgress`), written with every batch it records,
-so the owner and the batch marker change together in one offset commit (or transaction).
-
-At start, before anything is fenced, written or aborted, :func:`check_progress_owner` reads the
-record (without waiting for an open transaction: a killed driver's would hold a stable read
-back until the broker aborts it) and decides with
-:func:`~spark_ext.sinks.owner.check_owner`. Then, after the sink fenced older drivers,
-:func:`record_owner` writes what the decision needs:
-
-* ``FIRST`` (no record, or one written before owners existed, adopted with a warning): our
-  owner, with the recorded batch and end offsets kept, or ``"batch": null`` and the end
-  offsets of this moment when nothing was recorded (the next batch's records lie above them);
-* ``TAKE_OVER`` (``take_over=True`` and another owner): our owner, ``"batch": null`` and the
-  end offsets of this moment, in one commit: batch ids start again at 0, and nothing the old
-  owner wrote is read back as ours;
-* ``SAME``: nothing.
-
-Every batch re-reads the record it is made against (:func:`check_still_owner`), so a query
-that was handed over while it ran stops at its next commit with
-:class:`~spark_ext.sinks.errors.SinkOwnerError`; the two-phase sinks' run epoch (which names
-its owner too) stops its tasks before they write.
+At start :func:`check_progress_owner` decides (:func:`~spark_ext.sinks.owner.check_owner`) and,
+after the sink fenced older drivers, :func:`record_owner` writes: ``FIRST``, our owner with
+the recorded batch kept (or ``"batch": null`` and the end offsets of this moment);
+``TAKE_OVER``, our owner, ``"batch": null`` and the end offsets of this moment; ``SAME``,
+nothing. Every batch re-reads the record (:func:`check_still_owner`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""Where the Kafka sinks record "sink S has written batch B": a sink-progress consumer group.
+"""Where the Kafka sinks record "sink S has written batch B": committed offsets of the group
+``spark_ext.sink:<sink id>`` on the output topic's partitions (no consumer joins it).
 
-Both sinks record it as committed offsets of the group ``spark_ext.sink:<sink id>`` on the
-output topic's partitions. No consumer ever joins that group; it is a small durable register
-the broker keeps.
-
-* Partition 0 carries the metadata ``{"sink": S, "batch": B, "parts": n}``.
-* The idempotent sink also records the end offset of every output partition *as that
-  partition's committed offset* (``parts`` = how many partitions carry one), each with the
-  metadata ``{"sink": S, "batch": B}`` so a reader can tell they belong to the same record.
-  Earlier versions put every end offset into partition 0's metadata, which passes the broker's
-  4096-byte ``offset.metadata.max.bytes`` at about 245 partitions (K6 of issue #14); that
-  format is still read.
-* The two-phase sink with one transaction per batch records no end offsets (``parts`` = 0);
-  partition 0's offset is the batch id. With one transaction per task slice it records the
-  end offsets as the idempotent sink does (a partly committed batch is read back from there)
-  and ``slices``: how many slices (transactional ids) the sink has used.
-* Every record names the sink's owner (``"owner"``: the streaming query id, issue #24, N11,
-  :mod:`connectors.kafka.owner`). A start that finds no record, or hands the sink over
-  (``take_over``), records ``"batch": null`` with the end offsets of that moment: no batch
-  written yet, and the next batch's records lie above those offsets.
+* Partition 0's metadata: ``{"sink": S, "batch": B, "parts": n, "owner": query id}`` (the
+  sliced sink adds ``"slices"``, how many slice transactional ids it has used).
+* The end offset of each output partition is that partition's committed offset (``parts`` of
+  them, metadata ``{"sink": S, "batch": B}``), so any partition count fits the metadata limit
+  (K6 of issue #14; the earlier format, every end offset in partition 0's metadata, is read);
+  without end offsets partition 0's offset is the batch id.
+* A first start or a take-over records ``"batch": null`` with the end offsets of that moment.
 """
 
 from __future__ import annotations
@@ -49,11 +38,8 @@ class Recorded:
 
 
 class SinkProgress:
-    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink:<id>``.
-
-    Read with ``isolation_level=read_committed`` (``require_stable``), so an offset committed
-    by a transaction still being completed is waited for, never read half-way.
-    """
+    """The batch id a sink last wrote, as committed offsets of group ``spark_ext.sink:<id>``
+    (read stable: a transaction still completing is waited for)."""
 
     def __init__(self, bootstrap: str, topic: str, sink_id: str) -> None:
         self.bootstrap = bootstrap
@@ -72,10 +58,8 @@ class SinkProgress:
         )
 
     def read(self, stable: bool = True) -> Recorded | None:
-        """The record, or ``None`` if this sink has none. ``stable=False``: the last committed
-        record without waiting for a transaction that is writing one (a start reads its
-        owner so before it fences anything: a killed driver's open transaction would hold a
-        stable read back until the broker aborts it)."""
+        """The record, or ``None`` if this sink has none. ``stable=False``: without waiting for
+        an open transaction (the start's owner read, docs/design.md, "Kafka sinks")."""
         from kafka import TopicPartition
 
         consumer = self._consumer(stable)

@@ -1,17 +1,7 @@
-"""Reading back what a Kafka sink already wrote: record ids of a batch, from known offsets on.
-
-Both Kafka sinks name every record with the header ``spark_ext.record_id`` =
-``<sink id>/<batch id>/<record_id>`` (:func:`record_id`; ``record_id`` is the row's input
-coordinates) and record the end offset of every output partition with each batch
-(:class:`~connectors.kafka.progress.SinkProgress`), so the records of batch ``B + 1`` all
-lie at or after the ends recorded with ``B``. A replay of a batch some of whose records are
-already in the topic reads their ids back from there (:func:`written_ids`) and writes the rest:
-the idempotent sink for any consumer, the sliced two-phase sink for ``read_committed`` ones
-(its read-back skips aborted transactions, whose records are not written). Recognising a
-record by its id does not depend on how Spark sliced the batch (issue #24, N1).
-
-Never a guess: a log start above the offsets to read from (retention trimmed the evidence) is
-:class:`~spark_ext.sinks.errors.ReplayUnprovableError`.
+"""Reading back what a Kafka sink already wrote: the record ids (header
+``spark_ext.record_id``) of a batch, from the end offsets recorded with the batch before
+(docs/design.md, "Kafka sinks"). A trimmed log is
+:class:`~spark_ext.sinks.errors.ReplayUnprovableError`, never a guess.
 """
 
 from __future__ import annotations
@@ -32,11 +22,8 @@ __all__ = [
 
 
 def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
-    """``<sink>/<batch>/<name>`` (a row's record id), or ``.../<slice>/<seq>`` (no record id).
-
-    A sink id holds no ``/`` and a batch id is digits, so ``<sink>/<batch>/`` is a prefix
-    no other sink's or batch's ids share.
-    """
+    """``<sink>/<batch>/<name>`` (a row's record id), or ``.../<slice>/<seq>`` (no record id);
+    ``<sink>/<batch>/`` is a prefix no other sink's or batch's ids share."""
     base = f"{sink_id}/{batch_id}/{slice_name}"
     return base if seq is None else f"{base}/{seq}"
 
@@ -82,11 +69,9 @@ def written_ids(
     """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition;
     ``None``: from the start of the log, when no batch recorded where its records can begin).
 
-    ``read_committed``: only records of committed transactions (and non-transactional ones)
-    count, read up to the last stable offset. Never guesses: a log start above ``since``
-    raises :class:`ReplayUnprovableError`, and an offset out of range while reading raises
-    (``auto_offset_reset='none'``) instead of jumping to the end of the log. Reading that has
-    not reached the end offsets ``timeout_s`` later is :class:`ClientStalledError`.
+    ``read_committed``: only committed (and non-transactional) records count. A log start
+    above ``since`` is :class:`ReplayUnprovableError`, an offset out of range raises; not at
+    the end offsets ``timeout_s`` later: :class:`ClientStalledError`.
     """
     consumer, parts = assigned_consumer(
         bootstrap,

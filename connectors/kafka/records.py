@@ -1,10 +1,5 @@
-"""What both Kafka sinks share: the rows they take, producer settings, topic checks, task facts.
-
-No Spark plan and no commit logic here: the column contract (:func:`check_columns`), the
-producer settings, the start-up checks that name a missing topic (:func:`require_topic`); the
-facts a task looks up about itself come from :mod:`spark_ext.sinks.task` (shared with the
-Delta sinks) and are re-exported here.
-"""
+"""What both Kafka sinks share: the column contract, producer settings, topic checks, and the
+task facts of :mod:`spark_ext.sinks.task` (re-exported)."""
 
 from __future__ import annotations
 
@@ -74,13 +69,8 @@ def client_deadline_s(delivery_timeout_ms: int) -> float:
 
 def bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
     """Run ``call`` in a thread of its own; :class:`ClientStalledError` if it has not
-    returned ``timeout_s`` later (its exception, if it raised, is raised here).
-
-    For client calls that ignore their own timeout (librdkafka's
-    ``send_offsets_to_transaction`` after a coordinator restart) or have none (kafka-python's,
-    which retries an unknown topic without end). The stalled thread is left behind (a
-    daemon): the caller must drop the client, whose call returns once something fences it.
-    """
+    returned ``timeout_s`` later (its exception is raised here). For client calls that ignore
+    or lack a timeout; the caller must drop the client (docs/design.md, "Kafka sinks")."""
     outcome: list[BaseException | None] = []
     done = threading.Event()
 
@@ -101,9 +91,8 @@ def bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
 
 
 def check_columns(schema: StructType, require_record_id: bool = False) -> None:
-    """The rows a Kafka sink takes: ``value`` (string/binary), optional ``key``, ``partition``
-    (int) and ``record_id`` (string: the row's input coordinates, unique within a batch and
-    the same when the batch is re-run; required by the idempotent sink's builder)."""
+    """Check the columns a Kafka sink takes: ``value`` (string/binary), optional ``key``,
+    ``partition`` (int) and ``record_id`` (string; ``require_record_id``)."""
     types = {f.name: f.dataType for f in schema.fields}
     if "value" not in types:
         raise SinkConfigError("df", "a Kafka sink needs a 'value' column")
@@ -156,11 +145,8 @@ def arrow_rows(
 
 @dataclass(frozen=True)
 class RecordColumns:
-    """The rows of one Arrow record batch as Python lists, one per column (``None``: absent).
-
-    ``keys`` and ``values`` hold bytes (a string column's UTF-8 bytes) or ``None``,
-    ``partitions`` ints or ``None``, ``record_ids`` str or ``None``.
-    """
+    """The rows of one Arrow record batch as Python lists, one per column (``None``: absent;
+    keys and values as bytes)."""
 
     values: list[bytes | None]
     keys: list[bytes | None] | None
@@ -177,9 +163,8 @@ def _as_binary(column: pa.Array) -> pa.Array:
 
 
 def arrow_columns(batch: pa.RecordBatch, record_ids: bool = True) -> RecordColumns:
-    """The columns :func:`check_columns` allows of ``batch`` as lists (converted in Arrow:
-    strings become bytes without a Python call per row); ``record_ids=False`` leaves the
-    record ids out (``None``)."""
+    """The columns :func:`check_columns` allows of ``batch`` as lists (converted in Arrow);
+    ``record_ids=False`` leaves the record ids out."""
     names = batch.schema.names
 
     def column(name: str, binary: bool = False) -> list[Any] | None:
@@ -208,9 +193,8 @@ class NamedRows:
 
     @classmethod
     def of(cls, batch: pa.RecordBatch, prefix: bytes, id_as_key: bool = True) -> NamedRows:
-        """The rows of ``batch`` (with a ``record_id`` column), their ids ``prefix + id``
-        (built in Arrow; a null id is a :class:`SinkConfigError`). ``id_as_key``: a row
-        without a key gets its id as key (the idempotent sink); else its key stays null."""
+        """The rows of ``batch`` with ids ``prefix + record_id`` (a null id is a
+        :class:`SinkConfigError`); ``id_as_key``: a row without a key gets its id as key."""
         ids = batch.column(RECORD_ID_COLUMN)
         if ids.null_count:
             raise SinkConfigError(f"df.{RECORD_ID_COLUMN}", "is null in a row")

@@ -34,16 +34,13 @@ class KafkaSinkSettings:
     #: against the progress record of every commit; ``None``: unchecked (commits made outside
     #: a query).
     owner: str | None = None
-    #: What the start found (:func:`connectors.kafka.slices.
-    #: replay_state`): the batch recorded then (a task of it or below writes nothing) ...
+    #: What the start found (:func:`connectors.kafka.slices.replay_state`): the recorded batch,
     recorded: int | None = None
-    #: ... the batch after it if some of its slices are committed (its tasks read back the
-    #: record ids already committed and write the rest) ...
+    #: the next batch if partly committed,
     partial: int | None = None
-    #: ... and the offsets (per output partition) from which that batch's records can lie.
+    #: and the offsets per output partition its records lie from.
     replay_from: dict[int, int] = field(default_factory=dict)
-    #: Keep a slice's producer in the Python worker for the
-    #: slice's next task (no ``init_transactions`` per task and batch).
+    #: Keep a slice's producer in the Python worker for the slice's next task.
     reuse_producers: bool = True
 
     def __post_init__(self) -> None:

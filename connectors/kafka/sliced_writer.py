@@ -1,24 +1,9 @@
 """The two-phase Kafka sink with a transaction per slice, as a ``foreachBatch`` writer.
 
-:class:`KafkaTwoPhaseWriter` runs the steps of :mod:`connectors.kafka.slices` inside
-``foreachBatch``: each task of the batch's DataFrame is one slice, produced in its own Kafka
-transaction committed with its slice record (steps 1-3, through ``mapInArrow``), then the
-driver records the batch (step 4). For a query whose rows reach the sink through a
-``foreachBatch`` function -- a tracked query's result writer
-(:mod:`spark_ext.streaming.handler`) -- where the data source form cannot be used.
-
-The guarantees are the data source form's (each record once for ``read_committed``
-consumers, a retried or speculative task fenced by its slice's transactional id, a partly
-committed batch re-run however it is sliced), with one difference in when recovery runs: at this writer's
-first batch of a run, instead of before the query starts (nothing reaches the topic before
-that batch either), and again whenever a batch id does not follow the last one this writer
-handled or the last call failed (the query was restarted in this process with the same
-writer). A batch already recorded is skipped before any task runs.
-
-The rows need a ``record_id`` (string, unique within the batch and the same when the batch is
-re-run): it names each record (header ``spark_ext.record_id``) and is part of a slice's
-digest. Each Spark partition of ``df`` is one slice; a re-run batch may be partitioned
-otherwise (issue #24, N1).
+:class:`KafkaTwoPhaseWriter` runs the steps of :mod:`connectors.kafka.slices` in
+``foreachBatch`` (each Spark partition a slice, through ``mapInArrow``), for queries that hand
+rows to a function (a tracked query's writer); same guarantees, recovery at the first batch of
+a run (docs/design.md, "Kafka sinks"). The rows need a ``record_id`` column.
 """
 
 from __future__ import annotations
@@ -101,7 +86,7 @@ def slice_task(
 
 
 class KafkaTwoPhaseWriter:
-    """``foreachBatch`` writer: each record once, a transaction per slice (module docstring).
+    """``foreachBatch`` writer: each record once, a transaction per slice.
 
     Parameters
     ----------
@@ -112,14 +97,11 @@ class KafkaTwoPhaseWriter:
     transaction_timeout_ms, delivery_timeout_ms
         As for :func:`connectors.sinks.exactly_once_to_kafka`.
     owner
-        The query that owns the sink (:mod:`connectors.kafka.owner`): by default the
-        streaming query calling this writer (:func:`~spark_ext.sinks.owner.owner_of_batch`);
-        give it (a query id) to call the writer outside a streaming query, else
-        :class:`~spark_ext.sinks.errors.SinkConfigError` names ``owner``.
+        The query that owns the sink; default: the streaming query calling this writer
+        (outside one, required: else :class:`~spark_ext.sinks.errors.SinkConfigError`).
     take_over
-        Hand the sink over to this query if another one owns it (its batch ids start again at
-        0; the old owner is refused from then on). Without it another owner is
-        :class:`~spark_ext.sinks.errors.SinkOwnerError` at the first batch, nothing written.
+        Hand the sink over from another owner (batch ids restart at 0); without it another
+        owner is :class:`~spark_ext.sinks.errors.SinkOwnerError` at the first batch.
 
     Example
     -------

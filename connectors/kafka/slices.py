@@ -1,76 +1,27 @@
 """The two-phase Kafka sink, one transaction per task slice: records never pass the driver.
 
-Model (issue #14, model (b))
-----------------------------
-Each write task produces its slice of the batch straight to the output topic inside its own
-Kafka transaction, and commits that transaction together with a *slice record*: the committed
-offset of the group ``spark_ext.sink:<sink id>:s<i>`` (``i`` = the task's partition id) on the
-topic's partition 0, whose offset is the batch id and whose metadata lists the digests of the
-slices committed under ``i`` for that batch. A slice's digest is order-independent (count and
-sum of 64-bit hashes of its records *with their* ``record_id``, the input coordinates, so two
-slices never share one). Every record carries the header ``spark_ext.record_id`` =
-``<sink id>/<batch id>/<record_id>``. The driver only records the batch, with the end offset
-of every output partition.
-
-Why this model and not Flink's (the driver commits every task's transaction by resuming
-producer id and epoch): docs/design.md, "Kafka sinks". With a transaction per slice every step
-is a public client call, and the fencing Flink gets from resumed epochs comes from the
-transactional id: a retried or speculative attempt of task ``i`` initialises ``spark_ext.tx:<sink id>:<topic>:s<i>``, which
-fences the other attempt and settles its open transaction before the slice record is read.
-
-A replay is recognised without looking at how Spark slices it (issue #24, N1): the same
-offsets give the same rows, not the same slices (the Kafka source's ``minPartitions``, a
-``coalesce``, the rate source and file splits follow settings a restart may change, and the
-Kafka source orders a replayed batch's offset ranges as its offset log lists them). So a
-task of the batch recorded at start writes nothing, and a task of a batch some of whose
-slices a killed run committed reads back the record ids of that batch already committed
-(``read_committed``, from the end offsets recorded with the batch before) and writes only the
-other records. Within one run a slice's rows stay with its task index, so a retried or
-speculative attempt is recognised by the digests under its index, without a read-back.
+Model, replay by record id, why not Flink's model and what consumers see: docs/design.md,
+"Kafka sinks". Every record carries the header ``spark_ext.record_id`` =
+``<sink id>/<batch id>/<record_id>``; the slice record is the offset of group
+``spark_ext.sink:<sink id>:s<i>`` on the topic's partition 0 (offset = batch id, metadata = the
+digests committed under ``i`` for that batch).
 
 Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_SLICED`)
-1. ``initialised`` (task): the run epoch is checked (a task of an older driver stops with
-   :class:`~spark_ext.sinks.errors.DriverFencedError` before it can fence anything),
-   ``init_transactions`` fenced every other attempt of the slice (a producer this Python worker
-   kept from the slice's previous task is probed instead: :meth:`SliceTransaction._begin`),
-   and the slice record is read.
-   A batch id below it raises :class:`~spark_ext.sinks.errors.BatchRegressionError` (X1),
-   nothing written. An empty slice writes nothing and opens no transaction, nor does a task of
-   a batch at or below the one recorded at start (below: ``BatchRegressionError``). In the
-   batch the start found partly committed the task reads back the ids already committed.
-2. ``in_transaction`` (task): every record not read back flushed into the open transaction and
-   every produce future checked (K1: an undelivered record aborts the transaction and raises
-   :class:`~spark_ext.sinks.errors.ProduceFailedError`); nothing committed.
-3. ``sliced`` (task): if the slice's digest is already committed under this index for this
-   batch (an earlier attempt), or every record was read back, the transaction is aborted (a
-   re-run, nothing becomes visible); else it is committed with the slice record. A transaction that outlived
-   ``transaction_timeout_ms`` was aborted by the broker:
-   :class:`~spark_ext.sinks.errors.TransactionExpiredError`, and Spark retries the task (the
-   bound is one task's slice, not the whole batch: K5).
-4. ``recorded`` (driver): the batch id, the end offset of every output partition (every
-   record of the next batch lies above them) and how many slices the sink has used are recorded
-   in the sink-progress group ``spark_ext.sink:<sink id>``, in a transaction of the driver's
-   transactional id (a newer start fences it: an older driver's late step 4 fails instead of
-   moving the record back, :func:`record_batch`); a lower id than the recorded one raises
-   :class:`~spark_ext.sinks.errors.BatchRegressionError`, another owner
-   :class:`~spark_ext.sinks.errors.SinkOwnerError`.
+1. ``initialised`` (task): run epoch checked (else ``DriverFencedError``),
+   ``init_transactions`` (or a kept producer probed, :meth:`SliceTransaction._begin`), slice
+   record read; a batch below it is ``BatchRegressionError``. An empty slice, or a task of a
+   batch at or below the one recorded at start, opens no transaction. In the batch the start
+   found partly committed the task reads back the ids already committed.
+2. ``in_transaction`` (task): the records not read back flushed, every future checked
+   (``ProduceFailedError``); nothing committed.
+3. ``sliced`` (task): aborted if the digest is already committed under this index or every
+   record was read back; else committed with the slice record. Past ``transaction_timeout_ms``:
+   ``TransactionExpiredError``.
+4. ``recorded`` (driver): batch id, end offsets and slices used, in a transaction of the
+   driver's transactional id (:func:`record_batch`).
 
-At start (:func:`recover_slices`) the driver fences older drivers (run epoch), aborts every
-transaction of this sink's slices still open (a task killed mid-transaction, found with
-``ListTransactions``) so ``read_committed`` consumers are not held back until the broker's
-timeout, and reads the recorded batch and the slice records of the next one
-(:func:`replay_state`): the recorded batch, whether the next is partly committed, and where
-its records can begin are handed to the tasks.
-
-What consumers see: a ``read_committed`` consumer sees a batch *slice by slice*: each task's
-records at once when its transaction commits, the batch complete once every task committed;
-never a record twice. A ``read_uncommitted`` consumer also sees the records of aborted
-transactions (a retried attempt, a task killed mid-transaction, a re-run slice), so it may see
-records twice. No mode makes a whole batch visible at once (docs/design.md, "Kafka sinks").
-
-Not covered: a task of an older driver that passed its run-epoch check just before a new start
-and commits after the start read the slice records (the window between a check and
-``init_transactions``); the new start's run epoch refuses it on its next batch.
+At start :func:`recover_slices` fences older drivers, aborts this sink's open slice
+transactions and hands the tasks :func:`replay_state`.
 """
 
 from __future__ import annotations
@@ -132,18 +83,14 @@ __all__ = [
 ]
 
 FORMAT = "spark_ext_kafka_tx"
-#: Offset metadata a kept producer adds to its transaction to prove its epoch is current, for
-#: the group ``<slice group>.probe`` (never the slice group itself: a pending offset of the open
-#: transaction would make the stable read of the slice record wait for that transaction).
+#: Offset metadata of a kept producer's probe (docs/design.md, "Kafka sinks", kept producers).
 PROBE = '{"probe": true}'
 
 
 @dataclass(frozen=True)
 class SliceWritten(WriterCommitMessage):
-    """Commit message of one task: its slice index, rows and digest, and whether every row
-    of it was committed before (``skipped``: a replay of the recorded batch, a re-run slice, or
-    a partly committed batch's rows found in the topic; nothing of this attempt is visible to
-    ``read_committed`` consumers)."""
+    """Commit message of one task; ``skipped``: every row was committed before (nothing of
+    this attempt is visible to ``read_committed`` consumers)."""
 
     index: int
     batch_id: int
@@ -154,8 +101,7 @@ class SliceWritten(WriterCommitMessage):
 
 @dataclass(frozen=True)
 class SliceRecord:
-    """What a slice group holds: the batch its index last committed, and the digests of the
-    slices committed under it for that batch (more than one when a re-run moved rows)."""
+    """A slice group's record: the batch its index last committed and that batch's digests."""
 
     batch_id: int
     digests: tuple[str, ...]
@@ -165,8 +111,7 @@ class SliceRecord:
         cls, sink_id: str, metadata: str | None, owner: str | None = None
     ) -> SliceRecord | None:
         """The record in ``metadata``, or ``None`` if it is not this sink's or (``owner``
-        given) was written by another owner (the sink was handed over since: its batches are
-        not ours)."""
+        given) another owner's."""
         # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
         text = (metadata or "").rstrip("\x00")
         meta = json.loads(text) if text else {}
@@ -185,12 +130,8 @@ class SliceRecord:
         return json.dumps(meta)
 
 
-#: Producers of this Python worker whose last transaction ended cleanly (committed or
-#: aborted), by transactional id: the next task of the same slice in this worker reuses one
-#: instead of paying ``init_transactions`` (a few hundred ms) per task and batch. A producer
-#: another worker or attempt has fenced since is found by the probe of
-#: :meth:`SliceTransaction._begin`, before anything is read, and replaced; a producer whose
-#: transaction did not end cleanly is never put back.
+#: This Python worker's producers whose last transaction ended cleanly, by transactional id
+#: (docs/design.md, "Kafka sinks", kept producers).
 _IDLE: dict[str, ConfluentProducer] = {}
 
 
@@ -226,8 +167,7 @@ class SliceTransaction:
             self._producer = None
 
     def open(self) -> ConfluentProducer:
-        """Run epoch checked, then ``init_transactions`` (the slice's other attempts fenced;
-        skipped when this worker holds a producer of the slice that ended cleanly), then the
+        """Run epoch checked, then ``init_transactions`` (or a kept producer), then the
         topic's partitions."""
         if self._producer is None:
             KafkaCommitter(self.settings).check_run_epoch()
@@ -254,19 +194,15 @@ class SliceTransaction:
         return self._producer
 
     def _begin(self, batch_id: int) -> ConfluentProducer:
-        """Open, then begin a transaction. A producer kept from an earlier task is probed
-        first (an offset of the group ``<slice group>.probe`` added to the transaction: the
-        coordinator checks the epoch; nothing read yet): another Python worker
-        may have initialised the slice since (Spark runs a slice's tasks wherever it likes),
-        which fenced this one; then a fresh producer is initialised in its place."""
+        """Open, then begin a transaction; a kept producer is probed first and replaced if
+        fenced."""
         producer = self.open()
         producer.begin()
         if self._reused:
             try:
                 producer.probe(self.settings.names.probe_group(self.index), batch_id, PROBE)
             except SliceFenced:
-                # Not aborted: a fenced producer's abort always fails, and the init that
-                # fenced it already ended its transactions (this one holds nothing yet).
+                # not aborted: a fenced producer's abort fails; the fencing init ended it
                 log.info("%s slice %d: kept producer fenced, initialising", self.group, self.index)
                 self._clean = False
                 self.close()
@@ -348,9 +284,8 @@ class SliceTransaction:
         return SliceWritten(self.index, batch_id, digest.count, digest.value, skipped=False)
 
     def _replayed(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
-        """A task of the batch recorded when this run started (Spark re-runs it: its commit
-        log entry was not written) writes nothing, however Spark slices it now; a task of a
-        batch below it is :class:`BatchRegressionError`."""
+        """A task of the batch recorded at start writes nothing; below it:
+        :class:`BatchRegressionError`."""
         recorded = self.settings.recorded
         if recorded is not None and batch_id < recorded:
             raise BatchRegressionError(self.settings.sink_id, batch_id, recorded)
@@ -361,9 +296,8 @@ class SliceTransaction:
         return SliceWritten(self.index, batch_id, rows, "", skipped=True)
 
     def _written_before(self, batch_id: int) -> set[bytes]:
-        """The record ids of ``batch_id`` committed before this run started, if the start
-        found some of its slices committed (:func:`replay_state`); read after ``init`` fenced
-        the slice's other attempts, and only committed transactions count."""
+        """The record ids of ``batch_id`` committed before this start, if it found the batch
+        partly committed (:func:`replay_state`)."""
         s = self.settings
         if s.partial != batch_id:
             return set()
@@ -392,8 +326,8 @@ class SliceTransaction:
             raise PartitionOutOfRangeError(self.settings.topic, missing[0], self.partitions)
 
     def _abort_quietly(self, batch_id: int) -> None:
-        """Abort the open transaction; if that fails too, the next ``init_transactions`` of
-        this slice (a retried attempt, a replay, :func:`recover_slices`) aborts it."""
+        """Abort the open transaction; if that fails, the slice's next ``init_transactions``
+        does."""
         try:
             if self._producer is not None:
                 self._producer.abort()
@@ -437,25 +371,15 @@ class KafkaSliceWriter(DataSourceStreamArrowWriter):
         )
 
 
-#: The driver's committer of each run, by (transactional id, run epoch), kept between the
-#: batches this process records: ``init_transactions`` costs ~0.3 s. A newer start fences the
-#: kept producer (its next commit fails, :meth:`KafkaCommitter.record_progress`); a committer
-#: whose call failed is dropped.
+#: The driver's committer of each run, by (transactional id, run epoch), kept between batches
+#: (docs/design.md, "Kafka sinks", an older driver's late step 4).
 _RECORDERS: dict[tuple[str, int | None], KafkaCommitter] = {}
 
 
 def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[SliceWritten]) -> None:
-    """Step 4 (driver): record ``batch_id`` once every slice of it is committed (a replay of
-    the recorded batch records nothing; a lower id raises :class:`BatchRegressionError`).
-
-    In a transaction of the driver's transactional id (:meth:`KafkaCommitter.producer`
-    checks the run epoch before and after initialising it), after the record was read: a
-    start after that fences the producer and the commit fails (:meth:`KafkaCommitter.fenced`),
-    so an older driver's late commit never moves the record back. PySpark runs a data
-    source's commit in whichever Python worker of the driver is free, so a producer kept in
-    one worker is fenced by another worker's of the same run: that one is replaced and the
-    step done again, from the read.
-    """
+    """Step 4 (driver): record ``batch_id`` in a transaction of the driver's transactional
+    id; a kept producer fenced by another worker of the run is replaced and the step redone
+    (docs/design.md, "Kafka sinks", an older driver's late step 4)."""
     key = (settings.transactional_id, settings.run_epoch)
     kept = _RECORDERS.pop(key, None)
     try:
@@ -486,7 +410,6 @@ def _record(
             return committer
         used = max((m.index + 1 for m in written), default=0)
         slices = max(recorded.slices if recorded else 0, used)
-        # every slice of the batch is committed: the next batch's records all lie above these
         committer.record_progress(batch_id, end_offsets(settings.bootstrap, settings.topic), slices)
     except BaseException:
         committer.close()
@@ -522,9 +445,7 @@ def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
 
     admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
     try:
-        # Ongoing: a task killed mid-transaction; Prepare*: a commit or abort the coordinator
-        # is still completing -- its slice record is not readable yet, and the start must
-        # read it (init_transactions waits for the completion)
+        # Prepare*: still completing; the start must wait for its slice record
         listed = admin.list_transactions(state_filters=["Ongoing", "PrepareCommit", "PrepareAbort"])
     finally:
         admin.close()
@@ -566,15 +487,9 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
 
 
 def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
-    """What a start hands its tasks about the batches Spark may re-run first.
-
-    The recorded batch (its commit reached step 4 but not Spark's commit log): its tasks write
-    nothing. The batch after it, if some of its slices are committed (its commit never
-    reached step 4): its tasks read back the record ids already committed, from the end
-    offsets recorded with the batch before, and write the rest; how the batch is sliced now
-    does not matter (issue #24, N1). Slice records of any other batch above the recorded one
-    cannot come from this query's checkpoint: :class:`ProgressInconsistentError`.
-    """
+    """The settings with the recorded batch, a partly committed next batch and the end
+    offsets to read it back from; slice records of any other batch:
+    :class:`ProgressInconsistentError` (docs/design.md, "Kafka sinks")."""
     recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
     batch = recorded.batch_id if recorded is not None else None
     ahead = sorted(
@@ -599,10 +514,8 @@ def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
 
 
 def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> KafkaSinkSettings:
-    """At start: check the owner (another query's sink is :class:`SinkOwnerError` unless
-    ``take_over``), fence older drivers (a new run epoch), record the owner, abort this sink's
-    open slice transactions, find the recorded and a partly committed batch
-    (:func:`replay_state`); returns the settings to hand to this start's writers."""
+    """At start: check and record the owner, fence older drivers, abort this sink's open slice
+    transactions; returns the settings for this start's writers (:func:`replay_state`)."""
     from kafka import KafkaProducer
 
     committer = KafkaCommitter(settings)
