@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import re
+import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,6 +57,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if heavy:
         config.hook.pytest_deselected(items=heavy)
         items[:] = [item for item in items if not item.get_closest_marker("heavy")]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free on 127.0.0.1 right now (all bound at once, then released)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def await_done(query: StreamingQuery, timeout_s: float) -> None:

@@ -5,24 +5,19 @@ a submit to a master that does not answer stops at once, stop removes the worker
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 
 from spark_ext.jobrun import REPO
+from tests.conftest import free_ports
 
 CLUSTER = REPO / "scripts" / "cluster.py"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_status_without_a_master_says_no_master_runs(tmp_path):
-    ports = ["--port", str(free_port()), "--webui-port", str(free_port())]
+    port, ui = free_ports(2)
+    ports = ["--port", str(port), "--webui-port", str(ui)]
     out = subprocess.run(
         [sys.executable, str(CLUSTER), "status", "--dir", str(tmp_path), *ports],
         capture_output=True,
@@ -35,7 +30,7 @@ def test_status_without_a_master_says_no_master_runs(tmp_path):
 
 def test_submit_to_a_master_that_does_not_answer_stops_at_once_without_a_java_trace(tmp_path):
     profile = tmp_path / "nomaster.toml"
-    profile.write_text(f'[spark]\nmaster = "spark://127.0.0.1:{free_port()}"\n')
+    profile.write_text(f'[spark]\nmaster = "spark://127.0.0.1:{free_ports(1)[0]}"\n')
     started = time.monotonic()
     submit = ["bash", str(REPO / "scripts" / "submit.sh"), "jobs/exactly_once_delta.py"]
     out = subprocess.run(
@@ -68,7 +63,8 @@ def test_stop_removes_the_per_application_folders_of_the_workers(tmp_path):
 
 
 def test_worker_hosts_must_name_one_host_per_worker_and_nothing_starts_otherwise(tmp_path):
-    ports = ["--port", str(free_port()), "--webui-port", str(free_port())]
+    port, ui = free_ports(2)
+    ports = ["--port", str(port), "--webui-port", str(ui)]
     hosts = ["--workers", "3", "--worker-hosts", "127.0.0.2,127.0.0.3"]
     # --worker-hosts sets the worker count; --workers must not contradict it.
     out = subprocess.run(

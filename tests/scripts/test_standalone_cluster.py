@@ -17,7 +17,6 @@ Spark's copy races it on the other host, and the output must still be what the j
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 
 import pytest
@@ -28,7 +27,7 @@ from jobs import registry
 from spark_ext.jobrun import REPO, job_environment
 from spark_ext.recovery import FaultClass, RecoveryHarness
 from spark_ext.recovery.matrix import CellStatus, format_matrix, run_plan
-from tests.conftest import await_done
+from tests.conftest import await_done, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -49,17 +48,11 @@ EVENTS = 200
 COLUMNS = ["event_id", "user_id", "amount", "event_time", "topic", "partition", "offset"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A running cluster: its folder, master URL and web UI port; stopped at the end."""
     folder = tmp_path_factory.mktemp("cluster")
-    port, ui = free_port(), free_port()
+    port, ui = free_ports(2)
     args = ["--dir", str(folder), "--port", str(port), "--webui-port", str(ui)]
     hosts = ["--worker-hosts", ",".join(WORKER_HOSTS), "--cores", "1"]
     started = subprocess.run(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,17 +22,7 @@ from pathlib import Path
 
 from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker, _classpath, _java
 from spark_ext.errors import BrokerError
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+from tests.conftest import free_ports
 
 
 @dataclass(frozen=True)

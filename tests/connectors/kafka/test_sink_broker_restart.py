@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kafka.errors import KafkaError
-from kafka_two_brokers import free_ports
 
 from connectors import kafka
 from connectors.demo_events import produce_events
@@ -20,6 +19,7 @@ from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 from connectors.kafka.progress import SinkProgress
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import run_job
+from tests.conftest import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
