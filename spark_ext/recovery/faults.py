@@ -135,7 +135,7 @@ class FaultCell:
         The batch in which the point fires (``None``: the first time it is reached).
     expected
         The outcome, for every output or per output name; ``None``: each output's declared
-        class under ``kill`` (:attr:`spark_ext.recovery.harness.ExpectedOutput.expected`).
+        class under ``kill`` (:attr:`spark_ext.recovery.case.ExpectedOutput.expected`).
     seconds
         ``speculation``: how long the straggler sleeps. Broker faults: how long the broker
         stays paused or down.

@@ -125,9 +125,6 @@ def run_retention_cell(
     results = []
     for out in case.outputs:
         final = case.read_output(ctx, slot, out.name)
-        # A typed error must leave what the action left. A recovery is judged on what
-        # consumers saw: the rows the action removed and what is there now, against the clean
-        # output (a replay written again after the trim shows as repeated rows).
         if error:
             comparison = classify(kept[out.name], final, out.spec)
         else:
