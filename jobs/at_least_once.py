@@ -1,35 +1,11 @@
 """At-least-once delivery: Kafka -> Delta, rows written before the batch's offsets are committed.
 
-Run::
-
-    python -m jobs.at_least_once --profile local --topic events --out var/data/at_least_once
-    spark-submit jobs/at_least_once.py --topic events        # via scripts/submit.sh
-
-The job writes two outputs per micro-batch:
-
-``events``
-    A copy of every valid record (malformed ones go to ``quarantine``).
-``ewma``
-    An order-sensitive running aggregate kept in the sink: per user, the exponentially
-    weighted moving average of ``amount`` (``ewma = alpha * amount + (1 - alpha) * ewma``,
-    events folded in ``(event_time, event_id)`` order) and the number of events folded.
-
-Guarantees: no record is lost; after a crash the restarted query replays the batch that was
-written but not committed. A batch computes the same rows when it is replayed.
-Does not guarantee: no duplicates. A crash after step 3 and before step 4 writes the replayed
-batch again:
-
-- ``events`` gets identical copies of the batch's rows: ``rollback-repeating``;
-- ``ewma`` folds the batch's events into the state a second time, and an EWMA (like any
-  non-idempotent fold) never returns to the clean value: ``rollback-divergent``.
-
-Steps of one micro-batch (``foreachBatch``), with their crash points:
-
-1. Append the valid rows to ``events``, the malformed ones to ``quarantine``.
-2. Fold the batch into the ``ewma`` state: read the current state, fold per user, overwrite
-   the table (one Delta commit).
-3. Crash point ``at_least_once.after_write``.
-4. Spark writes the batch to its commit log (the offsets are committed).
+Per batch: append valid rows to ``events`` (malformed to ``quarantine``), fold the batch into
+``ewma`` (per user, ``alpha * amount + (1 - alpha) * ewma`` in ``(event_time, event_id)``
+order; one overwrite), crash point ``at_least_once.after_write``, then Spark's commit log.
+Guarantees: no record lost; a replayed batch computes the same rows. Does not guarantee: no
+duplicates: a crash at the point rewrites the batch, ``events`` gets copies
+(``rollback-repeating``) and ``ewma`` folds it twice (``rollback-divergent``).
 """
 
 from __future__ import annotations
@@ -77,11 +53,8 @@ class AtLeastOncePaths(JobPaths):
 
 
 def fold_ewma(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """Fold one user's new events into its state row (if any); returns the new state row.
-
-    ``rows`` holds at most one state row (``kind`` 0: ``ewma``, ``events``) and the user's
-    events of the batch (``kind`` 1: ``amount``, ``event_time``, ``event_id``). Events are
-    folded in ``(event_time, event_id)`` order, so a batch always folds the same way.
+    """Fold one user's state row (``kind`` 0, if any) and batch events (``kind`` 1); returns the
+    new state row. Events fold in ``(event_time, event_id)`` order.
     """
     state = rows[rows["kind"] == 0]
     before = float(state["ewma"].iloc[0]) if len(state) else None

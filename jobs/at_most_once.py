@@ -1,25 +1,10 @@
 """At-most-once delivery: Kafka -> Delta, the batch's offsets committed before its rows are written.
 
-Run::
-
-    python -m jobs.at_most_once --profile local --topic events --out var/data/at_most_once
-    spark-submit jobs/at_most_once.py --topic events        # via scripts/submit.sh
-
-Guarantees: no input record is written twice, whatever the crash; malformed records go to the
-``quarantine`` table with their coordinates (and are covered by the same guarantee).
-Does not guarantee: that every record is written. A crash after step 1 and before step 2
-loses the whole batch: the restarted query replays it, finds its offsets committed and skips
-it. The harness classifies that as ``gap``.
-
-Steps of one micro-batch (``foreachBatch``), with their crash points:
-
-1. Commit the batch's offsets: write ``_offsets/<batch_id>.json`` (per-partition offset ranges)
-   with an atomic rename. If the file already exists the batch is a replay of a batch whose
-   offsets were committed: skip it (this is what makes delivery at most once).
-   Crash point ``at_most_once.after_offset_commit``.
-2. Append the valid rows to ``events`` and the malformed ones to ``quarantine`` (plain Delta
-   appends, not idempotent). Crash point ``at_most_once.after_write``.
-3. Spark writes the batch to its commit log.
+Per batch: write ``_offsets/<batch_id>.json`` by atomic rename, skipping a batch whose file
+exists (point ``at_most_once.after_offset_commit``); append valid rows to ``events``,
+malformed ones to ``quarantine`` (point ``at_most_once.after_write``); Spark's commit log.
+Guarantees: no input record written twice. Does not guarantee: every record written: a crash
+between the two steps loses the batch (``gap``).
 """
 
 from __future__ import annotations

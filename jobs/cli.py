@@ -1,26 +1,9 @@
 """The ``spark-ext`` command: list the guarantee jobs, run one, or check what a crash does to it.
 
-Usage::
-
-    spark-ext list
-    spark-ext run at_least_once --topic events --out var/data/alo   # python -m jobs.at_least_once
-    spark-ext check at_most_once at_least_once --report var/recovery-report
-    spark-ext matrix exactly_once_delta dedup_delta --faults kill,checkpoint-reset
-    spark-ext campaign --seed 1000 --runs 200 --parallel 2
-
-``list`` shows every registered job with its fault points and the outcome it declares per
-fault class. ``run`` starts ``python -m jobs.<JOB>`` with the rest of the command line (any
-module of ``jobs/`` works, registered or not) in the caller's working directory, so relative
-paths (``--table``, ``--profile my.toml``) mean what they mean to the caller; it returns the
-job's exit code. ``check`` runs the recovery harness (:mod:`spark_ext.recovery`) on registered
-jobs with one SIGKILL each, prints the table, writes the HTML report and exits 1 when a job
-does not get its declared class. ``matrix`` runs jobs x fault classes
-(:mod:`spark_ext.recovery.matrix`), prints the matrix, writes the HTML page with the matrix
-as a picture and exits 1 when a cell differs from its declaration or could not be judged.
-``campaign`` runs seeded randomized runs (:mod:`spark_ext.recovery.campaign`): per seed a
-workload, a chain of faulted runs with the session changed at every restart, and a check
-against a run without faults; it prints every failing seed with the command that replays it
-and exits 1 when a run fails.
+``run`` starts ``python -m jobs.<JOB>`` in the caller's working directory (relative paths mean
+what they mean to the caller) and returns its exit code; ``check``, ``matrix`` and
+``campaign`` exit 1 when an outcome differs from the declared one. Usage: README, "What does a
+crash do to my output?".
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Sensor readings from Kafka (at least once, with redeliveries) -> DeltaDedupSink -> Delta.
 
-Run (spark-submit template)::
-
-    python -m jobs.dedup_delta --profile local --topic readings --out var/data/dedup \\
-        --max-offsets-per-trigger 200
-
-Input: the JSON readings of :mod:`jobs.ordering_dedup` (``{"sensor", "reading_id",
-"event_time", "temp_c"}``), possibly with duplicate deliveries (a producer retry writes the
-same reading again a little later) and control records (``close``/``end``, skipped here).
-
-Guarantees: the ``unique`` table holds every distinct ``reading_id`` of the topic exactly once
-(the first delivery in the order event time, topic, partition, offset among the copies of one
-micro-batch; the earlier batch's copy across batches), across SIGKILLs of the job at any step of
-the sink (``dedup_delta.1.staged`` ... ``dedup_delta.4.cleaned``, ``delta2pc.*``) and restarts
-from the checkpoint, whatever ``--max-offsets-per-trigger`` each run uses. Records whose JSON
-lacks the id or the event time go to the ``quarantine`` table with the reason. Exactly-once
-here is at-least-once delivery plus dedup: no Spark state store is used; the Bloom filters are
-versioned files under ``_dedup_state`` and the exact catalog is the ``catalog`` Delta table.
-Does not guarantee: dedup of copies further apart than the dedup window (``--rotation-ms`` x 2
-of event time); exactly-once if ``--out`` (checkpoint, state, catalog) is split or reset.
+Input: the readings of :mod:`jobs.ordering_dedup` (control records skipped). Guarantees: the
+``unique`` table holds every distinct ``reading_id`` once (the first delivery by event time,
+topic, partition, offset), across SIGKILLs at any step of the sink and restarts, whatever
+``--max-offsets-per-trigger``; rows lacking id or event time go to ``quarantine``. No Spark
+state store (docs/design.md, "Dedup"). Does not guarantee: dedup of copies further apart than
+``--rotation-ms`` x 2 of event time; exactly-once if ``--out`` is split or reset.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Negative control: Kafka -> Kafka with Spark's own Kafka writer, which is at-least-once.
 
-Run::
-
-    python -m jobs.eo_spark_kafka_sink --profile test --topic events --out events-plain \\
-        --checkpoint var/data/eo/_chk/plain
-
-Same input and output rows as :mod:`jobs.exactly_once_kafka`, but each micro-batch is written
-by Spark's Kafka writer (``df.write.format("kafka")``, the writer Spark's streaming Kafka sink
-runs per batch) and nothing records which batch the topic already holds. The crash point
-``spark_kafka.1.written`` sits where Spark's streaming Kafka sink has its window: the batch is
-in the topic, Spark's commit log does not have it yet.
-
-Guarantees: no record lost. Does not guarantee: no duplicates -- a batch re-run after a crash
-is written again (the crash tests assert that the duplicates appear).
+The rows of :mod:`jobs.exactly_once_kafka`, written per batch by ``df.write.format("kafka")``
+with nothing recording which batch the topic holds; point ``spark_kafka.1.written`` sits in
+Spark's sink's window (batch in the topic, not in the commit log). Guarantees: no record lost.
+Does not guarantee: no duplicates (the crash tests assert they appear).
 """
 
 from __future__ import annotations

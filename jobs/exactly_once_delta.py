@@ -1,19 +1,10 @@
 """Kafka -> Delta, exactly once: JSON events parsed and appended by an exactly-once Delta sink.
 
-Run (spark-submit template)::
-
-    python -m jobs.exactly_once_delta --profile local --topic events \\
-        --table var/data/eo/events --checkpoint var/data/eo/_chk/events \\
-        --sink-id events --mode two_phase
-
-Guarantees: every record of the topic read ``read_committed`` becomes exactly one row of the
-table (malformed JSON included, with null fields: this template does not quarantine), across
-any number of SIGKILLs of the job and restarts from ``--checkpoint``; each micro-batch appears
-as one Delta version. ``--mode two_phase`` stages Parquet files on the executors and commits
-them with delta-rs on the driver; ``--mode idempotent`` uses Spark's Delta writer in
-``foreachBatch`` with ``txnAppId``/``txnVersion``.
-Does not guarantee: row order in the table; exactly-once if ``--sink-id`` or ``--checkpoint``
-change between runs.
+Guarantees: every record read ``read_committed`` becomes exactly one row (malformed JSON as
+null fields, no quarantine), one Delta version per batch, across SIGKILLs and restarts from
+``--checkpoint``; ``--mode two_phase`` (executors stage Parquet, delta-rs commits) or
+``idempotent`` (``txnAppId``/``txnVersion``). Does not guarantee: row order; exactly-once if
+``--sink-id`` or ``--checkpoint`` change between runs.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Kafka -> Kafka, exactly once: every input record forwarded once by an exactly-once Kafka sink.
 
-Run (spark-submit template)::
-
-    python -m jobs.exactly_once_kafka --profile local --topic events --out events-eo \\
-        --checkpoint var/data/eo/_chk/kafka --sink-id events_out --mode two_phase
-
-Each output record has the input key and, as value, JSON of the input value with its source
-coordinates (``{"topic", "partition", "offset", "value"}``), so every output record names the
-input record it came from (``--payload-only``: the input value unchanged). The sink gets each
-row's input coordinates as its ``record_id`` (``topic/partition/offset``).
-A missing ``--topic`` fails at start with :class:`~spark_ext.sinks.errors.TopicMissingError`.
-
-Guarantees: every record of ``--topic`` (read ``read_committed``) is in ``--out`` exactly once
-across any number of SIGKILLs and restarts from ``--checkpoint``: for ``read_committed``
-consumers with ``--mode two_phase`` (a Kafka transaction per task, so such consumers see a batch
-task by task), for every consumer with ``--mode idempotent`` (record-id headers; a replayed
-batch re-sends only what is missing).
-Does not guarantee: an output partition per input partition (records go by key); with
-``two_phase``, ``read_uncommitted`` consumers also see aborted records; exactly-once if
-``--sink-id`` or ``--checkpoint`` change between runs.
+Each output record keeps the input key; its value is the input value with its coordinates
+(``--payload-only``: unchanged); ``record_id`` is ``topic/partition/offset``. A missing
+``--topic`` is ``TopicMissingError``. Guarantees: every input record in ``--out`` exactly once
+across SIGKILLs and restarts: for ``read_committed`` consumers with ``--mode two_phase``
+(visible task by task), for every consumer with ``idempotent``. Does not guarantee: output
+partition per input partition; with ``two_phase``, ``read_uncommitted`` consumers see aborted
+records; exactly-once if ``--sink-id`` or ``--checkpoint`` change.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Ingest JSON events from Kafka into Delta, with a quarantine table for bad records.
 
-Run::
-
-    python -m jobs.ingest_events --profile local --topic events --out var/data/ingest
-
-One streaming query reads the topic once per micro-batch; in ``foreachBatch`` the batch is
-parsed once (:func:`spark_ext.quarantine.tag_json`), kept for the batch, and written to two
-Delta tables, each by the idempotent Delta sink (``txn`` = (sink id, batch id)):
-
-1. ``events``: the valid rows, ``txn(ingest.events, batch)``; fault point
-   ``ingest.1.events_written``.
-2. ``quarantine``: the rest, raw value as bytes, one reason per failure kind, and source
-   coordinates, ``txn(ingest.quarantine, batch)``; fault point ``ingest.2.quarantine_written``.
-
-Guarantees: every record of the topic (read ``read_committed``) lands exactly once in exactly
-one of the two tables, across any number of crashes and restarts from the checkpoint: a batch
-replayed after a crash between 1 and 2 is skipped by ``events`` and written to ``quarantine``.
-A batch id below the one a table recorded is a typed error (``BatchRegressionError``).
-Does not guarantee: any order of rows inside a table; that both tables show a batch at the
-same instant (they are two Delta commits: after a crash between 1 and 2, ``quarantine`` is
-one batch behind until the restart).
+Each batch is parsed once and written by the idempotent Delta sink to ``events`` (point
+``ingest.1.events_written``), then to ``quarantine`` (raw bytes, reason, coordinates; point
+``ingest.2.quarantine_written``). Guarantees: every record lands exactly once in exactly one
+table across crashes and restarts; a batch id below a table's recorded one is
+``BatchRegressionError``. Does not guarantee: row order; both tables showing a batch at once
+(``quarantine`` lags a batch after a crash between the two, until the restart).
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
 """Sensor readings from Kafka -> ordering buffer -> dedup -> EWMA (deg F) -> Delta, exactly once.
 
-Run (spark-submit template)::
-
-    python -m jobs.ordering_dedup --profile local --topic readings --partitions 2 \\
-        --out var/data/ordering --max-offsets-per-trigger 200
-
-Input: JSON readings ``{"sensor", "reading_id", "event_time", "temp_c"}`` keyed by sensor;
-``{"close": true}`` closes its partition; ``{"end": true, "sensor": s}`` ends sensor ``s``
-(what the tracker's substream-end event looks like). The topic may hold duplicate deliveries
-(a producer retry writes the same reading again, in the same partition, a little later).
-
-Guarantees (with the buffer and dedup, the defaults): the ``ewma`` table holds every distinct
-reading exactly once, with the EWMA of its sensor folded in event-time order (ties by topic,
-partition, offset), across SIGKILLs of the job and restarts from the checkpoint, and whatever
-the batch plan (``--max-offsets-per-trigger`` may change between restarts). Readings that
-arrive after their place in the order was released and are not duplicates go to the
-``late`` table (nothing is lost). The Bloom filters, EWMA values and buffered readings live in
-Spark state; the exact dedup catalog is the ``catalog`` Delta table.
-Does not guarantee: output while a partition is idle and not closed (readings wait in the
-buffer); dedup of copies further apart than the dedup window (``--rotation-ms`` x 2 of event
-time); anything with ``--no-buffer`` (the naive variant: EWMA in arrival order, kept to show
-what the buffer fixes) or ``--no-dedup`` (duplicates are folded twice).
+Input: JSON readings keyed by sensor, ``{"close": true}`` closing a partition, ``{"end": true,
+"sensor": s}`` ending a sensor; duplicate deliveries possible. Guarantees (buffer and dedup on):
+``ewma`` holds every distinct reading once, folded in event-time order (ties by topic,
+partition, offset), across SIGKILLs and restarts and any batch plan; readings arriving after
+their place was released go to ``late``. Does not guarantee: output from an idle, unclosed
+partition; dedup beyond ``--rotation-ms`` x 2; anything with ``--no-buffer`` (arrival order,
+the naive variant) or ``--no-dedup``.
 """
 
 from __future__ import annotations
@@ -137,12 +123,9 @@ def sensor_readings(
 ) -> Iterator[tuple[int, dict[str, object]]]:
     """Deterministic ``(partition, reading)`` in produce order.
 
-    Reading ``i`` of a sensor has event time ``EPOCH + i s`` and goes to partition
-    ``i % partitions``, so one sensor's readings are spread over every partition and its
-    order must be rebuilt across them. Every ``duplicate_every``-th reading is produced again
-    ``duplicate_delay`` records later in the same partition (a producer retry). With
-    ``close``, each partition ends with a close record. The first ``quiet`` sensors send
-    nothing in the middle third of their readings (keys, and dedup buckets, fall quiet).
+    Reading ``i`` has event time ``EPOCH + i s`` and partition ``i % partitions``; every
+    ``duplicate_every``-th is produced again ``duplicate_delay`` records later; ``close`` ends each
+    partition with a close record; the first ``quiet`` sensors skip their middle third.
     """
     per_partition: list[list[dict[str, object]]] = [[] for _ in range(partitions)]
     n = 0

@@ -1,16 +1,7 @@
 """Which guarantee jobs exist, by name, as the recovery harness sees them.
 
-Every job here is a module of ``jobs/`` runnable as ``python -m jobs.X``, ``spark-ext run X``
-and ``spark-submit jobs/X.py`` (``scripts/submit.sh``). Each entry is a
-:class:`~spark_ext.recovery.RecoveryCase`: the input it reads, where it crashes, which of its
-outputs are compared (on which columns) and the recovery class each output should get under
-a SIGKILL; and, per further fault class (:class:`~spark_ext.recovery.FaultClass`), the
-declared fault point where the fault is injected and the outcome the job's guarantee promises
-(a recovery class or a typed error such as ``BatchRegressionError``). Fault points are the
-objects their modules declare, never strings repeated here.
-
-The cases are declared per job family in :mod:`jobs.cases` (Kafka -> Delta, Kafka -> Kafka,
-tracker, sensor readings, upsert); this module lists them in one table, :data:`JOBS`.
+Each entry is a :class:`~spark_ext.recovery.RecoveryCase` declared per family in
+:mod:`jobs.cases`; :data:`JOBS` lists them in one table.
 
 Example
 -------

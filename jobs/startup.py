@@ -1,12 +1,8 @@
 """What every guarantee job does first and last, written once: flags, session, paths, report.
 
-Every job takes the same flags for the same things: ``--profile`` (a ``conf/`` name or a
-``.toml`` path), ``--bootstrap`` (overrides the profile's brokers), ``--topic``, ``--out``
-(the folder of its tables and checkpoint; default under the profile's data root) and
-``--max-offsets-per-trigger``. :func:`job_parser` declares them, :func:`start_job` turns the
-parsed flags into a :class:`JobStart` (the profile, the session with the progress listener
-attached, the brokers, the output folder). :class:`JobPaths` names the tables under ``--out``;
-:func:`start_batches` starts a ``foreachBatch`` query; :func:`print_tables` reports the tables.
+:func:`job_parser` declares the shared flags, :func:`start_job` turns them into a
+:class:`JobStart`, :class:`JobPaths` names the tables under ``--out``, :func:`start_batches`
+starts a ``foreachBatch`` query, :func:`print_tables` reports the tables.
 
 Example
 -------

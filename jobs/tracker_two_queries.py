@@ -1,25 +1,12 @@
 """Two queries through a Kafka topic: the second closes its windows by the first one's tracker.
 
-Run::
-
-    python -m jobs.tracker_two_queries --topic tracked-events --partitions 3 --out var/data/two
-
-Query ``up`` aggregates the events of :func:`jobs.tracker_windows.demo_records` per (10 s
-window, user) and forwards each row to the topic ``--mid-topic`` through the two-phase Kafka
-writer (a transaction per slice), labelled as *sent* into the matching window of namespace
-``down``; its flush of an upstream window also *closes* that downstream window. Query
-``down`` sums the forwarded rows per window into the Delta table ``totals`` (``users``,
-``events``, ``amount``), with no watermark and no source partitions of its own: a downstream
-window ends when the upstream closed it and every row forwarded into it was folded (XOR 0;
-docs/design.md, "Tracked queries"). Both queries share one
-:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (topics
-``spark_ext.tracker.<--agent>.*``), as two queries on two machines would.
-
-Guarantees: every downstream window is emitted exactly once with all its upstream rows, as
-long as the upstream keeps its close promises, across restarts of either query from its
-checkpoint. Rows in the topic that no upstream forwarded, and duplicated forwarded rows, go to
-the Delta table ``late_down`` with their reason; neither is folded nor stalls a window.
-Does not guarantee: release before the upstream window ended (the downstream waits for it).
+``up`` aggregates :func:`jobs.tracker_windows.demo_records` per (10 s window, user) and forwards
+rows to ``--mid-topic`` (two-phase Kafka writer), labelled *sent* into namespace ``down``;
+``down`` sums them per window into ``totals`` with no watermark. One shared
+:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (docs/design.md, "Tracked
+queries"). Guarantees: every downstream window emitted once with all its upstream rows while
+the upstream keeps its close promises, across restarts of either query; unforwarded or
+duplicated rows go to ``late_down``. Does not guarantee: release before the upstream window ended.
 """
 
 from __future__ import annotations

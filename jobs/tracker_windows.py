@@ -1,24 +1,12 @@
 """Tumbling-window aggregates per user, released by the tracker instead of a watermark.
 
-Run::
-
-    python -m jobs.tracker_windows --topic tracked-events --partitions 3 --out var/data/tracker
-
-Input: JSON events ``{"user_id", "amount", "event_time"}`` and close markers
-``{"close_through": <time>}`` (see :func:`demo_records`); each partition promises its event
-times are out of order by at most ``--disorder-ms`` (default 0: ordered).
-Output: a Delta table ``windows`` with one row per (10 s window, user): count, sum, mean, and
-a Delta table ``late`` with every row that broke its partition's promise (or had a null key
-or event time): source coordinates, the window it missed, the reason, the raw row.
-
-Guarantees: every input row is in exactly one of ``windows`` (folded into its window) or
-``late``, under a driver kill at any step and a restart from the checkpoint; each window is
-emitted exactly once, when every partition's frontier (marker, or event time minus the
-allowed disorder) passed its end (how: docs/design.md, "Tracked queries").
-Does not guarantee: that a row beyond its partition's promise is counted in its window (it
-is in ``late``); release before every partition passed the window -- an idle partition needs
-a close marker; a restart after the tables' ``txn`` expired stops with
-``DeltaTxnExpiredError``, nothing written.
+Input: :func:`demo_records`; each partition promises disorder of at most ``--disorder-ms``.
+Output: ``windows`` (count, sum, mean per 10 s window and user) and ``late`` (rows that broke
+the promise or lack key or time, with the reason). Guarantees: every input row in exactly one
+of them under a driver kill at any step and a restart; each window emitted once, when every
+partition's frontier passed its end (docs/design.md, "Tracked queries"). Does not guarantee:
+release while a partition is idle without a close marker; a restart after the ``txn`` expired
+(``DeltaTxnExpiredError``, nothing written).
 """
 
 from __future__ import annotations
@@ -85,9 +73,8 @@ def demo_records(
 ) -> Iterator[tuple[bytes | None, bytes, int]]:
     """``n`` events over ``partitions``, then a final marker each.
 
-    With ``jitter_ms`` each event is up to that much earlier than ``i * step_ms``
-    (:func:`demo_time`): out of order inside its partition. Amounts are whole numbers so sums
-    are exact whatever the order of addition.
+    ``jitter_ms``: each event up to that much earlier than ``i * step_ms`` (out of order). Whole
+    amounts keep sums exact in any order.
     """
     for i in range(n):
         p = i % partitions

@@ -1,28 +1,11 @@
 """Running totals per user, upserted (Delta MERGE) at least once: repeats, then converges.
 
-Run::
-
-    python -m jobs.upsert_totals --profile local --topic events --out var/data/upsert_totals
-
-Per micro-batch (``foreachBatch``), with its fault point:
-
-1. Spark's stateful aggregation gives the running totals (events, amount in cents) of every
-   user the batch touched; the state is in Spark's checkpoint, so a replayed batch computes
-   the same totals again (docs/design.md invariant 2).
-2. The totals are upserted into ``totals`` (delta-rs MERGE on ``user_id``: absolute values, so
-   applying an upsert twice is harmless) and appended to ``changes``, the change feed a
-   downstream consumer reads (one row per upsert, with the batch id).
-   Fault point ``upsert_totals.after_upsert``.
-3. Spark writes its commit log.
-
-Guarantees: ``totals`` equals a clean run's table after any crash and restart (``precise``):
-the aggregate is commutative and exact (integer cents), and an upsert of absolute values is
-idempotent. ``changes`` is at least once: a batch replayed after a crash between 2 and 3 is
-appended again, and a restart that catches up a backlog in fewer batches publishes other
-intermediate totals than the clean run -- but every user's last change is the clean run's
-final total. In the recovery classes of Hwang et al. (ICDE 2005) that is
-``rollback-convergent``: repeats, then converges.
-Does not guarantee: that ``changes`` holds the clean run's intermediate totals, or each once.
+Per batch: Spark's stateful aggregation gives the touched users' totals (integer cents); they
+are MERGEd into ``totals`` and appended to the change feed ``changes`` (point
+``upsert_totals.after_upsert``); Spark's commit log. Guarantees: ``totals`` is ``precise``
+(absolute values, idempotent upsert). ``changes`` is ``rollback-convergent``: a replay appends
+again and a catch-up restart publishes other intermediate totals, but each user's last change
+is the clean total. Does not guarantee: the clean run's intermediate totals in ``changes``.
 """
 
 from __future__ import annotations

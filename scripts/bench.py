@@ -1,20 +1,9 @@
 #!/usr/bin/env python3
 """Run named benchmarks and print their figures as one table, with ratios.
 
-Usage::
-
-    scripts/bench.sh                 # list the benchmarks
-    scripts/bench.sh ingest          # run one (or several) by name
-    scripts/bench.sh all
-    scripts/bench.sh dedup --repeat 5 --scale 0.1
-
-A benchmark is a module ``scripts/benchmarks/<name>.py`` with a docstring and
-``run(ctx: BenchContext) -> list[Figure]``. Figures of one benchmark that share a ``metric`` are
-compared against the one marked ``baseline=True`` (Spark's own operator, measured in the same
-run). Every benchmark runs ``--repeat`` times (default 3; each run measures all its variants,
-so the variants are interleaved); the final table gives each figure's median with its min-max,
-and the run says whether the machine was idle (:class:`~benchmarks.common.LoadMonitor`).
-Quote only figures from an idle machine. A benchmark prints figures; it is never a timed test.
+Usage: ``scripts/bench.sh`` lists them, ``scripts/bench.sh NAME [--repeat 5] [--scale 0.1]``
+runs some (or ``all``). A benchmark is ``scripts/benchmarks/<name>.py`` with a docstring and
+``run(ctx: BenchContext) -> list[Figure]``; how figures are compared: README, "Benchmarks".
 """
 
 from __future__ import annotations

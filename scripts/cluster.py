@@ -5,23 +5,13 @@ Usage::
 
     python scripts/cluster.py start [--port 7077] [--workers 2] [--cores 1] [--memory 1g]
     python scripts/cluster.py start --worker-hosts 127.0.0.2,127.0.0.3   # a host per worker
-    python scripts/cluster.py status
-    python scripts/cluster.py stop
+    python scripts/cluster.py status|stop
     python scripts/cluster.py check --master spark://127.0.0.1:7077   # exit 0 if it answers
 
-The master and each worker are JVMs started with pyspark's ``bin/spark-class`` launcher
-(``org.apache.spark.deploy.master.Master`` / ``...worker.Worker``), each in its own process
-group, with pid and log files under ``--dir`` (default ``var/cluster``). ``start`` returns
-once the master's JSON page lists every worker as ALIVE. Submit to it with
-``scripts/submit.sh --profile cluster`` (``conf/cluster.toml`` points at port 7077), which
-checks first that the master answers (``check``) instead of letting spark-submit retry.
-``status`` says plainly when no master runs; ``stop`` also removes the per-application folders
-(each holds a copy of the application's jars) the workers left under their work dirs.
-
-``--worker-hosts`` gives each worker an address of its own on the loopback network (Linux routes
-all of 127.0.0.0/8 to ``lo``; macOS needs ``ifconfig lo0 alias 127.0.0.2`` first), so Spark sees
-one executor per host and speculates as on a real cluster (why: README, the paragraph on
-``--worker-hosts``). Without it every worker uses the master's host.
+JVMs started with pyspark's ``bin/spark-class``, each in its own process group, pid and log
+files under ``--dir``; ``start`` returns once every worker is ALIVE; ``stop`` also removes the
+workers' application folders. ``--worker-hosts`` needs 127.0.0.0/8 on ``lo`` (macOS:
+``ifconfig lo0 alias 127.0.0.2``); why: README, the paragraph on ``--worker-hosts``.
 """
 
 from __future__ import annotations

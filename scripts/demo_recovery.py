@@ -1,11 +1,8 @@
 #!/usr/bin/env python3
 """The main demo: exactly-once Kafka -> Delta, one injected driver crash, the harness's verdict.
 
-Produces demo events to a fresh topic, runs ``jobs/exactly_once_delta.py`` (two-phase Delta
-sink) once clean, once killed with SIGKILL right after the sink's commit of batch 1 (before
-Spark's commit log, so Spark replays that batch) and restarted from its checkpoint, then
-compares the two tables and prints the recovery table -- ``precise`` -- and the path of the
-HTML report with its plot (``spark-ext check``, :mod:`jobs.cli`).
+``spark-ext check`` on ``exactly_once_delta``: clean, killed after the sink's commit of batch 1
+and restarted; prints ``precise`` and the HTML report's path.
 
     .venv/bin/python scripts/demo_recovery.py [--profile local] [--jobs exactly_once_delta ...]
 """

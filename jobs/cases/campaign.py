@@ -1,12 +1,9 @@
 """The campaign's jobs, and how each is fed a drawn workload (:mod:`spark_ext.recovery.campaign`).
 
-Every exactly-once, tracker and dedup job takes part; the negative controls (at-most-once,
-at-least-once, Spark's own Kafka writer, the unbuffered fold) and the upsert job (its change
-feed is at-least-once by design) do not. :func:`variant` returns a copy of a registered case
-that produces the workload as its input: the events jobs get ``records`` events skewed onto
-partition 0, the readings jobs ``records`` readings over four sensors with copies and quiet
-sensors (the dedup job with the drawn number of buckets), the tracker jobs ``records`` time-ordered events over ``partitions``; the jobs that
-take ``--sink-id`` get the drawn one behind a part unique to the run.
+Which jobs take part: docs/design.md, "The randomized campaign". :func:`variant` returns a copy
+of a registered case producing the workload as its input (events skewed onto partition 0,
+readings over four sensors with copies and quiet sensors, ordered tracker events), with the
+drawn sink id behind a part unique to the run.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""What the job families' cases share: the expected typed errors, cell builders, retention.
-
-A job's cells are built with :func:`cells` (each fault class once); :func:`broker_cells`
-declares the two broker faults at one point; :func:`expire_delta` is what the retention fault
-classes do to a Delta output between a kill and the restart; :func:`run_args` are the
-arguments every run of a job shares.
-"""
+"""What the job families' cases share: the expected typed errors, cell builders, retention."""
 
 from __future__ import annotations
 

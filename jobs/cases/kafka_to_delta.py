@@ -1,9 +1,4 @@
-"""Cases of the jobs reading demo events from Kafka into Delta tables under ``--out``.
-
-:mod:`jobs.at_most_once` (a gap), :mod:`jobs.at_least_once` (rollback: the events repeat, the
-running EWMA diverges) and :mod:`jobs.exactly_once_delta` through its two-phase and idempotent
-Delta sinks (precise; a typed error once the checkpoint is reset or the ``txn`` expired).
-"""
+"""Cases of the jobs reading demo events from Kafka into Delta tables under ``--out``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Cases of the jobs forwarding demo events from Kafka to an output topic per run.
-
-:mod:`jobs.exactly_once_kafka` through the two-phase Kafka sink (a transaction per task slice)
-and the idempotent one, and :mod:`jobs.eo_spark_kafka_sink`, Spark's own Kafka writer, as the
-negative control.
-"""
+"""Cases of the jobs forwarding demo events from Kafka to an output topic per run."""
 
 from __future__ import annotations
 

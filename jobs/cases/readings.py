@@ -1,10 +1,4 @@
-"""Cases of the jobs on sensor readings (:func:`jobs.ordering_dedup.produce_readings`).
-
-:mod:`jobs.ordering_dedup`: the ordering buffer, dedup and an EWMA. With the buffer the EWMA
-is the same under any batch plan (precise); folded in arrival order (``--no-buffer``) another
-batch plan gives other values (rollback-divergent). :mod:`jobs.dedup_delta`: the exact dedup
-sink on readings delivered twice (precise).
-"""
+"""Cases of the jobs on sensor readings (:func:`jobs.ordering_dedup.produce_readings`)."""
 
 from __future__ import annotations
 
@@ -58,9 +52,8 @@ UNIQUE = OutputSpec(columns=("reading_id", "sensor", "event_time", "temp_c", "pa
 class ReadingsCase(RecoveryCase):
     """A job on sensor readings over two partitions, writing Delta ``tables`` under ``--out``.
 
-    Every run reads in batches of ``limit`` offsets; the restart after the kill catches up
-    the backlog in one batch (no limit), as a restart after downtime does. So the recovered
-    output was computed under another batch plan than the clean one.
+    Runs read ``limit`` offsets a batch; the restart catches up in one batch, so the recovered
+    output comes from another batch plan than the clean one.
     """
 
     def __init__(

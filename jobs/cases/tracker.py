@@ -1,9 +1,4 @@
-"""Cases of the tracker jobs: windows closed by the tracker instead of a watermark.
-
-:mod:`jobs.tracker_windows` (one query writing windows idempotently per batch) and
-:mod:`jobs.tracker_two_queries` (a downstream query whose windows the upstream query's
-tracker closes), each also under event-time ``disorder`` beyond its promise.
-"""
+"""Cases of the tracker jobs: windows closed by the tracker instead of a watermark."""
 
 from __future__ import annotations
 

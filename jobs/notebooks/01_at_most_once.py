@@ -7,7 +7,7 @@
 # MAGIC log), **then** writes the rows. A driver lost between the two loses the batch: the
 # MAGIC restarted query replays it, sees its offsets committed and skips it.
 # MAGIC
-# MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **gap** -- rows missing, none extra, none duplicated.
+# MAGIC Recovery class: **gap** -- rows missing, none extra, none duplicated.
 
 # COMMAND ----------
 

@@ -7,7 +7,7 @@
 # MAGIC Delta commit that also records `txn(appId=sink id, version=batch id)`. A batch Spark
 # MAGIC replays after a lost driver is recognised by that record and skipped.
 # MAGIC
-# MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise** -- the output equals a run that never crashed.
+# MAGIC Recovery class: **precise** -- the output equals a run that never crashed.
 
 # COMMAND ----------
 

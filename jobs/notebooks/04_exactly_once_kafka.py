@@ -8,7 +8,7 @@
 # MAGIC the batch. A batch Spark replays after a lost driver is recognised slice by slice and not
 # MAGIC sent again; `read_committed` consumers see every input record exactly once.
 # MAGIC
-# MAGIC Recovery class (Hwang et al., "High-availability algorithms for distributed stream processing", ICDE 2005): **precise**.
+# MAGIC Recovery class: **precise**.
 
 # COMMAND ----------
 

@@ -1,12 +1,8 @@
 """Databricks-style notebooks of the guarantees, their shared set-up, and a local runner.
 
-A notebook is a ``.py`` file in Databricks' source format (``# Databricks notebook source``,
-cells separated by ``# COMMAND ----------``, magic lines as ``# MAGIC``). Each opens the same
-way: its text, ``%pip install <the project's wheel>`` (skipped locally), then ``%run ./_setup``,
-the shared set-up notebook, which calls :func:`setup`. :func:`run_notebook` runs a notebook
-here as Databricks would, cell by cell in one namespace, following ``%run``
-(``python -m jobs.notebooks 07_dedup_delta``); the notebook tests use it. What changes on a
-workspace (the ``bootstrap`` and ``root`` widgets, the paths :func:`check_root` refuses):
+Notebooks are ``.py`` files in Databricks' source format; each opens with its text, ``%pip
+install`` (skipped locally) and ``%run ./_setup`` (:func:`setup`). :func:`run_notebook` runs
+one here cell by cell (``python -m jobs.notebooks 07_dedup_delta``). Workspace settings:
 README, "Notebooks".
 """
 

@@ -148,11 +148,8 @@ def format_summary(summaries: Sequence[Summary]) -> str:
 
 
 class LoadMonitor:
-    """Samples the 1-minute load average while benchmarks run, to say whether the machine was
-    idle: figures from a loaded machine do not reproduce and must not be quoted as such.
-
-    "Idle" means the load average before the run, when nothing of ours runs yet, stays below
-    ``idle_share`` of the CPU count.
+    """Samples the 1-minute load average while benchmarks run: "idle" means the load before the
+    run stays below ``idle_share`` of the CPU count. Quote figures from an idle machine only.
     """
 
     def __init__(self, interval_s: float = 2.0, idle_share: float = 0.25) -> None:

@@ -1,14 +1,10 @@
 """Bloom-fronted dedup vs Spark's dropDuplicates / dropDuplicatesWithinWatermark: rows/s, state bytes.
 
-Variants, each writing a Delta table, on the same Parquet input (one file per micro-batch):
-``dropDuplicates`` and ``dropDuplicatesWithinWatermark`` with Spark's Delta sink (the
-baselines); ``DeltaDedupSink`` (:mod:`connectors.delta.dedup_sink`: rows shuffled to their
-bucket's task, which decides them with its filters, stages output and catalog rows and saves
-its filters; the driver only commits with delta-rs); ``bloom operator+DedupSink``
-(:func:`spark_ext.dedup.deduplicate` on ``applyInPandasWithState`` and
-:class:`spark_ext.dedup.DedupSink`). ``DEDUP_BENCH_IDS=1000000,10000000`` sets the sizes,
-``DEDUP_BENCH_VARIANTS`` picks variants, ``DEDUP_BENCH_FILES`` the number of micro-batches
-(default 10: about 1M rows a batch at 10M ids; 5 gives 2M-row batches).
+Each variant writes a Delta table from the same Parquet input (a file per micro-batch):
+``dropDuplicates`` and ``dropDuplicatesWithinWatermark`` (baselines, Spark's Delta sink),
+``DeltaDedupSink`` and ``bloom operator+DedupSink``. Environment: ``DEDUP_BENCH_IDS``
+(``1000000,10000000``), ``DEDUP_BENCH_VARIANTS``, ``DEDUP_BENCH_FILES`` (micro-batches,
+default 10: ~1M rows a batch at 10M ids).
 """
 
 from __future__ import annotations
@@ -39,11 +35,9 @@ OPERATOR = "bloom operator+DedupSink"
 
 
 def make_input(folder: Path, ids: int, seed: int = 5) -> int:
-    """``ids`` distinct ids plus 1 % re-deliveries, in ``FILES`` parquet files; returns rows.
-
-    A re-delivery repeats the id of a row up to two files earlier (so a copy lands in the same
-    or a later micro-batch). Event times span ten minutes: one filter generation, and inside
-    the watermark delay of ``dropDuplicatesWithinWatermark``.
+    """``ids`` distinct ids plus 1 % re-deliveries (each repeating an id up to two files earlier), in
+    ``FILES`` parquet files; returns rows. Event times span ten minutes: one filter generation,
+    inside ``dropDuplicatesWithinWatermark``'s delay.
     """
     rng = np.random.default_rng(seed)
     n_dup = int(ids * DUP_SHARE)

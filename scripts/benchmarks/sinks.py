@@ -107,10 +107,8 @@ def run(ctx: BenchContext) -> list[Figure]:
 
         return start
 
-    # Warm-up (not timed), each sink once on a few events: the first query writing through a
-    # Python data source or mapInArrow pays for starting the Python workers and importing
-    # pyarrow and the Kafka clients in each (seconds), a cost Spark's own sink never has and
-    # a long-running query pays once; without it, whichever of our sinks runs first pays it.
+    # Warm-up (not timed): the first Python-worker query pays seconds of start-up and imports,
+    # once per long-running query, a cost Spark's own sink never has.
     warm = events_topic(ctx, WARM_EVENTS)
     for warm_up in (
         lambda: spark_kafka(warm, "_warm"),

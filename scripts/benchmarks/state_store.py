@@ -1,41 +1,19 @@
 """State store sweep: batch duration, checkpoint bytes and SIGKILL recovery time per store and live keys.
 
-The stateful query is a Spark streaming aggregation, count and sum per key
-(``groupBy(key).agg(count, sum)``, update mode, ``noop`` sink), fed by the deterministic
-``rate-micro-batch`` source: batch ``b`` holds the values ``[start_b, start_b + rows)`` and
-the key of a value is ``value % keys``. The first batch holds ``keys`` rows (it fills the state
-with every key); later batches hold ``rows_per_batch`` rows and update that many keys, a
-rolling window over the key space, so the state stays at ``keys`` live keys. (Spark's own
-aggregation, not one of ours: the dedup operator keeps a few Bloom-filter blobs per bucket,
-not one state row per key, and the window operators had not landed; a JVM aggregation also
-keeps Python costs out of a comparison of state stores.)
+The query is Spark's own count and sum per key (update mode, ``noop`` sink; a JVM aggregation
+keeps Python out of a store comparison) on ``rate-micro-batch``: a fill batch of ``keys``
+rows, then ``rows_per_batch`` rows a batch, rolling over the keys. Per store profile and key
+count: run the fill and ``STEADY_BATCHES`` batches, SIGKILL at ``state_store.batch_committed``,
+measure the checkpoint, restart on a backlog of ``BACKLOG_BATCHES`` and time the first commit
+and the catch-up; the job then checks its state rows with
+:class:`spark_ext.state_inspect.StateInspector`.
 
-For each store profile (:data:`spark_ext.config.STATE_STORES`) and each number of live keys:
-
-1. run the job (a new JVM, via :func:`spark_ext.jobrun.run_job`): fill batch, then
-   ``STEADY_BATCHES`` batches measured for duration and bytes written to the checkpoint;
-   after the last one commits, the crash point ``state_store.batch_committed`` SIGKILLs it;
-2. measure the checkpoint folder;
-3. restart the job on the same checkpoint with a fixed backlog of ``BACKLOG_BATCHES`` batches
-   and time, from the restart, the first new batch commit and the catch-up (backlog done);
-   the job then reports its state with :class:`spark_ext.state_inspect.StateInspector`
-   (rows must equal the live keys).
-
-Run as a benchmark (10k, 100k, 1M live keys; ``--scale 0.1`` for 1k, 10k, 100k)::
-
-    .venv/bin/python scripts/bench.py state_store
-
-Run one job by hand (this is what the benchmark and ``tests/spark_ext/state_inspect`` start)::
-
-    python -m scripts.benchmarks.state_store --store hdfs --checkpoint-root /tmp/c --keys 1000 \\
-        --rows-per-batch 100 --until-batch 5
-
-Environment: ``SPARK_EXT_STATE_KEYS`` (comma list, e.g. ``10000,100000,1000000,10000000``)
-replaces the live-key sizes (then not scaled), ``SPARK_EXT_STATE_STORES`` the stores,
-``SPARK_EXT_STATE_DRIVER_MEMORY`` the job's driver memory (default 4g),
-``SPARK_EXT_STATE_MAINTENANCE`` the maintenance interval the benchmark sets for every store
-(default 5s, so that ~20 batches see snapshots),
-``SPARK_EXT_BENCH_OUT`` where the PNG goes (default ``var/bench``).
+Run: ``.venv/bin/python scripts/bench.py state_store`` (10k, 100k, 1M keys; ``--scale 0.1``),
+or one job: ``python -m scripts.benchmarks.state_store --store hdfs --checkpoint-root /tmp/c
+--keys 1000 --rows-per-batch 100 --until-batch 5``. Environment: ``SPARK_EXT_STATE_KEYS``
+(comma list, not scaled), ``SPARK_EXT_STATE_STORES``, ``SPARK_EXT_STATE_DRIVER_MEMORY``
+(default 4g), ``SPARK_EXT_STATE_MAINTENANCE`` (default 5s), ``SPARK_EXT_BENCH_OUT`` (the PNG,
+default ``var/bench``).
 """
 
 from __future__ import annotations
@@ -88,10 +66,8 @@ def apply_store(spark: SparkSession, store: str) -> None:
 
 
 def count_per_key(spark: SparkSession, keys: int, rows_per_batch: int) -> DataFrame:
-    """Count and sum of values per key over the ``rate-micro-batch`` source.
-
-    The source's offsets pin each batch's values, so a batch replayed after a crash reads the
-    same rows; ``rows_per_batch`` only applies to batches not yet in the offset log.
+    """Count and sum of values per key over ``rate-micro-batch`` (a replayed batch reads the same
+    rows; ``rows_per_batch`` applies to batches not yet in the offset log).
     """
     source = (
         spark.readStream.format("rate-micro-batch")
@@ -117,10 +93,8 @@ def start_count_query(
     conf: Mapping[str, str] | None = None,
     interval: str | None = None,
 ) -> StreamingQuery:
-    """Start :func:`count_per_key` with the state store ``store`` on ``checkpoint``.
-
-    A checkpoint keeps the provider it was created with (Spark restores it from the offset
-    log); the other settings of the profile apply to every run.
+    """Start :func:`count_per_key` with the state store ``store`` on ``checkpoint`` (an existing
+    checkpoint keeps the provider it was created with).
     """
     apply_store(spark, store)
     for key, value in (conf or {}).items():
@@ -145,11 +119,8 @@ def start_count_query(
 class BatchRecorder(StreamingQueryListener):
     """Writes one JSON line per committed batch and fires the crash point.
 
-    Each line holds the wall time of the progress event, the batch duration, the state rows
-    and the bytes that appeared in the query's checkpoint since the previous batch (new files
-    and growth of existing ones). :data:`CRASH_POINT` is asked for the lowest batch every
-    query has committed, so ``state_store.batch_committed@N`` kills the job once all its
-    queries have committed batch ``N``.
+    A line holds the wall time, batch duration, state rows and the checkpoint bytes added since
+    the previous batch. ``state_store.batch_committed@N`` fires once every query committed ``N``.
     """
 
     def __init__(self, events: Path | None, checkpoints: dict[str, Path]) -> None:
@@ -239,9 +210,8 @@ def run_queries(
 ) -> None:
     """Run the count query once per store until every one has committed ``until_batch``.
 
-    A store whose checkpoint is new first runs one fill batch of ``keys`` rows (every key
-    once); then all run side by side with ``rows_per_batch`` rows per batch, as fast as they
-    can, or one batch per ``interval`` (e.g. ``"1 second"``) so the stores advance in step.
+    A new checkpoint first gets a fill batch of ``keys`` rows; then all run side by side, as fast
+    as they can or one batch per ``interval`` (e.g. ``"1 second"``).
     """
     checkpoints = {f"state_{s}": checkpoint_root / s for s in stores}
     recorder = BatchRecorder(events, checkpoints)

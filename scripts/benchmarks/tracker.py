@@ -1,14 +1,9 @@
 """Tracker vs Spark watermark windows: rows dropped, latency, report traffic, tracked vs untracked rows/s.
 
-(a) release latency, from a window's closing record in Kafka (the last partition's close
-marker at or past its end) to its row at the sink, tracker and Spark's watermark windows
-reading one live topic in the same run: with the slow partition's lag fixed at LAG_S
-(watermark delay = the exact lag + 1 s) and varying 0..LAG_S (the same delay: the smallest
-that drops nothing). The tracker releases a window in the micro-batch that reads its closing
-record; the watermark moves at the end of a batch and closes windows in the next one.
-
-Run: ``scripts/bench.sh tracker [--scale 0.25] [--repeat 1]``. The machine is shared (the
-table's load verdict says how busy it was): compare ratios, not absolute seconds.
+(a) release latency from a window's closing record in Kafka to its row at the sink, both
+queries on one live topic, the slow partition's lag fixed at LAG_S or varying 0..LAG_S (the
+watermark's delay: the smallest that drops nothing). Run: ``scripts/bench.sh tracker
+[--scale 0.25] [--repeat 1]``; compare ratios, not absolute seconds.
 """
 
 from __future__ import annotations
@@ -64,13 +59,10 @@ def varying_lag(i: int, period: int = 1_200) -> float:
 
 
 def _input(n: int, lag: Callable[[int], float] = fixed_lag) -> list[Item]:
-    """Items in write order.
-
-    n events, 10 per second of event time, slightly out of order in each partition; the slow
-    partition's events are written ``lag(i)`` seconds of event time later (in write order)
-    than their time says. Each producer writes a close marker every MARKER_EVERY_MS of its
-    event time ("nothing before my time - disorder any more"), and one final marker per
-    partition."""
+    """Items in write order: n events, 10 per second of event time, slightly out of order; the slow
+    partition's written ``lag(i)`` s late; each producer writes a close marker every
+    MARKER_EVERY_MS of its event time and a final one.
+    """
     items: list[tuple[float, int | None, Record, int | None]] = []
     last_marker = [0] * PARTITIONS
     for i in range(n):
@@ -220,9 +212,8 @@ def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figu
 class _LiveProducer(threading.Thread):
     """Writes the input in chunks at a steady pace; notes when each record went out.
 
-    ``last_written[w]``: the last data row of window ``w``; ``closed[w]``: the moment the
-    last partition's first close marker at or past ``w``'s end was in Kafka -- from then on
-    the window is complete (every partition promised it sends nothing of it any more).
+    ``last_written[w]``: the last data row of window ``w``; ``closed[w]``: when the last
+    partition's first close marker at or past ``w``'s end was in Kafka.
     """
 
     def __init__(self, bootstrap: str, topic: str, items: list[Item]):
@@ -280,11 +271,8 @@ def _arrivals(into: dict[int, float]) -> Callable[[DataFrame, int], None]:
 def _latency(
     ctx: BenchContext, n: int, lag: Callable[[int], float], metric: str, tuning: str
 ) -> list[Figure]:
-    """Release latency of the tracker and of Spark's watermark windows, same input, same run.
-
-    Both queries read one topic written live by :class:`_LiveProducer`; a window's latency is
-    the time from its closing record in Kafka to its row reaching the query's
-    ``foreachBatch``. The watermark's delay is LATENCY_DELAY (``tuning`` says why).
+    """Release latency of the tracker and of Spark's watermark windows, same input, same run
+    (delay: LATENCY_DELAY).
     """
     topic = _topic(ctx, "trk-live")
     items = _input(n, lag)

@@ -1,10 +1,8 @@
 """Tracker latency floor: micro-batch time of Spark's watermark windows, of an empty Python stateful stage, and of the tracker.
 
-Measures, each query alone on the same input (``tracker``'s input written up front,
-PER_TRIGGER rows per micro-batch, batches after the first two): Spark's watermark windows
-(JVM), a ``transformWithStateInPandas`` stage that only counts rows per key into one
-``ValueState`` (the least any Python stateful operator does), and the tracked query. Why these
-three bound the tracker's latency target, and the figures: README, "Latency, measured".
+Each query alone on ``tracker``'s input (PER_TRIGGER rows a batch, the first two batches not
+counted): Spark's watermark windows, a ``transformWithStateInPandas`` stage that only counts
+per key, and the tracked query. Why and the figures: README, "Latency, measured".
 
 Run: ``scripts/bench.sh tracker_floor [--repeat 3]``.
 """

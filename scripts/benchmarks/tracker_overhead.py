@@ -1,11 +1,9 @@
 """Tracker overhead (d): tracked vs untracked windowed counts, rows/s at 1M events.
 
-The same input as ``tracker`` (4 partitions, in-partition disorder, a slow partition, close
-markers), written up front; both queries drain it in micro-batches of PER_TRIGGER rows. The
-baseline is Spark's ``applyInPandasWithState`` counting per (window, user) and emitting on an
-event-time timeout (untracked: a watermark, late rows dropped); the tracked query counts the
-same windows with :class:`~spark_ext.streaming.TrackedStream` (gate and shard stages, late rows
-kept, reports to a local agent). Target: tracked >= 0.85x.
+``tracker``'s input written up front, drained in batches of PER_TRIGGER rows. Baseline:
+``applyInPandasWithState`` counting per (window, user), emitting on an event-time timeout
+(late rows dropped); the tracked query counts the same windows with
+:class:`~spark_ext.streaming.TrackedStream` (late rows kept). Target: tracked >= 0.85x.
 
 Run: ``scripts/bench.sh tracker_overhead [--scale 1] [--repeat 1]``.
 """

@@ -1,24 +1,15 @@
 """Tracker scale (c): 10,000 open windows x 64 partitions, driver time, agent bytes, restarts.
 
-Drives a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` and then a
-:class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent` (at most KAFKA_BATCHES batches,
-on the bench's broker, topics named ``spark_ext.tracker.scale-<random>.*``) directly with
-synthetic batches shaped like a tracked query's (:mod:`spark_ext.streaming.stages`): per batch
-one gate report per source partition (``assign`` stage: the partition's progress plus the
-XORs, counts and ends of the windows its rows went to) and one report per operator shard
-(``operator`` stage: the XORs of the rows it finished). Partition 0 lags OPEN windows of
-1 s behind the others, so OPEN windows stay open; every batch advances every partition by
-STEP windows, so STEP windows end and STEP new ones open.
+Feeds a ``LocalTrackingAgent``, then a ``KafkaTrackingAgent`` (at most KAFKA_BATCHES batches),
+synthetic batches shaped like a tracked query's: a gate report per source partition and one
+per operator shard. Partition 0 lags OPEN windows behind, so OPEN windows stay open; each batch
+ends STEP windows and opens STEP. Figures: driver time per batch in ``agent.apply`` (median,
+p95; target <= 100 ms), the local agent's bytes per batch (``/proc/self/io``), and the reopen
+time after 100, 1,000 and 10,000 past batches (must be flat). No baseline: the target is in
+the notes.
 
-Figures: the driver's time per batch in ``agent.apply`` (median and p95; target <= 100 ms),
-the bytes the local agent writes per batch (log record, end events, snapshots amortised;
-from ``/proc/self/io``; the Kafka agent's go to the broker and are not counted), and the time to reopen the agent after 100, 1,000 and 10,000 past
-batches (it must be flat: a restart reads the newest snapshot and at most ``snapshot_every``
-records). A plot of the restart series goes to the bench's scratch folder when matplotlib is
-installed. There is no Spark operator to compare with: no baseline, the target is in the notes.
-
-Run: ``.venv/bin/python scripts/bench.py tracker_scale --repeat 1`` (``--scale 0.1`` runs
-1,000 past batches at most). The machine is shared: absolute milliseconds vary with load.
+Run: ``.venv/bin/python scripts/bench.py tracker_scale --repeat 1`` (``--scale 0.1``: 1,000
+past batches at most).
 """
 
 from __future__ import annotations

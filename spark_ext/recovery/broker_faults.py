@@ -1,21 +1,10 @@
 """The broker faults of the matrix: a broker of the harness's own, paused or killed mid-run.
 
-The shared broker (``127.0.0.1:9092``) is never touched. Each broker cell starts a broker of its
-own on a free port with its data in the cell's folder (the harness's ``brokers`` factory, given
-by the layer that may start one: :func:`connectors.kafka.local_broker.private_broker`), points
-the job's profile at it (:func:`~spark_ext.recovery.profiles.derive_profile`),
-prepares the input there and runs the job clean. The faulted run then reaches the cell's
-point, which sleeps a second (``sleep`` fault) while the harness, watching the run's fault log,
-acts on the broker:
-
-``broker-pause``
-    SIGSTOP for ``cell.seconds`` (longer than the producers' ``delivery_timeout_ms``,
-    120 s in kafka-python by default), then SIGCONT.
-``broker-restart``
-    SIGKILL, ``cell.seconds`` down, then a restart on the same data.
-
-A run that fails is restarted once the broker is back; the output is classified as for any
-other fault. The broker is stopped (and reaped) in a ``finally``.
+Each cell starts a broker on a free port with its data in the cell's folder (the harness's
+``brokers`` factory), points a derived profile at it, and runs the job clean, then faulted: the
+cell's point sleeps a second while the harness pauses (SIGSTOP past ``delivery_timeout_ms``,
+120 s in kafka-python) or kills and restarts the broker. A failed run is restarted once the
+broker is back. docs/design.md, "Fault points".
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The randomized campaign: many seeded runs of a job, each a chain of faulted runs, checked.
 
-For each seed, :func:`~spark_ext.recovery.campaign_plan.draw` gives a workload and a chain of
-runs on one checkpoint and output (faults at any declared step of the job's protocol, or a
-SIGKILL at a random moment; master parallelism, shuffle partitions, ``maxOffsetsPerTrigger``
-and ``minPartitions`` drawn again at every restart). :func:`run_plan` feeds the job that
-workload, runs the chain and, beside it, one run without any fault on the same input (the
-reference, on the harness's profile). The run passes when the chain's last run finishes and
-every output equals the reference row for row on the compared columns (precise: each input
-once in the output, or in the late output, as the fault-free run put it). Anything else is a
-failure that names the seed: ``spark-ext campaign --seed S --runs 1 [--job J]`` replays it.
-
-How a job is fed a workload is the job's affair (``jobs/cases/campaign.py``); the runner
-takes a ``variant(case, workload)`` that returns the case fed that way.
+Draw, check and replay: docs/design.md, "The randomized campaign". A job is fed a workload by
+the ``variant(case, workload)`` the runner is given (``jobs/cases/campaign.py``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """What one randomized campaign run does, drawn from its seed (pure: no Spark, no I/O).
 
-A fixed cell of the fault matrix proves that cell; the campaign varies what production
-varies, from a seed, so a failing run replays exactly:
-
-* the **workload**: how many records, how many input partitions, how skewed, how many
-  readings are delivered twice and how far apart, how many keys fall quiet for a while, how
-  many dedup buckets (many buckets and small batches leave buckets quiet for several batches),
-  the sink id (dotted names included, as users write them);
-* a **chain of runs** on one checkpoint and output: each faulted run draws a fault point of
-  the job's protocol (any of its declared steps, not only the matrix's), a kind (``kill``,
-  ``raise``, ``sleep``) and a batch, or a SIGKILL at a random moment; every run, restarts
-  included, draws the master's parallelism (with or without task retries), the shuffle
-  partitions, ``maxOffsetsPerTrigger`` and the Kafka source's ``minPartitions``. The last run
-  has no fault and must finish;
-* sometimes a **second query**: the checkpoint is deleted and the job started again on the
-  same output and sink id, as a user reusing a sink id does; it must end as the job declares
-  for ``checkpoint-reset`` (a typed error naming both owners, the output unchanged).
-
-:func:`draw` makes the plan; :mod:`spark_ext.recovery.campaign` runs it and checks it.
+What is drawn: docs/design.md, "The randomized campaign". :func:`draw` makes the plan;
+:mod:`spark_ext.recovery.campaign` runs and checks it.
 
 Example
 -------

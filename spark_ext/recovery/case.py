@@ -1,11 +1,6 @@
 """A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults.
 
-``jobs/cases/`` holds the project's cases, one module per job family; ``jobs/registry.py`` lists
-them by name. A case says how to feed the job
-(:meth:`RecoveryCase.prepare`), how to run it into one of the output slots
-(:meth:`RecoveryCase.job_args`), how to read each output back, and, per fault class
-(:class:`~spark_ext.recovery.faults.FaultClass`), the declared fault point and the outcome the
-job's guarantee promises (:class:`~spark_ext.recovery.faults.FaultCell`).
+The project's cases live in ``jobs/cases/``, listed by name in ``jobs/registry.py``.
 """
 
 from __future__ import annotations
@@ -40,8 +35,7 @@ __all__ = [
 class CrashPlan:
     """Where the killed run dies: a fault spec (``name`` or ``name@batch``), or a delay.
 
-    Build it from the declared point with :meth:`at` (``CrashPlan.at(AFTER_WRITE, 1)``), so
-    the registry names no free strings.
+    Build it from a declared point: ``CrashPlan.at(AFTER_WRITE, 1)``.
     """
 
     fault: str | None = None
@@ -103,9 +97,8 @@ class ExpectedOutput:
 class RecoveryCase(ABC):
     """A guarantee job as the harness sees it: how to feed it, run it and read its outputs.
 
-    Subclasses set the class attributes and implement the three abstract methods. A job with
-    several outputs (for example a copy of the events and a running aggregate) is run once per
-    fault and every output is classified.
+    Subclasses set the class attributes and implement the abstract methods; every output is
+    classified.
     """
 
     #: Short name used by the CLI and the report (``at_most_once``).
@@ -146,11 +139,7 @@ class RecoveryCase(ABC):
         """Command-line arguments of a run writing to ``slot``."""
 
     def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        """Arguments of the restart; the faulted run's by default.
-
-        A case may change what a restart may change (for example the rate limit, as a restart
-        catching up a backlog does), never the checkpoint or the output.
-        """
+        """Arguments of the restart: the faulted run's; never another checkpoint or output."""
         return self.job_args(ctx, slot)
 
     @abstractmethod
@@ -159,9 +148,7 @@ class RecoveryCase(ABC):
 
     # -- retention faults (output-trim, txn-retention) --------------------------------------
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
-        """Do to ``slot``'s outputs what retention does under ``fault`` (between a kill and the
-        restart): trim the output topic (``output-trim``), expire the Delta ``txn``
-        (``txn-retention``). A case declaring such a cell implements it."""
+        """Do to ``slot``'s outputs what retention does under ``fault`` (between kill and restart)."""
         raise NotImplementedError(f"{self.name} does not implement {fault}")
 
     # -- event-time disorder -----------------------------------------------------------------

@@ -29,11 +29,7 @@ The classes are tested in this order; the first that holds is the result:
 ``rollback-divergent``
     Anything else: the final output differs from the clean run's.
 
-Example
--------
->>> spec = OutputSpec(columns=("id", "v"))
->>> classify([{"id": 1, "v": "a"}], [{"id": 1, "v": "a"}] * 2, spec).recovery_class
-<RecoveryClass.ROLLBACK_REPEATING: 'rollback-repeating'>
+Example: :mod:`spark_ext.recovery`.
 """
 
 from __future__ import annotations

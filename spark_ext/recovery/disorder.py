@@ -1,15 +1,8 @@
 """The ``disorder`` fault: input whose event times break the partitions' promise.
 
-A tracked job promises per partition how far event times may run backwards
-(``--disorder-ms``); real topics break such promises. Invariant 7 of docs/design.md: a row
-beyond the promise goes to the late-rows output with its reason, never into state nothing
-flushes. The cell feeds the job input jittered further than promised
-(:meth:`~spark_ext.recovery.case.RecoveryCase.prepare_disordered`), runs it (killed at the
-cell's point and restarted, when the cell names one) and compares, row per input row, the
-input with what the job accounted for: each output row expanded to the input rows it folds,
-plus each late row (:meth:`~spark_ext.recovery.case.RecoveryCase.accounted_rows`).
-``precise`` means every input row is accounted for exactly once. A run without a single
-late row proves nothing about the promise being broken: :class:`FaultNotFired`.
+docs/design.md invariant 7. The input is jittered beyond ``--disorder-ms`` (killed and
+restarted at the cell's point, if any); ``precise`` means every input row is accounted for once,
+in an output row or a late row. No late row at all is :class:`FaultNotFired`.
 """
 
 from __future__ import annotations

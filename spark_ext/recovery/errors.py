@@ -1,9 +1,7 @@
 """Errors of the recovery harness: a cell that cannot be judged is one of these, never a class.
 
-A run whose clean output is empty, whose fault never fired, or whose restart failed says
-nothing about recovery; classifying it would report ``precise`` over two empty outputs (a
-false pass). Each such case is its own class, so a caller (a test, the matrix) can tell them
-apart from a class that differs from the expected one.
+An empty clean output, an unfired fault, a failed restart: classifying them could report
+``precise`` over two empty outputs (a false pass).
 """
 
 from __future__ import annotations
@@ -61,8 +59,7 @@ class JobRunFailed(RecoveryError):
 class FaultNotFired(RecoveryError):
     """The fault asked for never fired: its point was not reached in that batch.
 
-    Asserted from the run's fault log (:attr:`spark_ext.jobrun.JobRun.faults`), never from how
-    the process ended: an OOM kill or a kill at another point is not the fault asked for.
+    Asserted from the run's fault log, never from how the process ended.
     """
 
     def __init__(self, job: str, fault: str, run: JobRun) -> None:

@@ -1,41 +1,8 @@
 """Fault classes of the matrix and what a job declares for each (pure data, no Spark).
 
-DESIGN.md invariant 5 lists the faults every guarantee must survive; each is a
-:class:`FaultClass` here. A job declares, per fault class, a :class:`FaultCell`: the declared
-fault point where the fault is injected (:mod:`spark_ext.crash`), the batch, and what the
-outcome must be -- a recovery class (Hwang et al., ICDE 2005; see
-:mod:`spark_ext.recovery.classification`) or a named typed error (:class:`ExpectedError`).
-
-=====================  ======================================================================
-fault class            how the harness injects it
-=====================  ======================================================================
-``kill``               SIGKILL of the whole job at the point (a lost driver), then a restart
-``task-raise``         ``raise`` at an executor point on task attempt 0; the profile retries
-                       tasks (``conf/faults.toml``), so the job must finish on its own
-``driver-raise``       ``raise`` at a driver point after the step's durable effect (Spark then
-                       calls ``abort``); the query fails and is restarted
-``checkpoint-reset``   the clean run's checkpoint is deleted, its output kept, and the job run
-                       again: the guarantee promises a typed error and nothing written
-``speculation``        ``spark.speculation`` on, one task made slow (``sleep``) at an executor
-                       point so a speculative copy may run beside it
-``broker-pause``       a broker of the harness's own (never the shared one) is SIGSTOPped
-                       when the point is reached, for longer than the producers' delivery
-                       timeout, then resumed
-``broker-restart``     that broker is SIGKILLed when the point is reached and restarted on
-                       its data
-``output-trim``        SIGKILL at the point (a batch written, not yet recorded as done), then
-                       the output topic trimmed below its end (``delete_records``, what
-                       retention does), then a restart: the replay must be recognised or
-                       refused with a typed error, never guessed
-``txn-retention``      SIGKILL at the point, then the Delta output's ``txn`` expired
-                       (``delta.setTransactionRetentionDuration`` of one second, waited out),
-                       then a restart
-``log-retention``      SIGKILL at the point, then the Delta output's log trimmed: a checkpoint
-                       written and every older commit file deleted (``cleanup_metadata`` under
-                       a ``delta.logRetentionDuration`` of one second), then a restart
-``disorder``           the input's event times jitter inside each partition beyond the
-                       promised disorder; output plus late rows must hold every input row once
-=====================  ======================================================================
+A job declares a :class:`FaultCell` per :class:`FaultClass`: the fault point, the batch, and
+the outcome (a recovery class or an :class:`ExpectedError`). How each class is injected:
+docs/design.md, "Fault points".
 
 Example
 -------
@@ -168,7 +135,7 @@ class FaultCell:
         The batch in which the point fires (``None``: the first time it is reached).
     expected
         The outcome, for every output or per output name; ``None``: each output's declared
-        class under ``kill`` (:attr:`spark_ext.recovery.harness.ExpectedOutput.expected`).
+        class under ``kill`` (:attr:`spark_ext.recovery.case.ExpectedOutput.expected`).
     seconds
         ``speculation``: how long the straggler sleeps. Broker faults: how long the broker
         stays paused or down.
@@ -245,11 +212,9 @@ _ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]+)\b")
 
 
 def observed_error(output: str, known: Iterable[str]) -> str | None:
-    """The typed error a failed run names last in its output, among the ``known`` class names.
+    """The last of the ``known`` error class names in a failed run's output (``None``: none).
 
-    Spark wraps a Python exception raised in a sink's ``commit`` or in ``foreachBatch`` into a
-    ``StreamingQueryException`` whose message holds the Python traceback; the class name of
-    our error appears in it. ``None`` if no known name appears.
+    Spark's ``StreamingQueryException`` message holds the Python traceback, so the name shows.
     """
     names = set(known)
     found = [m.group(1) for m in _ERROR_NAME.finditer(output) if m.group(1) in names]

@@ -1,28 +1,13 @@
 """Run a guarantee job clean and under one fault, restart it, and classify what the fault did.
 
-1. **clean**: the job to its end, no fault (``O_e``). An output the clean run left empty is an
-   :class:`~spark_ext.recovery.errors.EmptyCleanOutput`: nothing could be proven against it.
-2. **fault**: the job with the cell's fault (:mod:`spark_ext.recovery.faults`) in a slot of its
-   own; the fault must be *seen firing* in the run's fault log
-   (:class:`~spark_ext.recovery.errors.FaultNotFired` otherwise).
-3. **restart**: a run that did not finish (killed, or failed on a raise) is started again on
-   its checkpoint and output, and must finish. ``O_f + O'`` is compared with ``O_e``
-   (:func:`~spark_ext.recovery.classification.classify`).
+1. **clean**: the job to its end, no fault (``O_e``; an empty output is ``EmptyCleanOutput``).
+2. **fault**: the cell's fault in a slot of its own, seen firing in the fault log
+   (``FaultNotFired`` otherwise).
+3. **restart**: an unfinished run restarted on its checkpoint and output; ``O_f + O'`` is
+   classified against ``O_e``.
 
-``checkpoint-reset`` deletes the clean run's checkpoint, keeps its output and runs the job
-again: the run must stop with a typed error (named in its output) and write nothing.
-
-Every path is resolved against the caller's working directory when the harness is built, and
-the job processes run there too (:func:`spark_ext.jobrun.run_job`), so a relative ``workdir``
-or profile path means the same folder to the harness and to its jobs.
-
-Example
--------
->>> harness = RecoveryHarness(Path("var/recovery"), "127.0.0.1:9092")   # doctest: +SKIP
->>> [result] = harness.check(registry.get("at_most_once"))              # doctest: +SKIP
->>> result.recovery_class, result.as_expected                           # doctest: +SKIP
-(<RecoveryClass.GAP: 'gap'>, True)
->>> harness.run_cell(registry.get("exactly_once_delta"), FaultClass.CHECKPOINT_RESET)  # doctest: +SKIP
+Paths resolve against the caller's working directory, where the jobs run too. Usage: README,
+"What does a crash do to my output?".
 """
 
 from __future__ import annotations
@@ -72,12 +57,10 @@ log = logging.getLogger(__name__)
 
 
 class InProcessRunner:
-    """Run a job's ``main(args)`` in this process, on the SparkSession already running here.
+    """Run a job's ``main(args)`` in this process, on its running SparkSession (clean runs only).
 
-    Only for clean runs (it cannot be killed): it saves a JVM start when the caller already
-    holds a session of the profile the job is given (a test session, a notebook's cluster).
-    The job's ``build_session`` returns that session, so settings of another profile are
-    ignored.
+    Saves a JVM start; the job's ``build_session`` returns the running session, so another
+    profile's settings are ignored.
     """
 
     def __call__(
@@ -105,11 +88,9 @@ class RecoveryHarness(JobRuns):
     Parameters
     ----------
     workdir
-        Folder for the runs' outputs and checkpoints (resolved against the caller's working
-        directory): one subfolder per case, emptied at the start of each check of that case.
+        Outputs and checkpoints, one subfolder per case, emptied when the case is checked.
     bootstrap
-        Kafka bootstrap servers the cases use (never paused or killed: the broker faults
-        start a broker of their own).
+        Kafka bootstrap servers (never paused or killed: broker faults start their own).
     profile
         Configuration profile of the clean runs and kills (a ``conf/`` name or a path).
     runner
@@ -124,15 +105,12 @@ class RecoveryHarness(JobRuns):
     fault_profile
         Profile of the runs under a fault other than ``kill`` (``faults``: tasks are retried).
     brokers
-        Makes the broker of each broker cell (``broker-pause``, ``broker-restart``): the layer
-        that may start one gives it (:func:`connectors.kafka.local_broker.private_broker`);
+        Makes the broker of each broker cell (:func:`connectors.kafka.local_broker.private_broker`);
         without it those cells are not applicable.
     broker_port
         First port tried for the brokers of the broker faults.
     speculation_profile
-        Profile of the ``speculation`` cells (speculation is added to it); it needs executors
-        on two hosts (:mod:`spark_ext.recovery.speculation`), so under a local or
-        local-cluster master the cells are not applicable.
+        Profile of the ``speculation`` cells (speculation added); needs executors on two hosts.
     """
 
     def __init__(
@@ -273,9 +251,7 @@ class RecoveryHarness(JobRuns):
     def _refused_speculation(
         self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
     ) -> list[RecoveryResult]:
-        """A job that refuses speculation, started on a fresh slot with it on: it must stop with
-        the declared typed error and write nothing (its outputs are judged against no rows).
-        The refusal does not depend on the master, so a local speculation profile will do."""
+        """A job that refuses speculation, started with it on: the typed error, nothing written."""
         dest = clean.ctx.workdir / "speculation.toml"
         profile = str(derive_profile(self.speculation_profile, dest, SPECULATION_CONF))
         ctx = dataclasses.replace(clean.ctx, profile=profile)
@@ -328,12 +304,10 @@ class RecoveryHarness(JobRuns):
 
 
 def forget_last_commit(checkpoint: Path) -> int:
-    """Delete the newest entry of a query's commit log; returns its batch id.
+    """Delete the newest entry of a stopped query's commit log; returns its batch id.
 
-    This leaves the checkpoint as a driver killed after the sink's write and before Spark's
-    commit log does: the next start of the query runs that batch again with the same offsets.
-    It is the in-process stand-in for a SIGKILL at that point (notebooks, quick tests); the
-    harness kills real processes. Stop the query first.
+    The in-process stand-in for a SIGKILL after the sink's write, before Spark's commit: the
+    next start replays that batch with the same offsets.
     """
     commits = Path(checkpoint) / "commits"
     ids = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())

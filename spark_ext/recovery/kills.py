@@ -53,11 +53,9 @@ def kill_at_random_times(
 ) -> list[JobRun]:
     """Kill the job ``kills`` times at random moments while it streams, then let it finish.
 
-    Each run is killed a random delay (seeded, up to ``max_delay_s``) after ``progress()``
-    -- the sink's recorded batch id -- moved past its value at the start of that run, so
-    the kill lands among the steps of the batches that follow, not during JVM start-up.
-    A run that finishes before its kill ends the loop (the caller checks the kill count).
-    Each run is traced: ``run.last_step`` names the step its kill landed after.
+    Each kill lands a seeded delay (up to ``max_delay_s``) after ``progress()`` (the sink's
+    recorded batch id) moved in that run, so never during JVM start-up. A run that finishes
+    first ends the loop; ``run.last_step`` names the step each kill landed after.
     """
     rng = random.Random(seed)
     runs = []
@@ -68,10 +66,7 @@ def kill_at_random_times(
             return runs
         if not run.killed:
             raise JobRunFailed(module, "killed", run)
-        # Where it landed, from the run's fault log. Progress moving usually means steps were
-        # reached in this run, but a transactional progress offset the previous (killed) run
-        # committed can become readable only once this run's start settled it: that kill lands
-        # in the start-up's recovery, before any step, and is a kill like any other.
+        # Where it landed; it may precede every step (a killed run's progress settled at start).
         where = run.last_step or "the start-up, before any step"
         log.warning("random kill %d of %d landed after %s", len(runs), kills, where)
     return [*runs, _final(module, args)]
@@ -95,8 +90,6 @@ def _run_killed_after_progress(
 
 def batches_for(kills: int, events: int) -> int:
     """``maxOffsetsPerTrigger`` giving enough micro-batches for ``kills`` kills mid-stream."""
-    # A run may get through several batches before its kill lands: a two-phase Delta batch of
-    # this size takes about 0.3 s, so a 1 s delay is 3-4 batches (20 kills ran out of input
-    # after 15 with 3 batches a kill).
+    # A two-phase Delta batch takes ~0.3 s: a 1 s delay is 3-4 batches (sizes the input).
     batches = 6 * kills + 3
     return max(3, -(-events // batches // 3) * 3)

@@ -1,21 +1,9 @@
 """The fault matrix: every job under every fault class, each cell against its expectation.
 
-:func:`run_matrix` runs, per job, one clean run and then each requested fault class the job
-declares (:class:`~spark_ext.recovery.faults.FaultCell`), ``checkpoint-reset`` last (it works
-on the clean run's folder) and the broker faults on brokers of their own. Jobs run in
-parallel up to ``jobs_parallel``; a job's cells run one after the other. A cell is
-``as expected``, ``UNEXPECTED`` (the outcome differs from the declared one), ``error`` (the
-harness could not judge it: the fault never fired, the clean output was empty, a restart
-failed) or ``n/a`` (the job declares no point for that fault class).
-
-:func:`write_matrix_report` writes ``index.html``: the matrix as a picture (jobs x faults,
-coloured by outcome; each cell is a link, through an image map, to its section with the
-differing rows) followed by the table of every output.
-
-Example
--------
->>> cells = run_matrix(harness, [registry.get("exactly_once_delta")], [FaultClass.KILL])  # doctest: +SKIP
->>> print(format_matrix(cells))                                                          # doctest: +SKIP
+Per job one clean run, then each declared cell in turn (``checkpoint-reset`` last: it works on
+the clean run's folder); jobs run in parallel up to ``jobs_parallel``. A cell is
+``as expected``, ``UNEXPECTED``, ``error`` (could not be judged) or ``n/a`` (no point declared).
+:func:`write_matrix_report` writes the matrix as a linked picture plus the table of outputs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Profiles of the harness's runs, and the names of the typed errors it recognises.
 
-A run under a fault uses a profile derived from a base one (``conf/faults.toml``): the
-speculation cells add ``spark.speculation``, the broker cells point ``kafka.bootstrap_servers``
-at the harness's own broker. A derived profile is a TOML file in the cell's folder, passed to
-the job as an absolute path.
+A derived profile (speculation on, or the harness's own broker) is a TOML file in the cell's
+folder, passed to the job as an absolute path.
 """
 
 from __future__ import annotations
@@ -50,8 +48,7 @@ def derive_profile(
     """Write ``dest``: the profile ``base`` with ``spark_conf`` added and, if given, the brokers
     and ``[spark]`` ``settings`` replaced (``{"master": "local[1]"}``).
 
-    The result is loaded once (:func:`~spark_ext.config.load_profile`), so a bad derived
-    profile fails here and not inside a job.
+    Loaded once here, so a bad profile fails before any job.
     """
     raw = tomllib.loads(_profile_path(base).read_text())
     spark = {**raw.get("spark", {}), **(settings or {})}
@@ -84,11 +81,7 @@ ERROR_MODULES = (
 
 
 def typed_error_names() -> set[str]:
-    """Class names of every :class:`~spark_ext.errors.SparkExtError` subclass of the project.
-
-    Imports the modules that define them first (the sinks', the tracker's, the dedup sink's),
-    so a failed run's output can be searched for them.
-    """
+    """Class names of every :class:`~spark_ext.errors.SparkExtError` subclass (modules imported)."""
     import importlib
 
     for module in ERROR_MODULES:

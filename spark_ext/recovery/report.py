@@ -1,8 +1,4 @@
-"""The harness's results as a plain-text table and an HTML report with one plot per output.
-
-Classes as defined by Hwang et al., "High-availability algorithms for distributed stream
-processing" (ICDE 2005); see :mod:`spark_ext.recovery.classification`.
-"""
+"""The harness's results as a plain-text table and an HTML report with one plot per output."""
 
 from __future__ import annotations
 
@@ -169,9 +165,7 @@ def result_section(result: RecoveryResult, folder: Path, limit: int = 50) -> str
 def write_report(results: Sequence[RecoveryResult], folder: Path, limit: int = 50) -> Path:
     """Write ``folder/index.html`` with the table, one PNG per output and the differing rows.
 
-    The PNGs are written next to the page (``<job>-<fault>-<output>.png``) and referenced
-    from it.
-    Returns the page's path.
+    PNGs go next to the page (``<job>-<fault>-<output>.png``). Returns the page's path.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,30 +1,9 @@
 """Retention faults: the output loses evidence between a write and the replay of its batch.
 
-Invariant 6 of docs/design.md: a replay whose evidence was trimmed is a typed error, never a
-guess. Each cell kills the job at its point (a batch written, not yet recorded as done in
-Spark's commit log), then acts on the output as retention would, then restarts the job:
-
-``output-trim``
-    Every partition of the output topic is trimmed to its end offset (``delete_records``,
-    what ``retention.ms`` does to old segments): every record written so far is gone. An
-    idempotent Kafka sink, which proves a replay by reading back what it wrote, must refuse
-    with :class:`~spark_ext.sinks.errors.ReplayUnprovableError`; a two-phase sink, which
-    records its batch id in the transaction, recognises the replay and stays precise on what
-    retention left.
-``txn-retention``
-    The Delta output's ``delta.setTransactionRetentionDuration`` is set to one second and
-    waited out, so the ``txn`` of the sink reads as none next to its committed files: the
-    sinks must stop with :class:`~spark_ext.sinks.errors.DeltaTxnExpiredError`.
-``log-retention``
-    The Delta output's log is trimmed as log clean-up does: a checkpoint is written and every
-    commit file before it deleted (``delta.logRetentionDuration`` of one second, waited out).
-    The ``txn`` lives on in the checkpoint, so the sinks must stay precise.
-
-Judged like this: a restart that stops with a typed error must have written nothing after the
-action (its output equals the output right after the action). A restart that finishes is
-judged on what consumers saw: the rows the action removed
-(:func:`~spark_ext.recovery.classification.without`) plus the output after the restart,
-against the clean output; a replay written again after the trim is ``rollback-repeating``.
+Each cell kills the job at its point, acts on the output as retention would, and restarts it
+(docs/design.md, "Fault points"; invariant 6). A restart that stops with a typed error must
+have written nothing after the action; one that finishes is judged on what consumers saw: the
+removed rows plus the output after the restart, against the clean output.
 """
 
 from __future__ import annotations
@@ -59,17 +38,10 @@ TXN_RETENTION_WAIT_S = 2.5
 
 
 def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
-    """Delete every record of ``topic`` a consumer could read; returns the new log starts.
+    """Delete every record of ``topic`` up to each partition's last stable offset.
 
-    What ``retention.ms`` does to segments older than the retention, applied at once, up to
-    each partition's last stable offset (LSO: the ``read_committed`` end). Records above it
-    belong to a transaction the kill left open, or follow one; no consumer has seen them, and
-    no retention reaches them before the broker aborts that transaction
-    (``transaction.timeout.ms``, at most 15 minutes). Trimming them too deleted records of
-    slices committed after the open one's first record, which no consumer had read: the
-    sliced sink's cell then saw a gap that only an instant retention of unread records makes
-    (measured in one full matrix run, depending on where the other task was at the kill). An
-    empty topic is :class:`RetentionNotApplied` (the cell would prove nothing).
+    Returns the new log starts; an empty topic is :class:`RetentionNotApplied`. Why the LSO:
+    docs/design.md, "Fault points" (``output-trim``).
     """
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
@@ -97,11 +69,7 @@ def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def expire_txns(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> None:
-    """Make every ``txn`` of the Delta table at ``table`` expire (one commit of a property).
-
-    Sets ``delta.setTransactionRetentionDuration`` to :data:`TXN_RETENTION` and waits it out:
-    a snapshot read afterwards no longer holds the sink's ``txn``.
-    """
+    """Expire every ``txn`` of the Delta table at ``table`` (:data:`TXN_RETENTION`, waited out)."""
     from deltalake import DeltaTable
 
     DeltaTable(str(table)).alter.set_table_properties(
@@ -112,12 +80,8 @@ def expire_txns(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> None:
 
 
 def trim_delta_log(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> int:
-    """Checkpoint the Delta table at ``table`` and delete every commit file before it.
-
-    Sets ``delta.logRetentionDuration`` to one second (one commit), writes a checkpoint of
-    the new version, waits the retention out and runs the log clean-up. Returns how many
-    commit files were deleted (at least one, or :class:`RetentionNotApplied`).
-    """
+    """Checkpoint the Delta table at ``table``, delete every commit file before it; returns how
+    many (at least one, or :class:`RetentionNotApplied`)."""
     from deltalake import DeltaTable
 
     log_dir = Path(table) / "_delta_log"
@@ -161,9 +125,6 @@ def run_retention_cell(
     results = []
     for out in case.outputs:
         final = case.read_output(ctx, slot, out.name)
-        # A typed error must leave what the action left. A recovery is judged on what
-        # consumers saw: the rows the action removed and what is there now, against the clean
-        # output (a replay written again after the trim shows as repeated rows).
         if error:
             comparison = classify(kept[out.name], final, out.spec)
         else:

@@ -1,11 +1,7 @@
 """The runs every fault cell is built from: a fresh context, the clean run, the restart.
 
-:class:`JobRuns` holds steps 1 and 3 of :mod:`spark_ext.recovery.harness` (the clean run, and
-the restart of a faulted run compared with it); the harness and each module that injects a
-fault outside a job (:mod:`~spark_ext.recovery.broker_faults`,
-:mod:`~spark_ext.recovery.disorder`, :mod:`~spark_ext.recovery.retention`) build on it, and
-:class:`~spark_ext.recovery.harness.RecoveryHarness` picks which one runs a cell. Paths are
-resolved against the caller's working directory when the runs are set up.
+:class:`JobRuns` holds steps 1 and 3 of :mod:`spark_ext.recovery.harness`; the harness and the
+modules injecting faults outside a job build on it.
 """
 
 from __future__ import annotations
@@ -46,9 +42,7 @@ class CleanRun:
 class JobRuns:
     """Run a case's job: into a fresh context, clean, and restarted after a fault.
 
-    The settings are :class:`~spark_ext.recovery.harness.RecoveryHarness`'s (which sets them;
-    its parameters say what each means); a module that runs a cell of its own is given the
-    harness as its :class:`JobRuns`.
+    Settings: :class:`~spark_ext.recovery.harness.RecoveryHarness`'s parameters.
     """
 
     workdir: Path

@@ -1,19 +1,8 @@
 """The ``speculation`` cells: a straggler task and Spark's speculative copy of it.
 
-Spark's task scheduler runs its speculation thread only when the master is not local
-(``TaskSchedulerImpl`` checks ``isLocal``): under ``local[...]`` the straggler would run alone
-and prove nothing. ``local-cluster[2,1,1024]`` starts (two worker JVMs from the pyspark
-package's jars) and speculates, but its executors all share one host, and
-``TaskSetManager`` never launches a speculative copy on a host where an attempt of the task
-runs (``hasAttemptOnHost``): measured, the straggler ran alone there too. Both make the cell
-not applicable; it needs executors on two hosts (a profile with a ``spark://``, YARN or
-Kubernetes master). One machine is enough when its workers have addresses of their own:
-``scripts/cluster.sh start --worker-hosts 127.0.0.2,127.0.0.3`` (the loopback network), which
-``tests/scripts/test_standalone_cluster.py`` uses to run every straggler cell. The fault reaches the
-cluster's executors through ``spark.executorEnv.*`` (:data:`spark_ext.crash.FAULT_SETTINGS`).
-The cell's point sleeps on task attempt 0 of one partition; the run is
-traced (:data:`spark_ext.crash.TRACE_ENV`) and judged only if the point was also reached by a
-later attempt of the same batch: the speculative copy (or a retry) that raced the straggler.
+Needs executors on two hosts (docs/design.md, "Fault points", ``speculation``). The point sleeps
+on attempt 0 of one partition; the traced run is judged only if a later attempt of the same
+batch (the speculative copy, or a retry) reached the point too.
 """
 
 from __future__ import annotations
