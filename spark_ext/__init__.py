@@ -24,7 +24,7 @@ core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``
                        :mod:`spark_ext.state_inspect` (state store sizes)
 base                   :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
                        :mod:`spark_ext.hashing` (stable hashes), :mod:`spark_ext.jvm` (jars),
-                       :mod:`spark_ext.kafka_admin` (topic creation)
+                       :mod:`spark_ext.kafka_clients` (topic creation)
 =====================  =====================================================================
 
 The names most pipelines need are importable from here; each is loaded on first use, so

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
-from spark_ext.kafka_admin import create_topic as create_topic  # re-exported
+from spark_ext.kafka_clients import create_topic as create_topic  # re-exported
 
 __all__ = [
     "consume_all",

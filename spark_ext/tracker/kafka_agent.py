@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_ext.crash import declare
-from spark_ext.kafka_admin import create_topic
+from spark_ext.kafka_clients import create_topic
 from spark_ext.tracker.agent import (
     SNAPSHOT_BYTES,
     SNAPSHOT_EVERY,
