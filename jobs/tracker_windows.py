@@ -26,6 +26,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from jobs.startup import job_parser, print_tables, start_job
+from spark_ext import kafka_clients
 
 if TYPE_CHECKING:
     from spark_ext.streaming import TrackedStream
@@ -88,9 +89,7 @@ def demo_records(
 
 def topic_partitions(bootstrap: str, topic: str) -> dict[str, int]:
     """``{topic: partition count}`` from the topic's metadata (checked against --partitions)."""
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = kafka_clients.consumer(bootstrap)
     try:
         return {topic: len(consumer.partitions_for_topic(topic) or ())}
     finally:

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark_ext import kafka_clients
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.kafka_clients import create_topic as create_topic  # re-exported
 
@@ -39,17 +40,14 @@ def produce(
 ) -> int:
     """Produce ``(key, value, partition)`` records (``None``: by key), wait for every ack;
     returns the count."""
-    from kafka import KafkaProducer
-
     config: dict[str, Any] = {
-        "bootstrap_servers": bootstrap,
         "acks": "all",
         "linger_ms": 20,
         "batch_size": 256 * 1024,
         "enable_idempotence": True,
     }
     config.update(producer_config)
-    producer = KafkaProducer(**config)
+    producer = kafka_clients.producer(bootstrap, **config)
     count = 0
     try:
         for key, value, partition in records:
@@ -147,10 +145,10 @@ def consume_all(
     bootstrap: str, topic: str, read_committed: bool = True, timeout_s: float = 10.0
 ) -> list[tuple[int, int, bytes | None, bytes]]:
     """Every record of ``topic`` as ``(partition, offset, key, value)``, read with kafka-python."""
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
+    consumer = kafka_clients.consumer(
+        bootstrap,
         enable_auto_commit=False,
         group_id=None,
         isolation_level="read_committed" if read_committed else "read_uncommitted",

@@ -21,6 +21,7 @@ from connectors.kafka.records import (
     bounded,
     call_timeout_s,
 )
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import (
     ClientStalledError,
     ProduceFailedError,
@@ -84,20 +85,22 @@ class ConfluentProducer:
             else {"message.timeout.ms": delivery_timeout_ms}
         )
         self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                **txn,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": LINGER_MS,
-                "batch.size": PRODUCER["batch_size"],
-                "partitioner": "murmur2_random",  # the Java client's (and Spark's) partitioner
-                # only failed records' reports reach _on_delivery (a callback per record
-                # halved the produce rate)
-                "on_delivery": self._on_delivery,
-                "delivery.report.only.error": True,
-                "logger": self.log,  # librdkafka's log lines into logging, not stderr
-            }
+            kafka_clients.confluent_config(
+                bootstrap,
+                {
+                    **txn,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": LINGER_MS,
+                    "batch.size": PRODUCER["batch_size"],
+                    "partitioner": "murmur2_random",  # the Java client's (and Spark's)
+                    # only failed records' reports reach _on_delivery (a callback per record
+                    # halved the produce rate)
+                    "on_delivery": self._on_delivery,
+                    "delivery.report.only.error": True,
+                    "logger": self.log,  # librdkafka's log lines into logging, not stderr
+                },
+            )
         )
         self.transactional_id = transactional_id
         #: A call of this producer was given up (:func:`bounded`): it is dropped, never
@@ -230,7 +233,7 @@ class ConfluentProducer:
 
         key = (self.bootstrap, group)
         if key not in _GROUP_METADATA:
-            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+            consumer = Consumer(kafka_clients.confluent_config(self.bootstrap, {"group.id": group}))
             try:
                 _GROUP_METADATA[key] = consumer.consumer_group_metadata()
             finally:

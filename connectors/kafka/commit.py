@@ -11,6 +11,7 @@ from connectors.kafka.owner import check_progress_owner, record_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
 from connectors.kafka.settings import KafkaSinkSettings
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import (
     ClientStalledError,
     DriverFencedError,
@@ -67,19 +68,15 @@ def send_offsets(
 
 def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
     """The smallest ``transaction.max.timeout.ms`` of the cluster's brokers."""
-    from kafka import KafkaAdminClient
     from kafka.admin import ConfigResource, ConfigResourceType
 
     key = "transaction.max.timeout.ms"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         brokers = [str(b["broker_id"]) for b in admin.describe_cluster()["brokers"]]
         got = admin.describe_configs(
             [ConfigResource(ConfigResourceType.BROKER, b, configs={key: None}) for b in brokers],
             config_filter="all",
         )
-    finally:
-        admin.close()
     return min(int(cfg[key]["value"]) for cfg in got["broker"].values())
 
 
@@ -100,11 +97,9 @@ class KafkaCommitter:
         """The transactional producer, initialised; the run epoch is checked before and after
         ``init_transactions`` (:class:`DriverFencedError`; docs/design.md, "Kafka sinks")."""
         if self._producer is None:
-            from kafka import KafkaProducer
-
             self.check_run_epoch()
             s = self.settings
-            producer = KafkaProducer(bootstrap_servers=s.bootstrap, **s.producer_config())
+            producer = kafka_clients.producer(s.bootstrap, **s.producer_config())
             # a timeout above the broker's maximum is a plain KafkaError: recover() checks it
             producer.init_transactions()
             try:
@@ -138,10 +133,8 @@ class KafkaCommitter:
     def recorded_run(self) -> tuple[int, str | None] | None:
         """The run epoch the latest start of this sink recorded and its owner (``None``
         before any start)."""
-        from kafka import KafkaConsumer
-
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
+        consumer = kafka_clients.consumer(
+            self.settings.bootstrap,
             group_id=self.run_group,
             enable_auto_commit=False,
             isolation_level="read_committed",

@@ -54,6 +54,7 @@ from connectors.kafka.records import (
     check_columns,
     task_attempt,
 )
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, check_batch_order, validate_sink_id
@@ -160,11 +161,7 @@ class TaskStarted:
         self._reader: Any = None
 
     def _consumer(self) -> Any:
-        from kafka import KafkaConsumer
-
-        return KafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False
-        )
+        return kafka_clients.consumer(self.bootstrap, group_id=self.group, enable_auto_commit=False)
 
     def read(self) -> Claim | None:
         """The slice's claim (one consumer kept for the repeated checks of one attempt)."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_ext import jvm
+from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
 
 __all__ = [
@@ -253,22 +253,16 @@ class LocalKafkaBroker:
         raise BrokerError(f"broker did not answer on {c.bootstrap_servers} within {timeout}s")
 
     def _serves_metadata(self) -> bool:
-        from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
         try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=self.config.bootstrap_servers, request_timeout_ms=3000
-            )
-        except KafkaError:
-            return False
-        try:
-            admin.list_topics()
+            with kafka_clients.admin(
+                self.config.bootstrap_servers, request_timeout_ms=3000
+            ) as admin:
+                admin.list_topics()
             return True
         except KafkaError:
             return False
-        finally:
-            admin.close()
 
     def ensure_running(self) -> str:
         """Start the broker unless one already answers on the port."""

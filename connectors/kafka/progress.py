@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from connectors.kafka.names import KafkaSinkNames
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
@@ -48,10 +49,8 @@ class SinkProgress:
         self.group = KafkaSinkNames(sink_id, topic).progress_group
 
     def _consumer(self, stable: bool = True) -> Any:
-        from kafka import KafkaConsumer
-
-        return KafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+        return kafka_clients.consumer(
+            self.bootstrap,
             group_id=self.group,
             enable_auto_commit=False,
             isolation_level="read_committed" if stable else "read_uncommitted",
@@ -86,14 +85,11 @@ class SinkProgress:
 
     def _tagged_offsets(self, batch: int | None, parts: int) -> dict[int, int]:
         """Committed offsets of partitions 1..parts-1, each checked to be of ``batch``."""
-        from kafka import KafkaAdminClient, TopicPartition
+        from kafka import TopicPartition
 
         tps = [TopicPartition(self.topic, p) for p in range(1, parts)]
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        try:
+        with kafka_clients.admin(self.bootstrap) as admin:
             got = admin.list_group_offsets({self.group: tps})[self.group]
-        finally:
-            admin.close()
         ends = {}
         for tp in tps:
             part = got.get(tp)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from connectors.kafka.records import RECORD_ID_HEADER
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
 
 __all__ = [
@@ -30,9 +31,9 @@ def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = No
 
 def assigned_consumer(bootstrap: str, topic: str, **config: Any) -> tuple[Any, list[Any]]:
     """A kafka-python consumer without a group and every partition of ``topic``."""
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **config)
+    consumer = kafka_clients.consumer(bootstrap, enable_auto_commit=False, **config)
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
     return consumer, parts
 

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, SinkConfigError, TopicMissingError
 from spark_ext.sinks.task import current_batch_id, task_attempt
 
@@ -242,13 +243,8 @@ class NamedRows:
 
 def existing_topics(bootstrap: str) -> set[str]:
     """Names of the cluster's topics (a metadata request that never auto-creates a topic)."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         return set(admin.list_topics())
-    finally:
-        admin.close()
 
 
 def require_topic(bootstrap: str, topic: str, role: str = "output") -> None:

@@ -57,6 +57,7 @@ from connectors.kafka.records import (
     task_attempt,
 )
 from connectors.kafka.settings import KafkaSinkSettings
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import (
     BatchRegressionError,
     PartitionOutOfRangeError,
@@ -212,10 +213,10 @@ class SliceTransaction:
 
     def recorded(self) -> SliceRecord | None:
         """The batch this slice last committed (read after :meth:`open`, so stable)."""
-        from kafka import KafkaConsumer, TopicPartition
+        from kafka import TopicPartition
 
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap,
+        consumer = kafka_clients.consumer(
+            self.settings.bootstrap,
             group_id=self.group,
             enable_auto_commit=False,
             isolation_level="read_committed",
@@ -441,14 +442,9 @@ class KafkaSlicedDataSource(DataSource):
 
 def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
     """Transactional ids of this sink's slices with a transaction not yet complete."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
-    try:
+    with kafka_clients.admin(settings.bootstrap) as admin:
         # Prepare*: still completing; the start must wait for its slice record
         listed = admin.list_transactions(state_filters=["Ongoing", "PrepareCommit", "PrepareAbort"])
-    finally:
-        admin.close()
     names = settings.names
     return sorted(
         t.transactional_id
@@ -460,11 +456,10 @@ def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
 
 def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
     """Every slice record of this sink on its topic, by slice index (groups found by name)."""
-    from kafka import KafkaAdminClient, TopicPartition
+    from kafka import TopicPartition
 
     names = settings.names
-    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap)
-    try:
+    with kafka_clients.admin(settings.bootstrap) as admin:
         slices = {
             g["group_id"]: index
             for g in admin.list_groups()
@@ -473,8 +468,6 @@ def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
         groups = list(slices)
         tp = TopicPartition(settings.topic, 0)
         got = admin.list_group_offsets({g: [tp] for g in groups}) if groups else {}
-    finally:
-        admin.close()
     records = {}
     for group, offsets in got.items():
         found = offsets.get(tp)
@@ -516,8 +509,6 @@ def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
 def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> KafkaSinkSettings:
     """At start: check and record the owner, fence older drivers, abort this sink's open slice
     transactions; returns the settings for this start's writers (:func:`replay_state`)."""
-    from kafka import KafkaProducer
-
     committer = KafkaCommitter(settings)
     try:
         committer.recover(fence=True, take_over=take_over)
@@ -525,8 +516,8 @@ def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> Kafk
     finally:
         committer.close()
     for transactional_id in lingering_slices(settings):
-        producer = KafkaProducer(
-            bootstrap_servers=settings.bootstrap, **settings.producer_config(transactional_id)
+        producer = kafka_clients.producer(
+            settings.bootstrap, **settings.producer_config(transactional_id)
         )
         try:
             producer.init_transactions()  # aborts the open transaction

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from spark_ext import kafka_clients
 from spark_ext.errors import ConfigError
 
 __all__ = ["NotebookSetupError", "cells", "check_root", "run_notebook", "setup"]
@@ -119,15 +120,10 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
 
     def cleanup() -> list[str]:
         """Delete the topics this run created; returns their names."""
-        from kafka import KafkaAdminClient
-
         if not created:
             return []
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        try:
+        with kafka_clients.admin(bootstrap) as admin:
             admin.delete_topics(list(created))
-        finally:
-            admin.close()
         deleted, created[:] = list(created), []
         return deleted
 

@@ -8,6 +8,7 @@ from benchmarks.common import BenchContext, Figure
 from connectors.demo_events import produce_events
 from connectors.kafka import create_topic
 from jobs.ingest_events import IngestPaths, start_ingest
+from spark_ext import kafka_clients
 
 EVENTS = 1_000_000
 
@@ -16,9 +17,9 @@ def events_topic(ctx: BenchContext, n: int) -> str:
     """A 3-partition topic holding exactly ``n`` demo events (1 in 1000 malformed), reused."""
     topic = f"bench-events-{n}"
     create_topic(ctx.bootstrap, topic, partitions=3)
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=ctx.bootstrap)
+    consumer = kafka_clients.consumer(ctx.bootstrap)
     parts = [TopicPartition(topic, p) for p in range(3)]
     have = sum(consumer.end_offsets(parts).values())
     consumer.close()

@@ -224,9 +224,9 @@ class _LiveProducer(threading.Thread):
         self.chunk, self.pause_s = 20, 0.2
 
     def run(self) -> None:
-        from kafka import KafkaProducer
+        from spark_ext import kafka_clients
 
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        producer = kafka_clients.producer(self.bootstrap, acks="all", linger_ms=5)
         try:
             for i in range(0, len(self.items), self.chunk):
                 part = self.items[i : i + self.chunk]

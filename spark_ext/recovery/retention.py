@@ -43,27 +43,22 @@ def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
     Returns the new log starts; an empty topic is :class:`RetentionNotApplied`. Why the LSO:
     docs/design.md, "Fault points" (``output-trim``).
     """
-    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed"
-    )
+    from spark_ext.kafka_clients import admin, consumer
+
+    reader = consumer(bootstrap, enable_auto_commit=False, isolation_level="read_committed")
     try:
-        parts = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
-        ]
-        begin = consumer.beginning_offsets(parts)
-        end = consumer.end_offsets(parts)
+        parts = [TopicPartition(topic, p) for p in sorted(reader.partitions_for_topic(topic) or [])]
+        begin = reader.beginning_offsets(parts)
+        end = reader.end_offsets(parts)
     finally:
-        consumer.close()
+        reader.close()
     todo = {tp: end[tp] for tp in parts if end[tp] > begin[tp]}
     if not todo:
         raise RetentionNotApplied(topic, "no record to trim")
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.delete_records(todo)
-    finally:
-        admin.close()
+    with admin(bootstrap) as client:
+        client.delete_records(todo)
     log.info("trimmed %s to %s", topic, {tp.partition: o for tp, o in todo.items()})
     return {tp.partition: o for tp, o in todo.items()}
 

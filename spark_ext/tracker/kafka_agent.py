@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_ext.crash import declare
-from spark_ext.kafka_clients import create_topic
+from spark_ext.kafka_clients import admin, consumer, create_topic, producer
 from spark_ext.tracker.agent import (
     SNAPSHOT_BYTES,
     SNAPSHOT_EVERY,
@@ -100,13 +100,13 @@ class _TopicReader:
     """A ``read_committed`` reader of partition 0 of one topic, by offset range."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        from kafka import KafkaConsumer, TopicPartition
+        from kafka import TopicPartition
 
         self.topic = topic
         self.tp = TopicPartition(topic, 0)
         try:
-            self.consumer = KafkaConsumer(
-                bootstrap_servers=bootstrap,
+            self.consumer = consumer(
+                bootstrap,
                 enable_auto_commit=False,
                 group_id=None,
                 isolation_level="read_committed",
@@ -296,12 +296,11 @@ class KafkaTrackingAgent(TrackingAgent):
 
     def _start_producer(self) -> None:
         """A new transactional producer; ``init_transactions`` fences older instances."""
-        from kafka import KafkaProducer
 
         self._close_producer()
         try:
-            self._producer = KafkaProducer(
-                bootstrap_servers=self.bootstrap,
+            self._producer = producer(
+                self.bootstrap,
                 transactional_id=self.topics.transactional_id,
                 acks="all",
                 linger_ms=0,
@@ -376,16 +375,13 @@ class KafkaTrackingAgent(TrackingAgent):
 
     def _trim_log(self, below: int) -> None:
         """Delete log records below ``below`` (the previous snapshot's position)."""
-        from kafka import KafkaAdminClient, TopicPartition
+        from kafka import TopicPartition
 
         if below <= 0:
             return
         try:
-            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-            try:
-                admin.delete_records({TopicPartition(self.topics.log, 0): below})
-            finally:
-                admin.close()
+            with admin(self.bootstrap) as client:
+                client.delete_records({TopicPartition(self.topics.log, 0): below})
         except Exception as e:  # nothing is lost: the records stay until the next trim
             log.warning("tracker %s: log not trimmed below %d: %s", self.topics.name, below, e)
 

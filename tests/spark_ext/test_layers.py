@@ -115,3 +115,57 @@ def test_a_circle_is_found_with_the_edges_that_close_it():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"a"}}
     assert circles(edges) == ["a -> b ; b -> c ; c -> a"]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+#: Kafka client classes built only by :mod:`spark_ext.kafka_clients` (docs/design.md, "Kafka
+#: clients"); confluent-kafka's take its configuration from ``kafka_clients.confluent_config``.
+KAFKA_PYTHON_CLIENTS = {"KafkaConsumer", "KafkaProducer", "KafkaAdminClient"}
+CONFLUENT_CLIENTS = {"Producer", "Consumer", "AdminClient"}
+
+
+def _called_name(call: ast.Call) -> str:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def kafka_clients_built_outside(source: str) -> list[str]:
+    """The Kafka client constructions in ``source`` that bypass :mod:`spark_ext.kafka_clients`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _called_name(node)
+        if name in KAFKA_PYTHON_CLIENTS:
+            found.append(f"line {node.lineno}: {name}(...)")
+        elif name in CONFLUENT_CLIENTS:
+            arg = node.args[0] if node.args else None
+            if not (isinstance(arg, ast.Call) and _called_name(arg) == "confluent_config"):
+                found.append(f"line {node.lineno}: {name}(...) without confluent_config")
+    return found
+
+
+def test_every_kafka_client_is_built_by_kafka_clients():
+    from spark_ext.jobrun import REPO
+
+    sources = [m.path for m in project_modules() if m.name != "spark_ext.kafka_clients"]
+    sources += sorted((REPO / "scripts").rglob("*.py"))
+    bypass = {
+        str(path.relative_to(REPO)): found
+        for path in sources
+        if (found := kafka_clients_built_outside(path.read_text()))
+    }
+    assert not bypass, bypass
+
+
+def test_a_client_built_directly_is_found():
+    source = (
+        "from kafka import KafkaAdminClient\n"
+        "from confluent_kafka import Producer\n"
+        "a = KafkaAdminClient(bootstrap_servers='b')\n"
+        "p = Producer({'bootstrap.servers': 'b'})\n"
+        "q = Producer(kafka_clients.confluent_config('b', {}))\n"
+    )
+    assert kafka_clients_built_outside(source) == [
+        "line 3: KafkaAdminClient(...)",
+        "line 4: Producer(...) without confluent_config",
+    ]
