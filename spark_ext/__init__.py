@@ -4,7 +4,7 @@ The layers, top to bottom (docs/design.md, "Layers"; imports point downward only
 
 =====================  =====================================================================
 application            ``jobs`` (one job per guarantee, notebooks, the harness cases),
-                       ``jobs.cli`` (``spark-ext``)
+                       ``jobs.cli`` (``spark-ext``), ``scripts`` (setup, demo, benchmarks)
 connectors             ``connectors``: Kafka and Delta I/O and the sinks built on it --
                        ``connectors.sinks`` (``exactly_once_to_delta`` / ``_to_kafka``),
                        ``connectors.delta`` (``two_phase``, ``idempotent``, ``dedup_sink``),
@@ -24,7 +24,7 @@ core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``
                        :mod:`spark_ext.state_inspect` (state store sizes)
 base                   :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
                        :mod:`spark_ext.hashing` (stable hashes), :mod:`spark_ext.jvm` (jars),
-                       :mod:`spark_ext.kafka_clients` (topic creation)
+                       :mod:`spark_ext.kafka_clients` (every Kafka client)
 =====================  =====================================================================
 
 The names most pipelines need are importable from here; each is loaded on first use, so
