@@ -65,7 +65,14 @@ print("ewma:  ", ewma.recovery_class, f"{len(ewma.state_diffs)} users differ, e.
 for diff in ewma.state_diffs[:3]:
     print("   ", diff.key, "clean", diff.expected, "recovered", diff.observed)
 assert events.recovery_class is RecoveryClass.ROLLBACK_REPEATING
+assert events.duplicate_rows > 0 and events.differing_rows == 0
 assert ewma.recovery_class is RecoveryClass.ROLLBACK_DIVERGENT
+# the users of the replayed batch were folded twice: their event counts went up
+assert ewma.state_diffs and all(
+    d.observed["events"] > d.expected["events"]
+    for d in ewma.state_diffs
+    if d.expected and d.observed
+)
 
 # COMMAND ----------
 

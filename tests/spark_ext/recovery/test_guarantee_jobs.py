@@ -6,10 +6,10 @@ At-most-once must show its gap and at-least-once its repeats and its divergent a
 harness that reported ``precise`` here would be blind. The guarantee jobs under every fault
 class are in ``test_fault_matrix.py`` (the cheap cells in CI, all with ``--heavy``).
 
-In CI (the suite's 35-minute budget) the at-least-once control runs here. The at-most-once one
-is heavy (``--heavy``); in CI, ``jobs/notebooks/01_at_most_once.py`` (run by
-``tests/jobs/test_notebooks.py``) rebuilds the same crash of the same job in process and
-asserts the harness classifies its output as a gap.
+Both are heavy (``--heavy``, the suite's 35-minute budget): in CI
+``jobs/notebooks/01_at_most_once.py`` and ``02_at_least_once.py`` (run by
+``tests/jobs/test_notebooks.py``) rebuild the same crashes of the same jobs in process and
+assert the same classes (the gap; the copies and the state diffs of the repeats).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def test_at_most_once_job_loses_the_batch_whose_offsets_were_committed(harness, 
     )
 
 
+@pytest.mark.heavy  # in CI notebook 02 asserts the same classes, copies and state diffs
 def test_at_least_once_job_repeats_copies_and_diverges_an_order_sensitive_aggregate(
     harness, recovery_results, tmp_path
 ):
