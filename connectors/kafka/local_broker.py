@@ -185,6 +185,10 @@ class LocalKafkaBroker:
         return port_open(self.config.host, self.config.port)
 
     # -- life cycle --------------------------------------------------------------------
+    def cluster_id_to_format(self) -> str:
+        """The cluster id a first start formats the storage with: a new one."""
+        return new_cluster_id()
+
     def format_storage(self) -> None:
         """Format the KRaft storage on first start (a no-op when already formatted)."""
         c = self.config
@@ -198,7 +202,7 @@ class LocalKafkaBroker:
             _classpath(),
             "kafka.tools.StorageTool",
             "format",
-            f"--cluster-id={new_cluster_id()}",
+            f"--cluster-id={self.cluster_id_to_format()}",
             "-c",
             str(c.properties_file),
         ]

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker, _classpath, _java
+from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 from spark_ext.errors import BrokerError
 from tests.conftest import free_ports
 
@@ -54,17 +53,8 @@ class JoiningBroker(LocalKafkaBroker):
         super().__init__(config)
         self.cluster_id = cluster_id
 
-    def format_storage(self) -> None:
-        c = self.config
-        c.data_dir.mkdir(parents=True, exist_ok=True)
-        c.properties_file.write_text(c.server_properties())
-        if (c.log_dir / "meta.properties").exists():
-            return
-        cmd = [_java(), "-cp", _classpath(), "kafka.tools.StorageTool", "format"]
-        cmd += ["-t", self.cluster_id, "-c", str(c.properties_file)]
-        result = subprocess.run(cmd, capture_output=True, text=True, env=self._env())
-        if result.returncode != 0:
-            raise BrokerError(f"formatting {c.log_dir} failed: {result.stderr or result.stdout}")
+    def cluster_id_to_format(self) -> str:
+        return self.cluster_id
 
 
 def _cluster_id(log_dir: Path) -> str:
