@@ -20,7 +20,7 @@ from typing import Protocol
 
 from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.jobrun import JobRun
-from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.errors import FaultNotFired
 from spark_ext.recovery.faults import FaultCell, FaultClass
 from spark_ext.recovery.profiles import derive_profile
@@ -93,7 +93,7 @@ def run_broker_cell(
         ctx = dataclasses.replace(ctx, bootstrap=bootstrap, profile=str(profile))
         case.prepare(ctx)
         clean = runs.clean_run(case, ctx, runner=runs.runner)
-        slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+        slot = ctx.slot(str(cell.fault))
         fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
         result: dict[str, JobRun] = {}
 

@@ -124,7 +124,7 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
     start = time.monotonic()
     ctx = harness.context(case, folder=f"campaign-{plan.seed}-{plan.job}")
     case.prepare(ctx)
-    slot = RunSlot("campaign", ctx.workdir / "campaign")
+    slot = ctx.slot("campaign")
     errors = typed_error_names() - {"InjectedFault"}
     ended: list[str] = []
     with ThreadPoolExecutor(max_workers=1) as pool:

@@ -76,6 +76,10 @@ class HarnessContext:
         """A topic name unique to this check (``name`` distinguishes input from outputs)."""
         return f"{self.tag}-{name}"
 
+    def slot(self, name: str) -> RunSlot:
+        """The output location ``name`` in this context's folder."""
+        return RunSlot(name, self.workdir / name)
+
 
 @dataclass(frozen=True)
 class RunSlot:

@@ -1,29 +1,19 @@
-"""The ``disorder`` fault: input whose event times break the partitions' promise.
-
-docs/design.md invariant 7. The input is jittered beyond ``--disorder-ms`` (killed and
+"""The ``disorder`` fault: input whose event times break the partitions' promise (killed and
 restarted at the cell's point, if any); ``precise`` means every input row is accounted for once,
-in an output row or a late row. No late row at all is :class:`FaultNotFired`.
+in an output row or a late row (docs/design.md invariant 7). No late row is ``FaultNotFired``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 
-from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.classification import RecoveryClass, classify
-from spark_ext.recovery.errors import (
-    EmptyCleanOutput,
-    FaultNotApplicable,
-    FaultNotFired,
-    JobRunFailed,
-)
+from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotApplicable, FaultNotFired
 from spark_ext.recovery.faults import FaultCell
-from spark_ext.recovery.runs import JobRuns, assert_fired
+from spark_ext.recovery.runs import JobRuns, judge
 
 __all__ = ["ACCOUNTED", "run_disorder_cell"]
-
-log = logging.getLogger(__name__)
 
 #: The name of the compared "output" of a disorder cell: every output and the late rows.
 ACCOUNTED = "output+late"
@@ -39,38 +29,20 @@ def run_disorder_cell(runs: JobRuns, case: RecoveryCase, cell: FaultCell) -> lis
     expected_rows = case.prepare_disordered(ctx)
     if not expected_rows:
         raise EmptyCleanOutput(case.name, "input", str(ctx.workdir))
-    slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
-    log.info("%s: %s", case.name, cell.describe())
-    run = runs.runner(
-        case.module, case.disorder_args(ctx, slot), fault=cell.spec(), timeout_s=runs.timeout_s
-    )
+    slot = ctx.slot(str(cell.fault))
+    run = runs.fault_run(case, cell, ctx, case.disorder_args(ctx, slot))
     seconds = {"fault": run.seconds}
-    assert_fired(case.name, cell, run)
     before = len(case.accounted_rows(ctx, slot)[0])
     note = "finished on its own"
     if not run.ok:
-        again = runs.runner(case.module, case.disorder_args(ctx, slot), timeout_s=runs.timeout_s)
-        seconds["restarted"] = again.seconds
-        if not again.ok:
-            raise JobRunFailed(case.name, f"{cell.fault} restarted", again)
+        seconds["restarted"] = runs.restart(case, cell.fault, case.disorder_args(ctx, slot)).seconds
         note = "killed, restarted"
     rows, late = case.accounted_rows(ctx, slot)
     if late == 0:
         raise FaultNotFired(case.name, f"{cell.describe()} (no row went late)", run)
-    expected = case.expected(cell.fault)
-    want = next(iter(expected.values()), RecoveryClass.PRECISE)
-    result = RecoveryResult(
-        case.name,
-        ACCOUNTED,
-        want,
-        cell.describe(),
-        classify(expected_rows, rows, spec),
-        before,
-        seconds,
-        fault=cell.fault,
-        note=f"{note}; {late} of {len(expected_rows)} input rows late",
+    want = next(iter(case.expected(cell.fault).values()), RecoveryClass.PRECISE)
+    compared = {ACCOUNTED: (classify(expected_rows, rows, spec), before)}
+    note += f"; {late} of {len(expected_rows)} input rows late"
+    return judge(
+        case, cell.fault, cell.describe(), compared, seconds, note, None, {ACCOUNTED: want}
     )
-    log.info(
-        "%s %s: %s (expected %s)", result.label, cell.fault, result.observed, result.expected_label
-    )
-    return [result]

@@ -29,27 +29,12 @@ from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import classify
 from spark_ext.recovery.disorder import run_disorder_cell
-from spark_ext.recovery.errors import (
-    FaultNotApplicable,
-    FaultNotFired,
-    JobRunFailed,
-    RecoveryError,
-)
-from spark_ext.recovery.faults import (
-    BROKER_FAULTS,
-    RETENTION_FAULTS,
-    FaultCell,
-    FaultClass,
-    observed_error,
-)
-from spark_ext.recovery.profiles import derive_profile, resolve_profile, typed_error_names
+from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired, RecoveryError
+from spark_ext.recovery.faults import BROKER_FAULTS, RETENTION_FAULTS, FaultCell, FaultClass
+from spark_ext.recovery.profiles import derive_profile, resolve_profile
 from spark_ext.recovery.retention import run_retention_cell
-from spark_ext.recovery.runs import CleanRun, JobRuns, Runner, assert_fired
-from spark_ext.recovery.speculation import (
-    SPECULATION_CONF,
-    assert_speculated,
-    speculation_profile,
-)
+from spark_ext.recovery.runs import CleanRun, JobRuns, Runner, judge, typed_error
+from spark_ext.recovery.speculation import SPECULATION_CONF, assert_speculated, speculation_profile
 
 __all__ = ["InProcessRunner", "RecoveryHarness", "forget_last_commit"]
 
@@ -57,11 +42,8 @@ log = logging.getLogger(__name__)
 
 
 class InProcessRunner:
-    """Run a job's ``main(args)`` in this process, on its running SparkSession (clean runs only).
-
-    Saves a JVM start; the job's ``build_session`` returns the running session, so another
-    profile's settings are ignored.
-    """
+    """Run a job's ``main(args)`` in this process, on its running SparkSession (clean runs
+    only: another profile's settings are ignored)."""
 
     def __call__(
         self,
@@ -91,26 +73,19 @@ class RecoveryHarness(JobRuns):
         Outputs and checkpoints, one subfolder per case, emptied when the case is checked.
     bootstrap
         Kafka bootstrap servers (never paused or killed: broker faults start their own).
-    profile
-        Configuration profile of the clean runs and kills (a ``conf/`` name or a path).
-    runner
-        Runs one job process; :func:`~spark_ext.jobrun.run_job` unless a test replaces it.
+    profile, fault_profile, speculation_profile
+        Profiles (a ``conf/`` name or a path) of the clean runs and kills, of the runs under
+        another fault (``faults``: tasks are retried), of the ``speculation`` cells.
+    runner, clean_runner
+        Run one job process (:func:`~spark_ext.jobrun.run_job`); the clean runs may use
+        :class:`InProcessRunner` where a session of the jobs' profile is already running.
     timeout_s
         Limit for each run.
     parallel
         Run the clean run at the same time as the killed one in :meth:`check`.
-    clean_runner
-        Runs the clean runs, ``runner`` by default; :class:`InProcessRunner` where a session
-        of the jobs' profile is already running.
-    fault_profile
-        Profile of the runs under a fault other than ``kill`` (``faults``: tasks are retried).
-    brokers
-        Makes the broker of each broker cell (:func:`connectors.kafka.local_broker.private_broker`);
-        without it those cells are not applicable.
-    broker_port
-        First port tried for the brokers of the broker faults.
-    speculation_profile
-        Profile of the ``speculation`` cells (speculation added); needs executors on two hosts.
+    brokers, broker_port
+        Makes the broker of each broker cell (``connectors.kafka.local_broker.private_broker``;
+        without it those cells are not applicable), on the first free port from ``broker_port``.
     """
 
     def __init__(
@@ -139,12 +114,11 @@ class RecoveryHarness(JobRuns):
         self.broker_port = broker_port
         self.brokers = brokers
 
-    # -- the kill check (clean alongside the killed run) -------------------------------------
     def check(self, case: RecoveryCase) -> list[RecoveryResult]:
         """Run ``case`` clean, then killed at its crash plan and restarted; classify each output."""
         ctx = self.context(case)
         case.prepare(ctx)
-        slot = RunSlot("crashed", ctx.workdir / "crashed")
+        slot = ctx.slot("crashed")
         parallel = self.parallel and not isinstance(self.clean_runner, InProcessRunner)
         log.info("%s: clean run%s", case.name, " (alongside the killed run)" * parallel)
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -163,26 +137,23 @@ class RecoveryHarness(JobRuns):
             )
             if pending is not None:
                 clean = pending.result()
-        if case.crash.fault:
-            point = FaultSpec.parse(case.crash.fault).point
-            if not run.fired(point, "kill"):
-                raise FaultNotFired(case.name, case.crash.describe(), run)
-        elif not run.killed:
-            raise FaultNotFired(case.name, case.crash.describe(), run)
         described = case.crash.describe()
-        if case.crash.kill_after_s is not None:  # a random moment: say where it landed
+        if case.crash.fault:
+            if not run.fired(FaultSpec.parse(case.crash.fault).point, "kill"):
+                raise FaultNotFired(case.name, described, run)
+        elif not run.killed:
+            raise FaultNotFired(case.name, described, run)
+        else:  # a random moment: say where it landed
             described += f" (after {run.last_step or 'no step'})"
         return self.restart_and_compare(case, ctx, slot, clean, run, FaultClass.KILL, described)
 
-    # -- one cell of the matrix --------------------------------------------------------------
     def run_cell(
         self, case: RecoveryCase, fault: FaultClass, clean: CleanRun | None = None
     ) -> list[RecoveryResult]:
         """Run ``case`` under ``fault`` as the case declares it and classify each output.
 
-        ``clean`` is a clean run of the case to compare with (its context is reused); without
-        it the harness prepares a context and runs the clean run first. ``checkpoint-reset``
-        runs on the clean slot itself (its rows are already read): run it last.
+        ``clean`` (a clean run of the case, whose context is reused) is run first if not given.
+        ``checkpoint-reset`` runs on the clean slot itself: run it last.
         """
         cell = case.cell(fault)
         if cell is None:
@@ -201,61 +172,42 @@ class RecoveryHarness(JobRuns):
             clean = self.clean_run(case, ctx)
         if fault is FaultClass.CHECKPOINT_RESET:
             return self._checkpoint_reset(case, cell, clean)
-        if fault is FaultClass.SPECULATION and cell.point is None:
-            return self._refused_speculation(case, cell, clean)
         if fault in RETENTION_FAULTS:
             return run_retention_cell(self, case, cell, clean)
-        return self._fault_run(case, cell, clean)
-
-    def _fault_ctx(self, cell: FaultCell, ctx: HarnessContext) -> HarnessContext:
-        """The context of a faulted run: the fault profile, or the speculation one."""
-        profile = self.fault_profile
-        if cell.fault is FaultClass.SPECULATION:
+        if fault is FaultClass.SPECULATION and cell.point is None:
+            return self._refused_speculation(case, cell, clean)
+        ctx = dataclasses.replace(clean.ctx, profile=self.fault_profile)
+        if fault is FaultClass.SPECULATION:
             dest = ctx.workdir / "speculation.toml"
             profile = speculation_profile(self.speculation_profile, dest)
-        return dataclasses.replace(ctx, profile=profile)
-
-    def _fault_run(
-        self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
-    ) -> list[RecoveryResult]:
-        ctx = self._fault_ctx(cell, clean.ctx)
-        slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
-        shutil.rmtree(slot.out, ignore_errors=True)
-        log.info("%s: %s", case.name, cell.describe())
-        speculation = cell.fault is FaultClass.SPECULATION
-        traced = {"trace": True} if speculation else {}
-        run = self.runner(
-            case.module,
-            case.job_args(ctx, slot),
-            fault=cell.spec(),
-            timeout_s=self.timeout_s,
-            **traced,
-        )
-        assert_fired(case.name, cell, run)
-        if speculation:
+            ctx = dataclasses.replace(ctx, profile=profile)
+        run = self.fault_run(case, cell, ctx)
+        if fault is FaultClass.SPECULATION:
             assert_speculated(case.name, cell, run)
-        return self.restart_and_compare(case, ctx, slot, clean, run, cell.fault, cell.describe())
+        slot = ctx.slot(str(fault))
+        return self.restart_and_compare(case, ctx, slot, clean, run, fault, cell.describe())
 
     def _checkpoint_reset(
         self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
     ) -> list[RecoveryResult]:
-        ctx, slot = clean.ctx, clean.slot
-        checkpoints = case.checkpoints(ctx, slot)
+        checkpoints = case.checkpoints(clean.ctx, clean.slot)
         if not checkpoints:
-            raise FaultNotApplicable(case.name, str(cell.fault), f"no checkpoint under {slot.out}")
+            raise FaultNotApplicable(
+                case.name, str(cell.fault), f"no checkpoint under {clean.slot.out}"
+            )
         for path in checkpoints:
             log.info("%s: checkpoint reset: deleting %s, keeping the output", case.name, path)
             shutil.rmtree(path)
-        return self._run_and_judge(case, cell, ctx, slot, clean.rows, clean.seconds)
+        return self._run_and_judge(case, cell, clean.ctx, clean.slot, clean.rows, clean.seconds)
 
     def _refused_speculation(
         self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
     ) -> list[RecoveryResult]:
         """A job that refuses speculation, started with it on: the typed error, nothing written."""
         dest = clean.ctx.workdir / "speculation.toml"
-        profile = str(derive_profile(self.speculation_profile, dest, SPECULATION_CONF))
-        ctx = dataclasses.replace(clean.ctx, profile=profile)
-        slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
+        profile = derive_profile(self.speculation_profile, dest, SPECULATION_CONF)
+        ctx = dataclasses.replace(clean.ctx, profile=str(profile))
+        slot = ctx.slot(str(cell.fault))
         shutil.rmtree(slot.out, ignore_errors=True)
         log.info("%s: started with spark.speculation on; must refuse", case.name)
         nothing: dict[str, list[dict[str, Any]]] = {o.name: [] for o in case.outputs}
@@ -270,45 +222,25 @@ class RecoveryHarness(JobRuns):
         reference: dict[str, list[dict[str, Any]]],
         clean_seconds: float,
     ) -> list[RecoveryResult]:
-        """Run the job once on ``slot`` under ``ctx``; classify each output against
-        ``reference`` and name the typed error the run stopped with, if any."""
+        """Run the job once on ``slot``; classify each output against ``reference`` and name
+        the typed error the run stopped with, if any."""
         run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
-        error = None if run.ok else observed_error(run.output_tail, typed_error_names())
-        if not run.ok and error is None:
-            raise JobRunFailed(case.name, f"{cell.fault} (no typed error named)", run)
-        expected = case.expected(cell.fault)
-        results = []
-        for out in case.outputs:
-            after = case.read_output(ctx, slot, out.name)
-            result = RecoveryResult(
-                case.name,
-                out.name,
-                expected[out.name],
-                cell.describe(),
-                classify(reference[out.name], after, out.spec),
-                len(reference[out.name]),
-                {"clean": clean_seconds, "fault": run.seconds},
-                fault=cell.fault,
-                error=error,
-                note="stopped with a typed error" if error else "ran to its end",
+        error = typed_error(case, str(cell.fault), run)
+        compared = {
+            o.name: (
+                classify(reference[o.name], case.read_output(ctx, slot, o.name), o.spec),
+                len(reference[o.name]),
             )
-            log.info(
-                "%s %s: %s (expected %s)",
-                result.label,
-                cell.fault,
-                result.observed,
-                result.expected_label,
-            )
-            results.append(result)
-        return results
+            for o in case.outputs
+        }
+        seconds = {"clean": clean_seconds, "fault": run.seconds}
+        note = "stopped with a typed error" if error else "ran to its end"
+        return judge(case, cell.fault, cell.describe(), compared, seconds, note, error)
 
 
 def forget_last_commit(checkpoint: Path) -> int:
-    """Delete the newest entry of a stopped query's commit log; returns its batch id.
-
-    The in-process stand-in for a SIGKILL after the sink's write, before Spark's commit: the
-    next start replays that batch with the same offsets.
-    """
+    """Delete the newest entry of a stopped query's commit log (the in-process stand-in for a
+    SIGKILL between the sink's write and Spark's commit); returns its batch id."""
     commits = Path(checkpoint) / "commits"
     ids = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     if not ids:

@@ -1,25 +1,18 @@
-"""Retention faults: the output loses evidence between a write and the replay of its batch.
-
-Each cell kills the job at its point, acts on the output as retention would, and restarts it
-(docs/design.md, "Fault points"; invariant 6). A restart that stops with a typed error must
-have written nothing after the action; one that finishes is judged on what consumers saw: the
-removed rows plus the output after the restart, against the clean output.
-"""
+"""Retention faults: the output loses evidence between a kill at the point and the restart
+(docs/design.md, "Fault points"; invariant 6)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import shutil
 import time
 from pathlib import Path
 
-from spark_ext.recovery.case import RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.classification import classify, without
-from spark_ext.recovery.errors import JobRunFailed, RetentionNotApplied
-from spark_ext.recovery.faults import FaultCell, observed_error
-from spark_ext.recovery.profiles import typed_error_names
-from spark_ext.recovery.runs import CleanRun, JobRuns, assert_fired
+from spark_ext.recovery.errors import RetentionNotApplied
+from spark_ext.recovery.faults import FaultCell
+from spark_ext.recovery.runs import CleanRun, JobRuns, judge, typed_error
 
 __all__ = [
     "TXN_RETENTION",
@@ -98,50 +91,24 @@ def run_retention_cell(
 ) -> list[RecoveryResult]:
     """Kill ``case`` at ``cell``'s point, expire its output as retention would, restart it."""
     ctx = dataclasses.replace(clean.ctx, profile=runs.fault_profile)
-    slot = RunSlot(str(cell.fault), ctx.workdir / str(cell.fault))
-    shutil.rmtree(slot.out, ignore_errors=True)
-    log.info("%s: %s", case.name, cell.describe())
-    run = runs.runner(
-        case.module, case.job_args(ctx, slot), fault=cell.spec(), timeout_s=runs.timeout_s
-    )
-    assert_fired(case.name, cell, run)
+    slot = ctx.slot(str(cell.fault))
+    run = runs.fault_run(case, cell, ctx)
     written = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
     case.expire_output(ctx, slot, cell.fault)
     kept = {o.name: case.read_output(ctx, slot, o.name) for o in case.outputs}
     removed = {o.name: without(written[o.name], kept[o.name], o.spec) for o in case.outputs}
     again = runs.runner(case.module, case.restart_args(ctx, slot), timeout_s=runs.timeout_s)
-    error = None if again.ok else observed_error(again.output_tail, typed_error_names())
-    if not again.ok and error is None:
-        raise JobRunFailed(case.name, f"{cell.fault} restarted (no typed error named)", again)
+    error = typed_error(case, f"{cell.fault} restarted", again)
     note = f"killed, {sum(map(len, removed.values()))} rows expired, " + (
         f"restart stopped with {error}" if error else "restarted"
     )
-    expected = case.expected(cell.fault)
-    results = []
+    compared = {}
     for out in case.outputs:
         final = case.read_output(ctx, slot, out.name)
-        if error:
+        if error:  # a typed error must have written nothing after the expiry
             comparison = classify(kept[out.name], final, out.spec)
-        else:
+        else:  # consumers saw the expired rows and the output after the restart
             comparison = classify(clean.rows[out.name], [*removed[out.name], *final], out.spec)
-        result = RecoveryResult(
-            case.name,
-            out.name,
-            expected[out.name],
-            cell.describe(),
-            comparison,
-            len(kept[out.name]),
-            {"clean": clean.seconds, "fault": run.seconds, "restarted": again.seconds},
-            fault=cell.fault,
-            error=error,
-            note=note,
-        )
-        log.info(
-            "%s %s: %s (expected %s)",
-            result.label,
-            cell.fault,
-            result.observed,
-            result.expected_label,
-        )
-        results.append(result)
-    return results
+        compared[out.name] = (comparison, len(kept[out.name]))
+    seconds = {"clean": clean.seconds, "fault": run.seconds, "restarted": again.seconds}
+    return judge(case, cell.fault, cell.describe(), compared, seconds, note, error)

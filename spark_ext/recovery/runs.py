@@ -1,8 +1,5 @@
-"""The runs every fault cell is built from: a fresh context, the clean run, the restart.
-
-:class:`JobRuns` holds steps 1 and 3 of :mod:`spark_ext.recovery.harness`; the harness and the
-modules injecting faults outside a job build on it.
-"""
+"""The runs every fault cell is built from: a fresh context, the clean run, the restart, the
+results (steps 1 and 3 of :mod:`spark_ext.recovery.harness`)."""
 
 from __future__ import annotations
 
@@ -10,19 +7,19 @@ import logging
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.classification import classify
+from spark_ext.recovery.classification import Comparison, classify
 from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFailed
-from spark_ext.recovery.faults import FaultCell, FaultClass, observed_error
+from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
 from spark_ext.recovery.profiles import typed_error_names
 
-__all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired"]
+__all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired", "judge", "typed_error"]
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +37,8 @@ class CleanRun:
 
 
 class JobRuns:
-    """Run a case's job: into a fresh context, clean, and restarted after a fault.
-
-    Settings: :class:`~spark_ext.recovery.harness.RecoveryHarness`'s parameters.
-    """
+    """Run a case's job: into a fresh context, clean, and restarted after a fault (settings:
+    :class:`~spark_ext.recovery.harness.RecoveryHarness`'s parameters)."""
 
     workdir: Path
     bootstrap: str
@@ -67,7 +62,7 @@ class JobRuns:
         self, case: RecoveryCase, ctx: HarnessContext, runner: Runner | None = None
     ) -> CleanRun:
         """Run ``case`` clean into ``ctx``'s ``clean`` slot and read every output (non-empty)."""
-        slot = RunSlot("clean", ctx.workdir / "clean")
+        slot = ctx.slot("clean")
         run = (runner or self.clean_runner)(
             case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s
         )
@@ -78,6 +73,36 @@ class JobRuns:
             if not got:
                 raise EmptyCleanOutput(case.name, name, str(slot.out))
         return CleanRun(ctx, slot, rows, run.seconds)
+
+    def fault_run(
+        self,
+        case: RecoveryCase,
+        cell: FaultCell,
+        ctx: HarnessContext,
+        args: Sequence[str] | None = None,
+    ) -> JobRun:
+        """Run ``case`` under ``cell`` on a fresh slot named for its fault, seen firing
+        (``args``: the job's arguments, :meth:`RecoveryCase.job_args` by default)."""
+        slot = ctx.slot(str(cell.fault))
+        shutil.rmtree(slot.out, ignore_errors=True)
+        log.info("%s: %s", case.name, cell.describe())
+        traced = {"trace": True} if cell.fault is FaultClass.SPECULATION else {}
+        run = self.runner(
+            case.module,
+            case.job_args(ctx, slot) if args is None else args,
+            fault=cell.spec(),
+            timeout_s=self.timeout_s,
+            **traced,
+        )
+        assert_fired(case.name, cell, run)
+        return run
+
+    def restart(self, case: RecoveryCase, fault: FaultClass, args: Sequence[str]) -> JobRun:
+        """Run ``case`` again after ``fault``; :class:`JobRunFailed` unless it finishes."""
+        again = self.runner(case.module, args, timeout_s=self.timeout_s)
+        if not again.ok:
+            raise JobRunFailed(case.name, f"{fault} restarted", again)
+        return again
 
     def restart_and_compare(
         self,
@@ -98,43 +123,64 @@ class JobRuns:
             error = observed_error(run.output_tail, typed_error_names())
             note = "killed" if run.killed else f"failed ({error or 'untyped error'})"
             log.info("%s: %s; restart from the checkpoint", case.name, note)
-            again = self.runner(case.module, case.restart_args(ctx, slot), timeout_s=self.timeout_s)
+            again = self.restart(case, fault, case.restart_args(ctx, slot))
             seconds["restarted"] = again.seconds
-            if not again.ok:
-                raise JobRunFailed(case.name, f"{fault} restarted", again)
             note += ", restarted"
-        expected = case.expected(fault)
-        results = []
-        for out in case.outputs:
-            comparison = classify(
-                clean.rows[out.name], case.read_output(ctx, slot, out.name), out.spec
+        compared = {
+            o.name: (
+                classify(clean.rows[o.name], case.read_output(ctx, slot, o.name), o.spec),
+                before[o.name],
             )
-            result = RecoveryResult(
-                case.name,
-                out.name,
-                expected[out.name],
-                described,
-                comparison,
-                before[out.name],
-                seconds,
-                fault=fault,
-                note=note,
-            )
-            log.info(
-                "%s %s: %s (expected %s)",
-                result.label,
-                fault,
-                result.observed,
-                result.expected_label,
-            )
-            results.append(result)
-        return results
+            for o in case.outputs
+        }
+        return judge(case, fault, described, compared, seconds, note)
+
+
+def judge(
+    case: RecoveryCase,
+    fault: FaultClass,
+    described: str,
+    compared: Mapping[str, tuple[Comparison, int]],
+    seconds: Mapping[str, float],
+    note: str,
+    error: str | None = None,
+    expected: Mapping[str, Expectation] | None = None,
+) -> list[RecoveryResult]:
+    """One logged result per output of ``compared`` (its comparison, its rows before the
+    restart), against ``expected`` (default: what ``case`` declares under ``fault``)."""
+    expected = case.expected(fault) if expected is None else expected
+    results = []
+    for name, (comparison, before) in compared.items():
+        result = RecoveryResult(
+            case.name,
+            name,
+            expected[name],
+            described,
+            comparison,
+            before,
+            dict(seconds),
+            fault=fault,
+            error=error,
+            note=note,
+        )
+        log.info(
+            "%s %s: %s (expected %s)", result.label, fault, result.observed, result.expected_label
+        )
+        results.append(result)
+    return results
+
+
+def typed_error(case: RecoveryCase, phase: str, run: JobRun) -> str | None:
+    """The typed error ``run`` stopped with (``None``: it ran to its end); an untyped failure
+    is :class:`JobRunFailed`."""
+    error = None if run.ok else observed_error(run.output_tail, typed_error_names())
+    if not run.ok and error is None:
+        raise JobRunFailed(case.name, f"{phase} (no typed error named)", run)
+    return error
 
 
 def assert_fired(job: str, cell: FaultCell, run: JobRun) -> None:
     """Raise :class:`FaultNotFired` unless ``run``'s fault log shows ``cell``'s fault firing."""
     kind = cell.kind
-    if cell.point is None or kind is None:
-        return
-    if not run.fired(cell.point.name, kind.value):
+    if cell.point is not None and kind is not None and not run.fired(cell.point.name, kind.value):
         raise FaultNotFired(job, cell.describe(), run)
