@@ -1,16 +1,15 @@
 """Recovery harness: what a fault did to a guarantee job's output, job by job and fault by fault.
 
 A job runs clean (``O_e``), under one fault and restarted (``O_f + O'``); the difference is named
-with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with nothing written.
-
-Modules, one concern each:
+with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with nothing written
+(docs/design.md, "Fault points" and "Recovery classes").
 
 =============================  ================================================================
 ``classification``             the classes and :func:`classify` (pure, no Spark, no I/O)
 ``faults``                     fault classes and what a job declares per class (pure)
 ``errors``                     the harness's typed errors (a cell that cannot be judged)
 ``case``                       :class:`RecoveryCase`: a job as the harness sees it
-``runs``                       a fresh context, the clean run, the restart compared with it
+``runs``                       a fresh context, the clean run, the restart, the results
 ``broker_faults``              a broker of the harness's own, paused or killed mid-run
 ``retention``                  an output expired between a kill and the restart
 ``disorder``                   input whose event times break the partitions' promise
@@ -21,10 +20,9 @@ Modules, one concern each:
 ``readers``                    Delta tables read back as rows
 ``report``                     the text table and the HTML report with one plot per output
 ``matrix``                     jobs x faults: :func:`run_matrix` and its HTML picture
+``campaign(_plan)``            the randomized campaign: drawn from a seed, run, checked
 =============================  ================================================================
 
-Example
--------
 >>> spec = OutputSpec(columns=("id", "v"))
 >>> classify([{"id": 1, "v": "a"}], [{"id": 1, "v": "a"}] * 2, spec).recovery_class
 <RecoveryClass.ROLLBACK_REPEATING: 'rollback-repeating'>
@@ -38,18 +36,8 @@ from spark_ext.recovery.case import (
     RecoveryResult,
     RunSlot,
 )
-from spark_ext.recovery.classification import (
-    Comparison,
-    FinalStateView,
-    OutputSpec,
-    RecoveryClass,
-    RowDiff,
-    StateDiff,
-    classify,
-    final_state,
-)
+from spark_ext.recovery.classification import FinalStateView, OutputSpec, RecoveryClass, classify
 from spark_ext.recovery.errors import (
-    CrashPointNotReached,
     EmptyCleanOutput,
     FaultNotApplicable,
     FaultNotFired,
@@ -58,8 +46,6 @@ from spark_ext.recovery.errors import (
     RetentionNotApplied,
 )
 from spark_ext.recovery.faults import (
-    FAULT_DOCS,
-    Expectation,
     ExpectedError,
     FaultCell,
     FaultClass,
@@ -68,25 +54,11 @@ from spark_ext.recovery.faults import (
 )
 from spark_ext.recovery.harness import InProcessRunner, RecoveryHarness, forget_last_commit
 from spark_ext.recovery.readers import read_delta_rows
-from spark_ext.recovery.report import (
-    TABLE_COLUMNS,
-    format_table,
-    plot_result,
-    png_data_uri,
-    table_rows,
-    write_report,
-)
-from spark_ext.recovery.runs import CleanRun, Runner, assert_fired
+from spark_ext.recovery.report import format_table, write_report
 
 __all__ = [
-    "FAULT_DOCS",
-    "TABLE_COLUMNS",
-    "CleanRun",
-    "Comparison",
     "CrashPlan",
-    "CrashPointNotReached",
     "EmptyCleanOutput",
-    "Expectation",
     "ExpectedError",
     "ExpectedOutput",
     "FaultCell",
@@ -104,20 +76,12 @@ __all__ = [
     "RecoveryHarness",
     "RecoveryResult",
     "RetentionNotApplied",
-    "RowDiff",
     "RunSlot",
-    "Runner",
-    "StateDiff",
-    "assert_fired",
     "classify",
     "expectation_label",
-    "final_state",
     "forget_last_commit",
     "format_table",
     "observed_error",
-    "plot_result",
-    "png_data_uri",
     "read_delta_rows",
-    "table_rows",
     "write_report",
 ]

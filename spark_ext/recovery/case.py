@@ -33,10 +33,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CrashPlan:
-    """Where the killed run dies: a fault spec (``name`` or ``name@batch``), or a delay.
-
-    Build it from a declared point: ``CrashPlan.at(AFTER_WRITE, 1)``.
-    """
+    """Where the killed run dies: a fault spec (``CrashPlan.at(AFTER_WRITE, 1)``), or a delay."""
 
     fault: str | None = None
     kill_after_s: float | None = None
@@ -99,11 +96,7 @@ class ExpectedOutput:
 
 
 class RecoveryCase(ABC):
-    """A guarantee job as the harness sees it: how to feed it, run it and read its outputs.
-
-    Subclasses set the class attributes and implement the abstract methods; every output is
-    classified.
-    """
+    """A guarantee job as the harness sees it: how to feed it, run it and read its outputs."""
 
     #: Short name used by the CLI and the report (``at_most_once``).
     name: str
@@ -150,12 +143,10 @@ class RecoveryCase(ABC):
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         """Every row the runs of ``slot`` left in ``output`` (empty if nothing was written)."""
 
-    # -- retention faults (output-trim, txn-retention) --------------------------------------
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
         """Do to ``slot``'s outputs what retention does under ``fault`` (between kill and restart)."""
         raise NotImplementedError(f"{self.name} does not implement {fault}")
 
-    # -- event-time disorder -----------------------------------------------------------------
     #: ``disorder``: the columns on which the input and output-plus-late rows are compared,
     #: one row per input row (``None``: the case has no disorder cell).
     accounting: OutputSpec | None = None
@@ -191,11 +182,8 @@ class RecoveryCase(ABC):
 
 @dataclass(frozen=True)
 class RecoveryResult:
-    """One output under one fault: the outcome, against the declared expectation.
-
-    ``error`` is the typed error the faulted run stopped with (``checkpoint-reset``), ``None``
-    when it recovered; ``comparison`` is always the output against the clean run's.
-    """
+    """One output under one fault against its declared outcome: ``error`` is the typed error
+    the run stopped with (``None``: it recovered), ``comparison`` the output against O_e."""
 
     job: str
     output: str

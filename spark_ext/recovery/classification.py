@@ -1,40 +1,10 @@
 """Recovery classes: what a fault did to a job's output, decided on rows alone (no Spark).
 
-A run that suffered a fault and its restart from the checkpoint leave ``O_f + O'`` in the
-output; a clean run leaves ``O_e``. :func:`classify` compares the two and names the difference
-with the recovery classes of Hwang et al., "High-availability algorithms for distributed
-stream processing" (ICDE 2005): precise, gap, rollback-repeating, -convergent, -divergent.
-
-Definitions
------------
-Rows are compared on the columns an :class:`OutputSpec` names (never on run-dependent
-columns such as write versions). Let ``E`` be the multiset of rows of ``O_e`` and ``R`` the
-multiset of rows of ``O_f + O'``; ``missing = E - R`` and ``extra = R - E`` (multiset
-differences, so a row written twice where the clean run wrote it once is one extra row).
-The classes are tested in this order; the first that holds is the result:
-
-``precise``
-    ``missing`` and ``extra`` are both empty: ``R == E``.
-``gap``
-    ``extra`` is empty and ``missing`` is not: rows were lost, nothing was added.
-``rollback-repeating``
-    ``missing`` is empty and every extra row is identical to a row of ``E``: the only
-    difference is duplicates of correct rows.
-``rollback-convergent``
-    Some extra row differs from every row of ``E`` (or rows are both missing and extra),
-    but the **final state** of ``R`` equals the final state of ``E``. The final state needs a
-    :class:`FinalStateView`: per key, the value columns of the last row by the view's order
-    columns (ties: the row read last). Without a view the final state is the output itself,
-    so this class cannot occur.
-``rollback-divergent``
-    Anything else: the final output differs from the clean run's.
-
-Example: :mod:`spark_ext.recovery`.
+Definitions: docs/design.md, "Recovery classes". Example: :mod:`spark_ext.recovery`.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,7 +30,7 @@ RowKey = tuple[Hashable, ...]
 
 
 class RecoveryClass(StrEnum):
-    """What a crash did to the output (see the module docstring for the exact definitions)."""
+    """What a fault did to the output (docs/design.md, "Recovery classes")."""
 
     PRECISE = "precise"
     GAP = "gap"
@@ -71,18 +41,8 @@ class RecoveryClass(StrEnum):
 
 @dataclass(frozen=True)
 class FinalStateView:
-    """How to read an output as a final state: the last ``value`` per ``key`` by ``order``.
-
-    Parameters
-    ----------
-    key
-        Columns that identify an entity (for example ``("user_id",)``).
-    value
-        Columns that hold the entity's state.
-    order
-        Columns giving emission order (for example a write version); they may differ between
-        runs and are never compared. Empty: rows count in the order they were read.
-    """
+    """An output read as a final state: per ``key``, the ``value`` columns of the last row by
+    ``order`` (emission order, never compared; empty: the order rows were read)."""
 
     key: tuple[str, ...]
     value: tuple[str, ...]
@@ -140,10 +100,10 @@ class Comparison:
     """``O_f + O'`` against ``O_e``: the class and the differing rows."""
 
     recovery_class: RecoveryClass
-    expected_rows: int
-    observed_rows: int
     missing: tuple[RowDiff, ...]
     extra: tuple[RowDiff, ...]
+    expected_rows: int
+    observed_rows: int
     final_state_equal: bool
     state_diffs: tuple[StateDiff, ...] = ()
 
@@ -165,8 +125,6 @@ def _normal(value: Any) -> Hashable:
     """A hashable, comparable form of a cell (NaN and None are one missing value)."""
     if value is None:
         return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
         try:
             return _normal(value.item())
@@ -177,7 +135,7 @@ def _normal(value: Any) -> Hashable:
     if isinstance(value, dict):
         return tuple(sorted((k, _normal(v)) for k, v in value.items()))
     try:
-        if value != value:  # pandas NaT
+        if value != value:  # NaN, pandas NaT
             return None
     except (TypeError, ValueError):
         pass
@@ -207,27 +165,16 @@ def final_state(rows: Sequence[Row], view: FinalStateView) -> dict[RowKey, RowKe
 
 
 def classify(expected: Sequence[Row], observed: Sequence[Row], spec: OutputSpec) -> Comparison:
-    """Compare ``observed`` (``O_f + O'``) with ``expected`` (``O_e``) and classify it.
-
-    Parameters
-    ----------
-    expected
-        Rows of the clean run, as mappings from column name to value.
-    observed
-        Rows the crashed run and its restart left in the output, together.
-    spec
-        The compared columns and, optionally, the final-state view.
-    """
+    """Compare ``observed`` (``O_f + O'``) with ``expected`` (``O_e``) on ``spec``; classify it."""
     cols = spec.columns
     want = Counter(_project(r, cols) for r in expected)
     got = Counter(_project(r, cols) for r in observed)
-    missing = tuple(
-        RowDiff(dict(zip(cols, k, strict=True)), want[k], got[k])
-        for k in sorted(want - got, key=_sort_key)
-    )
-    extra = tuple(
-        RowDiff(dict(zip(cols, k, strict=True)), want[k], got[k])
-        for k in sorted(got - want, key=_sort_key)
+    missing, extra = (
+        tuple(
+            RowDiff(dict(zip(cols, k, strict=True)), want[k], got[k])
+            for k in sorted(diff, key=_sort_key)
+        )
+        for diff in (want - got, got - want)
     )
     state_diffs: tuple[StateDiff, ...] = ()
     if spec.final_state is not None:
@@ -268,17 +215,7 @@ def classify(expected: Sequence[Row], observed: Sequence[Row], spec: OutputSpec)
 
 
 def without(rows: Sequence[Row], removed: Sequence[Row], spec: OutputSpec) -> list[Row]:
-    """``rows`` minus ``removed`` as multisets on ``spec``'s columns (each removal once).
-
-    Used where something outside the job removed output rows (retention trimming a topic):
-    the clean output without those rows is what a precise recovery must leave.
-
-    Example
-    -------
-    >>> spec = OutputSpec(columns=("id",))
-    >>> without([{"id": 1}, {"id": 1}, {"id": 2}], [{"id": 1}], spec)
-    [{'id': 1}, {'id': 2}]
-    """
+    """``rows`` minus ``removed`` as multisets on ``spec``'s columns (each removal once)."""
     left = Counter(_project(r, spec.columns) for r in removed)
     out: list[Row] = []
     for row in rows:

@@ -1,8 +1,5 @@
-"""Errors of the recovery harness: a cell that cannot be judged is one of these, never a class.
-
-An empty clean output, an unfired fault, a failed restart: classifying them could report
-``precise`` over two empty outputs (a false pass).
-"""
+"""Errors of the recovery harness: a cell that cannot be judged is one of these, never a class
+(classifying it could report ``precise`` over two empty outputs)."""
 
 from __future__ import annotations
 
@@ -15,7 +12,6 @@ if TYPE_CHECKING:
     from spark_ext.jobrun import JobRun
 
 __all__ = [
-    "CrashPointNotReached",
     "EmptyCleanOutput",
     "FaultNotApplicable",
     "FaultNotFired",
@@ -40,6 +36,11 @@ def cause_lines(output: str, limit: int = 8) -> str:
     return "\n".join(list(dict.fromkeys(lines))[-limit:])
 
 
+def _ending(run: JobRun) -> str:
+    """The named cause and the tail of a failed run's output."""
+    return f"cause: {cause_lines(run.output_tail) or 'none named'}\n{run.output_tail[-1500:]}"
+
+
 class RecoveryError(SparkExtError, RuntimeError):
     """Base class of the harness's errors: the run cannot be classified."""
 
@@ -51,29 +52,21 @@ class JobRunFailed(RecoveryError):
         self.job, self.phase, self.run = job, phase, run
         super().__init__(
             f"{job}: {phase} run exited with {run.returncode} after {run.seconds:.0f}s\n"
-            f"cause: {cause_lines(run.output_tail) or 'none named'}\n"
-            f"{run.output_tail[-1500:]}"
+            + _ending(run)
         )
 
 
 class FaultNotFired(RecoveryError):
-    """The fault asked for never fired: its point was not reached in that batch.
-
-    Asserted from the run's fault log, never from how the process ended.
-    """
+    """The fault asked for never fired (read from the run's fault log, never from how the
+    process ended)."""
 
     def __init__(self, job: str, fault: str, run: JobRun) -> None:
         self.job, self.fault, self.run = job, fault, run
         fired = ", ".join(f"{f['point']}:{f['kind']}@{f['batch']}" for f in run.faults) or "none"
         super().__init__(
             f"{job}: fault {fault} never fired (fired: {fired}); run exited with "
-            f"{run.returncode}\ncause: {cause_lines(run.output_tail) or 'none named'}\n"
-            f"{run.output_tail[-1500:]}"
+            f"{run.returncode}\n" + _ending(run)
         )
-
-
-#: The older name: a run meant to be killed ended without its fault firing.
-CrashPointNotReached = FaultNotFired
 
 
 class EmptyCleanOutput(RecoveryError):

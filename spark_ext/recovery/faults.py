@@ -1,8 +1,6 @@
-"""Fault classes of the matrix and what a job declares for each (pure data, no Spark).
+"""Fault classes of the matrix and the :class:`FaultCell` a job declares for each (pure data).
 
-A job declares a :class:`FaultCell` per :class:`FaultClass`: the fault point, the batch, and
-the outcome (a recovery class or an :class:`ExpectedError`). How each class is injected:
-docs/design.md, "Fault points".
+How each class is injected: docs/design.md, "Fault points".
 
 Example
 -------
@@ -10,8 +8,6 @@ Example
 >>> p = declare("demo.3.committed", "driver", "demo commit landed")
 >>> FaultCell(FaultClass.DRIVER_RAISE, p, batch=1).spec()
 'demo.3.committed@1:raise'
->>> ExpectedError("BatchRegressionError").label
-'BatchRegressionError'
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ __all__ = [
 
 
 class FaultClass(StrEnum):
-    """A kind of production fault (see the module docstring for how each is injected)."""
+    """A kind of production fault (docs/design.md, "Fault points")."""
 
     KILL = "kill"
     TASK_RAISE = "task-raise"
@@ -89,22 +85,14 @@ POINT_OPTIONAL_FAULTS = frozenset(
 
 @dataclass(frozen=True)
 class ExpectedError:
-    """The outcome "the job stops with this typed error and writes nothing".
-
-    ``name`` is the class name of a :class:`~spark_ext.errors.SparkExtError` subclass, for
-    example ``"BatchRegressionError"``; it is found in the failed run's output.
-    """
+    """The outcome "the job stops with the typed error ``name`` (a
+    :class:`~spark_ext.errors.SparkExtError` subclass) and writes nothing"."""
 
     name: str
 
     @classmethod
     def of(cls, error: type[BaseException]) -> ExpectedError:
-        """The expectation of the error class ``error``."""
         return cls(error.__name__)
-
-    @property
-    def label(self) -> str:
-        return self.name
 
     def __str__(self) -> str:
         return self.name
@@ -116,32 +104,19 @@ Expectation = RecoveryClass | ExpectedError
 
 def expectation_label(expected: Expectation) -> str:
     """The short text of an expectation (``precise``, ``BatchRegressionError``)."""
-    return expected.value if isinstance(expected, RecoveryClass) else expected.name
+    return str(expected)
 
 
 @dataclass(frozen=True)
 class FaultCell:
     """One fault class as a job declares it: where it is injected and what it must give.
 
-    Parameters
-    ----------
-    fault
-        The fault class.
-    point
-        The declared fault point (``None`` for ``checkpoint-reset``, which needs none; for
-        ``disorder`` a point adds a kill there and a restart; ``None`` for ``speculation``:
-        the job refuses speculation, and ``expected`` names its typed error).
-    batch
-        The batch in which the point fires (``None``: the first time it is reached).
-    expected
-        The outcome, for every output or per output name; ``None``: each output's declared
-        class under ``kill`` (:attr:`spark_ext.recovery.case.ExpectedOutput.expected`).
-    seconds
-        ``speculation``: how long the straggler sleeps. Broker faults: how long the broker
-        stays paused or down.
-    partition
-        An executor point fires only in the task of this partition (``None``: every task of
-        the batch): ``speculation`` needs one straggler among quick tasks, not all slow.
+    ``point``: none for ``checkpoint-reset``; optional for ``disorder`` (a kill there and a
+    restart); none for ``speculation`` in a job that refuses it (``expected``: its typed
+    error). ``batch``: ``None`` fires the first time the point is reached. ``expected``: for
+    every output or per output, ``None``: each output's class under ``kill``. ``seconds``: the
+    straggler's sleep, or how long the broker stays paused or down. ``partition``: an executor
+    point fires only in that partition's task (one straggler among quick tasks).
     """
 
     fault: FaultClass
@@ -212,10 +187,8 @@ _ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]+)\b")
 
 
 def observed_error(output: str, known: Iterable[str]) -> str | None:
-    """The last of the ``known`` error class names in a failed run's output (``None``: none).
-
-    Spark's ``StreamingQueryException`` message holds the Python traceback, so the name shows.
-    """
+    """The last of the ``known`` error class names in a failed run's output (``None``: none;
+    Spark's ``StreamingQueryException`` message holds the Python traceback)."""
     names = set(known)
     found = [m.group(1) for m in _ERROR_NAME.finditer(output) if m.group(1) in names]
     return found[-1] if found else None

@@ -21,7 +21,7 @@ from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.errors import FaultNotApplicable, RecoveryError
 from spark_ext.recovery.faults import BROKER_FAULTS, FAULT_DOCS, FaultClass
 from spark_ext.recovery.harness import RecoveryHarness
-from spark_ext.recovery.report import TABLE_COLUMNS, result_id, result_section, table_rows
+from spark_ext.recovery.report import html_table, result_id, result_section, text_table, write_page
 from spark_ext.recovery.runs import CleanRun
 
 __all__ = [
@@ -175,9 +175,7 @@ def format_matrix(cells: Sequence[MatrixCell]) -> str:
     rows = [("job", *map(str, faults))] + [
         (job, *(text(by.get((job, f))) for f in faults)) for job in jobs
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = text_table(rows)
     problems = [c for c in cells if c.status in (CellStatus.UNEXPECTED, CellStatus.ERROR)]
     for c in problems:
         detail = c.error or f"{c.observed}, declared {c.expected}"
@@ -304,12 +302,6 @@ def write_matrix_report(cells: Sequence[MatrixCell], folder: Path, limit: int = 
         f"<area shape='rect' coords='{x0},{y0},{x1},{y1}' href='#{html.escape(a)}' alt='{html.escape(a)}'>"
         for a, (x0, y0, x1, y1) in boxes.items()
     )
-    results = [r for c in cells for r in c.results]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in table_rows(results)
-    )
     sections = []
     for c in cells:
         inner = "".join(
@@ -326,11 +318,7 @@ def write_matrix_report(cells: Sequence[MatrixCell], folder: Path, limit: int = 
             + "".join(result_section(r, folder, limit) for r in c.results)
             + "</section>"
         )
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>spark_ext fault matrix</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-        "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style>"
-        "</head><body><h1>Fault matrix</h1>"
+    intro = (
         "<p>Each guarantee job under each fault class; a cell is coloured by its outcome "
         '(the recovery classes of Hwang et al., "High-availability algorithms for distributed '
         'stream processing", ICDE 2005, or a typed error with nothing written) and outlined '
@@ -338,9 +326,6 @@ def write_matrix_report(cells: Sequence[MatrixCell], folder: Path, limit: int = 
         "differing rows.</p>"
         "<img src='matrix.png' usemap='#matrix' alt='fault matrix'>"
         f"<map name='matrix'>{areas}</map>"
-        f"<table><tr>{head}</tr>{body}</table>{''.join(sections)}</body></html>"
     )
-    index = folder / "index.html"
-    index.write_text(page)
-    log.info("fault matrix report: %s", index)
-    return index
+    results = html_table([r for c in cells for r in c.results])
+    return write_page(folder, "fault matrix", intro, results + "".join(sections))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 import json
@@ -16,11 +15,13 @@ from spark_ext.recovery.classification import RowDiff, StateDiff
 __all__ = [
     "TABLE_COLUMNS",
     "format_table",
+    "html_table",
     "plot_result",
-    "png_data_uri",
     "result_id",
     "result_section",
     "table_rows",
+    "text_table",
+    "write_page",
     "write_report",
 ]
 
@@ -59,13 +60,40 @@ def table_rows(results: Iterable[RecoveryResult]) -> list[tuple[str, ...]]:
     ]
 
 
+def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """``rows`` (the first one the header) as aligned text lines, a rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return [line.rstrip() for line in lines]
+
+
 def format_table(results: Iterable[RecoveryResult]) -> str:
     """A plain-text table of the results, one line per job."""
-    rows = [TABLE_COLUMNS, *table_rows(results)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(text_table([TABLE_COLUMNS, *table_rows(results)]))
+
+
+def html_table(results: Iterable[RecoveryResult]) -> str:
+    """The results as an HTML table of :data:`TABLE_COLUMNS`."""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in table_rows(results)
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def write_page(folder: Path, title: str, intro: str, body: str) -> Path:
+    """Write ``folder/index.html`` (``intro``: HTML after the heading); returns its path."""
+    index = Path(folder) / "index.html"
+    index.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>spark_ext {title}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
+        "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style>"
+        f"</head><body><h1>{title.capitalize()}</h1>{intro}{body}</body></html>"
+    )
+    log.info("%s: %s", title, index)
+    return index
 
 
 def plot_result(result: RecoveryResult) -> bytes:
@@ -163,35 +191,15 @@ def result_section(result: RecoveryResult, folder: Path, limit: int = 50) -> str
 
 
 def write_report(results: Sequence[RecoveryResult], folder: Path, limit: int = 50) -> Path:
-    """Write ``folder/index.html`` with the table, one PNG per output and the differing rows.
-
-    PNGs go next to the page (``<job>-<fault>-<output>.png``). Returns the page's path.
-    """
+    """Write ``folder/index.html``: the table, then per output its PNG (beside the page) and
+    differing rows. Returns the page's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sections = [result_section(r, folder, limit) for r in results]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in table_rows(results)
-    )
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>spark_ext recovery report</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;"
-        "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}</style>"
-        "</head><body><h1>Recovery report</h1>"
+    sections = "".join(result_section(r, folder, limit) for r in results)
+    intro = (
         "<p>O_e: output of a clean run; O_f + O': output of a run under a fault (SIGKILL, unless "
         "the fault column says otherwise) and its restart from the checkpoint. Recovery classes "
         'after Hwang et al., "High-availability algorithms for distributed stream '
         'processing" (ICDE 2005).</p>'
-        f"<table><tr>{head}</tr>{body}</table>{''.join(sections)}</body></html>"
     )
-    index = folder / "index.html"
-    index.write_text(page)
-    log.info("recovery report: %s", index)
-    return index
-
-
-def png_data_uri(png: bytes) -> str:
-    """``png`` as a ``data:`` URI (for notebooks that display the plot inline)."""
-    return "data:image/png;base64," + base64.b64encode(png).decode()
+    return write_page(folder, "recovery report", intro, html_table(results) + sections)
