@@ -1,12 +1,6 @@
-"""Typed configuration profiles, validated once at start-up.
+"""Typed configuration profiles (TOML in ``conf/`` or any path), validated once at load: a bad
+key, type or value is a :class:`ConfigError` naming the setting (docs/design.md invariant 3).
 
-A profile is a TOML file in ``conf/`` (``local``, ``test``, ``cluster``) or any path. Unknown
-keys, missing required keys and wrong types fail at load time with a :class:`ConfigError`
-that names the setting, never later inside a running query.
-
-Example
--------
->>> from spark_ext.config import load_profile
 >>> profile = load_profile("test")
 >>> profile.spark.shuffle_partitions
 2
@@ -142,23 +136,17 @@ def _build(cls: type, section: str, raw: Mapping[str, Any]) -> Any:
             raise ConfigError(f"{section}.{key}", f"unknown setting (known: {known})")
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        default = getattr(cls(), key)
+        default, setting = getattr(cls(), key), f"{section}.{key}"
         if isinstance(default, Mapping):
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{section}.{key}", "must be a table of strings")
-            values[key] = {str(k): _scalar_str(f"{section}.{key}.{k}", v) for k, v in value.items()}
-        elif isinstance(default, bool):
-            if not isinstance(value, bool):
-                raise ConfigError(f"{section}.{key}", f"must be true or false, got {value!r}")
-            values[key] = value
-        elif isinstance(default, int):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{section}.{key}", f"must be an integer, got {value!r}")
-            values[key] = value
-        else:
-            if not isinstance(value, str):
-                raise ConfigError(f"{section}.{key}", f"must be a string, got {value!r}")
-            values[key] = value
+                raise ConfigError(setting, "must be a table of strings")
+            value = {str(k): _scalar_str(f"{setting}.{k}", v) for k, v in value.items()}
+        elif isinstance(default, bool) != isinstance(value, bool) or not isinstance(
+            value, type(default)
+        ):
+            kind = {bool: "true or false", int: "an integer"}.get(type(default), "a string")
+            raise ConfigError(setting, f"must be {kind}, got {value!r}")
+        values[key] = value
     return cls(**values)
 
 

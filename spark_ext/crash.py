@@ -1,17 +1,10 @@
-"""Fault points: declared places in a protocol where a test or the harness injects a fault.
+"""Fault points: declared places in a protocol where a test or the harness injects a fault,
+requested as ``SPARK_EXT_FAULT=<point>[@<batch>][#<partition>][:<kind>[=<seconds>]]``
+(docs/design.md, "Fault points").
 
-Each step declares a :class:`FaultPoint` next to its code and calls :meth:`FaultPoint.reached`
-right after the step's durable effect. The fault is requested through the job's environment,
-``SPARK_EXT_FAULT=<point>[@<batch>][#<partition>][:<kind>[=<seconds>]]`` (kinds ``kill``, the
-default, ``raise``, ``sleep=<s>``); each firing is logged to stderr and to
-``SPARK_EXT_FAULT_LOG``. Kinds, tracing and how a kill reaches the whole job: docs/design.md,
-"Fault points".
-
-Example
--------
 >>> p = declare("demo.1.written", "driver", "demo: rows written, marker not yet")
 >>> FaultSpec.parse("demo.1.written@3:raise")
-FaultSpec(point='demo.1.written', batch=3, kind=<FaultKind.RAISE: 'raise'>, seconds=0.0)
+FaultSpec(point='demo.1.written', batch=3, kind=<FaultKind.RAISE: 'raise'>, seconds=0.0, partition=None)
 >>> p.reached(3)   # nothing requested: returns at once
 """
 
@@ -86,8 +79,7 @@ class InjectedFault(SparkExtError, RuntimeError):
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """A parsed ``SPARK_EXT_FAULT`` value: which point, which batch (any if None), what kind,
-    and in a task which partition (any if None)."""
+    """A parsed ``SPARK_EXT_FAULT`` value (``None`` batch or partition: any)."""
 
     point: str
     batch: int | None = None
@@ -141,18 +133,9 @@ def requested_fault() -> FaultSpec | None:
 
 @dataclass(frozen=True)
 class FaultPoint:
-    """One declared place where a fault can be injected: right after a step's durable effect.
-
-    Parameters
-    ----------
-    name
-        ``<owner>.<number>.<step>`` for protocol steps (``delta2pc.3.committed``), otherwise
-        ``<owner>.<step>``. Unique across the library.
-    side
-        Where the point runs: ``"driver"``, ``"executor"`` (inside a Spark task) or ``"any"``.
-    doc
-        One line: what is durable when the point is reached, and what is not yet.
-    """
+    """A place right after a step's durable effect where a fault can be injected: ``name``
+    (``<owner>.<number>.<step>`` for protocol steps, unique), the ``side`` it runs on, and
+    ``doc``: what is durable there and what is not yet."""
 
     name: str
     side: Side
@@ -162,21 +145,21 @@ class FaultPoint:
         return self.name
 
     def armed(self, batch_id: int | None = None) -> bool:
-        """Whether a fault is requested at this point (for ``batch_id``): lets a step do
-        extra work only a fault needs (e.g. flush so "partly written" is durable)."""
-        if FAULT_ENV not in os.environ:
-            return False
-        spec = requested_fault()
-        return spec is not None and spec.matches(self.name, batch_id)
+        """Whether a fault is requested at this point (for ``batch_id``), for work only a
+        fault needs."""
+        return self._requested(batch_id) is not None
+
+    def _requested(self, batch_id: int | None) -> FaultSpec | None:
+        """The requested fault if it is this point's in ``batch_id`` (one lookup if none is)."""
+        spec = requested_fault() if FAULT_ENV in os.environ else None
+        return spec if spec is not None and spec.matches(self.name, batch_id) else None
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
-        if TRACE_ENV in os.environ and os.environ[TRACE_ENV] == "1":
+        if os.environ.get(TRACE_ENV) == "1":
             _append(self, REACHED, batch_id, _task_attempt())
-        if FAULT_ENV not in os.environ:
-            return
-        spec = requested_fault()
-        if spec is None or not spec.matches(self.name, batch_id):
+        spec = self._requested(batch_id)
+        if spec is None:
             return
         attempt = _task_attempt()
         if spec.kind is not FaultKind.KILL and attempt not in (None, 0):
@@ -236,13 +219,11 @@ def _task() -> Any:
 
 
 def _task_partition() -> int | None:
-    ctx = _task()
-    return None if ctx is None else ctx.partitionId()
+    return None if (ctx := _task()) is None else ctx.partitionId()
 
 
 def _task_attempt() -> int | None:
-    ctx = _task()
-    return None if ctx is None else ctx.attemptNumber()
+    return None if (ctx := _task()) is None else ctx.attemptNumber()
 
 
 def _record(point: FaultPoint, spec: FaultSpec, batch_id: int | None, attempt: int | None) -> None:

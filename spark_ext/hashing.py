@@ -1,10 +1,6 @@
-"""Stable 64-bit hashes: the same value in every process, machine and Python version.
+"""Stable 64-bit hashes, the same in every process, machine and Python version (docs/design.md,
+"Hashing").
 
-Every hash of the project comes from here (docs/design.md, "Hashing"); a base module (NumPy
-and pandas only).
-
-Example
--------
 >>> int(stable_hash64(["a"])[0]) == int(stable_hash64(["a"])[0])
 True
 >>> shard_of(["a", "b", "a"], 4).tolist()[0] == shard_of(["a"], 4).tolist()[0]
@@ -34,11 +30,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 
 def splitmix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """The SplitMix64 finaliser on every element (a bijection of 64-bit integers).
-
-    Wrapping uint64 arithmetic: ``z = x + golden; z = (z ^ z >> 30) * m1;
-    z = (z ^ z >> 27) * m2; z ^ z >> 31``.
-    """
+    """The SplitMix64 finaliser on every element (a bijection of 64-bit integers)."""
     with np.errstate(over="ignore"):
         z = np.asarray(x, dtype=np.uint64) + _GOLDEN
         z = (z ^ (z >> np.uint64(30))) * _M1

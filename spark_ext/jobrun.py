@@ -1,15 +1,9 @@
-"""Run a job in its own session, optionally killed with SIGKILL, and restart it.
+"""Run a job in its own session, killed whole (driver, JVM, workers) at a fault point or at a
+moment the caller chooses, or not at all; the faults that fired come back from its fault log
+(docs/design.md, "Fault points").
 
-The whole job (driver, JVM, workers) dies together, at a declared fault point (``fault=``,
-:mod:`spark_ext.crash`) or at a moment the caller chooses; the faults that fired are read back
-from the run's fault log (:attr:`JobRun.faults`). See docs/design.md, "Fault points".
-
-Example
--------
->>> run = run_job("jobs.ingest_events", ["--topic", "t"], fault="ingest.after_write@1")
->>> run.fired("ingest.after_write")                # doctest: +SKIP
-True
->>> run_job("jobs.ingest_events", ["--topic", "t"]).ok   # restart from the checkpoint  # doctest: +SKIP
+>>> run = run_job("jobs.ingest_events", fault="ingest.after_write@1")  # doctest: +SKIP
+>>> run.fired("ingest.after_write")  # doctest: +SKIP
 True
 """
 
@@ -58,8 +52,7 @@ class JobRun:
 
     @property
     def last_step(self) -> str | None:
-        """``point@batch`` of the last step reached before the run ended (traced runs), so a
-        kill at a random moment says where it landed; ``None`` if no step was reached."""
+        """``point@batch`` of the last step reached (traced runs; ``None``: no step)."""
         if not self.steps:
             return None
         last = self.steps[-1]
@@ -116,26 +109,12 @@ def run_job(
     kill_when: Callable[[], bool] | None = None,
     trace: bool | None = None,
 ) -> JobRun:
-    """Run ``python -m module args`` to its end, or until it is killed.
+    """Run ``python -m module args`` in ``cwd`` (default: the caller's) to its end, or kill it.
 
-    Parameters
-    ----------
-    fault
-        A fault spec put in ``SPARK_EXT_FAULT`` (:class:`~spark_ext.crash.FaultSpec`).
-    cwd
-        The job's working directory (default: the caller's), so relative paths in ``args``
-        mean what they mean to the caller.
-    kill_after_s
-        Kill the job's process group with SIGKILL after this many seconds (counted from the
-        moment ``kill_when`` first holds, if given).
-    kill_when
-        Polled every 0.2 s while the job runs; once true, the kill is ``kill_after_s`` (default
-        0) away. A job that ends first is not killed.
-    trace
-        Log every fault point reached (:attr:`JobRun.steps`); by default on for the random
-        kills (``kill_after_s`` or ``kill_when``).
-    timeout_s
-        A job still running after this long is killed and :class:`TimeoutError` raised.
+    ``fault``: a ``SPARK_EXT_FAULT`` spec. ``kill_after_s``: SIGKILL the job this long after
+    its start, or after ``kill_when`` (polled every 0.2 s) first holds. ``trace``: log every
+    point reached (:attr:`JobRun.steps`; default: on for those random kills). A job still
+    running after ``timeout_s`` is killed and :class:`TimeoutError` raised.
     """
     extra = dict(env or {})
     spec = str(FaultSpec.parse(str(fault))) if fault else None
@@ -163,8 +142,7 @@ def run_job(
                 _wait(proc, module, start, timeout_s, kill_after_s, kill_when)
             finally:
                 _kill_group(proc)  # a timed-out job, or leftovers (a stray worker, the JVM)
-            out.seek(0)
-            # 40 kB: the cause of a failure, not only the query plan Spark prints after it.
+            out.seek(0)  # 40 kB: the cause, not only the query plan Spark prints after it
             tail = out.read()[-40000:].decode(errors="replace")
         entries = fault_log_entries(extra[FAULT_LOG_ENV])
     faults = tuple(e for e in entries if e["kind"] != REACHED)

@@ -1,9 +1,5 @@
-"""Where the project's JVM jars live, and which of them Spark and the Kafka broker load.
-
-``scripts/fetch_jars.py`` fills the cache once from Maven Central; everything here only reads it,
-so no query start downloads anything. The cache root is ``$SPARK_EXT_CACHE`` or
-``~/.cache/spark_ext``; it is shared by every checkout on the machine.
-"""
+"""The project's JVM jars for Spark and the Kafka broker, read from the cache
+``scripts/fetch_jars.py`` fills once (so no query start downloads anything)."""
 
 from __future__ import annotations
 
@@ -30,7 +26,7 @@ COMPLETE_MARKER = ".complete"
 
 
 def cache_root() -> Path:
-    """The folder that holds every cached download of the project."""
+    """Every cached download: ``$SPARK_EXT_CACHE`` or ``~/.cache/spark_ext`` (shared by checkouts)."""
     env = os.environ.get("SPARK_EXT_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "spark_ext"
 

@@ -1,9 +1,5 @@
-"""Every Kafka client the project builds, built here: one place for how a client reaches the
-brokers (docs/design.md, "Kafka clients"). kafka-python for admin calls, reads and the driver's
-records; :func:`confluent_config` for the confluent-kafka producers of the sinks' data path.
+"""Every Kafka client the project builds, built here (docs/design.md, "Kafka clients").
 
-Example
--------
 >>> create_topic("127.0.0.1:9092", "events", partitions=3)   # doctest: +SKIP
 >>> with admin("127.0.0.1:9092") as a:                        # doctest: +SKIP
 ...     topics = a.list_topics()

@@ -1,7 +1,5 @@
 """Per-batch progress: one log line per micro-batch, and the figures kept for tests and benchmarks.
 
-Example
--------
 >>> listener = ProgressListener.attach(spark)     # doctest: +SKIP
 >>> q = df.writeStream...start(); q.awaitTermination()  # doctest: +SKIP
 >>> listener.figures_for(q.id)[-1].input_rows      # doctest: +SKIP

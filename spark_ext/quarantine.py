@@ -1,11 +1,6 @@
-"""Parse raw records against a contract; rows that fail go to quarantine with the reason.
+"""Parse raw records against a contract: each row goes to the valid output or to quarantine
+with its raw value, a reason and its source coordinates (docs/design.md invariant 3).
 
-Nothing is dropped silently (docs/design.md invariant 3): every input row ends up either in the
-valid output or in the quarantine output, which keeps the raw value, a reason and the
-source coordinates (topic, partition, offset).
-
-Example
--------
 >>> contract = JsonContract(schema=EVENT_SCHEMA, required=("event_id", "event_time"))
 >>> valid, quarantine = parse_json(kafka_df, contract)        # doctest: +SKIP
 """
@@ -125,12 +120,9 @@ def _reason(contract: JsonContract) -> Column:
 
 
 def tag_json(df: DataFrame, contract: JsonContract) -> DataFrame:
-    """``df`` (``value`` plus source coordinates) with ``_parsed`` and ``_reason`` (null: valid).
-
-    One parse of each value; :func:`valid_rows` and :func:`quarantine_rows` split the result.
-    ``value`` may be a string or binary column; a string column still holds the record's bytes
-    unchanged (Spark's binary-to-string cast does not decode), so ``raw_value`` is exact.
-    """
+    """``df`` (``value``, string or binary, plus source coordinates) with ``_parsed`` and
+    ``_reason`` (null: valid), one parse of each value; ``raw_value`` stays exact (Spark's
+    binary-to-string cast does not decode)."""
     schema = StructType([*contract.schema.fields, StructField(CORRUPT, StringType())])
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     if isinstance(df.schema["value"].dataType, BinaryType):
@@ -162,11 +154,7 @@ def quarantine_rows(tagged: DataFrame) -> DataFrame:
 
 
 def parse_json(df: DataFrame, contract: JsonContract) -> Parsed:
-    """Split a stamped DataFrame (``value`` plus source coordinates) into valid and quarantine.
-
-    ``valid`` has the contract's fields followed by the source coordinates; ``quarantine`` has
-    :data:`QUARANTINE_COLUMNS`, the raw value as bytes and one reason per failure kind (see
-    the ``REASON_*`` constants). The two outputs partition the input exactly.
-    """
+    """Split a stamped DataFrame (``value`` plus source coordinates) exactly into
+    :func:`valid_rows` and :func:`quarantine_rows`."""
     tagged = tag_json(df, contract)
     return Parsed(valid_rows(tagged, contract), quarantine_rows(tagged))

@@ -1,8 +1,5 @@
 """Build a SparkSession from a configuration profile, with Delta and Kafka ready to use.
 
-Example
--------
->>> from spark_ext.session import build_session
 >>> spark = build_session("local")          # doctest: +SKIP
 >>> spark.range(3).write.format("delta").save("/tmp/t")  # doctest: +SKIP
 """
@@ -31,10 +28,8 @@ __all__ = [
     "spark_conf",
 ]
 
-#: Prefixes of Spark settings read by prefix rather than registered one by one (Hadoop, executor
-#: environment, catalogs, RocksDB's own options, Delta and Kafka settings whose classes may not
-#: be loaded yet), and spark_ext's own (``spark.spark_ext.``): a key under one of them is
-#: accepted as it is.
+#: Prefixes of settings read by prefix, not registered one by one (or whose classes may not be
+#: loaded yet), and spark_ext's own: a key under one of them is accepted as it is.
 OPEN_NAMESPACES = (
     "spark.spark_ext.",
     "spark.hadoop.",
@@ -100,12 +95,8 @@ def _known_keys(spark: SparkSession) -> list[str]:
 
 
 def check_spark_conf(spark: SparkSession, keys: Iterable[str]) -> None:
-    """Refuse ``[spark.conf]`` keys Spark does not know (a typo such as ``spark.executor.memroy``).
-
-    A key is known when the JVM has it registered (``ConfigEntry.findEntry``) or it lies under
-    one of :data:`OPEN_NAMESPACES`. Raises :class:`~spark_ext.errors.ConfigError` naming the
-    setting (``spark.conf.<key>``) with the closest known keys.
-    """
+    """:class:`~spark_ext.errors.ConfigError` (with the closest known keys) for a key neither
+    registered in the JVM nor under :data:`OPEN_NAMESPACES` (a typo: ``spark.executor.memroy``)."""
     jvm: Any = spark._jvm
     find = jvm.org.apache.spark.internal.config.ConfigEntry.findEntry
     unknown = [k for k in keys if not k.startswith(OPEN_NAMESPACES) and find(k) is None]
@@ -118,19 +109,9 @@ def check_spark_conf(spark: SparkSession, keys: Iterable[str]) -> None:
 
 
 def build_session(profile: Profile | str = "local", **overrides: object) -> SparkSession:
-    """Build (or return the running) SparkSession for ``profile``.
-
-    Parameters
-    ----------
-    profile
-        A :class:`~spark_ext.config.Profile` or the name of one in ``conf/``.
-    overrides
-        Section overrides passed to :func:`~spark_ext.config.load_profile` when ``profile``
-        is a name, e.g. ``spark={"state_store": "hdfs"}``.
-
-    Raises :class:`~spark_ext.errors.ConfigError` for a ``[spark.conf]`` key Spark does not
-    know (:func:`check_spark_conf`), once the JVM that knows the keys is up.
-    """
+    """Build (or return the running) SparkSession for ``profile`` (a name: loaded with
+    ``overrides``, e.g. ``spark={"state_store": "hdfs"}``); :func:`check_spark_conf` once the
+    JVM is up."""
     if isinstance(profile, str):
         profile = load_profile(profile, **overrides)
     prepare_environment()

@@ -1,25 +1,7 @@
-"""Show a streaming query's state from its checkpoint: operators, rows and bytes per partition.
-
-Built on Spark's own state data sources: ``format("state-metadata")`` lists the stateful
-operators of a checkpoint (id, name, store names, partitions, batch range) and
-``format("statestore")`` reads the key/value rows an operator held after a committed batch.
-Bytes are what the checkpoint keeps on storage for each operator partition (every retained
-version: HDFS-store deltas and snapshots, RocksDB zips and SST files, changelogs).
-
-The checkpoint is only read, never written, so this is safe to run next to a live query (the
-newest batch may then be cleaned up or superseded while it is being read).
-
-Example
--------
->>> inspector = StateInspector(spark, "/chk/counts")            # doctest: +SKIP
->>> report = inspector.report()                                 # doctest: +SKIP
->>> report.rows(), report.bytes_on_disk()                       # doctest: +SKIP
-(500, 24645)
->>> inspector.read(operator_id=0, batch_id=4).show()            # doctest: +SKIP
-
-From a shell::
-
-    python -m spark_ext.state_inspect var/data/ingest/_checkpoints/counts --show 5
+"""A streaming query's state read from its checkpoint (only read, so safe beside a live query):
+operators (``format("state-metadata")``), rows (``format("statestore")``) and the bytes every
+retained version keeps on storage, per partition. Usage: README, "State store"; from a shell,
+``python -m spark_ext.state_inspect CHECKPOINT --show 5``.
 """
 
 from __future__ import annotations
@@ -93,8 +75,7 @@ class PartitionState:
     operator_id: int
     store_name: str
     partition_id: int
-    #: Key/value rows in the state after the inspected batch. For transformWithState it is the
-    #: sum over the state variables, list and map state counting one row per element.
+    #: Rows after the batch (transformWithState: summed over its state variables, one per element).
     rows: int
     #: Bytes the checkpoint keeps for this partition: every retained version, all files.
     bytes_on_disk: int
@@ -153,33 +134,16 @@ class StateReport:
 
 
 class StateInspector:
-    """Read the state of one checkpoint with Spark's state data sources.
-
-    Parameters
-    ----------
-    spark
-        Any SparkSession (batch reads only; the checkpoint's own state store settings are
-        taken from its offset log, so an HDFS-store checkpoint is read right from a session
-        configured for RocksDB and the other way round).
-    checkpoint
-        The query's ``checkpointLocation``: a local path or a Hadoop URI.
-    """
+    """Read the state of the checkpoint (a local path or a Hadoop URI) with Spark's state data
+    sources, from any session (the store settings come from the checkpoint's offset log)."""
 
     def __init__(self, spark: SparkSession, checkpoint: str | Path) -> None:
         self.spark = spark
         self.checkpoint = str(checkpoint)
-        # The state store reader reports to the StateStoreCoordinator, which the session's
-        # streaming query manager creates on first use: a fresh session has none yet.
-        _ = spark.streams.active
+        _ = spark.streams.active  # creates the StateStoreCoordinator the reader reports to
 
     def last_committed_batch(self) -> int:
-        """The newest batch id in the commit log.
-
-        Raises
-        ------
-        CheckpointNotFound
-            No commit log, or an empty one.
-        """
+        """The newest batch id in the commit log (:class:`CheckpointNotFound` if none)."""
         names = _list_names(self.spark, _join(self.checkpoint, "commits"))
         ids = [int(n) for n in names if n.isdigit()]
         if not ids:
@@ -214,19 +178,9 @@ class StateInspector:
         store_name: str | None = None,
         state_variable: str | None = None,
     ) -> DataFrame:
-        """The state rows (``key``, ``value``, ``partition_id``) of one operator after a batch.
-
-        Parameters
-        ----------
-        operator_id
-            Which stateful operator (see :meth:`operators`).
-        batch_id
-            Which committed batch; the newest one when ``None``.
-        store_name
-            A named store of an operator with several (stream-stream join), else ``None``.
-        state_variable
-            The state variable of a transformWithState operator (required there).
-        """
+        """The state rows (``key``, ``value``, ``partition_id``) of one operator after a batch
+        (default: the newest); ``store_name`` for a join's stores, ``state_variable`` for a
+        transformWithState operator (required there)."""
         reader = self.spark.read.format("statestore").option("operatorId", operator_id)
         if batch_id is not None:
             reader = reader.option("batchId", batch_id)
@@ -237,15 +191,8 @@ class StateInspector:
         return reader.load(self.checkpoint)
 
     def report(self, batch_id: int | None = None) -> StateReport:
-        """Rows and bytes of every operator store, per partition, after ``batch_id``.
-
-        Raises
-        ------
-        CheckpointNotFound
-            The folder has no committed batch.
-        StateOperatorNotFound
-            The query of this checkpoint keeps no state.
-        """
+        """Rows and bytes of every operator store, per partition, after ``batch_id``
+        (:class:`CheckpointNotFound`, :class:`StateOperatorNotFound` if there are none)."""
         batch = self.last_committed_batch() if batch_id is None else batch_id
         operators = self.operators(batch)
         if not operators:
