@@ -13,12 +13,13 @@ import re
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
+from spark_ext.jobrun import JobRun
 from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot
 from spark_ext.recovery.classification import RecoveryClass, classify
@@ -41,14 +42,13 @@ Variant = Callable[[RecoveryCase, Workload], RecoveryCase]
 
 @dataclass(frozen=True)
 class CampaignOutcome:
-    """How one campaign run ended: ``pass``, ``fail`` (a guarantee broken, a hang, an error
-    the job should not raise) or ``error`` (the run could not be judged: a harness fault)."""
+    """How one campaign run ended: ``pass``, ``fail`` (a guarantee broken, a hang, an error the
+    job should not raise) or ``error`` (not judged: a harness fault); ``runs``: how each ended."""
 
     plan: CampaignPlan
     status: str
     detail: str
     seconds: float
-    #: Per run of the chain: the faults seen firing, or how it ended.
     runs: tuple[str, ...] = ()
 
     @property
@@ -113,10 +113,9 @@ def _step_args(
     return with_flag(args, "--max-offsets-per-trigger", limit)
 
 
-def _ended(run_faults: Iterable[dict[str, object]], rc: int, error: str | None) -> str:
-    fired = [f"{f['point']}:{f['kind']}" for f in run_faults]
-    end = "rc 0" if rc == 0 else (error or f"rc {rc}")
-    return f"{', '.join(fired) or 'no fault fired'} -> {end}"
+def _ended(run: JobRun, error: str | None) -> str:
+    fired = ", ".join(f"{f['point']}:{f['kind']}" for f in run.faults) or "no fault fired"
+    return f"{fired} -> {'rc 0' if run.ok else (error or f'rc {run.returncode}')}"
 
 
 def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -> CampaignOutcome:
@@ -127,6 +126,10 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
     slot = ctx.slot("campaign")
     errors = typed_error_names() - {"InjectedFault"}
     ended: list[str] = []
+
+    def outcome(status: str, detail: str) -> CampaignOutcome:
+        return CampaignOutcome(plan, status, detail, time.monotonic() - start, tuple(ended))
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(harness.clean_run, case, ctx)
         try:
@@ -140,20 +143,19 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
                     timeout_s=harness.timeout_s,
                 )
                 error = None if last.ok else observed_error(last.output_tail, errors)
-                ended.append(_ended(last.faults, last.returncode, error))
+                ended.append(_ended(last, error))
         except TimeoutError as exc:
             pending.result()
-            return CampaignOutcome(
-                plan, "fail", f"hang: {exc}", time.monotonic() - start, tuple(ended)
-            )
+            return outcome("fail", f"hang: {exc}")
         clean = pending.result()
-    seconds = time.monotonic() - start
     assert last is not None
     if not last.ok:
         error = observed_error(last.output_tail, errors)
         tail = last.output_tail.strip().splitlines()[-3:]
-        why = f"the last run (no fault) failed: {error or 'untyped error'}: {' | '.join(tail)}"
-        return CampaignOutcome(plan, "fail", why, seconds, tuple(ended))
+        return outcome(
+            "fail",
+            f"the last run (no fault) failed: {error or 'untyped error'}: {' | '.join(tail)}",
+        )
     broken = []
     for out in case.outputs:
         got = classify(clean.rows[out.name], case.read_output(ctx, slot, out.name), out.spec)
@@ -164,14 +166,11 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
                 f"{got.expected_rows})"
             )
     if broken:
-        return CampaignOutcome(plan, "fail", "; ".join(broken), seconds, tuple(ended))
+        return outcome("fail", "; ".join(broken))
     if plan.second_query is None:
-        return CampaignOutcome(plan, "pass", "precise", seconds, tuple(ended))
+        return outcome("pass", "precise")
     refused = _second_query(harness, case, ctx, slot, plan.second_query, clean.rows, errors, ended)
-    seconds = time.monotonic() - start
-    if refused:
-        return CampaignOutcome(plan, "fail", refused, seconds, tuple(ended))
-    return CampaignOutcome(plan, "pass", "precise; second query refused", seconds, tuple(ended))
+    return outcome("fail", refused) if refused else outcome("pass", "precise; second query refused")
 
 
 def _second_query(
@@ -191,7 +190,7 @@ def _second_query(
     args = _step_args(harness, case, ctx, slot, step, len(ended))
     run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
     error = None if run.ok else observed_error(run.output_tail, errors)
-    ended.append("second query: " + _ended(run.faults, run.returncode, error))
+    ended.append("second query: " + _ended(run, error))
     wrong = []
     for out, expected in case.expected(FaultClass.CHECKPOINT_RESET).items():
         want_error, want_class = (
@@ -258,17 +257,13 @@ def run_campaign(
 def format_campaign(outcomes: Sequence[CampaignOutcome]) -> str:
     """Per job: runs, passes, failures, errors; then every failing seed with its replay."""
     jobs = sorted({o.plan.job for o in outcomes})
+    groups = [(job, [o for o in outcomes if o.plan.job == job]) for job in jobs]
     lines = [f"{'job':32} {'runs':>5} {'pass':>5} {'fail':>5} {'error':>5}"]
-    for job in jobs:
-        mine = [o for o in outcomes if o.plan.job == job]
-        count = {s: sum(o.status == s for o in mine) for s in ("pass", "fail", "error")}
-        lines.append(
-            f"{job:32} {len(mine):5} {count['pass']:5} {count['fail']:5} {count['error']:5}"
+    for name, mine in [*groups, ("all", list(outcomes))]:
+        counts = "".join(
+            f" {sum(o.status == s for o in mine):5}" for s in ("pass", "fail", "error")
         )
-    total = {s: sum(o.status == s for o in outcomes) for s in ("pass", "fail", "error")}
-    lines.append(
-        f"{'all':32} {len(outcomes):5} {total['pass']:5} {total['fail']:5} {total['error']:5}"
-    )
+        lines.append(f"{name:32} {len(mine):5}{counts}")
     for o in outcomes:
         if o.status != "pass":
             lines.append(f"{o.status.upper()} seed {o.plan.seed} {o.plan.job}: {o.detail}")

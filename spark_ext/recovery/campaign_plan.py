@@ -1,10 +1,6 @@
-"""What one randomized campaign run does, drawn from its seed (pure: no Spark, no I/O).
+"""What one randomized campaign run does, drawn from its seed (pure: no Spark, no I/O; what is
+drawn: docs/design.md, "The randomized campaign").
 
-What is drawn: docs/design.md, "The randomized campaign". :func:`draw` makes the plan;
-:mod:`spark_ext.recovery.campaign` runs and checks it.
-
-Example
--------
 >>> run = draw(7, "exactly_once_delta", ["delta_2pc.3.committed"], ci=True)
 >>> run == draw(7, "exactly_once_delta", ["delta_2pc.3.committed"], ci=True)
 True
@@ -14,6 +10,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,23 +25,14 @@ _ID_PARTS = ("a", "b", "c", "run", "out", "s0", "events", "x_1")
 class Workload:
     """The input of one campaign run and the names it is written under."""
 
-    #: Records (events jobs) or readings (readings jobs) produced before the first run.
-    records: int
-    #: Partitions of the input topic.
-    partitions: int
-    #: Share of the events put on partition 0 (0.0: round robin).
-    skew: float
-    #: Readings jobs: every ``duplicate_every``-th reading is delivered twice (0: none).
-    duplicate_every: int
-    #: Readings jobs: sensors that send nothing in the middle third of their readings.
-    quiet: int
-    #: The sink id, for jobs that take ``--sink-id``.
+    records: int  # events, or readings, produced before the first run
+    partitions: int  # of the input topic
+    skew: float  # share of the events on partition 0 (0.0: round robin)
+    duplicate_every: int  # readings: every n-th delivered twice (0: none) ...
+    quiet: int  # readings: sensors silent in the middle third
     sink_id: str
-    #: Dedup jobs: buckets of the dedup state (many buckets and small batches: quiet buckets).
-    buckets: int = 4
-    #: Readings jobs: a copy arrives this many records after the original in its partition
-    #: (a quick producer retry, or a redelivery batches later).
-    duplicate_delay: int = 3
+    buckets: int = 4  # dedup: buckets of the state
+    duplicate_delay: int = 3  # ... the copy this many records after the original
 
     def describe(self) -> str:
         return (
@@ -60,14 +48,10 @@ class RunStep:
 
     master: str
     shuffle_partitions: int
-    #: ``--max-offsets-per-trigger`` (``None``: the whole backlog in one batch).
-    max_offsets: int | None
-    #: The Kafka source's ``minPartitions`` (``None``: one Spark partition per Kafka one).
-    min_partitions: int | None
-    #: A fault spec (``point@batch:kind``) or ``None``.
-    fault: str | None = None
-    #: A SIGKILL this many seconds after the start instead of a fault point.
-    kill_after_s: float | None = None
+    max_offsets: int | None  # --max-offsets-per-trigger (None: the backlog in one batch)
+    min_partitions: int | None  # the Kafka source's (None: one Spark partition per Kafka one)
+    fault: str | None = None  # point@batch:kind
+    kill_after_s: float | None = None  # a SIGKILL this long after the start instead
 
     def describe(self) -> str:
         fault = self.fault or (
@@ -87,8 +71,7 @@ class CampaignPlan:
     job: str
     workload: Workload
     steps: tuple[RunStep, ...]
-    #: A second query on the same output and sink id, from a deleted checkpoint (or none).
-    second_query: RunStep | None = None
+    second_query: RunStep | None = None  # on the same output and sink id, checkpoint deleted
 
     def describe(self) -> str:
         lines = [f"seed {self.seed} {self.job}: {self.workload.describe()}"]
@@ -148,16 +131,7 @@ def draw(seed: int, job: str, points: Sequence[str], ci: bool = False) -> Campai
                 f"{rng.choice(sorted(points))}@{rng.randint(0, 3 if ci else 9)}:{kind}",
                 None,
             )
-        steps.append(
-            RunStep(
-                session.master,
-                session.shuffle_partitions,
-                session.max_offsets,
-                session.min_partitions,
-                fault,
-                after,
-            )
-        )
+        steps.append(dataclasses.replace(session, fault=fault, kill_after_s=after))
     steps.append(_session(rng, ci))
     second = _session(rng, ci) if rng.random() < 0.25 else None
     return CampaignPlan(seed, job, workload, tuple(steps), second)
