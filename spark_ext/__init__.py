@@ -2,40 +2,25 @@
 
 The layers, top to bottom (docs/design.md, "Layers"; imports point downward only):
 
-=====================  =====================================================================
-application            ``jobs`` (one job per guarantee, notebooks, the harness cases),
-                       ``jobs.cli`` (``spark-ext``), ``scripts`` (setup, demo, benchmarks)
-connectors             ``connectors``: Kafka and Delta I/O and the sinks built on it --
-                       ``connectors.sinks`` (``exactly_once_to_delta`` / ``_to_kafka``),
-                       ``connectors.delta`` (``two_phase``, ``idempotent``, ``dedup_sink``),
-                       ``connectors.kafka`` (the reader, ``slices``, ``idempotent``,
-                       ``local_broker``)
-harness                :mod:`spark_ext.recovery` (fault matrix, campaign, classification),
-                       :mod:`spark_ext.jobrun` (one job process, killed or not)
-core                   :mod:`spark_ext.sinks` (commit protocol, typed errors, ``Trigger``),
-                       :mod:`spark_ext.streaming` (tracked queries: tracker + operators in Spark),
-                       :mod:`spark_ext.operators` (windows, joins, EWMA flushed by substream end),
-                       :mod:`spark_ext.tracker` (substream end without watermarks),
-                       :mod:`spark_ext.ordering` (deterministic ordering buffers, any fold),
-                       :mod:`spark_ext.dedup` (Bloom filters in front of an exact catalog),
-                       :mod:`spark_ext.quarantine` (bad rows with their reason),
-                       :mod:`spark_ext.config` / :mod:`spark_ext.session` (typed profiles, the
-                       session), :mod:`spark_ext.metrics` (progress listener),
-                       :mod:`spark_ext.state_inspect` (state store sizes)
-base                   :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
-                       :mod:`spark_ext.hashing` (stable hashes), :mod:`spark_ext.jvm` (jars),
-                       :mod:`spark_ext.kafka_clients` (every Kafka client)
-=====================  =====================================================================
+===========  ==========================================================================
+application  ``jobs`` (a job per guarantee, notebooks, harness cases, ``jobs.cli``), ``scripts``
+connectors   ``connectors.sinks``, ``connectors.delta``, ``connectors.kafka`` (I/O, the sinks)
+harness      :mod:`spark_ext.recovery` (matrix, campaign, classes), :mod:`spark_ext.jobrun`
+core         :mod:`spark_ext.sinks` (commit protocol), :mod:`spark_ext.streaming` (tracked
+             queries), :mod:`spark_ext.operators`, :mod:`spark_ext.tracker`,
+             :mod:`spark_ext.ordering`, :mod:`spark_ext.dedup`, :mod:`spark_ext.quarantine`,
+             :mod:`spark_ext.config`, :mod:`spark_ext.session`, :mod:`spark_ext.metrics`,
+             :mod:`spark_ext.state_inspect`
+base         :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
+             :mod:`spark_ext.hashing`, :mod:`spark_ext.jvm`, :mod:`spark_ext.kafka_clients`
+===========  ==========================================================================
 
-The names most pipelines need are importable from here; each is loaded on first use, so
-``import spark_ext`` alone starts no Spark and imports no package it does not name:
+The names most pipelines need are importable from here, each loaded on first use (``import
+spark_ext`` starts no Spark); everything else from its package, whose ``__all__`` lists it.
 
->>> from spark_ext import DedupConfig, OrderingConfig
+>>> from spark_ext import DedupConfig
 >>> DedupConfig(catalog_path="var/catalog").buckets
 8
-
-Everything else is imported from its package (``from spark_ext.tracker import ...``); every
-public module lists its names in ``__all__``. The package ships ``py.typed``.
 """
 
 from __future__ import annotations

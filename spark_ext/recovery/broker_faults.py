@@ -1,11 +1,6 @@
-"""The broker faults of the matrix: a broker of the harness's own, paused or killed mid-run.
-
-Each cell starts a broker on a free port with its data in the cell's folder (the harness's
-``brokers`` factory), points a derived profile at it, and runs the job clean, then faulted: the
-cell's point sleeps a second while the harness pauses (SIGSTOP past ``delivery_timeout_ms``,
-120 s in kafka-python) or kills and restarts the broker. A failed run is restarted once the
-broker is back. docs/design.md, "Fault points".
-"""
+"""The broker faults of the matrix: a broker of the harness's own (made by its ``brokers``
+factory), paused or killed and restarted while the cell's point holds the job a second
+(docs/design.md, "Fault points")."""
 
 from __future__ import annotations
 
@@ -48,20 +43,20 @@ class Broker(Protocol):
 BrokerFactory = Callable[[Path, int], Broker]
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(start: int) -> int:
-    """The first port from ``start`` on which nothing listens and which can be bound."""
+    """The first port from ``start`` that can be bound, and the next one (the controller's)."""
     for port in range(start, start + 200, 2):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))  # the controller's
-            except OSError:
-                continue
-        return port
+        if _bindable(port) and _bindable(port + 1):
+            return port
     raise OSError(f"no free port pair from {start}")
 
 

@@ -1,13 +1,11 @@
 """Run a guarantee job clean and under one fault, restart it, and classify what the fault did.
 
-1. **clean**: the job to its end, no fault (``O_e``; an empty output is ``EmptyCleanOutput``).
-2. **fault**: the cell's fault in a slot of its own, seen firing in the fault log
-   (``FaultNotFired`` otherwise).
+1. **clean**: the job to its end, no fault (``O_e``, not empty).
+2. **fault**: the cell's fault in a slot of its own, seen firing in the fault log.
 3. **restart**: an unfinished run restarted on its checkpoint and output; ``O_f + O'`` is
-   classified against ``O_e``.
+   classified against ``O_e`` (docs/design.md, "Recovery classes").
 
-Paths resolve against the caller's working directory, where the jobs run too. Usage: README,
-"What does a crash do to my output?".
+Paths are the caller's, where the jobs run too. Usage: README, "What does a crash do to my output?".
 """
 
 from __future__ import annotations
@@ -67,25 +65,12 @@ class InProcessRunner:
 class RecoveryHarness(JobRuns):
     """Run cases clean and under faults, restart them, and classify what each fault did.
 
-    Parameters
-    ----------
-    workdir
-        Outputs and checkpoints, one subfolder per case, emptied when the case is checked.
-    bootstrap
-        Kafka bootstrap servers (never paused or killed: broker faults start their own).
-    profile, fault_profile, speculation_profile
-        Profiles (a ``conf/`` name or a path) of the clean runs and kills, of the runs under
-        another fault (``faults``: tasks are retried), of the ``speculation`` cells.
-    runner, clean_runner
-        Run one job process (:func:`~spark_ext.jobrun.run_job`); the clean runs may use
-        :class:`InProcessRunner` where a session of the jobs' profile is already running.
-    timeout_s
-        Limit for each run.
-    parallel
-        Run the clean run at the same time as the killed one in :meth:`check`.
-    brokers, broker_port
-        Makes the broker of each broker cell (``connectors.kafka.local_broker.private_broker``;
-        without it those cells are not applicable), on the first free port from ``broker_port``.
+    ``workdir``: a subfolder per case, emptied when it is checked. ``bootstrap``: never paused
+    or killed; broker cells run on a broker ``brokers`` makes (from ``broker_port`` on; none:
+    those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
+    kills, ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
+    speculation cells. ``runner`` runs one job process (``clean_runner``: the clean runs, e.g.
+    :class:`InProcessRunner`); ``parallel`` runs the clean run beside the killed one.
     """
 
     def __init__(

@@ -19,12 +19,8 @@ JOB_TIMEOUT_S = 420.0
 
 
 def kill_at_each_point(module: str, args: Sequence[str], points: Sequence[str]) -> list[JobRun]:
-    """Run the job once per crash point (``name@batch``), each killed there, then to its end.
-
-    Every run restarts from the checkpoint the killed one left. Raises
-    :class:`FaultNotFired` if a point was not reached, :class:`JobRunFailed` if the last run did
-    not finish cleanly.
-    """
+    """Run the job killed at each crash point (``name@batch``) in turn, each run on the
+    checkpoint the last left, then to its end (:class:`FaultNotFired`, :class:`JobRunFailed`)."""
     runs = []
     for point in points:
         run = run_job(module, args, fault=point, timeout_s=JOB_TIMEOUT_S)
@@ -51,12 +47,8 @@ def kill_at_random_times(
     progress: Callable[[], int],
     max_delay_s: float = 2.5,
 ) -> list[JobRun]:
-    """Kill the job ``kills`` times at random moments while it streams, then let it finish.
-
-    Each kill lands a seeded delay (up to ``max_delay_s``) after ``progress()`` (the sink's
-    recorded batch id) moved in that run, so never during JVM start-up. A run that finishes
-    first ends the loop; ``run.last_step`` names the step each kill landed after.
-    """
+    """Kill the job ``kills`` times, each a seeded delay (up to ``max_delay_s``) after
+    ``progress()`` (the sink's recorded batch) moved in that run, then let it finish."""
     rng = random.Random(seed)
     runs = []
     for _ in range(kills):

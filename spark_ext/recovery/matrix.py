@@ -1,10 +1,5 @@
-"""The fault matrix: every job under every fault class, each cell against its expectation.
-
-Per job one clean run, then each declared cell in turn (``checkpoint-reset`` last: it works on
-the clean run's folder); jobs run in parallel up to ``jobs_parallel``. A cell is
-``as expected``, ``UNEXPECTED``, ``error`` (could not be judged) or ``n/a`` (no point declared).
-:func:`write_matrix_report` writes the matrix as a linked picture plus the table of outputs.
-"""
+"""The fault matrix: every job under every fault class, each cell against its expectation (per
+job one clean run, then each declared cell, ``checkpoint-reset`` last), and its HTML picture."""
 
 from __future__ import annotations
 
@@ -73,20 +68,19 @@ class MatrixCell:
             return CellStatus.AS_EXPECTED
         return CellStatus.UNEXPECTED
 
+    def _per_output(self, outcome: str) -> str:
+        if len(self.results) == 1:
+            return str(getattr(self.results[0], outcome))
+        return ", ".join(f"{r.output}: {getattr(r, outcome)}" for r in self.results)
+
     @property
     def observed(self) -> str:
         """The outcome per output (``events: precise``), or the status."""
-        if not self.results:
-            return str(self.status)
-        if len(self.results) == 1:
-            return self.results[0].observed
-        return ", ".join(f"{r.output}: {r.observed}" for r in self.results)
+        return self._per_output("observed") if self.results else str(self.status)
 
     @property
     def expected(self) -> str:
-        if len(self.results) == 1:
-            return self.results[0].expected_label
-        return ", ".join(f"{r.output}: {r.expected_label}" for r in self.results)
+        return self._per_output("expected_label")
 
     @property
     def anchor(self) -> str:
@@ -157,11 +151,18 @@ def run_plan(
     return [cell for cells in per_job for cell in cells]
 
 
-def format_matrix(cells: Sequence[MatrixCell]) -> str:
-    """A plain-text matrix: one line per job, one column per fault class."""
+def _grid(
+    cells: Sequence[MatrixCell],
+) -> tuple[list[str], list[FaultClass], dict[tuple[str, FaultClass], MatrixCell]]:
+    """The jobs (rows) and faults (columns) in order of appearance, and each cell by both."""
     jobs = list(dict.fromkeys(c.job for c in cells))
     faults = list(dict.fromkeys(c.fault for c in cells))
-    by = {(c.job, c.fault): c for c in cells}
+    return jobs, faults, {(c.job, c.fault): c for c in cells}
+
+
+def format_matrix(cells: Sequence[MatrixCell]) -> str:
+    """A plain-text matrix: one line per job, one column per fault class."""
+    jobs, faults, by = _grid(cells)
 
     def text(cell: MatrixCell | None) -> str:
         if cell is None:
@@ -236,9 +237,7 @@ def plot_matrix(cells: Sequence[MatrixCell]) -> tuple[bytes, dict[str, tuple[int
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    jobs = list(dict.fromkeys(c.job for c in cells))
-    faults = list(dict.fromkeys(c.fault for c in cells))
-    by = {(c.job, c.fault): c for c in cells}
+    jobs, faults, by = _grid(cells)
     fig, ax = plt.subplots(figsize=(2.0 + 1.45 * len(faults), 1.4 + 0.42 * len(jobs)), dpi=100)
     ax.set_xlim(0, len(faults))
     ax.set_ylim(len(jobs), 0)

@@ -104,25 +104,17 @@ def plot_result(result: RecoveryResult) -> bytes:
     import matplotlib.pyplot as plt
 
     c = result.comparison
-    labels = [
-        "clean\nO_e",
-        "before restart\nO_f",
-        "recovered\nO_f + O'",
-        "missing",
-        "duplicate",
-        "differing",
-    ]
-    values = [
-        c.expected_rows,
-        result.rows_before_restart,
-        c.observed_rows,
-        c.missing_rows,
-        c.duplicate_rows,
-        c.differing_rows,
-    ]
-    colours = ["#4c72b0", "#8c8c8c", "#55a868", "#c44e52", "#dd8452", "#8172b3"]
+    labels, values, colours = zip(
+        ("clean\nO_e", c.expected_rows, "#4c72b0"),
+        ("before restart\nO_f", result.rows_before_restart, "#8c8c8c"),
+        ("recovered\nO_f + O'", c.observed_rows, "#55a868"),
+        ("missing", c.missing_rows, "#c44e52"),
+        ("duplicate", c.duplicate_rows, "#dd8452"),
+        ("differing", c.differing_rows, "#8172b3"),
+        strict=True,
+    )
     fig, ax = plt.subplots(figsize=(7.5, 3.6), dpi=100)
-    bars = ax.bar(labels, values, color=colours)
+    bars = ax.bar(list(labels), list(values), color=list(colours))
     ax.bar_label(bars)
     ax.set_ylabel("rows")
     verdict = "as expected" if result.as_expected else f"expected {result.expected_label}"
