@@ -8,7 +8,7 @@ with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with not
 ``classification``             the classes and :func:`classify` (pure, no Spark, no I/O)
 ``faults``                     fault classes and what a job declares per class (pure)
 ``errors``                     the harness's typed errors (a cell that cannot be judged)
-``case``                       :class:`RecoveryCase`: a job as the harness sees it
+``case``                       :class:`RecoveryCase`: a job as the harness sees it, its rows
 ``runs``                       a fresh context, the clean run, the restart, the results
 ``broker_faults``              a broker of the harness's own, paused or killed mid-run
 ``retention``                  an output expired between a kill and the restart
@@ -17,7 +17,6 @@ with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with not
 ``harness``                    :class:`RecoveryHarness`: the kill check, each cell to its module
 ``kills``                      a job killed at each declared step in turn, or at random moments
 ``profiles``                   derived profiles (speculation, own broker), typed error names
-``readers``                    Delta tables read back as rows
 ``report``                     the text table and the HTML report with one plot per output
 ``matrix``                     jobs x faults: :func:`run_matrix` and its HTML picture
 ``campaign(_plan)``            the randomized campaign: drawn from a seed, run, checked
@@ -35,6 +34,7 @@ from spark_ext.recovery.case import (
     RecoveryCase,
     RecoveryResult,
     RunSlot,
+    read_delta_rows,
 )
 from spark_ext.recovery.classification import FinalStateView, OutputSpec, RecoveryClass, classify
 from spark_ext.recovery.errors import (
@@ -53,7 +53,6 @@ from spark_ext.recovery.faults import (
     observed_error,
 )
 from spark_ext.recovery.harness import InProcessRunner, RecoveryHarness, forget_last_commit
-from spark_ext.recovery.readers import read_delta_rows
 from spark_ext.recovery.report import format_table, write_report
 
 __all__ = [

@@ -1,12 +1,10 @@
-"""A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults.
-
-The project's cases live in ``jobs/cases/``, listed by name in ``jobs/registry.py``.
-"""
+"""A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults
+(the cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ __all__ = [
     "RecoveryCase",
     "RecoveryResult",
     "RunSlot",
+    "read_delta_rows",
 ]
 
 
@@ -222,3 +221,13 @@ class RecoveryResult:
     @property
     def expected_label(self) -> str:
         return expectation_label(self.expected)
+
+
+def read_delta_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of the Delta table at ``path`` (read with delta-rs); empty if there is no table."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(str(path)):
+        return []
+    frame = DeltaTable(str(path)).to_pandas(columns=list(columns))
+    return frame.to_dict("records")
