@@ -180,11 +180,8 @@ def validate(profile: Profile) -> None:
 
 
 def load_profile(name_or_path: str | Path, **overrides: Any) -> Profile:
-    """Load a profile by name (``conf/<name>.toml``) or by path, and validate it.
-
-    ``overrides`` replace whole sections or single settings, e.g.
-    ``load_profile("test", spark={"state_store": "hdfs"})``.
-    """
+    """Load and validate a profile by name (``conf/<name>.toml``) or path; ``overrides`` replace
+    settings of a section (``load_profile("test", spark={"state_store": "hdfs"})``)."""
     path = Path(name_or_path)
     if path.suffix != ".toml":
         path = CONF_DIR / f"{name_or_path}.toml"

@@ -105,10 +105,8 @@ def _session(rng: random.Random, ci: bool) -> RunStep:
 
 
 def draw(seed: int, job: str, points: Sequence[str], ci: bool = False) -> CampaignPlan:
-    """The plan of campaign run ``seed`` for ``job``, whose protocol has fault ``points``.
-
-    ``ci``: a smaller workload and one faulted run (the CI lane's budget).
-    """
+    """The plan of campaign run ``seed`` for ``job``, whose protocol has fault ``points`` (``ci``:
+    a smaller workload and one faulted run)."""
     rng = random.Random(f"{job}:{seed}")
     workload = Workload(
         records=rng.randint(40, 120 if ci else 400),

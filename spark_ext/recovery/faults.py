@@ -2,8 +2,6 @@
 
 How each class is injected: docs/design.md, "Fault points".
 
-Example
--------
 >>> from spark_ext.crash import declare
 >>> p = declare("demo.3.committed", "driver", "demo commit landed")
 >>> FaultCell(FaultClass.DRIVER_RAISE, p, batch=1).spec()

@@ -52,7 +52,15 @@ def kill_at_random_times(
     rng = random.Random(seed)
     runs = []
     for _ in range(kills):
-        run = _run_killed_after_progress(module, args, progress, rng.uniform(0.0, max_delay_s))
+        start = progress()
+        run = run_job(
+            module,
+            args,
+            kill_when=lambda: progress() > start,  # noqa: B023 (used within this pass)
+            kill_after_s=rng.uniform(0.0, max_delay_s),
+            timeout_s=JOB_TIMEOUT_S,
+            cwd=REPO,
+        )  # traced: run.last_step is the step the kill landed after
         runs.append(run)
         if run.ok:
             return runs
@@ -62,22 +70,6 @@ def kill_at_random_times(
         where = run.last_step or "the start-up, before any step"
         log.warning("random kill %d of %d landed after %s", len(runs), kills, where)
     return [*runs, _final(module, args)]
-
-
-def _run_killed_after_progress(
-    module: str, args: Sequence[str], progress: Callable[[], int], delay_s: float
-) -> JobRun:
-    start_progress = progress()
-    run = run_job(
-        module,
-        args,
-        kill_when=lambda: progress() > start_progress,
-        kill_after_s=delay_s,
-        timeout_s=JOB_TIMEOUT_S,
-        cwd=REPO,
-    )  # traced: run.last_step is the step the kill landed after
-    log.info("killed %.1fs after progress: rc %s, after %s", delay_s, run.returncode, run.last_step)
-    return run
 
 
 def batches_for(kills: int, events: int) -> int:

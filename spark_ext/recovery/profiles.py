@@ -1,8 +1,5 @@
-"""Profiles of the harness's runs, and the names of the typed errors it recognises.
-
-A derived profile (speculation on, or the harness's own broker) is a TOML file in the cell's
-folder, passed to the job as an absolute path.
-"""
+"""Profiles of the harness's runs (a derived one is a TOML file in the cell's folder, passed by
+absolute path), and the names of the typed errors it recognises."""
 
 from __future__ import annotations
 

@@ -31,11 +31,8 @@ TXN_RETENTION_WAIT_S = 2.5
 
 
 def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
-    """Delete every record of ``topic`` up to each partition's last stable offset.
-
-    Returns the new log starts; an empty topic is :class:`RetentionNotApplied`. Why the LSO:
-    docs/design.md, "Fault points" (``output-trim``).
-    """
+    """Delete every record of ``topic`` up to each partition's last stable offset (why:
+    docs/design.md, "Fault points"); returns the new log starts (none: ``RetentionNotApplied``)."""
     from kafka import TopicPartition
 
     from spark_ext.kafka_clients import admin, consumer

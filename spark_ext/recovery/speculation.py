@@ -1,9 +1,5 @@
-"""The ``speculation`` cells: a straggler task and Spark's speculative copy of it.
-
-Needs executors on two hosts (docs/design.md, "Fault points", ``speculation``). The point sleeps
-on attempt 0 of one partition; the traced run is judged only if a later attempt of the same
-batch (the speculative copy, or a retry) reached the point too.
-"""
+"""The ``speculation`` cells: a straggler task on attempt 0 of one partition, judged only if a
+later attempt reached its point too (docs/design.md, "Fault points": executors on two hosts)."""
 
 from __future__ import annotations
 
