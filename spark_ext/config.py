@@ -28,6 +28,7 @@ __all__ = [
     "Profile",
     "SparkSettings",
     "load_profile",
+    "profile_path",
     "validate",
 ]
 
@@ -179,12 +180,16 @@ def validate(profile: Profile) -> None:
             raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
 
 
+def profile_path(name_or_path: str | Path) -> Path:
+    """The file of a profile: a ``.toml`` path as it is, else ``conf/<name>.toml``."""
+    path = Path(name_or_path)
+    return path if path.suffix == ".toml" else CONF_DIR / f"{name_or_path}.toml"
+
+
 def load_profile(name_or_path: str | Path, **overrides: Any) -> Profile:
     """Load and validate a profile by name (``conf/<name>.toml``) or path; ``overrides`` replace
     settings of a section (``load_profile("test", spark={"state_store": "hdfs"})``)."""
-    path = Path(name_or_path)
-    if path.suffix != ".toml":
-        path = CONF_DIR / f"{name_or_path}.toml"
+    path = profile_path(name_or_path)
     if not path.exists():
         known = ", ".join(sorted(p.stem for p in CONF_DIR.glob("*.toml")))
         raise ConfigError("profile", f"no profile {str(name_or_path)!r} (known: {known})")

@@ -87,23 +87,19 @@ def prepare_environment() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-def _known_keys(spark: SparkSession) -> list[str]:
-    """Every setting the JVM has registered so far (core and SQL), for suggestions."""
-    jvm: Any = spark._jvm
-    entries = jvm.org.apache.spark.internal.config.ConfigEntry.listAllEntries()
-    return sorted(str(e.key()) for e in entries.toArray())
-
-
 def check_spark_conf(spark: SparkSession, keys: Iterable[str]) -> None:
     """:class:`~spark_ext.errors.ConfigError` (with the closest known keys) for a key neither
     registered in the JVM nor under :data:`OPEN_NAMESPACES` (a typo: ``spark.executor.memroy``)."""
     jvm: Any = spark._jvm
-    find = jvm.org.apache.spark.internal.config.ConfigEntry.findEntry
-    unknown = [k for k in keys if not k.startswith(OPEN_NAMESPACES) and find(k) is None]
+    entries = jvm.org.apache.spark.internal.config.ConfigEntry
+    unknown = [
+        k for k in keys if not k.startswith(OPEN_NAMESPACES) and entries.findEntry(k) is None
+    ]
     if not unknown:
         return
     key = sorted(unknown)[0]
-    near = difflib.get_close_matches(key, _known_keys(spark), n=3, cutoff=0.8)
+    known = sorted(str(e.key()) for e in entries.listAllEntries().toArray())
+    near = difflib.get_close_matches(key, known, n=3, cutoff=0.8)
     hint = f"; did you mean {' or '.join(near)}?" if near else ""
     raise ConfigError(f"spark.conf.{key}", f"Spark has no such setting{hint}")
 

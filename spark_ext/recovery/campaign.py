@@ -84,21 +84,6 @@ def with_flag(args: Sequence[str], flag: str, value: str | None) -> list[str]:
     return out if value is None else [*out, flag, value]
 
 
-def _step_context(ctx: HarnessContext, base: str, step: RunStep, index: int) -> HarnessContext:
-    """The context of run ``index`` of the chain: ``base`` with the step's session settings."""
-    cores = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", step.master)
-    conf = {"spark.default.parallelism": cores.group(1) if cores else "2"}
-    if step.min_partitions is not None:
-        conf[KAFKA_MIN_PARTITIONS_CONF] = str(step.min_partitions)
-    dest = derive_profile(
-        base,
-        ctx.workdir / f"run{index}.toml",
-        conf,
-        settings={"master": step.master, "shuffle_partitions": step.shuffle_partitions},
-    )
-    return dataclasses.replace(ctx, profile=str(dest))
-
-
 def _step_args(
     harness: RecoveryHarness,
     case: RecoveryCase,
@@ -107,9 +92,20 @@ def _step_args(
     step: RunStep,
     index: int,
 ) -> list[str]:
-    """The arguments of run ``index`` on ``slot``: its session's profile, its batch size."""
+    """The arguments of run ``index`` on ``slot``: a profile with its session's settings, its
+    batch size."""
+    cores = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", step.master)
+    conf = {"spark.default.parallelism": cores.group(1) if cores else "2"}
+    if step.min_partitions is not None:
+        conf[KAFKA_MIN_PARTITIONS_CONF] = str(step.min_partitions)
+    dest = derive_profile(
+        harness.profile,
+        ctx.workdir / f"run{index}.toml",
+        conf,
+        settings={"master": step.master, "shuffle_partitions": step.shuffle_partitions},
+    )
+    args = case.job_args(dataclasses.replace(ctx, profile=str(dest)), slot)
     limit = str(step.max_offsets) if step.max_offsets else None
-    args = case.job_args(_step_context(ctx, harness.profile, step, index), slot)
     return with_flag(args, "--max-offsets-per-trigger", limit)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from spark_ext.config import CONF_DIR, load_profile
+from spark_ext.config import load_profile, profile_path
 from spark_ext.errors import SparkExtError
 
 __all__ = ["ERROR_MODULES", "derive_profile", "resolve_profile", "typed_error_names"]
@@ -21,10 +21,6 @@ def resolve_profile(profile: str | Path) -> str:
     if text.endswith(".toml"):
         return str(Path(text).resolve())
     return text
-
-
-def _profile_path(profile: str) -> Path:
-    return Path(profile) if profile.endswith(".toml") else CONF_DIR / f"{profile}.toml"
 
 
 def _toml_value(value: Any) -> str:
@@ -47,7 +43,7 @@ def derive_profile(
 
     Loaded once here, so a bad profile fails before any job.
     """
-    raw = tomllib.loads(_profile_path(base).read_text())
+    raw = tomllib.loads(profile_path(base).read_text())
     spark = {**raw.get("spark", {}), **(settings or {})}
     conf = {**spark.pop("conf", {}), **(spark_conf or {})}
     raw["spark"] = spark
