@@ -7,14 +7,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
 from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
-from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.errors import FaultNotFired
 from spark_ext.recovery.faults import FaultCell, FaultClass
@@ -90,28 +89,23 @@ def run_broker_cell(
         clean = runs.clean_run(case, ctx, runner=runs.runner)
         slot = ctx.slot(str(cell.fault))
         fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
-        result: dict[str, JobRun] = {}
-
-        def run() -> None:
-            result["run"] = runs.runner(
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(
+                runs.runner,
                 case.module,
                 case.job_args(ctx, slot),
                 fault=cell.spec(),
                 env={FAULT_LOG_ENV: str(fault_log)},
                 timeout_s=runs.timeout_s,
             )
-
-        thread = threading.Thread(target=run, name=f"{case.name}-{cell.fault}")
-        thread.start()
-        acted = False
-        while thread.is_alive():
-            if not acted and fault_log_entries(fault_log):
-                log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
-                _act(cell, broker)
-                acted = True
-            time.sleep(0.2)
-        thread.join()
-        faulted = result["run"]
+            acted = False
+            while not pending.done():
+                if not acted and fault_log_entries(fault_log):
+                    log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
+                    _act(cell, broker)
+                    acted = True
+                time.sleep(0.2)
+            faulted = pending.result()
         if not acted:
             raise FaultNotFired(case.name, cell.describe(), faulted)
         return runs.restart_and_compare(
