@@ -91,11 +91,7 @@ def scratch_environment(folder: Path) -> dict[str, str]:
     java = " ".join(
         filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={folder}"])
     )
-    return {
-        "TMPDIR": str(folder),
-        "SPARK_LOCAL_DIRS": str(folder),
-        "JAVA_TOOL_OPTIONS": java,
-    }
+    return {"TMPDIR": str(folder), "SPARK_LOCAL_DIRS": str(folder), "JAVA_TOOL_OPTIONS": java}
 
 
 def run_job(

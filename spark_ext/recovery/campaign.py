@@ -27,13 +27,7 @@ from spark_ext.recovery.faults import ExpectedError, FaultClass, observed_error
 from spark_ext.recovery.harness import RecoveryHarness
 from spark_ext.recovery.profiles import derive_profile, typed_error_names
 
-__all__ = [
-    "CampaignOutcome",
-    "format_campaign",
-    "run_campaign",
-    "run_plan",
-    "with_flag",
-]
+__all__ = ["CampaignOutcome", "format_campaign", "run_campaign", "run_plan", "with_flag"]
 
 log = logging.getLogger(__name__)
 
