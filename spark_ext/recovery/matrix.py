@@ -89,13 +89,11 @@ class MatrixCell:
 
 def _order(faults: Sequence[FaultClass]) -> list[FaultClass]:
     """Faults in run order: the ones on the clean context, then checkpoint-reset, then brokers."""
-    rank = {f: i for i, f in enumerate(FaultClass)}
-
-    def key(f: FaultClass) -> tuple[int, int]:
-        group = 2 if f in OWN_CONTEXT_FAULTS else 1 if f is FaultClass.CHECKPOINT_RESET else 0
-        return group, rank[f]
-
-    return sorted(dict.fromkeys(faults), key=key)
+    reset, rank = FaultClass.CHECKPOINT_RESET, list(FaultClass)
+    return sorted(
+        dict.fromkeys(faults),
+        key=lambda f: (2 if f in OWN_CONTEXT_FAULTS else int(f is reset), rank.index(f)),
+    )
 
 
 def run_job_cells(
