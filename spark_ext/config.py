@@ -47,8 +47,7 @@ def _conf_dir() -> Path:
 
 #: The folder of the named profiles (``conf/<name>.toml``).
 CONF_DIR = _conf_dir()
-#: Relative ``paths.data_root`` values are under the checkout, or the working folder of an
-#: installed project.
+#: What a relative ``paths.data_root`` is under (none: the working folder of an installation).
 PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
 
 #: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``.
@@ -70,8 +69,7 @@ def _state_store(provider: str, changelog: bool) -> dict[str, str]:
     }
 
 
-#: State store providers selectable by name (README, "State store"; figures:
-#: ``scripts/bench.py state_store``).
+#: State store providers selectable by name (README, "State store").
 STATE_STORES: dict[str, dict[str, str]] = {
     "hdfs": _state_store("HDFSBacked", changelog=False),
     "rocksdb": _state_store("RocksDB", changelog=False),
@@ -88,12 +86,9 @@ class SparkSettings:
     shuffle_partitions: int = 2
     ui_enabled: bool = False
     driver_memory: str = "2g"
-    #: JVM options for driver and executors; the defaults make small local runs fast.
-    java_options: str = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-    #: One of :data:`STATE_STORES`.
-    state_store: str = "rocksdb_changelog"
-    #: Further ``spark.*`` settings, passed as they are.
-    conf: Mapping[str, str] = field(default_factory=dict)
+    java_options: str = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"  # fast small local runs
+    state_store: str = "rocksdb_changelog"  # one of STATE_STORES
+    conf: Mapping[str, str] = field(default_factory=dict)  # further spark.* settings, as they are
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,8 @@ class JobRun:
     returncode: int
     seconds: float
     output_tail: str
-    #: The faults that fired in this run, from its fault log (see :mod:`spark_ext.crash`).
-    faults: tuple[dict[str, object], ...] = ()
-    #: Traced runs only: every fault point reached, in the order reached.
-    steps: tuple[dict[str, object], ...] = ()
+    faults: tuple[dict[str, object], ...] = ()  # fired, from the run's fault log
+    steps: tuple[dict[str, object], ...] = ()  # traced runs: every point reached, in order
 
     @property
     def last_step(self) -> str | None:

@@ -26,7 +26,7 @@ COMPLETE_MARKER = ".complete"
 
 
 def cache_root() -> Path:
-    """Every cached download: ``$SPARK_EXT_CACHE`` or ``~/.cache/spark_ext`` (shared by checkouts)."""
+    """Every cached download: ``$SPARK_EXT_CACHE`` or ``~/.cache/spark_ext`` (one per machine)."""
     env = os.environ.get("SPARK_EXT_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "spark_ext"
 

@@ -58,7 +58,7 @@ class StateOperator:
     num_partitions: int
     min_batch_id: int
     max_batch_id: int
-    #: Operator-specific properties (``operatorProperties`` JSON), empty when there are none.
+    #: ``operatorProperties`` (JSON), empty when there are none.
     properties: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,10 +75,8 @@ class PartitionState:
     operator_id: int
     store_name: str
     partition_id: int
-    #: Rows after the batch (transformWithState: summed over its state variables, one per element).
-    rows: int
-    #: Bytes the checkpoint keeps for this partition: every retained version, all files.
-    bytes_on_disk: int
+    rows: int  # after the batch (transformWithState: over its variables, one per element)
+    bytes_on_disk: int  # every retained version, all files
 
 
 @dataclass(frozen=True)
@@ -127,8 +125,7 @@ class StateReport:
             lines.append(f"  {'partition':>9} {'rows':>12} {'bytes_on_disk':>15}")
             for p in parts:
                 lines.append(f"  {p.partition_id:>9} {p.rows:>12,} {p.bytes_on_disk:>15,}")
-            rows = sum(p.rows for p in parts)
-            size = sum(p.bytes_on_disk for p in parts)
+            rows, size = sum(p.rows for p in parts), sum(p.bytes_on_disk for p in parts)
             lines.append(f"  {'total':>9} {rows:>12,} {size:>15,}")
         return "\n".join(lines)
 

@@ -1,5 +1,5 @@
 """A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults
-(the cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`)."""
+(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`)."""
 
 from __future__ import annotations
 
@@ -97,18 +97,12 @@ class ExpectedOutput:
 class RecoveryCase(ABC):
     """A guarantee job as the harness sees it: how to feed it, run it and read its outputs."""
 
-    #: Short name used by the CLI and the report (``at_most_once``).
-    name: str
-    #: Module run as ``python -m module``.
-    module: str
-    #: The ``kill`` fault (the cell of :attr:`FaultClass.KILL` unless :attr:`cells` has one).
-    crash: CrashPlan
-    #: The outputs that are compared, each with its expected class under ``kill``.
-    outputs: tuple[ExpectedOutput, ...]
-    #: One line: what the job shows.
-    description: str = ""
-    #: The other fault classes the job declares, with their points and expected outcomes.
-    cells: Mapping[FaultClass, FaultCell] = {}
+    name: str  # short name for the CLI and the report (``at_most_once``)
+    module: str  # run as ``python -m module``
+    crash: CrashPlan  # the ``kill`` fault, unless ``cells`` has one
+    outputs: tuple[ExpectedOutput, ...]  # each with its expected class under ``kill``
+    description: str = ""  # one line: what the job shows
+    cells: Mapping[FaultClass, FaultCell] = {}  # the other fault classes it declares
 
     def cell(self, fault: FaultClass) -> FaultCell | None:
         """The job's declaration for ``fault`` (``None``: the job has no point for it)."""
@@ -146,8 +140,7 @@ class RecoveryCase(ABC):
         """Do to ``slot``'s outputs what retention does under ``fault`` (between kill and restart)."""
         raise NotImplementedError(f"{self.name} does not implement {fault}")
 
-    #: ``disorder``: the columns on which the input and output-plus-late rows are compared,
-    #: one row per input row (``None``: the case has no disorder cell).
+    #: ``disorder``: the columns comparing input rows with output-plus-late rows (``None``: none).
     accounting: OutputSpec | None = None
 
     def prepare_disordered(self, ctx: HarnessContext) -> list[dict[str, Any]]:
