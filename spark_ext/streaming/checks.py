@@ -27,7 +27,6 @@ __all__ = [
     "check_layout",
     "check_partitions",
     "checkpoint_shuffle_partitions",
-    "last_committed_batch",
     "read_end_seq",
 ]
 
@@ -47,13 +46,6 @@ def _numbered(folder: Path) -> list[int]:
     if not folder.is_dir():
         return []
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-
-
-def last_committed_batch(checkpoint: str) -> int | None:
-    """The newest batch id in ``<checkpoint>/commits`` (None: none, or not a local path)."""
-    path = _local(checkpoint)
-    batches = _numbered(path / "commits") if path else []
-    return batches[-1] if batches else None
 
 
 def _offset_entries(checkpoint: str, newest: bool) -> list[dict[str, Any]]:
@@ -91,12 +83,16 @@ def read_end_seq(checkpoint: str) -> int:
 
 def check_agent_and_checkpoint(state: TrackerState, query: str, checkpoint: str) -> None:
     """Raise if the agent and the checkpoint of ``query`` do not belong together."""
-    committed = last_committed_batch(checkpoint)
+    # Spark logs a batch's offsets before it runs it, so the agent never applied a batch the
+    # checkpoint has not planned: one it has is a replay, one it has not is a reset.
+    path = _local(checkpoint)
+    planned = _numbered(path / "offsets") if path else []
     applied = state.last_batch(query)
-    if applied is not None and applied > (committed if committed is not None else -1) + 1:
+    if path is not None and applied is not None and applied > (planned or [-1])[-1]:
         raise CheckpointBehindAgent(
             f"query {query!r}: the agent applied batch {applied}, the checkpoint {checkpoint} "
-            f"committed {committed}: the checkpoint was reset with the agent kept"
+            f"planned {planned[-1] if planned else 'none'}: the checkpoint was reset with the "
+            "agent kept"
         )
     seq = read_end_seq(checkpoint)
     if seq > state.seq:

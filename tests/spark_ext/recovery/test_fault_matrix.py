@@ -1,12 +1,11 @@
 """The fault matrix in CI: each cheap cell (job x fault) gets the outcome its job declares.
 
-CI runs the cells of the exactly-once Delta and Kafka jobs, the tracker's window job and the
-dedup sink's job that no test of their own covers (:data:`CI_CELLS`, one clean run per job, the
-jobs two at a time), and the idempotent Kafka sink's refusal of speculation; each cell left out
-names the test that injects the same fault into the same job (the suite's 35-minute budget).
-The other cells are heavy (``--heavy``, or only them: ``-m "heavy and matrix"``): every
-registered job under every fault class, broker faults included (each on a broker of its own,
-paused past the delivery timeout: minutes per cell), the retention faults (output topic
+CI runs one cell here, the idempotent Kafka sink's refusal of speculation (:data:`CI_CELLS`):
+the campaign's CI lane (``test_campaign.py``, :data:`CI_RUNS` there) injects the task raise,
+driver raise and ``checkpoint-reset`` cells these jobs declare, and the protocol tests inject
+the kills (the suite's 35-minute budget). The other cells are heavy (``--heavy``, or only
+them: ``-m "heavy and matrix"``): every registered job under every fault class, broker faults
+included (each on a broker of its own, paused past the delivery timeout: minutes per cell), the retention faults (output topic
 trimmed, Delta txn expired, Delta log trimmed) and event-time disorder;
 ``test_retention_and_disorder.py`` runs the cheapest of those in CI. The speculation
 cells with a straggler need executors on two hosts (:mod:`spark_ext.recovery.speculation`):
@@ -37,23 +36,13 @@ from spark_ext.recovery.matrix import (
 #: load average at 11-15, so over the suite's default 900 s per test): its own guard.
 pytestmark = [pytest.mark.matrix, pytest.mark.crash, pytest.mark.timeout(2700)]
 
-TASK, DRIVER, RESET = FaultClass.TASK_RAISE, FaultClass.DRIVER_RAISE, FaultClass.CHECKPOINT_RESET
-#: The CI subset: per job, the fault classes no other CI test injects into that job. Left out,
-#: with the test that covers each: ``kill`` of all four (every protocol step killed:
-#: tests/connectors/delta/test_delta_sink_crashes.py, tests/connectors/kafka/test_kafka_sliced.py,
-#: tests/spark_ext/tracker/test_tracker_crash.py, tests/connectors/delta/test_dedup_sink_crash.py); Delta
-#: ``driver-raise`` (test_two_phase_delta_sink_raising_after_its_durable_commit_loses_no_batch);
-#: Kafka ``task-raise`` (test_a_task_failing_after_each_slice_step_is_retried_...) and
-#: ``checkpoint-reset`` (test_a_slice_below_its_recorded_batch_raises_and_writes_nothing);
-#: tracker ``task-raise`` (test_driver_kill_and_task_failure_emit_the_same_windows_...); dedup
-#: ``task-raise`` (test_tasks_failing_after_saving_their_filters_are_retried_...) and
-#: ``checkpoint-reset`` (a reset checkpoint is a new query id:
-#: test_second_query_with_the_sink_id_stops_at_its_first_batch_and_writes_nothing).
+#: The CI subset: the cells that no other CI test injects into their job. Covered elsewhere:
+#: ``task-raise``, ``driver-raise`` and ``checkpoint-reset`` by the campaign's CI lane (one seed
+#: per job, chosen for them: tests/spark_ext/recovery/test_campaign.py); ``kill`` at every
+#: protocol step (tests/connectors/delta/test_delta_sink_crashes.py,
+#: tests/connectors/kafka/test_kafka_sliced.py, tests/spark_ext/tracker/test_tracker_crash.py,
+#: tests/connectors/delta/test_dedup_sink_crash.py).
 CI_CELLS: dict[str, tuple[FaultClass, ...]] = {
-    "exactly_once_delta": (TASK, RESET),
-    "exactly_once_kafka": (DRIVER,),
-    "tracker_windows": (DRIVER, RESET),
-    "dedup_delta": (DRIVER,),
     # Refused at start, under any master (the straggler cells: tests/scripts/test_standalone_cluster.py).
     "exactly_once_kafka_idempotent": (FaultClass.SPECULATION,),
 }

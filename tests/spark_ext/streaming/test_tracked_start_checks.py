@@ -38,11 +38,15 @@ def agent_after(query: str, batches: int, ends: int = 0) -> TrackerState:
     return state
 
 
-def checkpoint(tmp_path, committed: int | None, end_seq: int = 0):
+def checkpoint(tmp_path, committed: int | None, end_seq: int = 0, planned: int | None = None):
+    """A checkpoint whose batches up to ``committed`` are committed and up to ``planned``
+    (default: ``committed``) are in the offset log."""
     (tmp_path / "commits").mkdir(parents=True, exist_ok=True)
     (tmp_path / "offsets").mkdir(exist_ok=True)
-    for b in range((committed if committed is not None else -1) + 1):
-        (tmp_path / "commits" / str(b)).write_text("v1\n{}\n")
+    planned = committed if planned is None else planned
+    for b in range((planned if planned is not None else -1) + 1):
+        if committed is not None and b <= committed:
+            (tmp_path / "commits" / str(b)).write_text("v1\n{}\n")
         lines = ["v1", json.dumps({"batchWatermarkMs": 0}), json.dumps({"t": {"0": b}})]
         lines.append(json.dumps({"seq": end_seq}))
         (tmp_path / "offsets" / str(b)).write_text("\n".join(lines) + "\n")
@@ -56,8 +60,21 @@ def test_a_reset_checkpoint_with_the_agent_kept_is_a_typed_error_at_start(tmp_pa
 
 def test_an_agent_one_batch_ahead_of_the_checkpoint_is_a_replay_not_an_error(tmp_path):
     # killed after the reports of batch 5 were applied, before Spark committed batch 5
-    check_agent_and_checkpoint(agent_after("q", 6), "q", checkpoint(tmp_path, 4))
+    check_agent_and_checkpoint(agent_after("q", 6), "q", checkpoint(tmp_path, 4, planned=5))
     check_agent_and_checkpoint(agent_after("other", 9), "q", str(tmp_path / "fresh"))
+    # killed in batch 0 after its reports were applied: the offset log holds batch 0 only
+    check_agent_and_checkpoint(
+        agent_after("q", 1), "q", checkpoint(tmp_path / "b0", None, planned=0)
+    )
+
+
+def test_a_checkpoint_reset_after_the_agent_applied_only_batch_0_is_a_typed_error(tmp_path):
+    # The agent applied batch 0 of the old checkpoint; the new one has not planned it (found
+    # by the campaign: seed 32 of tracker_windows, a second query from a deleted checkpoint).
+    with pytest.raises(CheckpointBehindAgent, match="reset"):
+        check_agent_and_checkpoint(agent_after("q", 1), "q", str(tmp_path / "new"))
+    with pytest.raises(CheckpointBehindAgent, match="reset"):
+        check_agent_and_checkpoint(agent_after("q", 6), "q", checkpoint(tmp_path, 4))
 
 
 def test_a_lost_agent_with_the_checkpoint_kept_is_a_typed_error_at_start(tmp_path):
