@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +61,8 @@ S3_CHECKPOINT_FILE_MANAGER = (
 _S3_SCHEMES = {"s3", "s3a", "s3n"}
 #: Seconds before an endpoint that does not answer is reported (no retry).
 _TIMEOUT_S = 3
+#: AWS error codes (as pyarrow names them) of refused credentials.
+_ACCESS_CODES = ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH")
 
 
 class StorageError(SparkExtError, OSError):
@@ -163,26 +167,35 @@ def spark_uri(location: Location | str) -> str:
     return f"s3a://{loc.bucket}/{loc.path}" if loc.is_s3 else loc.path
 
 
+def _named(settings: StorageSettings, names: tuple[str, str, str, str, str]) -> dict[str, str]:
+    """Region, endpoint, key id, secret and session token under a client's ``names``."""
+    key, secret, token = settings.credentials()
+    if not (key and secret):
+        key = secret = token = ""
+    values = (settings.region, settings.endpoint, key, secret, token)
+    return {name: value for name, value in zip(names, values, strict=True) if value}
+
+
 def hadoop_conf(settings: StorageSettings) -> dict[str, str]:
     """Hadoop's ``fs.s3a.*`` settings for ``settings``."""
-    key, secret, token = settings.credentials()
-    conf = {"fs.s3a.endpoint.region": settings.region}
+    conf = _named(
+        settings,
+        (
+            "fs.s3a.endpoint.region",
+            "fs.s3a.endpoint",
+            "fs.s3a.access.key",
+            "fs.s3a.secret.key",
+            "fs.s3a.session.token",
+        ),
+    )
     if settings.endpoint:
-        conf["fs.s3a.endpoint"] = settings.endpoint
         conf["fs.s3a.path.style.access"] = "true"
         conf["fs.s3a.connection.ssl.enabled"] = str(settings.endpoint.startswith("https")).lower()
-    if key and secret:
-        conf["fs.s3a.access.key"] = key
-        conf["fs.s3a.secret.key"] = secret
-        if token:
-            conf["fs.s3a.session.token"] = token
-            conf["fs.s3a.aws.credentials.provider"] = (
-                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
-            )
-        else:
-            conf["fs.s3a.aws.credentials.provider"] = (
-                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-            )
+    if "fs.s3a.access.key" in conf:
+        kind = "Temporary" if "fs.s3a.session.token" in conf else "Simple"
+        conf["fs.s3a.aws.credentials.provider"] = (
+            f"org.apache.hadoop.fs.s3a.{kind}AWSCredentialsProvider"
+        )
     return conf
 
 
@@ -209,17 +222,20 @@ def delta_storage(
     loc = Location.parse(location)
     if not loc.is_s3:
         return loc.path, {}
-    key, secret, token = settings.credentials()
-    options = {"AWS_REGION": settings.region, "conditional_put": "etag"}
+    options = _named(
+        settings,
+        (
+            "AWS_REGION",
+            "AWS_ENDPOINT_URL",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ),
+    )
+    options["conditional_put"] = "etag"
     if settings.endpoint:
-        options["AWS_ENDPOINT_URL"] = settings.endpoint
         options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
         options["AWS_ALLOW_HTTP"] = str(settings.endpoint.startswith("http:")).lower()
-    if key and secret:
-        options["AWS_ACCESS_KEY_ID"] = key
-        options["AWS_SECRET_ACCESS_KEY"] = secret
-        if token:
-            options["AWS_SESSION_TOKEN"] = token
     return str(loc), options
 
 
@@ -256,83 +272,53 @@ def filesystem(
 
 
 # -- file operations on any location ---------------------------------------------------------
-def _fs(
+@contextmanager
+def _opened(
     location: Location | str, settings: StorageSettings | None
-) -> tuple[Location, pafs.FileSystem, str]:
+) -> Iterator[tuple[Location, pafs.FileSystem, str]]:
+    """The location, its filesystem and path; a client error inside becomes the
+    :class:`StorageError` it is, naming the location (``FileNotFoundError`` passes as it is)."""
     loc = Location.parse(location)
     fs, path = filesystem(loc, settings)
-    return loc, fs, path
-
-
-def _raise_typed(exc: OSError, loc: Location, settings: StorageSettings | None) -> None:
-    """Re-raise a client error as the :class:`StorageError` it is, naming the location."""
-    text = str(exc)
-    where = str(loc)
-    if "NO_SUCH_BUCKET" in text or "NoSuchBucket" in text:
-        raise BucketNotFound(f"{where}: bucket {loc.bucket!r} does not exist") from exc
-    if any(
-        s in text
-        for s in (
-            "ACCESS_DENIED",
-            "INVALID_ACCESS_KEY_ID",
-            "SIGNATURE_DOES_NOT_MATCH",
-            "AccessDenied",
-            "InvalidAccessKeyId",
-            "SignatureDoesNotMatch",
-        )
-    ):
-        raise AccessDenied(
-            f"{where}: the store refused the credentials ({_first_line(text)})"
-        ) from exc
-    if "NETWORK_CONNECTION" in text or "curlCode: 7" in text or "curlCode: 28" in text:
-        endpoint = (settings.endpoint if settings else "") or "AWS"
-        raise EndpointUnreachable(f"{where}: no answer from {endpoint}") from exc
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0][:200] if text.strip() else text
+    try:
+        yield loc, fs, path
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        text = str(exc)
+        first = text.strip().splitlines()[0][:200] if text.strip() else text
+        if "NO_SUCH_BUCKET" in text:
+            raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist") from exc
+        if any(code in text for code in _ACCESS_CODES):
+            raise AccessDenied(f"{loc}: the store refused the credentials ({first})") from exc
+        if "NETWORK_CONNECTION" in text or "curlCode: 7" in text or "curlCode: 28" in text:
+            endpoint = (settings.endpoint if settings else "") or "AWS"
+            raise EndpointUnreachable(f"{loc}: no answer from {endpoint}") from exc
+        raise
 
 
 def check(location: Location | str, settings: StorageSettings | None = None) -> None:
     """Fail fast with a typed error if ``location``'s bucket is missing, the credentials are
     refused or the endpoint does not answer; a local location always passes."""
-    loc, fs, _ = _fs(location, settings)
-    if not loc.is_s3:
-        return
     import pyarrow.fs as pafs
 
-    try:
-        info = fs.get_file_info(loc.bucket)
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
-    if info.type == pafs.FileType.NotFound:
-        raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist")
+    with _opened(location, settings) as (loc, fs, _):
+        if loc.is_s3 and fs.get_file_info(loc.bucket).type == pafs.FileType.NotFound:
+            raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist")
 
 
 def exists(location: Location | str, settings: StorageSettings | None = None) -> bool:
     """Whether an object (or local file or folder) is at ``location``."""
     import pyarrow.fs as pafs
 
-    loc, fs, path = _fs(location, settings)
-    try:
+    with _opened(location, settings) as (_, fs, path):
         return fs.get_file_info(path).type != pafs.FileType.NotFound
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
 
 
 def read_bytes(location: Location | str, settings: StorageSettings | None = None) -> bytes:
     """The whole content at ``location``; ``FileNotFoundError`` if there is none."""
-    loc, fs, path = _fs(location, settings)
-    try:
-        with fs.open_input_stream(path) as f:
-            return bytes(f.read())
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
+    with _opened(location, settings) as (_, fs, path), fs.open_input_stream(path) as f:
+        return bytes(f.read())
 
 
 def write_bytes(
@@ -341,8 +327,7 @@ def write_bytes(
     """Replace the content at ``location`` with ``data`` atomically: a reader sees the old or
     the new content, never a part (S3: one PUT, visible when complete; local: a temporary file
     renamed over it)."""
-    loc, fs, path = _fs(location, settings)
-    try:
+    with _opened(location, settings) as (loc, fs, path):
         if loc.is_s3:
             with fs.open_output_stream(path) as f:
                 f.write(data)
@@ -352,9 +337,6 @@ def write_bytes(
         with fs.open_output_stream(tmp) as f:
             f.write(data)
         fs.move(tmp, path)
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
 
 
 def list_prefix(location: Location | str, settings: StorageSettings | None = None) -> list[str]:
@@ -362,13 +344,8 @@ def list_prefix(location: Location | str, settings: StorageSettings | None = Non
     when there is none."""
     import pyarrow.fs as pafs
 
-    loc, fs, path = _fs(location, settings)
-    selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
-    try:
-        infos = fs.get_file_info(selector)
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
+    with _opened(location, settings) as (_, fs, path):
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     base = path.rstrip("/") + "/"
     return sorted(
         i.path[len(base) :]
@@ -381,39 +358,20 @@ def delete(location: Location | str, settings: StorageSettings | None = None) ->
     """Delete the file at ``location``, or everything under it; nothing there is no error."""
     import pyarrow.fs as pafs
 
-    loc, fs, path = _fs(location, settings)
-    try:
+    with _opened(location, settings) as (_, fs, path):
         kind = fs.get_file_info(path).type
         if kind == pafs.FileType.File:
             fs.delete_file(path)
         elif kind == pafs.FileType.Directory:
-            # Files, then the (now empty) folders deepest first: S3Proxy's filesystem backend
-            # fails a DeleteObjects batch (pyarrow's delete_dir) naming a folder before its files.
-            infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
-            for info in sorted(infos, key=lambda i: (i.type != pafs.FileType.File, -len(i.path))):
-                if info.type == pafs.FileType.File:
-                    fs.delete_file(info.path)
-                else:
-                    fs.delete_dir(info.path)
-            if fs.get_file_info(path).type == pafs.FileType.Directory:
-                fs.delete_dir(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
+            fs.delete_dir(path)
 
 
 def size(location: Location | str, settings: StorageSettings | None = None) -> int:
     """The size in bytes of the file at ``location``; ``FileNotFoundError`` if there is none."""
     import pyarrow.fs as pafs
 
-    loc, fs, path = _fs(location, settings)
-    try:
+    with _opened(location, settings) as (loc, fs, path):
         info = fs.get_file_info(path)
-    except OSError as exc:
-        _raise_typed(exc, loc, settings)
-        raise
     if info.type != pafs.FileType.File:
         raise FileNotFoundError(f"{loc}: no file")
     return int(info.size)

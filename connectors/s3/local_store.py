@@ -1,5 +1,5 @@
-"""A local S3-API server (S3Proxy on its filesystem backend, from the cached jars) on 127.0.0.1,
-its own JVM, with fixed local credentials and one bucket (docs/design.md, "Object storage").
+"""A local S3-API server (S3Proxy, from the cached jars, objects in its memory) on 127.0.0.1, its
+own JVM, with fixed local credentials and one bucket (docs/design.md, "Object storage").
 
 Command line::
 
@@ -46,7 +46,8 @@ class StoreError(storage.StorageError):
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Where and how the local store runs; the credentials are fixed, for local use only."""
+    """Where the local store keeps its pid, settings and log, and how it runs; the credentials
+    are fixed, for local use only."""
 
     data_dir: Path = REPO / "var" / "s3"
     host: str = "127.0.0.1"
@@ -78,10 +79,9 @@ class StoreConfig:
             "s3proxy.authorization": "aws-v2-or-v4",
             "s3proxy.identity": self.access_key_id,
             "s3proxy.credential": self.secret_access_key,
-            "jclouds.provider": "filesystem-nio2",
+            "jclouds.provider": "transient",
             "jclouds.identity": "local",
             "jclouds.credential": "local",
-            "jclouds.filesystem.basedir": str(self.data_dir / "blobs"),
         }
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -140,7 +140,7 @@ class LocalS3Store:
 
     def _launch(self, timeout: float) -> None:
         c = self.config
-        (c.data_dir / "blobs").mkdir(parents=True, exist_ok=True)
+        c.data_dir.mkdir(parents=True, exist_ok=True)
         props = c.data_dir / "s3proxy.properties"
         props.write_text(c.properties())
         logback = c.data_dir / "logback.xml"
