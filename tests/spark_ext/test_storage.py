@@ -116,3 +116,14 @@ def test_local_file_operations(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         storage.read_bytes(root.join("none"))
     storage.check(root)
+
+
+def test_sessions_carry_the_s3a_jars_and_the_profiles_hadoop_settings() -> None:
+    from spark_ext.session import spark_conf
+
+    conf = spark_conf(load_profile("s3"))
+    jars = conf["spark.jars"].split(",")
+    assert any("hadoop-aws-3.5.0" in j for j in jars)
+    assert any("spark-hadoop-cloud" in j for j in jars)
+    assert not any("bundle-" in j for j in jars)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
