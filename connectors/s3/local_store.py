@@ -118,24 +118,25 @@ class LocalS3Store:
         return self.pid() is not None and port_open(self.config.host, self.config.port)
 
     def start(self, timeout: float = 90.0) -> str:
-        """Start the store unless it runs, wait until it answers, create the bucket; returns
-        the endpoint."""
+        """Start the store unless one answers on the port (started by this or another checkout),
+        wait until it answers, create the bucket; returns the endpoint."""
         c = self.config
-        if not self.is_running():
-            if port_open(c.host, c.port):
-                raise StoreError(f"{c.endpoint}: the port is taken by another program")
+        if not port_open(c.host, c.port):
             self._launch(timeout)
         storage.filesystem(f"s3://{c.bucket}", c.settings())  # sets the checksum mode
         import pyarrow.fs as pafs
 
-        pafs.S3FileSystem(
-            access_key=c.access_key_id,
-            secret_key=c.secret_access_key,
-            endpoint_override=f"{c.host}:{c.port}",
-            scheme="http",
-            allow_bucket_creation=True,
-        ).create_dir(c.bucket)
-        storage.check(f"s3://{c.bucket}", c.settings())
+        try:
+            pafs.S3FileSystem(
+                access_key=c.access_key_id,
+                secret_key=c.secret_access_key,
+                endpoint_override=f"{c.host}:{c.port}",
+                scheme="http",
+                allow_bucket_creation=True,
+            ).create_dir(c.bucket)
+            storage.check(f"s3://{c.bucket}", c.settings())
+        except OSError as exc:
+            raise StoreError(f"{c.endpoint} answers but not as the local S3 store: {exc}") from exc
         return c.endpoint
 
     def _launch(self, timeout: float) -> None:
