@@ -5,6 +5,7 @@ Two sets, each from a pom in scripts/jvm:
 - spark-jars: Delta Lake for Spark 4.2 and Spark's Kafka connector. Artifacts that pyspark
   already ships in pyspark/jars are dropped, so Spark never sees two versions of one library.
 - kafka-broker: the Apache Kafka broker (KRaft) and its runtime classpath.
+- hadoop-aws (Spark on s3a://, pyspark's artifacts dropped) and s3proxy (the local S3 store).
 
 Maven's own local repository (~/.m2) caches the downloads; a set whose folder carries the
 .complete marker is not fetched again. Usage: python scripts/fetch_jars.py [--force]
@@ -23,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spark_ext import jvm  # noqa: E402
+from connectors.s3 import local_store  # noqa: E402
+from spark_ext import jvm, storage  # noqa: E402
 
 JAR_VERSION = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
@@ -83,6 +85,8 @@ def main() -> None:
         sys.exit(f"no jars found in {pyspark_jars}: is pyspark installed in this interpreter?")
     fetch("spark-jars.pom.xml", jvm.spark_jars_dir(), shipped, args.force)
     fetch("kafka-broker.pom.xml", jvm.kafka_broker_libs_dir(), set(), args.force)
+    fetch("hadoop-aws.pom.xml", storage.s3_jars_dir(), shipped, args.force)
+    fetch("s3proxy.pom.xml", local_store.libs_dir(), set(), args.force)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # Set up everything the project needs on a fresh machine, idempotently:
 #   1. a Java 17+ runtime and Maven (Debian packages, only if missing),
 #   2. the virtualenv .venv with the project installed (pip's cache makes a re-run fast),
-#   3. the JVM jars (Delta, Spark's Kafka connector, the Kafka broker) in ~/.cache/spark_ext.
+#   3. the JVM jars (Delta, Spark's Kafka connector, the Kafka broker, hadoop-aws for s3a://,
+#      the S3Proxy store) in ~/.cache/spark_ext.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext.errors import ConfigError
+from spark_ext.storage import StorageSettings
 
 __all__ = [
     "CONF_DIR",
@@ -117,6 +118,7 @@ class Profile:
     spark: SparkSettings = field(default_factory=SparkSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     paths: PathSettings = field(default_factory=PathSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -196,7 +198,12 @@ def load_profile(name_or_path: str | Path, **overrides: Any) -> Profile:
         merged = dict(raw.get(section, {}))
         merged.update(values)
         raw[section] = merged
-    sections = {"spark": SparkSettings, "kafka": KafkaSettings, "paths": PathSettings}
+    sections = {
+        "spark": SparkSettings,
+        "kafka": KafkaSettings,
+        "paths": PathSettings,
+        "storage": StorageSettings,
+    }
     for key in raw:
         if key not in sections:
             raise ConfigError(key, f"unknown section (known: {', '.join(sections)})")

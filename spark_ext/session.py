@@ -15,7 +15,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_ext import jvm
+from spark_ext import jvm, storage
 from spark_ext.config import STATE_STORES, Profile, load_profile
 from spark_ext.crash import executor_environment
 from spark_ext.errors import ConfigError
@@ -54,7 +54,7 @@ def spark_conf(profile: Profile) -> dict[str, str]:
     conf = {
         "spark.master": s.master,
         "spark.app.name": s.app_name,
-        "spark.jars": ",".join(str(j) for j in jvm.spark_jars()),
+        "spark.jars": ",".join(str(j) for j in [*jvm.spark_jars(), *storage.s3_jars()]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(s.shuffle_partitions),
@@ -72,6 +72,7 @@ def spark_conf(profile: Profile) -> dict[str, str]:
         "spark.databricks.delta.properties.defaults.checkpointInterval": "20",
     }
     conf.update(STATE_STORES[s.state_store])
+    conf.update(storage.spark_conf(profile.storage))
     # A fault asked of this job reaches executors a cluster's workers start, too.
     conf.update({f"spark.executorEnv.{k}": v for k, v in executor_environment().items()})
     conf.update(s.conf)
