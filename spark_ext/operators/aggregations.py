@@ -62,11 +62,16 @@ class Count(Aggregation):
 
 
 @dataclass(frozen=True)
-class Sum(Aggregation):
+class _OfColumn(Aggregation):
+    """A floating-point aggregation of ``column``, named ``<kind>_<column>`` by default."""
+
     column: str | None = None
     name: str = ""
     data_type: DataType = field(default_factory=DoubleType)
 
+
+@dataclass(frozen=True)
+class Sum(_OfColumn):
     def init(self) -> float:
         return 0.0
 
@@ -78,11 +83,7 @@ class Sum(Aggregation):
 
 
 @dataclass(frozen=True)
-class Mean(Aggregation):
-    column: str | None = None
-    name: str = ""
-    data_type: DataType = field(default_factory=DoubleType)
-
+class Mean(_OfColumn):
     def init(self) -> list[float]:
         return [0.0, 0]
 
@@ -97,11 +98,7 @@ class Mean(Aggregation):
 
 
 @dataclass(frozen=True)
-class Max(Aggregation):
-    column: str | None = None
-    name: str = ""
-    data_type: DataType = field(default_factory=DoubleType)
-
+class Max(_OfColumn):
     def init(self) -> float | None:
         return None
 

@@ -41,7 +41,6 @@ __all__ = [
     "check_target_path",
     "claim_all",
     "commit_marks",
-    "commits_of",
     "marker_app_id",
     "owner_app_id",
     "owner_of",
@@ -142,12 +141,6 @@ class LatestTable:
             return None
         self._table, self._identity = table, identity
         return table
-
-
-def commits_of(table: Any, app_id: str) -> int:
-    """How many commits still in the log of ``table`` a Spark write of ``app_id`` made."""
-    tag = user_metadata(app_id)
-    return sum(1 for h in table.history() if h.get("userMetadata") == tag)
 
 
 @dataclass(frozen=True)
@@ -373,7 +366,8 @@ class DeltaTxnAppender:
         wrote here (its owner is recorded, or commits of it are still in the log)."""
         if marks.batches[self.marker] is not None:
             return
-        commits = commits_of(table, self.marker)
+        tag = user_metadata(self.marker)  # commits of this marker still in the log
+        commits = sum(1 for h in table.history() if h.get("userMetadata") == tag)
         if commits or marks.expired(self.marker):
             raise DeltaTxnExpiredError(self.path, self.marker, commits)
 
