@@ -21,12 +21,8 @@ _BUCKET_HEADER = struct.Struct("<iI")  # bucket, length of its RotatingBloom byt
 
 
 class BloomStateStore:
-    """The filters after each batch, one file per version (= batch id), written atomically.
-
-    Batch ``N`` reads the newest version below ``N`` and writes version ``N``; versions older
-    than ``keep`` are pruned, but never the one ``N`` started from (issue #24, N2). A version
-    above ``N`` means a reset checkpoint: :class:`DedupStateError`.
-    """
+    """The filters after each batch, one file per version (= batch id), written atomically;
+    pruning and a version ahead of the batch: docs/design.md, "Dedup", ``DeltaDedupSink``."""
 
     def __init__(self, path: str | Path, keep: int = 3) -> None:
         self.path = Path(path)

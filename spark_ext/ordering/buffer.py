@@ -56,15 +56,8 @@ class Released:
 
 @dataclass
 class OrderingBuffer:
-    """The pure buffer of one shard: offer elements and progress, release in total order.
-
-    Parameters
-    ----------
-    partitions
-        Ids ``"topic/partition"`` of every source partition.
-    buffered
-        ``False``: :meth:`release` returns every offered element at once, in arrival order.
-    """
+    """The pure buffer of one shard: offer elements and progress (of ``partitions``, ids
+    ``"topic/partition"``), release in total order (not ``buffered``: in arrival order)."""
 
     partitions: tuple[str, ...]
     buffered: bool = True

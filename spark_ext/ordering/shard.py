@@ -1,9 +1,5 @@
-"""One shard's step of :func:`~spark_ext.ordering.order_and_fold`, as pure logic (pandas).
-
-:class:`ShardProcessor` runs inside the stateful operator (and in the unit tests without
-Spark): offer the marked rows to the :class:`~spark_ext.ordering.buffer.OrderingBuffer`,
-release what is in order, decide duplicates (optional), fold, and tag every row.
-"""
+"""One shard's step of :func:`~spark_ext.ordering.order_and_fold`, as pure logic (pandas):
+run in the stateful operator, and in unit tests without Spark."""
 
 from __future__ import annotations
 
@@ -92,20 +88,8 @@ def result_columns(fold: KeyedFold) -> list[str]:
 
 @dataclass
 class ShardProcessor:
-    """One shard's step: buffer -> release in order -> dedup (optional) -> the fold.
-
-    Parameters
-    ----------
-    config
-        The ordering configuration.
-    dedup_config
-        With one, released elements pass :class:`~spark_ext.dedup.bucket.BucketDedup` (the
-        shard is the dedup bucket) before the fold.
-    shard
-        The shard this processor runs.
-    fold
-        The order-sensitive fold (:class:`~spark_ext.ordering.fold.KeyedFold`).
-    """
+    """One shard's step: buffer -> release in order -> dedup (with ``dedup_config``; the shard
+    is the bucket) -> the fold."""
 
     config: OrderingConfig
     dedup_config: DedupConfig | None
