@@ -19,12 +19,7 @@ from spark_ext.dedup.errors import BloomFormatError
 from spark_ext.errors import ConfigError
 from spark_ext.hashing import Keys, splitmix64, stable_hash64
 
-__all__ = [
-    "BloomFilter",
-    "RotatingBloom",
-    "expected_fp_rate",
-    "optimal_parameters",
-]
+__all__ = ["BloomFilter", "RotatingBloom", "expected_fp_rate", "optimal_parameters"]
 
 log = logging.getLogger(__name__)
 

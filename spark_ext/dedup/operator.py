@@ -60,8 +60,7 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
         list(config.coordinate_columns),
     )
 
-    # Spark's xxhash64 (seed 42, the same in every JVM) routes and feeds the filter: no Python
-    # stage before the shuffle, no second hash of the id in the operator.
+    # Spark's xxhash64 routes and feeds the filter (docs/design.md, "Dedup").
     id_hash = F.xxhash64(F.col(id_col).cast("string"))
     routed = df.withColumn("_hash", id_hash).withColumn(
         "_bucket", F.pmod(F.col("_hash"), F.lit(buckets)).cast("int")

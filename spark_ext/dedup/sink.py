@@ -101,10 +101,8 @@ class DedupSink:
         the catalog, the output and the late rows recorded this batch (a replay)."""
         output = self.output.check(batch_id)
         catalog = self.catalog_writer.check(batch_id) if self.catalog_writer else False
-        # A batch the output has not recorded is new for the late rows (docs/design.md, "Delta
-        # sinks", expiry).
-        new = not output
-        late = self.late.check(batch_id, known_new=new) if self.late else False
+        # new for the late rows if the output has not recorded it (docs/design.md, "Delta sinks")
+        late = self.late.check(batch_id, known_new=not output) if self.late else False
         return catalog, output, late
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:

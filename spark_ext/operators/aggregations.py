@@ -2,10 +2,6 @@
 
 Accumulators (``init``/``add``/``merge``/``result``) over JSON-able values; a user function
 sees its values in ``(event_time_ms, label)`` order.
-
-Example
--------
->>> WindowAggregate(Count(), Sum("amount"), Mean("amount"), UserFunction("p50", "amount", median))  # doctest: +SKIP
 """
 
 from __future__ import annotations
