@@ -1,8 +1,5 @@
-"""The dedup decision of one bucket, as pure logic: the Bloom filter first, the catalog on "maybe".
-
-Run by :func:`~spark_ext.dedup.operator.deduplicate` and the ordering buffer; why a replay
-decides alike: docs/design.md, "Dedup".
-"""
+"""The dedup decision of one bucket, as pure logic: the Bloom filter first, the catalog on "maybe"
+(run by :func:`~spark_ext.dedup.operator.deduplicate` and the ordering buffer)."""
 
 from __future__ import annotations
 
@@ -58,14 +55,9 @@ class BucketDedup:
         lookup: CatalogLookup,
         hashes: np.ndarray | None = None,
     ) -> tuple[np.ndarray, DedupMetrics]:
-        """Keep-mask for rows in their total order: a copy seen earlier in the call is dropped;
-        a Bloom "maybe" found in the catalog with other coordinates is dropped (with its own: a
-        replay, kept); everything else is kept.
-
-        ``coords`` are the rows' coordinate strings, or a function giving them for an array of
-        row positions (called only for the rows looked up). ``hashes`` are the ids'
-        :func:`~spark_ext.hashing.stable_hash64` values when the caller has them already.
-        """
+        """Keep-mask for rows in their total order (docs/design.md, "Dedup"); ``coords``: the
+        rows' coordinate strings, or a function of row positions giving them (called for the
+        rows looked up only); ``hashes``: the ids' ``stable_hash64`` if the caller has them."""
         n = len(ids)
         metrics = DedupMetrics(rows=n)
         if n == 0:

@@ -1,25 +1,7 @@
 """The exact, durable dedup catalog: every kept id, with the coordinates of its kept copy.
 
-One Delta table per :attr:`DedupConfig.catalog_path <spark_ext.dedup.config.DedupConfig>`, one
-schema (:data:`CATALOG_SCHEMA`) whoever writes it, partitioned by filter ``generation``:
-
-=============  =======  ==================================================================
-column         type     meaning
-=============  =======  ==================================================================
-generation     int64    filter generation of the row's event time (``t // rotation_ms``)
-bucket         int32    dedup bucket (or ordering shard) that decided the row
-hash           int64    Spark's ``xxhash64`` of the id as a string (the driver's lookup key)
-record_id      string   the id
-coords         string   coordinates of the kept copy, ``"/"``-joined (e.g. ``"t/2/1041"``)
-batch_id       int64    micro-batch that kept it
-=============  =======  ==================================================================
-
-Appends carry ``txn(<sink id>:catalog, batch id)`` (:func:`catalog_app_id`) so a replayed batch
-adds nothing; the catalog also records the sink's owner (:mod:`spark_ext.sinks.delta_txn`). Readers
-ask only on a Bloom "maybe": :meth:`DedupCatalog.lookup_ids` (a bucket's ids, by the
-operators, in executors) and :meth:`DedupCatalog.lookup_hashes` (a batch's hashes, by
-:class:`connectors.delta.dedup_sink.DeltaDedupSink` on the driver). :meth:`DedupCatalog.purge`
-bounds it to the generations the filters keep (docs/design.md, invariant 4).
+One Delta table, one schema (:data:`CATALOG_SCHEMA`) whoever writes it, partitioned by filter
+``generation``; its appends, lookups and purge: docs/design.md, "Dedup", one catalog.
 """
 
 from __future__ import annotations
@@ -64,25 +46,16 @@ _OPEN_TABLES: dict[str, LatestTable] = {}
 
 
 class DedupCatalog:
-    """The catalog table at ``path`` (created by the first append).
-
-    Parameters
-    ----------
-    path
-        Folder of the Delta table (local or mounted: delta-rs reads it in executors too).
-    """
+    """The catalog table at ``path`` (created by the first append; delta-rs reads it in
+    executors too)."""
 
     def __init__(self, path: str) -> None:
         self.path = str(path)
         self._purged_below = 0
 
     def _open(self) -> Any:
-        """The table at its newest version, or ``None`` before the first append.
-
-        The open table of a path is kept for the process (:class:`LatestTable`: a reused
-        Python worker reads only the commits since its last call; a table made again at the
-        same path is opened afresh).
-        """
+        """The table at its newest version (kept open for the process), ``None`` before the
+        first append."""
         latest = _OPEN_TABLES.get(self.path)
         if latest is None:
             latest = _OPEN_TABLES[self.path] = LatestTable(self.path)
@@ -136,9 +109,8 @@ class DedupCatalog:
         return None if table is None else table.transaction_version(app_id)
 
     def appender(self, sink_id: str, take_over: bool = False) -> DeltaTxnAppender:
-        """The writer of ``sink_id``'s catalog rows with Spark's Delta writer: batch marker
-        ``<sink id>:catalog``, partitioned by ``generation`` (one ``txnAppId`` writer for every
-        sink: :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`)."""
+        """The writer of ``sink_id``'s catalog rows with Spark's Delta writer (batch marker
+        ``<sink id>:catalog``)."""
         return DeltaTxnAppender(
             self.path,
             sink_id,
@@ -161,10 +133,8 @@ class DedupCatalog:
             self._changed()
 
     def purge_outside(self, newest_generation: int, generations: int) -> None:
-        """Purge the generations below the dedup window ending at ``newest_generation``.
-
-        Deletes only when the window's floor moved since this catalog's last purge.
-        """
+        """Purge the generations below the dedup window ending at ``newest_generation`` (only
+        when the window's floor moved since this catalog's last purge)."""
         floor = newest_generation - generations + 1
         if floor > self._purged_below:
             self.purge(floor)

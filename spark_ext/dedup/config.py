@@ -13,38 +13,17 @@ __all__ = ["DedupConfig"]
 
 @dataclass(frozen=True)
 class DedupConfig:
-    """How to deduplicate.
+    """How to deduplicate (the window and the catalog: docs/design.md, "Dedup")."""
 
-    Parameters
-    ----------
-    catalog_path
-        Folder of the exact catalog (a Delta table).
-    capacity
-        Distinct ids expected per rotation interval, over all buckets; sizes the filters.
-    fp_rate
-        Configured false-positive rate of each filter at ``capacity``.
-    rotation_ms
-        Event-time length of one filter generation.
-    generations
-        Generations kept: the dedup window is ``generations * rotation_ms`` of event time,
-        sink-wide (docs/design.md, "Dedup", one catalog).
-    buckets
-        Number of buckets (groups of the stateful operator).
-    id_column, event_time_column
-        The record id (string) and the event time (timestamp) columns.
-    coordinate_columns
-        Columns that identify one delivery of a record (e.g. topic, partition, offset):
-        strings or integers, compared as their string form.
-    """
-
-    catalog_path: str
-    capacity: int = 1_000_000
-    fp_rate: float = 0.01
-    rotation_ms: int = 3_600_000
-    generations: int = 2
-    buckets: int = 8
-    id_column: str = "record_id"
-    event_time_column: str = "event_time"
+    catalog_path: str  # folder of the exact catalog (a Delta table)
+    capacity: int = 1_000_000  # distinct ids per rotation interval, all buckets: sizes filters
+    fp_rate: float = 0.01  # false-positive rate of each filter at capacity
+    rotation_ms: int = 3_600_000  # event-time length of one filter generation
+    generations: int = 2  # generations kept: the window is generations * rotation_ms
+    buckets: int = 8  # groups of the stateful operator
+    id_column: str = "record_id"  # the id (string)
+    event_time_column: str = "event_time"  # a timestamp
+    #: Columns that identify one delivery of a record, compared as their string form.
     coordinate_columns: tuple[str, ...] = ("topic", "partition", "offset")
 
     def __post_init__(self) -> None:

@@ -19,12 +19,7 @@ from spark_ext.dedup.errors import BloomFormatError
 from spark_ext.errors import ConfigError
 from spark_ext.hashing import Keys, splitmix64, stable_hash64
 
-__all__ = [
-    "BloomFilter",
-    "RotatingBloom",
-    "expected_fp_rate",
-    "optimal_parameters",
-]
+__all__ = ["BloomFilter", "RotatingBloom", "expected_fp_rate", "optimal_parameters"]
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +93,6 @@ class BloomFilter:
             combined = hashes[:, None] + i[None, :] * h2[:, None]
         return (combined % np.uint64(self.num_bits)).astype(np.int64)
 
-    def contains_hashes(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
-        """Membership by precomputed :func:`~spark_ext.hashing.stable_hash64` values."""
-        if hashes.size == 0:
-            return np.zeros(0, dtype=bool)
-        return self._contains_positions(self._positions(hashes))
-
     def _contains_positions(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         set_ = (self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & np.uint8(1)
         return np.asarray(set_.all(axis=1), dtype=bool)
@@ -125,15 +114,14 @@ class BloomFilter:
 
     def contains(self, keys: Keys) -> npt.NDArray[np.bool_]:
         """Per key: ``True`` if maybe present, ``False`` if certainly absent."""
-        return self.contains_hashes(stable_hash64(keys))
+        hashes = stable_hash64(keys)
+        if hashes.size == 0:
+            return np.zeros(0, dtype=bool)
+        return self._contains_positions(self._positions(hashes))
 
     def add(self, keys: Keys) -> npt.NDArray[np.bool_]:
         """Add ``keys``; returns whether each was maybe present before (see :meth:`add_hashes`)."""
         return self.add_hashes(stable_hash64(keys))
-
-    def fill_ratio(self) -> float:
-        """Share of bits set."""
-        return float(np.unpackbits(self.bits).mean())
 
     def expected_fp_rate(self) -> float:
         """``(1 - e^(-k n / m))^k`` for the keys added so far."""

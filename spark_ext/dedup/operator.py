@@ -9,7 +9,6 @@ What it guarantees and what it costs: docs/design.md, "Dedup".
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from spark_ext.dedup.bucket import BucketDedup, coords_string
 from spark_ext.dedup.catalog import DedupCatalog
 from spark_ext.dedup.config import DedupConfig
-from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_METRICS, KIND_NEW
+from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_NEW, with_metrics_row
 from spark_ext.errors import ConfigError
 
 __all__ = ["TAG_FIELDS", "deduplicate"]
@@ -61,8 +60,7 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
         list(config.coordinate_columns),
     )
 
-    # Spark's xxhash64 (seed 42, the same in every JVM) routes and feeds the filter: no Python
-    # stage before the shuffle, no second hash of the id in the operator.
+    # Spark's xxhash64 routes and feeds the filter (docs/design.md, "Dedup").
     id_hash = F.xxhash64(F.col(id_col).cast("string"))
     routed = df.withColumn("_hash", id_hash).withColumn(
         "_bucket", F.pmod(F.col("_hash"), F.lit(buckets)).cast("int")
@@ -91,14 +89,7 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
         pdf["_detail"] = None
         if not emit_duplicates:
             pdf = pdf[keep]
-        metrics_row: dict[str, Any] = {c: None for c in names}
-        metrics_row.update(
-            _kind=KIND_METRICS, _bucket=bucket, _detail=metrics.to_json(), _generation=None
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # all-null columns of the row
-            out = pd.concat([pdf[names], pd.DataFrame([metrics_row])[names]], ignore_index=True)
-        yield out
+        yield with_metrics_row(pdf[names], bucket, metrics.to_json())
 
     return routed.groupBy("_bucket").applyInPandasWithState(
         step, out_schema, _STATE_SCHEMA, "append", "NoTimeout"

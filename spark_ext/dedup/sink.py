@@ -14,15 +14,9 @@ from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import LateRowsWithoutQuarantineError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.tags import KIND_LATE, KIND_METRICS, KIND_NEW
-from spark_ext.sinks.delta_txn import (
-    DeltaTxnAppender,
-    arrow_schema,
-    claim_all,
-    marker_app_id,
-    owner_of,
-)
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, claim_all, owner_of
+from spark_ext.sinks.names import derived_name
 from spark_ext.sinks.owner import SinkOwner
-from spark_ext.sinks.protocol import validate_sink_id
 
 __all__ = ["AFTER_CATALOG", "AFTER_OUTPUT", "DedupSink"]
 
@@ -33,37 +27,18 @@ AFTER_OUTPUT = declare("dedup.after_output", "driver", "output appended, filter 
 
 
 class DedupSink:
-    """``foreachBatch`` sink of the rows ``deduplicate`` or ``order_and_fold`` tagged; each table
-    through a :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`. Per batch:
+    """``foreachBatch`` sink of the rows ``deduplicate`` or ``order_and_fold`` tagged, each
+    table through a :class:`~spark_ext.sinks.delta_txn.DeltaTxnAppender`. Per batch:
 
-    1. read the metrics rows; late rows without a quarantine, the owner (decided on every
-       table before recorded on any) and each table's batch order and expiry are checked;
+    1. metrics rows read; late rows need a ``quarantine_path``; owner, order, expiry checked;
     2. the kept ids to the catalog, ``txn(<sink id>:catalog, N)`` (:data:`AFTER_CATALOG`);
     3. the kept rows to ``output_path``, ``txn(<sink id>, N)`` (:data:`AFTER_OUTPUT`);
     4. late rows to ``quarantine_path``, ``txn(<sink id>:late, N)``;
     5. the catalog purged to the window, the metrics folded into :attr:`metrics` and logged.
 
     A table that recorded the batch skips its step (docs/design.md, "Dedup", ``DedupSink``).
-
-    Parameters
-    ----------
-    config
-        The dedup configuration of the operator that tagged the rows; ``None`` for rows that
-        were not deduplicated (no catalog is written).
-    output_path
-        Delta table of the kept rows.
-    sink_id
-        Keys idempotence; the catalog's and late rows' markers derive from it.
-    output_columns
-        Columns written (default: the batch's columns not starting with ``_``).
-    quarantine_path
-        Delta table of late rows (ordering buffer only); without one, a batch with late rows
-        raises :class:`~spark_ext.dedup.errors.LateRowsWithoutQuarantineError`.
-    owner
-        The query that owns the sink; default: the streaming query calling the sink.
-    take_over
-        Hand the sink (every table) over from another query on purpose; its markers reset
-        (docs/design.md, "Delta sinks", take-over).
+    ``config`` is ``None`` for rows not deduplicated (no catalog); ``output_columns`` default
+    to the columns not starting with ``_``; ``owner`` to the query calling the sink.
     """
 
     def __init__(
@@ -79,12 +54,12 @@ class DedupSink:
     ) -> None:
         self.config = config
         self.output_path = output_path
-        self.sink_id = validate_sink_id(sink_id)
+        self.output = DeltaTxnAppender(output_path, sink_id, take_over=take_over)
+        self.sink_id = self.output.sink_id
         self.output_columns = list(output_columns) if output_columns else None
         self.quarantine_path = quarantine_path
         self.owner = owner
         self.catalog = DedupCatalog(config.catalog_path) if config else None
-        self.output = DeltaTxnAppender(output_path, self.sink_id, take_over=take_over)
         self.catalog_writer = (
             self.catalog.appender(self.sink_id, take_over) if self.catalog else None
         )
@@ -106,7 +81,7 @@ class DedupSink:
     @property
     def late_app_id(self) -> str:
         """``txnAppId`` of the late-row appends: ``<sink id>:late``."""
-        return marker_app_id(self.sink_id, "late")
+        return derived_name(self.sink_id, "late")
 
     def _claim(self, batch: DataFrame, columns: list[str]) -> None:
         """At the first call of a run: the owner decided on every table, then recorded."""
@@ -126,10 +101,8 @@ class DedupSink:
         the catalog, the output and the late rows recorded this batch (a replay)."""
         output = self.output.check(batch_id)
         catalog = self.catalog_writer.check(batch_id) if self.catalog_writer else False
-        # A batch the output has not recorded is new for the late rows (docs/design.md, "Delta
-        # sinks", expiry).
-        new = not output
-        late = self.late.check(batch_id, known_new=new) if self.late else False
+        # new for the late rows if the output has not recorded it (docs/design.md, "Delta sinks")
+        late = self.late.check(batch_id, known_new=not output) if self.late else False
         return catalog, output, late
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:

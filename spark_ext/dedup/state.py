@@ -21,12 +21,8 @@ _BUCKET_HEADER = struct.Struct("<iI")  # bucket, length of its RotatingBloom byt
 
 
 class BloomStateStore:
-    """The filters after each batch, one file per version (= batch id), written atomically.
-
-    Batch ``N`` reads the newest version below ``N`` and writes version ``N``; versions older
-    than ``keep`` are pruned, but never the one ``N`` started from (issue #24, N2). A version
-    above ``N`` means a reset checkpoint: :class:`DedupStateError`.
-    """
+    """The filters after each batch, one file per version (= batch id), written atomically;
+    pruning and a version ahead of the batch: docs/design.md, "Dedup", ``DeltaDedupSink``."""
 
     def __init__(self, path: str | Path, keep: int = 3) -> None:
         self.path = Path(path)
@@ -101,14 +97,11 @@ class BloomStateStore:
 
 
 class BucketStateStore:
-    """One :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``, for a task per
-    bucket; state of the earlier layout (all buckets in one file per version under ``root``)
-    is read when it is newer than the bucket's own."""
+    """One :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``, for a task per bucket."""
 
     def __init__(self, root: str | Path, keep: int = 3) -> None:
         self.root = Path(root)
-        self.keep = keep
-        self._legacy = BloomStateStore(self.root, keep)
+        self.keep = BloomStateStore(self.root, keep).keep  # validates keep
 
     def bucket(self, bucket: int) -> BloomStateStore:
         """The versioned store of one bucket."""
@@ -117,10 +110,6 @@ class BucketStateStore:
     def load_before(self, bucket: int, batch_id: int) -> tuple[int | None, bytes | None]:
         """``(version, filter bytes)`` of ``bucket`` newest below ``batch_id`` (or ``None``s)."""
         version, stored = self.bucket(bucket).load_before(batch_id)
-        legacy_version, legacy = self._legacy.load_before(batch_id)
-        if legacy_version is not None and bucket in legacy:
-            if version is None or legacy_version > version:
-                return legacy_version, legacy[bucket]
         return version, stored.get(bucket)
 
     def save(self, bucket: int, batch_id: int, data: bytes) -> None:
@@ -128,7 +117,7 @@ class BucketStateStore:
         self.bucket(bucket).save(batch_id, {bucket: data})
 
     def buckets(self) -> list[int]:
-        """Buckets with saved state in the per-bucket layout."""
+        """Buckets with saved state."""
         if not self.root.exists():
             return []
         return sorted(int(p.name.split("-")[1]) for p in self.root.glob("bucket-*") if p.is_dir())

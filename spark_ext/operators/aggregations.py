@@ -2,10 +2,6 @@
 
 Accumulators (``init``/``add``/``merge``/``result``) over JSON-able values; a user function
 sees its values in ``(event_time_ms, label)`` order.
-
-Example
--------
->>> WindowAggregate(Count(), Sum("amount"), Mean("amount"), UserFunction("p50", "amount", median))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -62,11 +58,16 @@ class Count(Aggregation):
 
 
 @dataclass(frozen=True)
-class Sum(Aggregation):
+class _OfColumn(Aggregation):
+    """A floating-point aggregation of ``column``, named ``<kind>_<column>`` by default."""
+
     column: str | None = None
     name: str = ""
     data_type: DataType = field(default_factory=DoubleType)
 
+
+@dataclass(frozen=True)
+class Sum(_OfColumn):
     def init(self) -> float:
         return 0.0
 
@@ -78,11 +79,7 @@ class Sum(Aggregation):
 
 
 @dataclass(frozen=True)
-class Mean(Aggregation):
-    column: str | None = None
-    name: str = ""
-    data_type: DataType = field(default_factory=DoubleType)
-
+class Mean(_OfColumn):
     def init(self) -> list[float]:
         return [0.0, 0]
 
@@ -97,11 +94,7 @@ class Mean(Aggregation):
 
 
 @dataclass(frozen=True)
-class Max(Aggregation):
-    column: str | None = None
-    name: str = ""
-    data_type: DataType = field(default_factory=DoubleType)
-
+class Max(_OfColumn):
     def init(self) -> float | None:
         return None
 

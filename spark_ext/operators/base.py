@@ -74,12 +74,8 @@ class OperatorState:
 
 
 class SubstreamOperator(ABC):
-    """Base class of stateful operators flushed by substream end.
-
-    Subclasses set :attr:`output_schema` (their result columns) and implement
-    :meth:`process` and :meth:`flush`. ``per_substream = False`` groups by shard only.
-    :meth:`bind` is called once with the input schema before the query starts.
-    """
+    """Base class of stateful operators flushed by substream end: subclasses set
+    :attr:`output_schema` and implement :meth:`process` and :meth:`flush`."""
 
     #: Group by (substream, shard) when True, by ("*", shard) when False.
     per_substream: bool = True

@@ -18,15 +18,8 @@ __all__ = ["WindowJoin"]
 
 
 class WindowJoin(SubstreamOperator):
-    """Inner or left join of the two sides on key, per window.
-
-    Parameters
-    ----------
-    left_columns, right_columns
-        Input columns carried to the output as ``left_<c>`` and ``right_<c>``.
-    how
-        ``"inner"`` or ``"left"``.
-    """
+    """Inner or left (``how``) join of the two sides on key, per window; ``left_columns`` and
+    ``right_columns`` are carried to the output as ``left_<c>`` and ``right_<c>``."""
 
     per_substream = True
 

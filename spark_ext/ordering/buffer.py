@@ -23,9 +23,18 @@ __all__ = [
 #: Progress of a closed partition: past every event time.
 CLOSED = np.iinfo(np.int64).max
 
-#: Columns the buffer holds per element, in this order; the first four form t(x).
-ELEMENT_COLUMNS = ("event_time_ms", "topic", "partition", "offset", "key", "record_id", "value")
-ORDER_COLUMNS = ["event_time_ms", "topic", "partition", "offset"]
+#: Columns the buffer holds per element, in this order, with their dtypes; the first four: t(x).
+_DTYPES = {
+    "event_time_ms": "int64",
+    "topic": "object",
+    "partition": "int64",
+    "offset": "int64",
+    "key": "object",
+    "record_id": "object",
+    "value": "float64",
+}
+ELEMENT_COLUMNS = tuple(_DTYPES)
+ORDER_COLUMNS = list(ELEMENT_COLUMNS[:4])
 
 
 def partition_id(topic: str, partition: int) -> str:
@@ -33,17 +42,7 @@ def partition_id(topic: str, partition: int) -> str:
 
 
 def _empty_elements() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "event_time_ms": pd.Series(dtype="int64"),
-            "topic": pd.Series(dtype="object"),
-            "partition": pd.Series(dtype="int64"),
-            "offset": pd.Series(dtype="int64"),
-            "key": pd.Series(dtype="object"),
-            "record_id": pd.Series(dtype="object"),
-            "value": pd.Series(dtype="float64"),
-        }
-    )
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _DTYPES.items()})
 
 
 @dataclass
@@ -57,15 +56,8 @@ class Released:
 
 @dataclass
 class OrderingBuffer:
-    """The pure buffer of one shard: offer elements and progress, release in total order.
-
-    Parameters
-    ----------
-    partitions
-        Ids ``"topic/partition"`` of every source partition.
-    buffered
-        ``False``: :meth:`release` returns every offered element at once, in arrival order.
-    """
+    """The pure buffer of one shard: offer elements and progress (of ``partitions``, ids
+    ``"topic/partition"``), release in total order (not ``buffered``: in arrival order)."""
 
     partitions: tuple[str, ...]
     buffered: bool = True
@@ -143,6 +135,4 @@ class OrderingBuffer:
         self.released_below = data["released_below"]
         rows = data["elements"]
         if rows:
-            self.elements = pd.DataFrame(rows, columns=list(ELEMENT_COLUMNS)).astype(
-                _empty_elements().dtypes.to_dict()
-            )
+            self.elements = pd.DataFrame(rows, columns=list(ELEMENT_COLUMNS)).astype(_DTYPES)

@@ -12,25 +12,12 @@ __all__ = ["OrderingConfig"]
 
 @dataclass(frozen=True)
 class OrderingConfig:
-    """How to order: the source partitions, the shards, the buffer's bound.
+    """How to order: the source partitions, the shards, the buffer's bound."""
 
-    Parameters
-    ----------
-    partitions
-        Every ``(topic, partition)`` of the source; the progress release waits for all of them.
-    shards
-        Groups of the stateful operator (keys are spread over them by a stable hash).
-    buffered
-        ``False`` disables the buffer: elements are folded in arrival order (the naive
-        operator, kept to show what the buffer fixes).
-    max_buffered_rows
-        Per shard; past it :class:`OrderingBufferFull` is raised.
-    """
-
-    partitions: tuple[tuple[str, int], ...]
-    shards: int = 2
-    buffered: bool = True
-    max_buffered_rows: int = 1_000_000
+    partitions: tuple[tuple[str, int], ...]  # every (topic, partition): the release waits for all
+    shards: int = 2  # groups of the stateful operator (keys spread by a stable hash)
+    buffered: bool = True  # False: fold in arrival order (the naive operator, for comparison)
+    max_buffered_rows: int = 1_000_000  # per shard; past it OrderingBufferFull
 
     def __post_init__(self) -> None:
         if not self.partitions:

@@ -1,9 +1,5 @@
 """The fold behind an ordering buffer: what :func:`~spark_ext.ordering.order_and_fold` applies.
 
-A :class:`KeyedFold` gets a shard's released elements in the total order and its per-key
-state (JSON-able: kept in Spark state), and returns its columns per element (docs/design.md,
-"Ordering").
-
 Example
 -------
 >>> import pandas as pd
@@ -37,11 +33,9 @@ FoldState = dict[str, Any]
 
 
 class KeyedFold(ABC):
-    """An order-sensitive fold per key, applied to released elements in the total order.
-
-    Subclasses set :attr:`fields` and implement :meth:`fold`; they must be picklable (they
-    travel to the Python workers inside the stateful operator).
-    """
+    """An order-sensitive fold per key over released elements in the total order
+    (docs/design.md, "Ordering"); subclasses set :attr:`fields`, implement :meth:`fold`, and
+    must be picklable."""
 
     #: The columns the fold adds to every output row, after ``value``.
     fields: ClassVar[tuple[StructField, ...]] = ()

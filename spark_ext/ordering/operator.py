@@ -1,10 +1,4 @@
-"""The ordering operator on Spark: mark progress, order per shard, fold (and dedup) in order.
-
-:func:`mark_progress` routes elements to their shard and sends every shard each source task's
-per-partition progress; :func:`order_and_fold` runs a
-:class:`~spark_ext.ordering.shard.ShardProcessor` per shard in ``applyInPandasWithState``;
-:func:`end_control_rows` turns tracker end events into the control rows that end a key.
-"""
+"""The ordering operator on Spark: mark progress, order per shard, fold (and dedup) in order."""
 
 from __future__ import annotations
 
@@ -39,9 +33,6 @@ __all__ = ["INPUT_COLUMNS", "end_control_rows", "mark_progress", "order_and_fold
 INPUT_COLUMNS = ("key", "record_id", "event_time", "value", "topic", "partition", "offset")
 
 _STATE_SCHEMA = StructType([StructField("meta", BinaryType()), StructField("bloom", BinaryType())])
-
-
-# -- Spark ------------------------------------------------------------------------------------
 
 
 def mark_progress(df: DataFrame, config: OrderingConfig) -> DataFrame:
@@ -103,16 +94,9 @@ def mark_progress(df: DataFrame, config: OrderingConfig) -> DataFrame:
 def end_control_rows(
     end_events: DataFrame, key: Column | str = "substream", source: str = "tracker"
 ) -> DataFrame:
-    """Turn a stream of substream-end events into control rows for :func:`order_and_fold`.
-
-    ``end_events`` is e.g. the tracker's end-event source (columns ``seq``, ``substream``,
-    ``start_ms``, ``end_ms``); ``key`` says which ordering key an event ends (by default the
-    substream id itself). Union the result with the data rows::
-
-        rows = readings.unionByName(end_control_rows(tracker_ends, F.col("sensor")))
-
-    Their coordinates ``(source, 0, seq)`` are no partition of the config's.
-    """
+    """Control rows for :func:`order_and_fold` that end ``key`` (default: the substream id) at
+    each end event (columns ``seq``, ``substream``, ``end_ms``); union them with the data rows.
+    Their coordinates ``(source, 0, seq)`` are no partition of the config's."""
     key_col = F.col(key) if isinstance(key, str) else key
     return end_events.select(
         key_col.cast("string").alias("key"),
@@ -129,30 +113,12 @@ def end_control_rows(
 def order_and_fold(
     df: DataFrame, config: OrderingConfig, fold: KeyedFold, dedup: DedupConfig | None = None
 ) -> DataFrame:
-    """Order a stream per shard, optionally deduplicate it, and apply ``fold`` in that order.
+    """``df`` (:data:`INPUT_COLUMNS`, optionally ``is_end``: with a key, the key's end; with a
+    null key, the partition's close) ordered per shard, deduplicated with ``dedup`` (a shard is
+    the bucket: every copy of a record must carry the same key), folded in that order.
 
-    Parameters
-    ----------
-    df
-        Streaming rows with :data:`INPUT_COLUMNS` (``key`` is the substream, e.g. the sensor;
-        ``value`` the number folded) and optionally ``is_end`` (control rows: with a key,
-        the key's end event; with a null key, the partition's close).
-    config
-        The source partitions, the shards and the buffer's bound.
-    fold
-        The order-sensitive fold (:class:`~spark_ext.ordering.fold.KeyedFold`); its
-        :attr:`~spark_ext.ordering.fold.KeyedFold.fields` become output columns.
-    dedup
-        With a :class:`~spark_ext.dedup.DedupConfig`, released elements pass the Bloom +
-        catalog decision first (its ``buckets`` are ignored: a shard is the bucket, so every
-        copy of a record must carry the same key).
-
-    Returns
-    -------
-    DataFrame
-        :func:`~spark_ext.ordering.shard.output_schema` of ``fold``: ``_kind`` ``"new"``
-        (folded, in order), ``"late"``,
-        ``"duplicate"`` or ``"metrics"``. Write it with :class:`spark_ext.dedup.DedupSink`.
+    Returns :func:`~spark_ext.ordering.shard.output_schema` of ``fold`` (``_kind`` ``"new"``,
+    ``"late"``, ``"duplicate"`` or ``"metrics"``), for :class:`spark_ext.dedup.DedupSink`.
     """
 
     schema = output_schema(fold)

@@ -1,16 +1,10 @@
-"""One shard's step of :func:`~spark_ext.ordering.order_and_fold`, as pure logic (pandas).
-
-:class:`ShardProcessor` runs inside the stateful operator (and in the unit tests without
-Spark): offer the marked rows to the :class:`~spark_ext.ordering.buffer.OrderingBuffer`,
-release what is in order, decide duplicates (optional), fold, and tag every row.
-"""
+"""One shard's step of :func:`~spark_ext.ordering.order_and_fold`, as pure logic (pandas):
+run in the stateful operator, and in unit tests without Spark."""
 
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,11 +18,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_ext.dedup.bucket import BucketDedup
+from spark_ext.dedup.bucket import BucketDedup, coords_string
 from spark_ext.dedup.catalog import DedupCatalog
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.metrics import DedupMetrics
-from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_LATE, KIND_METRICS, KIND_NEW
+from spark_ext.dedup.tags import KIND_DUPLICATE, KIND_LATE, KIND_NEW, with_metrics_row
 from spark_ext.ordering.buffer import OrderingBuffer, partition_id
 from spark_ext.ordering.config import OrderingConfig
 from spark_ext.ordering.fold import FoldState, KeyedFold
@@ -94,20 +88,8 @@ def result_columns(fold: KeyedFold) -> list[str]:
 
 @dataclass
 class ShardProcessor:
-    """One shard's step: buffer -> release in order -> dedup (optional) -> the fold.
-
-    Parameters
-    ----------
-    config
-        The ordering configuration.
-    dedup_config
-        With one, released elements pass :class:`~spark_ext.dedup.bucket.BucketDedup` (the
-        shard is the dedup bucket) before the fold.
-    shard
-        The shard this processor runs.
-    fold
-        The order-sensitive fold (:class:`~spark_ext.ordering.fold.KeyedFold`).
-    """
+    """One shard's step: buffer -> release in order -> dedup (with ``dedup_config``; the shard
+    is the bucket) -> the fold."""
 
     config: OrderingConfig
     dedup_config: DedupConfig | None
@@ -153,13 +135,7 @@ class ShardProcessor:
             [released.in_order.assign(_late=False), released.late.assign(_late=True)],
             ignore_index=True,
         )
-        candidates["_coords"] = (
-            candidates["topic"].astype(str)
-            + "/"
-            + candidates["partition"].astype(str)
-            + "/"
-            + candidates["offset"].astype(str)
-        )
+        candidates["_coords"] = coords_string(candidates, ["topic", "partition", "offset"])
         keep = np.ones(len(candidates), dtype=bool)
         if self.dedup is not None:
             catalog = DedupCatalog(self.dedup.config.catalog_path)
@@ -221,8 +197,4 @@ class ShardProcessor:
                 "_detail": None,
             }
         )
-        row: dict[str, Any] = {c: None for c in rows.columns}
-        row.update(_kind=KIND_METRICS, _bucket=self.shard, _detail=metrics.to_json())
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # all-null columns of the row
-            return pd.concat([rows, pd.DataFrame([row])], ignore_index=True)
+        return with_metrics_row(rows, self.shard, metrics.to_json())

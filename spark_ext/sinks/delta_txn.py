@@ -1,33 +1,7 @@
 """Delta tables a sink marks: batch marker, owner, and the one ``txnAppId`` appender.
 
-Every Delta sink keys idempotence by ``txn`` actions (docs/design.md invariant 1) and records
-the query that owns it (issue #24, N11). For a sink id ``S`` a table holds, all app ids made
-with :func:`~spark_ext.sinks.names.derived_name` except the batch marker:
+App ids, the owner property and why this lives in the core: docs/design.md, "Delta sinks", marks.
 
-====================================  =========================================================
-``txn`` app id                        version
-====================================  =========================================================
-``S`` (the output), or ``S:catalog``,  the batch marker: the last batch committed to the table;
-``S:late``, ``S:quarantine``           :data:`NO_BATCH` (``-1``) once an owner is recorded and
-                                       before its first batch, or after a take-over
-``S:owner``                            :attr:`~spark_ext.sinks.owner.SinkOwner.code` of the owner
-``S:run``                              two-phase sinks: the run epoch that fences older drivers
-====================================  =========================================================
-
-and the table property ``spark_ext.owner:S`` = the owner's query id. A ``txn`` expires
-(``delta.setTransactionRetentionDuration``) and commit infos go with log clean-up; the property
-does neither, so it names the owner in :class:`~spark_ext.sinks.errors.SinkOwnerError` and
-tells an expired batch marker from a sink that never wrote (:class:`Marks`). Every commit that
-records an owner also carries the commit-info key ``spark_ext.owner`` (the query id).
-
-:class:`DeltaTxnAppender` is the one writer of batches through Spark's Delta writer with
-``txnAppId``/``txnVersion`` (the idempotent Delta sink, :class:`~spark_ext.dedup.DedupSink`'s
-output, late rows and catalog). It lives here, in the core, because the dedup package (core)
-and ``connectors`` (above it) both use it and the core may not import ``connectors``
-(docs/design.md, Layers). delta-rs makes the owner commits; Spark's writer the data commits.
-
-Example
--------
 >>> owner_app_id("events"), run_app_id("events"), owner_property("events")
 ('events:owner', 'events:run', 'spark_ext.owner:events')
 """
@@ -67,7 +41,6 @@ __all__ = [
     "check_target_path",
     "claim_all",
     "commit_marks",
-    "commits_of",
     "marker_app_id",
     "owner_app_id",
     "owner_of",
@@ -121,8 +94,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 def check_target_path(path: str | os.PathLike[str]) -> None:
     """Raise :class:`DeltaTargetPathError` unless ``path`` is a Delta table, missing or an
-    empty folder (N10 of issue #24: a file gave delta-rs' ``Path does not exist``; a folder of
-    someone's files would have been made a table around them)."""
+    empty folder (docs/design.md, "Delta sinks", target path)."""
     location = os.fspath(path).removeprefix("file:")
     if not os.path.exists(location):
         return
@@ -133,15 +105,9 @@ def check_target_path(path: str | os.PathLike[str]) -> None:
 
 
 class LatestTable:
-    """The newest snapshot of the Delta table at ``path``, read incrementally.
-
-    Opening a table reads its newest checkpoint, every file of the table; a sink that opened
-    it afresh for each step paid that at every commit (suspicion (c) of issue #24: 43 -> 103 ms
-    a batch at 100 -> 2,000 commits). :meth:`get` keeps the open table and reads only the
-    commits since its last call (``update_incremental``), together with the identity (inode,
-    mtime) of the table's first commit file: a table deleted and made again at the same path is
-    opened afresh, never read as more commits of the old one. Not shared between threads.
-    """
+    """The newest snapshot of the Delta table at ``path``, read incrementally (docs/design.md,
+    "Delta sinks", cost per commit); a table made again at the same path is opened afresh.
+    Not shared between threads."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -175,12 +141,6 @@ class LatestTable:
             return None
         self._table, self._identity = table, identity
         return table
-
-
-def commits_of(table: Any, app_id: str) -> int:
-    """How many commits still in the log of ``table`` a Spark write of ``app_id`` made."""
-    tag = user_metadata(app_id)
-    return sum(1 for h in table.history() if h.get("userMetadata") == tag)
 
 
 @dataclass(frozen=True)
@@ -220,11 +180,8 @@ class Marks:
         return None
 
     def decide(self, target: str, ours: SinkOwner, take_over: bool) -> OwnerDecision:
-        """:func:`~spark_ext.sinks.owner.check_owner` on these marks (raises for a stranger).
-
-        A sink with batches recorded but no owner (written before owners existed) is adopted
-        with a warning: :data:`OwnerDecision.FIRST`, its markers kept.
-        """
+        """:func:`~spark_ext.sinks.owner.check_owner` on these marks (raises for a stranger); a
+        sink with batches but no owner is adopted with a warning."""
         if self.owner is None and any(v is not None for v in self.batches.values()):
             log.warning(
                 "%s: sink %r has batches but no owner (written before owners were recorded); "
@@ -238,15 +195,13 @@ class Marks:
         )
 
     def check_still_ours(self, target: str, ours: SinkOwner) -> None:
-        """Raise :class:`SinkOwnerError` when another query recorded itself as the owner (a
-        take-over after this query's start): checked on the snapshot each commit is made on."""
+        """Raise :class:`SinkOwnerError` when another query recorded itself as the owner."""
         recorded = self.owner
         if recorded is not None and recorded != ours.code:
             raise SinkOwnerError(target, self.sink_id, self._name() or f"#{recorded}", str(ours))
 
     def expired(self, marker: str) -> bool:
-        """Whether ``marker`` reads as none although this sink recorded an owner here: the
-        owner's first record set it to :data:`NO_BATCH`, so only retention removes it."""
+        """Whether ``marker`` reads as none although an owner is recorded here (expired)."""
         return self.batches.get(marker) is None and self.owner_name is not None
 
 
@@ -260,15 +215,9 @@ class OwnerRecord:
 
 
 def owner_record(marks: Marks, ours: SinkOwner, decision: OwnerDecision) -> OwnerRecord:
-    """What records ``ours`` as the owner after ``decision`` (made on ``marks``).
-
-    Always the owner ``txn`` (refreshed, so it does not expire under a live owner); the
-    property when it does not name ``ours`` yet; on :data:`OwnerDecision.TAKE_OVER` every batch
-    marker reset to :data:`NO_BATCH` (the new owner's batch ids start again at 0); when no
-    owner was ever recorded on the table, the markers not recorded yet set to it. A marker
-    that is gone although an owner was recorded expired: it is left gone, for the sink to
-    refuse (:meth:`Marks.expired`).
-    """
+    """What records ``ours`` as the owner after ``decision`` (made on ``marks``): the owner
+    ``txn``, the property if it changes, markers reset to :data:`NO_BATCH` on a take-over or a
+    first record (docs/design.md, "Delta sinks", take-over); an expired marker stays gone."""
     txns = [(owner_app_id(marks.sink_id), ours.code)]
     first = marks.owner_name is None  # no owner ever recorded here (a marker gone since expired)
     for marker, version in marks.batches.items():
@@ -319,33 +268,11 @@ def owner_of(df: DataFrame, explicit: SinkOwner | None, name: str) -> SinkOwner:
 
 
 class DeltaTxnAppender:
-    """Appends one sink's batches to one Delta table with Spark's Delta writer, keyed by ``txn``.
+    """Appends one sink's batches to the Delta table ``path`` with Spark's Delta writer, keyed
+    by ``txn(marker, batch id)`` (``marker``: default ``sink_id``, else :func:`marker_app_id`).
 
-    Steps (docs/design.md, Delta sinks):
-
-    1. :meth:`claim`, at a writer's first call of a run: the owner is decided on the snapshot
-       (a stranger is :class:`SinkOwnerError`, nothing written) and recorded by one delta-rs
-       commit (:func:`owner_record`; a missing table is created first, empty, with the rows'
-       schema). Skipped when the owner is recorded and its ``txn`` is current.
-    2. :meth:`check`, before each batch writes anything: the owner is still this query; the
-       batch marker reads as none although this sink wrote here (expired by
-       ``delta.setTransactionRetentionDuration``) is :class:`DeltaTxnExpiredError`; equal is a
-       replay (skip), lower is :class:`BatchRegressionError`.
-    3. :meth:`write`: one Spark commit with the rows and ``txn(marker, batch id)``; a write
-       that lost a race is checked again (step 2) and retried.
-
-    Parameters
-    ----------
-    path
-        The Delta table folder.
-    sink_id
-        The sink (its owner is recorded under it).
-    marker
-        The batch marker's app id (default: ``sink_id``; :func:`marker_app_id` for the others).
-    partition_by
-        Partition columns of the table (created so, written so).
-    take_over
-        Hand the sink over from another owner on purpose (its batch marker is reset).
+    Steps (docs/design.md, "Delta sinks"): 1. :meth:`claim` the owner at a run's first call;
+    2. :meth:`check` each batch (owner, expiry, order); 3. :meth:`write` it in one Spark commit.
     """
 
     def __init__(
@@ -385,12 +312,8 @@ class DeltaTxnAppender:
     def claim(
         self, owner: SinkOwner, schema: pa.Schema, *, refuse_expired: bool = True
     ) -> OwnerDecision:
-        """Step 1: decide and record ``owner`` (``schema``: the table's, if it is created).
-
-        ``refuse_expired``: an expired batch marker is refused here, before the record; a
-        table whose expiry is judged per batch (:meth:`check` with ``known_new``) passes
-        ``False``.
-        """
+        """Step 1: decide and record ``owner`` (``schema``: the table's, if it is created);
+        ``refuse_expired=False`` for a table whose expiry :meth:`check` judges per batch."""
         from deltalake.exceptions import CommitFailedError
 
         for _ in range(self.max_conflicts + 2):
@@ -417,8 +340,7 @@ class DeltaTxnAppender:
         raise ConcurrentWriterError(f"{self.path}: could not record the owner of {self.sink_id!r}")
 
     def _create(self, schema: pa.Schema) -> None:
-        """Create the missing table (empty: the owner is recorded by the next commit; delta-rs
-        takes no property of its own at creation)."""
+        """Create the missing table, empty (the owner is recorded by the next commit)."""
         from deltalake import DeltaTable
 
         Path(self.path).mkdir(parents=True, exist_ok=True)
@@ -428,11 +350,7 @@ class DeltaTxnAppender:
 
     def check(self, batch_id: int, *, known_new: bool = False) -> bool:
         """Step 2: whether ``batch_id`` is a replay (skip it); raises if it must not be written.
-
-        ``known_new``: the caller proved the batch is new for this table (another table of the
-        sink, written after this one, recorded an earlier batch), so a marker gone by
-        retention on a rarely written table (late rows) is no reason to refuse.
-        """
+        ``known_new``: the caller proved the batch new here, so an expired marker is no refusal."""
         table = self._table()
         if table is None:
             return False
@@ -445,11 +363,11 @@ class DeltaTxnAppender:
 
     def _refuse_expired(self, table: Any, marks: Marks) -> None:
         """:class:`DeltaTxnExpiredError` when the batch marker is gone although this sink
-        wrote here: its owner is recorded (:meth:`Marks.expired`), or commits of it are still
-        in the log (a table written before owners were recorded)."""
+        wrote here (its owner is recorded, or commits of it are still in the log)."""
         if marks.batches[self.marker] is not None:
             return
-        commits = commits_of(table, self.marker)
+        tag = user_metadata(self.marker)  # commits of this marker still in the log
+        commits = sum(1 for h in table.history() if h.get("userMetadata") == tag)
         if commits or marks.expired(self.marker):
             raise DeltaTxnExpiredError(self.path, self.marker, commits)
 

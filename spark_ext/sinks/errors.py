@@ -56,10 +56,7 @@ class SchemaMismatchError(SinkError):
 
 
 class ConcurrentWriterError(SinkError):
-    """Another writer with the sink id recorded the same or a later batch before this commit.
-
-    Not committed by this writer; raised after a bounded number of re-checked retries.
-    """
+    """Another writer with the sink id committed first; this batch is not committed by it."""
 
 
 class WriterFencedError(SinkError):
@@ -67,10 +64,7 @@ class WriterFencedError(SinkError):
 
 
 class CommitUncertainError(SinkError):
-    """The commit was sent but its outcome could not be read back.
-
-    A restart is safe: the replayed batch is recognised if it did commit.
-    """
+    """The commit was sent but its outcome could not be read back; a restart is safe."""
 
 
 class BatchRegressionError(SinkError):
@@ -86,8 +80,7 @@ class BatchRegressionError(SinkError):
 
 
 class SinkOwnerError(SinkError):
-    """Another query owns this sink id (docs/design.md, "Sink commit protocol", owner);
-    raised before anything of a batch is committed."""
+    """Another query owns this sink id; nothing of the batch committed."""
 
     def __init__(self, target: str, sink_id: str, recorded: str, ours: str) -> None:
         self.target, self.sink_id, self.recorded, self.ours = target, sink_id, recorded, ours
@@ -126,8 +119,7 @@ class DeltaTxnExpiredError(SinkError):
 
 
 class DriverFencedError(SinkError):
-    """A newer start of the sink fenced this driver, whose batch is not committed; never
-    retried (docs/design.md, "Delta sinks" and "Kafka sinks", fencing)."""
+    """A newer start of the sink fenced this driver; its batch is not committed."""
 
     def __init__(self, target: str, sink_id: str, epoch: int, current: int) -> None:
         self.target, self.sink_id, self.epoch, self.current = target, sink_id, epoch, current
@@ -138,9 +130,8 @@ class DriverFencedError(SinkError):
 
 
 class UnsupportedTableFeatureError(SinkConfigError):
-    """The target uses ``feature``, which the sink cannot write correctly; raised at start and
-    at commit, nothing written (docs/design.md, "Delta sinks", tables refused). Fix: the
-    idempotent mode (Spark's Delta writer honours these features) or another table."""
+    """The target uses ``feature``, which the sink cannot write correctly; nothing written
+    (docs/design.md, "Delta sinks", tables refused). Fix: the idempotent mode, or another table."""
 
     def __init__(self, target: str, feature: str, detail: str) -> None:
         self.target, self.feature, self.detail = target, feature, detail
@@ -158,10 +149,7 @@ class DeltaTargetPathError(SinkConfigError):
 
 
 class DeltaCommitRefusedError(SinkError):
-    """delta-rs refused a commit and no other commit landed meanwhile (not a lost race).
-
-    Nothing committed, not retried; ``cause`` is delta-rs' message.
-    """
+    """delta-rs refused a commit and no other commit landed meanwhile; nothing committed."""
 
     def __init__(self, target: str, batch_id: int, cause: str) -> None:
         self.target, self.batch_id, self.cause = target, batch_id, cause
@@ -172,8 +160,7 @@ class DeltaCommitRefusedError(SinkError):
 
 
 class ProduceFailedError(SinkError):
-    """Records of a batch were not acknowledged (K1); the batch is not recorded (docs/design.md,
-    "Sink commit protocol", errors)."""
+    """Records of a batch were not acknowledged (K1); the batch is not recorded."""
 
     def __init__(
         self, sink_id: str, batch_id: int, failed: int, partitions: Iterable[int], cause: object
@@ -201,8 +188,7 @@ class PartitionOutOfRangeError(SinkError):
 
 
 class TopicMissingError(SinkConfigError):
-    """A topic the query reads or writes does not exist; never auto-created (docs/design.md,
-    "Sink commit protocol", errors)."""
+    """A topic the query reads or writes does not exist (it is never auto-created)."""
 
     def __init__(self, topic: str, role: str) -> None:
         self.topic, self.role = topic, role
@@ -226,8 +212,7 @@ class ReplayUnprovableError(SinkError):
 
 
 class TransactionExpiredError(SinkError):
-    """A batch's transaction outlived ``transaction_timeout_ms`` and the broker aborted it,
-    also on the one retry (K5); nothing committed."""
+    """The broker aborted a batch's transaction past ``transaction_timeout_ms``; nothing committed."""
 
     def __init__(self, sink_id: str, batch_id: int, elapsed_ms: int, timeout_ms: int) -> None:
         self.sink_id, self.batch_id = sink_id, batch_id
@@ -240,8 +225,7 @@ class TransactionExpiredError(SinkError):
 
 
 class ClientStalledError(SinkError):
-    """A Kafka client call outlived its own timeout and was given up (docs/design.md, "Kafka
-    sinks"); nothing of the slice committed, the task's retry fences the stalled producer."""
+    """A Kafka client call outlived its own timeout; nothing of the slice committed."""
 
     def __init__(self, what: str, waited_s: float) -> None:
         self.what, self.waited_s = what, waited_s

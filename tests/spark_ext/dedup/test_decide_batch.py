@@ -247,15 +247,6 @@ def test_two_attempts_saving_one_version_at_once_leave_it_whole(tmp_path):
     assert store.load_before(6) == (5, {0: b"x" * 100})
 
 
-def test_bucket_state_reads_the_one_file_per_version_layout_when_newer(tmp_path):
-    BloomStateStore(tmp_path).save(4, {0: b"legacy 4", 2: b"legacy 4 of 2"})
-    store = BucketStateStore(tmp_path)
-    assert store.load_before(2, 5) == (4, b"legacy 4 of 2")
-    store.save(2, 5, b"own 5")
-    assert store.load_before(2, 6) == (5, b"own 5")
-    assert store.load_before(0, 6) == (4, b"legacy 4")
-
-
 def test_state_store_keeps_at_least_two_versions(tmp_path):
     with pytest.raises(ConfigError):
         BloomStateStore(tmp_path, keep=1)
