@@ -88,6 +88,7 @@ class SparkSettings:
     ui_enabled: bool = False
     driver_memory: str = "2g"
     java_options: str = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"  # fast small local runs
+    class_archive: bool = True  # the driver JVM starts from jvm.class_archive() if made
     state_store: str = "rocksdb_changelog"  # one of STATE_STORES
     conf: Mapping[str, str] = field(default_factory=dict)  # further spark.* settings, as they are
 

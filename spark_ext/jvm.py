@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 from pathlib import Path
 
 from spark_ext.errors import JarsNotFetched
@@ -13,6 +15,8 @@ __all__ = [
     "KAFKA_BROKER_SET",
     "SPARK_JARS_SET",
     "cache_root",
+    "class_archive",
+    "class_archive_options",
     "kafka_broker_classpath",
     "kafka_broker_libs_dir",
     "spark_jars",
@@ -57,3 +61,25 @@ def spark_jars() -> list[Path]:
 def kafka_broker_classpath() -> list[Path]:
     """The Kafka broker's classpath."""
     return _complete_jars(kafka_broker_libs_dir())
+
+
+def class_archive() -> Path:
+    """Where ``scripts/class_archive.py`` keeps the driver JVM's class-data archive for this
+    pyspark and this Java (docs/design.md, "JVM start-up")."""
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")
+    java = shutil.which("java", path=os.path.join(home, "bin") if home else None) or "java"
+    real = os.path.realpath(java)
+    stamp = os.stat(real).st_mtime_ns if os.path.exists(real) else 0
+    key = f"{pyspark.__version__}|{real}|{stamp}|{SPARK_JARS_SET}"
+    return cache_root() / "cds" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def class_archive_options() -> str:
+    """Driver JVM options that start it from :func:`class_archive` ("" while there is none);
+    the JVM falls back to the jars, silently, if the archive does not match."""
+    archive = class_archive()
+    if not archive.is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off,cds+dynamic=off"

@@ -61,7 +61,9 @@ def spark_conf(profile: Profile) -> dict[str, str]:
         "spark.ui.enabled": "true" if s.ui_enabled else "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": s.driver_memory,
-        "spark.driver.extraJavaOptions": s.java_options,
+        "spark.driver.extraJavaOptions": " ".join(
+            filter(None, [s.java_options, jvm.class_archive_options() if s.class_archive else ""])
+        ),
         "spark.executor.extraJavaOptions": s.java_options,
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",

@@ -85,6 +85,26 @@ def test_session_conf_carries_delta_kafka_jars_and_fast_local_settings() -> None
     assert "RocksDBStateStoreProvider" in conf["spark.sql.streaming.stateStore.providerClass"]
 
 
+def test_the_driver_starts_from_the_class_archive_once_it_is_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from spark_ext import jvm
+    from spark_ext.session import spark_conf
+
+    def driver_options(**spark: object) -> str:
+        return spark_conf(load_profile("test", spark=spark))["spark.driver.extraJavaOptions"]
+
+    real = jvm.class_archive
+    monkeypatch.setattr(jvm, "class_archive", lambda: tmp_path / real().name)
+    assert "SharedArchiveFile" not in driver_options()  # none made: the jars
+    (tmp_path / real().name).write_bytes(b"archive")
+    assert f"-XX:SharedArchiveFile={tmp_path / real().name}" in driver_options()
+    assert "SharedArchiveFile" not in driver_options(class_archive=False)
+    assert driver_options().startswith(load_profile("test").spark.java_options)
+    executors = spark_conf(load_profile("test"))["spark.executor.extraJavaOptions"]
+    assert "SharedArchiveFile" not in executors  # a worker's JVM has another classpath
+
+
 def test_a_fault_asked_of_the_job_reaches_a_clusters_executors(monkeypatch) -> None:
     """A cluster's executors are started by its workers, not by the job: without
     ``spark.executorEnv.*`` a task's fault point never sees the fault (measured: the

@@ -22,8 +22,8 @@ from spark_ext.recovery.campaign import format_campaign, run_campaign
 from spark_ext.recovery.campaign_plan import CampaignPlan, draw
 
 #: The CI lane (the suite's 35-minute budget: about 40 s a run on 2 idle cores): per job, a
-#: seed whose plan raises on the side named (replay: ``spark-ext campaign --seed S --runs 1
-#: --job J``) and runs a second query from a deleted checkpoint.
+#: seed whose plan raises on the side named (replay: ``spark-ext campaign --lane ci --seed S
+#: --runs 1 --job J``) and runs a second query from a deleted checkpoint.
 CI_RUNS: dict[str, tuple[int, str]] = {
     "exactly_once_delta": (135, "executor"),  # delta2pc.1.staged@2:raise, retried in its batch
     "exactly_once_kafka": (32, "driver"),  # kafka_tx.4.recorded@1:raise
