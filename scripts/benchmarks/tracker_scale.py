@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -153,57 +154,25 @@ def drive(open_agent: Callable[[], Any], marks: Sequence[int]) -> Series:
 
 
 def figures_of(variant: str, s: Series, bytes_note: str | None) -> list[Figure]:
-    q = statistics.quantiles(s.apply_ms, n=20)
-    note = f"{OPEN} open windows x {PARTITIONS} partitions, {SHARDS} shards, {STEP} ends/batch"
+    figure = partial(Figure, "tracker_scale", variant)
+    target = f"target <= {TARGET_MS:.0f} ms"
+    setup = f"{OPEN} open windows x {PARTITIONS} partitions, {SHARDS} shards, {STEP} ends/batch"
+    median, p95 = statistics.median(s.apply_ms), statistics.quantiles(s.apply_ms, n=20)[18]
     out = [
-        Figure(
-            "tracker_scale",
-            variant,
-            "driver time/batch median",
-            statistics.median(s.apply_ms),
-            "ms",
-            note=f"target <= {TARGET_MS:.0f} ms; {note}",
-        ),
-        Figure(
-            "tracker_scale",
-            variant,
-            "driver time/batch p95",
-            q[18],
-            "ms",
-            note=f"target <= {TARGET_MS:.0f} ms",
-        ),
+        figure("driver time/batch median", median, "ms", note=f"{target}; {setup}"),
+        figure("driver time/batch p95", p95, "ms", note=target),
     ]
     if bytes_note is not None:
         out += [
-            Figure(
-                "tracker_scale",
-                variant,
-                "bytes written/batch median",
-                statistics.median(s.written),
-                "B",
-                note="log record + end events",
-            ),
-            Figure(
-                "tracker_scale",
-                variant,
-                "bytes written/batch mean",
-                statistics.fmean(s.written),
-                "B",
-                note=bytes_note,
-            ),
-        ]
-    for n, ms, records in s.restarts:
-        out.append(
-            Figure(
-                "tracker_scale",
-                variant,
-                f"restart after {n} batches",
-                ms,
-                "ms",
-                note=f"flat target; snapshot + {records} log records replayed",
-            )
-        )
-    return out
+            figure("bytes written/batch median", statistics.median(s.written), "B",
+                   note="log record + end events"),
+            figure("bytes written/batch mean", statistics.fmean(s.written), "B", note=bytes_note),
+        ]  # fmt: skip
+    return out + [
+        figure(f"restart after {n} batches", ms, "ms",
+               note=f"flat target; snapshot + {records} log records replayed")
+        for n, ms, records in s.restarts
+    ]  # fmt: skip
 
 
 def run(ctx: BenchContext) -> list[Figure]:
@@ -213,23 +182,16 @@ def run(ctx: BenchContext) -> list[Figure]:
     disk = sum(p.stat().st_size for p in (folder / "agent").rglob("*") if p.is_file())
     ends = sum(p.stat().st_size for p in (folder / "agent" / "ends").iterdir())
     figures = figures_of("local agent", local, "incl. snapshots amortised")
+    note = f"after {marks[-1]} batches; end-event files {ends} B ({local.ended} events)"
     figures.append(
-        Figure(
-            "tracker_scale",
-            "local agent",
-            "folder size at end",
-            disk,
-            "B",
-            note=f"after {marks[-1]} batches; end-event files {ends} B ({local.ended} events)",
-        )
+        Figure("tracker_scale", "local agent", "folder size at end", disk, "B", note=note)
     )
-    kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
     name = f"scale-{uuid.uuid4().hex[:8]}"
+    kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
     kafka = drive(lambda: KafkaTrackingAgent(ctx.bootstrap, name), kafka_marks)
     figures += figures_of("kafka agent", kafka, None)
     series = {"local agent": local.restarts, "kafka agent": kafka.restarts}
-    plot = _plot(ctx.scratch, series)
     for variant, points in series.items():
         print(f"restart series, {variant} (past batches, ms, records replayed):", points)
-    print("plot:", plot, flush=True)
+    print("plot:", _plot(ctx.scratch, series), flush=True)
     return figures
