@@ -79,6 +79,11 @@ class BenchContext:
         return path
 
 
+def folder_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (0 if there is none)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def until_done(
     df: Any, folder: Path, sink: str | Callable[[Any, int], None] = "delta", **options: str
 ) -> Any:
@@ -96,6 +101,25 @@ def timed(start: Callable[[], Any]) -> float:
     began = time.perf_counter()
     start().awaitTermination()  # raises the query's error
     return time.perf_counter() - began
+
+
+def save_plot(
+    path: Path, draw: Callable[..., None], cols: int = 1, size: tuple[float, float] = (5, 3),
+    dpi: float | None = None,
+) -> Path:  # fmt: skip
+    """Draw on ``cols`` axes side by side (``draw(*axes)``) and save them as the PNG ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, cols, figsize=size, squeeze=False)
+    draw(*axes[0])
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.common import BenchContext, Figure, until_done
+from benchmarks.common import BenchContext, Figure, folder_bytes, until_done
 
 #: Ids per run at scale 1 (the issue asks for 1M and 10M); 1 % of rows are duplicates.
 SIZES = (1_000_000, 10_000_000)
@@ -78,17 +78,12 @@ def batches() -> int:
     return int(os.environ.get("DEDUP_BENCH_FILES") or FILES)
 
 
-def folder_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def state_figures(progress: dict[str, Any]) -> tuple[int, int]:
-    """(state bytes, state rows) of the last batch: memory of the store + its SST files."""
+def state_bytes(progress: dict[str, Any]) -> int:
+    """State bytes of the last batch: the larger of the store's memory and its SST files."""
     ops = progress.get("stateOperators") or []
     mem = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
     sst = sum(int((op.get("customMetrics") or {}).get("rocksdbSstFileSize") or 0) for op in ops)
-    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
-    return max(mem, sst), rows
+    return max(mem, sst)
 
 
 def run_variant(ctx: BenchContext, name: str, source: Path, schema: Any, build) -> dict[str, Any]:
@@ -100,17 +95,13 @@ def run_variant(ctx: BenchContext, name: str, source: Path, schema: Any, build) 
     query, sink = build(df, out)
     query.awaitTermination()  # raises the query's error
     seconds = time.perf_counter() - start
-    state_bytes, state_rows = state_figures(query.lastProgress or {})
-    checkpoint_state = folder_bytes(out / "chk" / "state")
-    if sink is not None and (out / "_dedup_state" / "filters").exists():
-        # DeltaDedupSink keeps its filters outside Spark's state store
-        state_bytes = sink.batches[-1].state_bytes
-        checkpoint_state = folder_bytes(out / "_dedup_state" / "filters")
+    state, checkpoint_state = state_bytes(query.lastProgress or {}), out / "chk" / "state"
+    if (out / "_dedup_state" / "filters").exists():  # DeltaDedupSink: filters outside Spark state
+        state, checkpoint_state = sink.batches[-1].state_bytes, out / "_dedup_state" / "filters"
     return {
         "seconds": seconds,
-        "state_bytes": state_bytes,
-        "state_rows": state_rows,
-        "checkpoint_state_bytes": checkpoint_state,
+        "state_bytes": state,
+        "checkpoint_state_bytes": folder_bytes(checkpoint_state),
         "written": spark.read.format("delta").load(str(out / "table")).count(),
         "sink": sink,
     }

@@ -37,7 +37,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from spark_ext.crash import declare
 
-from .common import Figure
+from .common import Figure, save_plot
 
 log = logging.getLogger(__name__)
 
@@ -390,37 +390,30 @@ def _short(keys: int) -> str:
 
 def plot(results: Sequence[SweepResult], path: Path) -> Path:
     """Batch duration, checkpoint bytes per batch and recovery time against live keys."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(ax_d: Any, ax_b: Any, ax_r: Any) -> None:
+        for i, store in enumerate(dict.fromkeys(r.store for r in results)):
+            mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
+            xs = [r.keys for r in mine]
+            for ax, ys, style, label in (
+                (ax_d, [statistics.median(r.batch_ms) for r in mine], "o-", "p50"),
+                (ax_d, [percentile(r.batch_ms, 0.95) for r in mine], "--", "p95"),
+                (ax_b, [statistics.mean(r.bytes_per_batch) for r in mine], "o-", ""),
+                (ax_r, [r.catch_up_s for r in mine], "o-", "catch-up"),
+                (ax_r, [r.first_commit_s for r in mine], "--", "first commit"),
+            ):
+                ax.plot(xs, ys, style, color=f"C{i}", label=f"{store} {label}".strip())
+        ax_d.set(yscale="log", ylabel="batch duration (ms)", title="steady-state batch duration")
+        ax_b.set(yscale="log", ylabel="bytes per batch (mean)",
+                 title="bytes written to the checkpoint per batch")  # fmt: skip
+        ax_r.set(ylabel="seconds after restart",
+                 title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
+        for ax in (ax_d, ax_b, ax_r):
+            ax.set(xscale="log", xlabel="live keys")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
 
-    fig, (ax_d, ax_b, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
-    for i, store in enumerate(dict.fromkeys(r.store for r in results)):
-        mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
-        xs, color = [r.keys for r in mine], f"C{i}"
-        for ax, ys, style, label in (
-            (ax_d, [statistics.median(r.batch_ms) for r in mine], "o-", "p50"),
-            (ax_d, [percentile(r.batch_ms, 0.95) for r in mine], "--", "p95"),
-            (ax_b, [statistics.mean(r.bytes_per_batch) for r in mine], "o-", ""),
-            (ax_r, [r.catch_up_s for r in mine], "o-", "catch-up"),
-            (ax_r, [r.first_commit_s for r in mine], "--", "first commit"),
-        ):
-            ax.plot(xs, ys, style, color=color, label=f"{store} {label}".strip())
-    ax_d.set(xscale="log", yscale="log", xlabel="live keys", ylabel="batch duration (ms)",
-             title="steady-state batch duration")  # fmt: skip
-    ax_b.set(xscale="log", yscale="log", xlabel="live keys", ylabel="bytes per batch (mean)",
-             title="bytes written to the checkpoint per batch")  # fmt: skip
-    ax_r.set(xscale="log", xlabel="live keys", ylabel="seconds after restart",
-             title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
-    for ax in (ax_d, ax_b, ax_r):
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_plot(path, draw, cols=3, size=(16, 4.4), dpi=120)
 
 
 def run(ctx: Any) -> list[Any]:

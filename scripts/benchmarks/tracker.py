@@ -158,16 +158,20 @@ def _tracked_count(
     return q, agent, sum(counts), seconds
 
 
-def _drain_to_memory(df: DataFrame, name: str, folder: Any) -> tuple[float, str]:
+def _start(df: DataFrame, folder: Any, sink: Callable[[DataFrame, int], None] | None = None) -> Any:
+    """Start ``df`` with trigger ``processingTime="0 seconds"`` (checkpoint ``folder/chk``)
+    through ``foreachBatch(sink)``, or into Spark's memory sink (table: the query's name)."""
+    writer = df.writeStream.option("checkpointLocation", str(folder / "chk"))
+    writer = writer.trigger(processingTime="0 seconds")
+    if sink is not None:
+        return writer.foreachBatch(sink).start()
+    return writer.format("memory").queryName(f"bench_{uuid.uuid4().hex[:8]}").start()
+
+
+def _drain_to_memory(df: DataFrame, folder: Any) -> tuple[float, str]:
     """Seconds a query of ``df`` into Spark's memory sink takes to process all its input, and
     the sink's table."""
-    q = (
-        df.writeStream.format("memory")
-        .queryName(f"{name}_{uuid.uuid4().hex[:6]}")
-        .option("checkpointLocation", str(folder / "chk"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
+    q = _start(df, folder)
     began = time.perf_counter()
     q.processAllAvailable()
     seconds = time.perf_counter() - began
@@ -179,7 +183,7 @@ def _drain_to_memory(df: DataFrame, name: str, folder: Any) -> tuple[float, str]
 def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
     topic = _topic(ctx, "trk", n)
     wm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-    wm_s, table = _drain_to_memory(wm, "bench_wm", ctx.folder("tracker_wm"))
+    wm_s, table = _drain_to_memory(wm, ctx.folder("tracker_wm"))
     emitted = ctx.spark.table(table).agg(F.sum("count")).first()[0] or 0
     folder = ctx.folder("tracker_tr")
     _, agent, counted, tr_s = _tracked_count(ctx, topic, per_trigger, folder)
@@ -257,14 +261,8 @@ def _latency(
     items = _input(n, lag)
     wm_seen: dict[int, float] = {}
     tr_seen: dict[int, float] = {}
-    folder = ctx.folder("tracker_lat_wm")
-    wm = (
-        _watermark_windows(_events(ctx, topic, None), LATENCY_DELAY)
-        .writeStream.foreachBatch(_arrivals(wm_seen))
-        .option("checkpointLocation", str(folder / "chk"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
+    wm_windows = _watermark_windows(_events(ctx, topic, None), LATENCY_DELAY)
+    wm = _start(wm_windows, ctx.folder("tracker_lat_wm"), _arrivals(wm_seen))
     tr, agent = _tracked(ctx, topic, None, ctx.folder("tracker_lat_tr"), _arrivals(tr_seen))
     closed = _produce_live(ctx.bootstrap, topic, items)
     _drain_tracked(tr, agent, lambda: bool(tr_seen))
@@ -311,17 +309,13 @@ def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
         state.update(((state.get[0] if state.exists else 0) + n,))
         state.setTimeoutTimestamp(int(key[0]) + WINDOW_MS)
 
+    start_ms = F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS
     untracked = (
         _events(ctx, topic, per_trigger)
         .where("event_time is not null")
         .withWatermark("event_time", DROP_DELAY)
-        .select(
-            (F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS).alias(
-                "window_start_ms"
-            ),
-            "user_id",
-            "event_time",  # the watermark column stays in the plan (event-time timeouts)
-        )
+        # the watermark column stays in the plan (event-time timeouts)
+        .select(start_ms.alias("window_start_ms"), "user_id", "event_time")
         .groupBy("window_start_ms", "user_id")
         .applyInPandasWithState(
             untracked_counts,
@@ -331,10 +325,10 @@ def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
             GroupStateTimeout.EventTimeTimeout,
         )
     )
-    un_s, _ = _drain_to_memory(untracked, "bench_untracked", folder)
+    un_s, _ = _drain_to_memory(untracked, folder)
     # Spark's own windowed count (JVM aggregation, no Python): a reference, not the baseline
     jvm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-    jvm_s, _ = _drain_to_memory(jvm, "bench_jvm", ctx.folder("tracker_jvm"))
+    jvm_s, _ = _drain_to_memory(jvm, ctx.folder("tracker_jvm"))
     tr_s = _tracked_count(ctx, topic, per_trigger, ctx.folder("tracker_tracked"))[3]
     figure = partial(Figure, "tracker", metric="throughput", unit="rows/s")
     return [

@@ -19,7 +19,14 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
 from benchmarks.common import BenchContext, Figure
-from benchmarks.tracker import LATENCY_DELAY, _events, _topic, _tracked_count, _watermark_windows
+from benchmarks.tracker import (
+    LATENCY_DELAY,
+    _events,
+    _start,
+    _topic,
+    _tracked_count,
+    _watermark_windows,
+)
 
 PER_TRIGGER = 200  # rows per micro-batch: the live rate of the latency benchmark
 
@@ -58,13 +65,7 @@ def run(ctx: BenchContext) -> list[Figure]:
     topic = _topic(ctx, "trk-floor", ctx.n(4_000))
 
     def drain(df: Any, name: str) -> float:
-        q = (
-            df.writeStream.foreachBatch(lambda d, _b: d.count())
-            .outputMode("append")
-            .option("checkpointLocation", str(ctx.folder(name) / "chk"))
-            .trigger(processingTime="0 seconds")
-            .start()
-        )
+        q = _start(df, ctx.folder(name), lambda d, _b: d.count())
         q.processAllAvailable()
         q.stop()
         return _batch_ms(q.recentProgress)

@@ -21,10 +21,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import BenchContext, Figure
+from benchmarks.common import BenchContext, Figure, folder_bytes, save_plot
 from spark_ext.tracker.agent import LocalTrackingAgent
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport
@@ -91,31 +90,6 @@ def _warm_up(agent: Any) -> None:
     agent.apply(reports)
 
 
-def _plot(folder: Path, series: dict[str, list[tuple[int, float, int]]]) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib not installed: no restart plot")
-        return None
-    fig, ax = plt.subplots(figsize=(5, 3))
-    for variant, points in series.items():
-        ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], marker="o", label=variant)
-    ax.legend()
-    ax.set_xscale("log")
-    ax.set_xlabel("past batches")
-    ax.set_ylabel("restart time (ms)")
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")
-    fig.tight_layout()
-    path = folder / "tracker_scale_restart.png"
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 @dataclass
 class Series:
     """What one agent's drive measured."""
@@ -179,7 +153,7 @@ def run(ctx: BenchContext) -> list[Figure]:
     folder = ctx.folder("tracker_scale")
     marks = [n for n in RESTARTS if n <= max(100, int(RESTARTS[-1] * ctx.scale))]
     local = drive(lambda: LocalTrackingAgent(folder / "agent"), marks)
-    disk = sum(p.stat().st_size for p in (folder / "agent").rglob("*") if p.is_file())
+    disk = folder_bytes(folder / "agent")
     ends = sum(p.stat().st_size for p in (folder / "agent" / "ends").iterdir())
     figures = figures_of("local agent", local, "incl. snapshots amortised")
     note = f"after {marks[-1]} batches; end-event files {ends} B ({local.ended} events)"
@@ -193,5 +167,13 @@ def run(ctx: BenchContext) -> list[Figure]:
     series = {"local agent": local.restarts, "kafka agent": kafka.restarts}
     for variant, points in series.items():
         print(f"restart series, {variant} (past batches, ms, records replayed):", points)
-    print("plot:", _plot(ctx.scratch, series), flush=True)
+
+    def draw(ax: Any) -> None:
+        for variant, points in series.items():
+            ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], "o-", label=variant)
+        ax.legend()
+        ax.set(xscale="log", xlabel="past batches", ylabel="restart time (ms)", ylim=(0, None),
+               title=f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")  # fmt: skip
+
+    print("plot:", save_plot(ctx.scratch / "tracker_scale_restart.png", draw), flush=True)
     return figures
