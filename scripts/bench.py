@@ -51,7 +51,7 @@ def main() -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; known: {sorted(known)}")
-    ctx = BenchContext.create(scale=args.scale)
+    ctx = BenchContext(scale=args.scale)
     runs: list[list[Figure]] = [[] for _ in range(args.repeat)]
     with LoadMonitor() as load:
         print(load.verdict(), flush=True)

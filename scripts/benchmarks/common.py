@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,34 +44,26 @@ class Summary(Figure):
 
 @dataclass
 class BenchContext:
-    scale: float
-    scratch: Path
-    _spark: Any = field(default=None, repr=False)
-    _bootstrap: str | None = None
+    """What a benchmark runs with: the input scale, a scratch folder, the session and broker."""
 
-    @classmethod
-    def create(cls, scale: float = 1.0) -> BenchContext:
-        return cls(scale=scale, scratch=Path(tempfile.mkdtemp(prefix="spark_ext_bench_")))
+    scale: float = 1.0
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="spark_ext_bench_")))
 
     def n(self, rows: int) -> int:
         """``rows`` times the scale, at least 1000."""
         return max(1000, int(rows * self.scale))
 
-    @property
+    @cached_property
     def spark(self) -> Any:
-        if self._spark is None:
-            from spark_ext.session import build_session
+        from spark_ext.session import build_session
 
-            self._spark = build_session("local")
-        return self._spark
+        return build_session("local")
 
-    @property
+    @cached_property
     def bootstrap(self) -> str:
-        if self._bootstrap is None:
-            from connectors.kafka.local_broker import LocalKafkaBroker
+        from connectors.kafka.local_broker import LocalKafkaBroker
 
-            self._bootstrap = LocalKafkaBroker().ensure_running()
-        return self._bootstrap
+        return LocalKafkaBroker().ensure_running()
 
     def folder(self, name: str) -> Path:
         path = self.scratch / name

@@ -103,8 +103,7 @@ class BatchRecorder(StreamingQueryListener):
         self._checkpoints = checkpoints  # query name -> checkpoint folder
         self._files = {name: checkpoint_files(path) for name, path in checkpoints.items()}
         self._committed: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self.changed = threading.Condition(self._lock)
+        self.changed = threading.Condition()
 
     def all_committed(self, batch: int) -> bool:
         """Whether every query has committed ``batch`` (call holding :attr:`changed`)."""
