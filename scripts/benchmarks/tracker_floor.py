@@ -49,9 +49,6 @@ def _count_per_key() -> StatefulProcessor:
             self.count.update(((before[0] if before is not None else 0) + n,))
             yield pd.DataFrame({"user_id": [str(key[0])], "n": [n]})
 
-        def close(self) -> None:
-            pass
-
     return _CountPerKey()
 
 
