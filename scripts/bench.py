@@ -18,43 +18,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from benchmarks.common import (  # noqa: E402
-    BenchContext,
-    Figure,
-    LoadMonitor,
-    format_summary,
-    format_table,
-    summarize,
-)
+from benchmarks.common import BenchContext, Figure, LoadMonitor, format_table, summarize  # noqa: E402
 
 BENCH_DIR = ROOT / "scripts" / "benchmarks"
 
 
 def available() -> dict[str, str]:
-    names = {}
-    for path in sorted(BENCH_DIR.glob("*.py")):
-        if path.stem in {"__init__", "common"}:
-            continue
-        module = importlib.import_module(f"benchmarks.{path.stem}")
-        names[path.stem] = (module.__doc__ or "").strip().splitlines()[0]
-    return names
+    """Benchmark name -> the first line of its docstring."""
+    names = sorted(p.stem for p in BENCH_DIR.glob("*.py") if p.stem not in {"__init__", "common"})
+    return {
+        n: (importlib.import_module(f"benchmarks.{n}").__doc__ or "").split("\n")[0] for n in names
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Run named benchmarks.")
     parser.add_argument("names", nargs="*", help="benchmark names, or 'all'")
+    parser.add_argument("--scale", type=float, default=1.0, help="input size factor (0.1: quick)")
     parser.add_argument(
-        "--scale",
-        type=float,
-        default=1.0,
-        help="multiply every benchmark's input size (e.g. 0.1 for a quick look)",
-    )
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=3,
-        help="runs of every benchmark (each runs all its variants, so they are interleaved); "
-        "the table gives the median with min-max",
+        "--repeat", type=int, default=3, help="runs, variants interleaved; the median and min-max"
     )
     args = parser.parse_args()
     if args.repeat < 1:
@@ -69,7 +51,7 @@ def main() -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; known: {sorted(known)}")
-    ctx = BenchContext.create(scale=args.scale)
+    ctx = BenchContext(scale=args.scale)
     runs: list[list[Figure]] = [[] for _ in range(args.repeat)]
     with LoadMonitor() as load:
         print(load.verdict(), flush=True)
@@ -81,7 +63,7 @@ def main() -> int:
                 print(format_table(got), flush=True)
                 runs[run].extend(got)
     print(f"== median of {args.repeat} runs, variants interleaved")
-    print(format_summary(summarize(runs)))
+    print(format_table(summarize(runs)))
     print(load.verdict())
     return 0
 

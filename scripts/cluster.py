@@ -22,16 +22,19 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from connectors.kafka.local_broker import port_open  # noqa: E402
+
 log = logging.getLogger("cluster")
+HOST = "127.0.0.1"
 
 
 def spark_home() -> Path:
@@ -41,69 +44,42 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-@dataclass(frozen=True)
-class ClusterConfig:
-    """Where and how big the cluster is."""
-
-    folder: Path = ROOT / "var" / "cluster"
-    host: str = "127.0.0.1"
-    port: int = 7077
-    webui_port: int = 8080
-    workers: int = 2
-    cores: int = 1
-    memory: str = "1g"
-    #: One address per worker; empty: every worker on :attr:`host`.
-    worker_hosts: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.worker_hosts and len(self.worker_hosts) != self.workers:
-            raise SystemExit(
-                f"{self.workers} workers but {len(self.worker_hosts)} worker hosts "
-                f"({','.join(self.worker_hosts)}): give one host per worker"
-            )
-
-    def worker_host(self, i: int) -> str:
-        return self.worker_hosts[i] if self.worker_hosts else self.host
-
-    @property
-    def master_url(self) -> str:
-        return f"spark://{self.host}:{self.port}"
-
-    @property
-    def state_file(self) -> Path:
-        return self.folder / "cluster.json"
-
-
 class StandaloneCluster:
-    """Start, wait for and stop a master and its workers by their pids."""
+    """Start, wait for and stop a master and its workers by their pids, as the command line
+    ``args`` says (folder, ports, workers and their hosts, cores, memory)."""
 
-    def __init__(self, config: ClusterConfig) -> None:
-        self.config = config
-
-    def _env(self, host: str) -> dict[str, str]:
-        env = dict(os.environ)
-        python = str(ROOT / ".venv" / "bin" / "python")
-        if not Path(python).exists():
-            python = sys.executable
-        env.update(
-            SPARK_HOME=str(spark_home()),
-            SPARK_LOCAL_IP=host,
-            PYSPARK_PYTHON=python,
-            SPARK_LOG_DIR=str(self.config.folder / "logs"),
-            SPARK_DAEMON_MEMORY="512m",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-        )
-        return env
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.folder: Path = args.dir.resolve()
+        self.hosts = [h.strip() for h in args.worker_hosts.split(",") if h.strip()]
+        self.workers: int = args.workers or len(self.hosts) or 2
+        if self.hosts and len(self.hosts) != self.workers:
+            raise SystemExit(
+                f"{self.workers} workers but {len(self.hosts)} worker hosts "
+                f"({','.join(self.hosts)}): give one host per worker"
+            )
+        self.hosts = self.hosts or [HOST] * self.workers
+        self.master_url = f"spark://{HOST}:{args.port}"
+        self.state_file = self.folder / "cluster.json"
 
     def _launch(self, name: str, args: list[str], host: str) -> int:
-        logs = self.config.folder / "logs"
+        logs = self.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        cmd = [str(spark_home() / "bin" / "spark-class"), *args]
+        python = ROOT / ".venv" / "bin" / "python"
+        env = dict(
+            os.environ,
+            SPARK_HOME=str(spark_home()),
+            SPARK_LOCAL_IP=host,
+            PYSPARK_PYTHON=str(python) if python.exists() else sys.executable,
+            SPARK_LOG_DIR=str(logs),
+            SPARK_DAEMON_MEMORY="512m",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        )
         with open(logs / f"{name}.log", "ab") as out:
             proc = subprocess.Popen(
-                cmd,
-                cwd=self.config.folder,
-                env=self._env(host),
+                [str(spark_home() / "bin" / "spark-class"), *args],
+                cwd=self.folder,
+                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -113,89 +89,59 @@ class StandaloneCluster:
 
     def pids(self) -> dict[str, int]:
         try:
-            return {k: int(v) for k, v in json.loads(self.config.state_file.read_text()).items()}
+            return {k: int(v) for k, v in json.loads(self.state_file.read_text()).items()}
         except FileNotFoundError:
             return {}
 
-    def master_state(self) -> dict[str, object] | None:
-        """The master's JSON status page, or ``None`` when no master answers."""
-        url = f"http://{self.config.host}:{self.config.webui_port}/json/"
+    def alive_worker_hosts(self) -> list[str] | None:
+        """The host of each worker the master lists as ALIVE; ``None`` when no master answers."""
+        url = f"http://{HOST}:{self.args.webui_port}/json/"
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
-                return dict(json.load(resp))
+                workers = json.load(resp).get("workers", [])
         except OSError:
             return None
-
-    def alive_workers(self) -> int:
-        """Workers the master lists as ALIVE (0 if the master does not answer)."""
-        return len(self.alive_worker_hosts())
-
-    def alive_worker_hosts(self) -> list[str]:
-        """The host of each worker the master lists as ALIVE (none if it does not answer)."""
-        info = self.master_state()
-        workers = info.get("workers", []) if info else []
-        return [
-            str(w.get("host")) for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE"
-        ]
-
-    def remove_application_folders(self) -> int:
-        """Remove the workers' per-application folders (``worker-*/app-*``); their count."""
-        apps = sorted(self.config.folder.glob("worker-*/app-*"))
-        for app in apps:
-            shutil.rmtree(app, ignore_errors=True)
-        return len(apps)
-
-    def master_info(self) -> dict[str, object]:
-        url = f"http://{self.config.host}:{self.config.webui_port}/json/"
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return dict(json.load(resp))
+        return [str(w.get("host")) for w in workers if w.get("state") == "ALIVE"]
 
     def start(self, timeout_s: float = 180.0) -> None:
-        c = self.config
+        a = self.args
         if any(_alive(p) for p in self.pids().values()):
-            raise SystemExit(f"a cluster is already running from {c.folder}; stop it first")
-        c.folder.mkdir(parents=True, exist_ok=True)
+            raise SystemExit(f"a cluster is already running from {self.folder}; stop it first")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        master = ["org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(a.port)]
         pids = {
-            "master": self._launch(
-                "master",
-                [
-                    "org.apache.spark.deploy.master.Master",
-                    *("--host", c.host, "--port", str(c.port)),
-                    *("--webui-port", str(c.webui_port)),
-                ],
-                c.host,
-            )
+            "master": self._launch("master", [*master, "--webui-port", str(a.webui_port)], HOST)
         }
-        for i in range(c.workers):
-            work = c.folder / f"worker-{i}"
+        for i, host in enumerate(self.hosts):
+            work = self.folder / f"worker-{i}"
             work.mkdir(exist_ok=True)
             pids[f"worker-{i}"] = self._launch(
                 f"worker-{i}",
                 [
                     "org.apache.spark.deploy.worker.Worker",
-                    *("--host", c.worker_host(i), "--cores", str(c.cores)),
-                    *("--memory", c.memory, "--work-dir", str(work), "--webui-port", "0"),
-                    c.master_url,
+                    *("--host", host, "--cores", str(a.cores), "--memory", a.memory),
+                    *("--work-dir", str(work), "--webui-port", "0", self.master_url),
                 ],
-                c.worker_host(i),
+                host,
             )
-        c.state_file.write_text(json.dumps(pids))
+        self.state_file.write_text(json.dumps(pids))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.alive_workers() == c.workers:
-                log.info("cluster up: %s with %d workers", c.master_url, c.workers)
+            if len(self.alive_worker_hosts() or []) == self.workers:
+                log.info("cluster up: %s with %d workers", self.master_url, self.workers)
                 return
             dead = [n for n, p in pids.items() if not _alive(p)]
             if dead:
                 self.stop()
-                raise SystemExit(f"{dead} exited; see {c.folder / 'logs'}")
+                raise SystemExit(f"{dead} exited; see {self.folder / 'logs'}")
             time.sleep(1)
         self.stop()
-        raise SystemExit(f"workers not ALIVE after {timeout_s}s; see {c.folder / 'logs'}")
+        raise SystemExit(f"workers not ALIVE after {timeout_s}s; see {self.folder / 'logs'}")
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop every process (workers first), then remove the workers' application folders."""
         pids = self.pids()
-        for name, pid in sorted(pids.items(), reverse=True):  # workers first
+        for name, pid in sorted(pids.items(), reverse=True):
             _signal_group(pid, signal.SIGTERM)
             log.info("stopping %s (pid %d)", name, pid)
         deadline = time.monotonic() + timeout_s
@@ -203,20 +149,12 @@ class StandaloneCluster:
             time.sleep(0.5)
         for pid in pids.values():
             _signal_group(pid, signal.SIGKILL)
-        self.config.state_file.unlink(missing_ok=True)
-        removed = self.remove_application_folders()
-        if removed:
-            log.info("removed %d application folders (their jars) from the work dirs", removed)
-
-
-def master_reachable(url: str, timeout_s: float = 3.0) -> bool:
-    """Whether something accepts connections at a ``spark://host:port`` master URL."""
-    host, _, port = url.removeprefix("spark://").partition(":")
-    try:
-        with socket.create_connection((host, int(port or 7077)), timeout=timeout_s):
-            return True
-    except (OSError, ValueError):
-        return False
+        self.state_file.unlink(missing_ok=True)
+        apps = sorted(self.folder.glob("worker-*/app-*"))  # each holds its application's jars
+        for app in apps:
+            shutil.rmtree(app, ignore_errors=True)
+        if apps:
+            log.info("removed %d application folders (their jars) from the work dirs", len(apps))
 
 
 def _alive(pid: int) -> bool:
@@ -244,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["start", "stop", "status", "check"])
     parser.add_argument("--master", default=None, help="check: the spark:// URL to try")
-    parser.add_argument("--dir", type=Path, default=ClusterConfig.folder)
+    parser.add_argument("--dir", type=Path, default=ROOT / "var" / "cluster")
     parser.add_argument("--port", type=int, default=7077)
     parser.add_argument("--webui-port", type=int, default=8080)
     parser.add_argument("--workers", type=int, default=None, help="default: 2, or one per host")
@@ -256,43 +194,32 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated loopback addresses, one per worker (default: the master's host)",
     )
     args = parser.parse_args(argv)
-    worker_hosts = tuple(h.strip() for h in args.worker_hosts.split(",") if h.strip())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    cluster = StandaloneCluster(
-        ClusterConfig(
-            folder=args.dir.resolve(),
-            port=args.port,
-            webui_port=args.webui_port,
-            workers=args.workers or len(worker_hosts) or 2,
-            cores=args.cores,
-            memory=args.memory,
-            worker_hosts=worker_hosts,
-        )
-    )
+    cluster = StandaloneCluster(args)
     if args.command == "start":
         cluster.start()
-        hosts = ",".join(sorted(set(cluster.alive_worker_hosts())))
+        hosts = ",".join(sorted(set(cluster.alive_worker_hosts() or [])))
         print(
-            f"master {cluster.config.master_url}, {cluster.config.workers} workers x "
-            f"{args.cores} core on {hosts}"
+            f"master {cluster.master_url}, {cluster.workers} workers x {args.cores} core on {hosts}"
         )
     elif args.command == "stop":
         cluster.stop()
         print("cluster stopped")
     elif args.command == "check":
-        url = args.master or cluster.config.master_url
-        if not master_reachable(url):
+        url = args.master or cluster.master_url
+        host, _, port = url.removeprefix("spark://").partition(":")
+        if not (port or "7077").isdigit() or not port_open(host, int(port or 7077), timeout=3.0):
             print(f"no Spark master answers at {url}; start one: scripts/cluster.sh start")
             return 2
         print(f"master {url} answers")
     else:
-        if cluster.master_state() is None:
-            print(f"no master running at {cluster.config.master_url} (scripts/cluster.sh start)")
+        alive = cluster.alive_worker_hosts()
+        if alive is None:
+            print(f"no master running at {cluster.master_url} (scripts/cluster.sh start)")
             return 1
-        hosts = cluster.alive_worker_hosts()
-        where = f" on {','.join(sorted(set(hosts)))}" if hosts else ""
-        print(f"master {cluster.config.master_url}: {len(hosts)} workers alive{where}")
-        return 0 if hosts else 1
+        where = f" on {','.join(sorted(set(alive)))}" if alive else ""
+        print(f"master {cluster.master_url}: {len(alive)} workers alive{where}")
+        return 0 if alive else 1
     return 0
 
 

@@ -39,16 +39,8 @@ def mvn_copy_dependencies(pom: Path, out: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         sys.exit("mvn not found: install Maven (apt-get install -y maven) and run again")
-    cmd = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(pom),
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={out}",
-        "-DincludeScope=runtime",
-    ]
+    cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies"]
+    cmd += [f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
     print("fetch_jars:", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -63,14 +55,11 @@ def fetch(pom_name: str, target: Path, drop: set[str], force: bool) -> None:
         if target.exists():
             shutil.rmtree(target)
         target.mkdir(parents=True)
-        kept = 0
-        for jar in sorted(staging.glob("*.jar")):
-            if artifact_name(jar) in drop:
-                continue
+        kept = [j for j in sorted(staging.glob("*.jar")) if artifact_name(j) not in drop]
+        for jar in kept:
             shutil.copy2(jar, target / jar.name)
-            kept += 1
     (target / jvm.COMPLETE_MARKER).write_text("ok\n")
-    print(f"fetch_jars: {kept} jars in {target}")
+    print(f"fetch_jars: {len(kept)} jars in {target}")
 
 
 def main() -> None:

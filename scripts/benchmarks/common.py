@@ -1,4 +1,4 @@
-"""What every benchmark shares: the session, the broker, a scratch folder, the figure table."""
+"""What every benchmark shares: the session, the broker, a scratch folder, timing, the figure table."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import shutil
 import statistics
 import tempfile
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,37 +29,41 @@ class Figure:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Summary(Figure):
+    """A figure over repeated runs: ``value`` is the median of ``runs``, ``low``-``high`` their range."""
+
+    low: float = 0.0
+    high: float = 0.0
+    runs: int = 1
+
+    @property
+    def median(self) -> float:
+        return self.value
+
+
 @dataclass
 class BenchContext:
-    scale: float
-    scratch: Path
-    _spark: Any = field(default=None, repr=False)
-    _bootstrap: str | None = None
+    """What a benchmark runs with: the input scale, a scratch folder, the session and broker."""
 
-    @classmethod
-    def create(cls, scale: float = 1.0) -> BenchContext:
-        scratch = Path(tempfile.mkdtemp(prefix="spark_ext_bench_"))
-        return cls(scale=scale, scratch=scratch)
+    scale: float = 1.0
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="spark_ext_bench_")))
 
     def n(self, rows: int) -> int:
         """``rows`` times the scale, at least 1000."""
         return max(1000, int(rows * self.scale))
 
-    @property
+    @cached_property
     def spark(self) -> Any:
-        if self._spark is None:
-            from spark_ext.session import build_session
+        from spark_ext.session import build_session
 
-            self._spark = build_session("local")
-        return self._spark
+        return build_session("local")
 
-    @property
+    @cached_property
     def bootstrap(self) -> str:
-        if self._bootstrap is None:
-            from connectors.kafka.local_broker import LocalKafkaBroker
+        from connectors.kafka.local_broker import LocalKafkaBroker
 
-            self._bootstrap = LocalKafkaBroker().ensure_running()
-        return self._bootstrap
+        return LocalKafkaBroker().ensure_running()
 
     def folder(self, name: str) -> Path:
         path = self.scratch / name
@@ -66,39 +72,47 @@ class BenchContext:
         return path
 
 
-def format_table(figures: list[Figure]) -> str:
-    """A fixed-width table; ``ratio`` is against the baseline of the same bench and metric."""
-    base = {(f.bench, f.metric): f.value for f in figures if f.baseline}
-    header = (
-        f"{'bench':18} {'variant':34} {'metric':22} {'value':>14} {'unit':8} {'ratio':>7}  note"
-    )
-    lines = [header, "-" * len(header)]
-    for f in figures:
-        b = base.get((f.bench, f.metric))
-        ratio = f"{f.value / b:.2f}" if b else ""
-        lines.append(
-            f"{f.bench:18} {f.variant:34} {f.metric:22} {f.value:14,.1f} {f.unit:8} {ratio:>7}  {f.note}"
-        )
-    return "\n".join(lines)
+def folder_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (0 if there is none)."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-# -- repeated runs ---------------------------------------------------------------------------
+def until_done(
+    df: Any, folder: Path, sink: str | Callable[[Any, int], None] = "delta", **options: str
+) -> Any:
+    """Start ``df`` (trigger ``availableNow``, checkpoint ``folder/chk``) into the format ``sink``
+    with ``options`` (Delta writes ``folder/table``) or through ``foreachBatch(sink)``."""
+    writer = df.writeStream.options(checkpointLocation=str(folder / "chk"), **options)
+    writer = writer.trigger(availableNow=True)
+    if callable(sink):
+        return writer.foreachBatch(sink).start()
+    return writer.format(sink).start(str(folder / "table") if sink == "delta" else None)
 
 
-@dataclass(frozen=True)
-class Summary:
-    """One variant's figure over repeated runs: the median, with the range it came from."""
+def timed(start: Callable[[], Any]) -> float:
+    """Seconds from ``start()`` (it starts a query that ends by itself) to the query's end."""
+    began = time.perf_counter()
+    start().awaitTermination()  # raises the query's error
+    return time.perf_counter() - began
 
-    bench: str
-    variant: str
-    metric: str
-    median: float
-    low: float
-    high: float
-    runs: int
-    unit: str = ""
-    baseline: bool = False
-    note: str = ""
+
+def save_plot(
+    path: Path, draw: Callable[..., None], cols: int = 1, size: tuple[float, float] = (5, 3),
+    dpi: float | None = None,
+) -> Path:  # fmt: skip
+    """Draw on ``cols`` axes side by side (``draw(*axes)``) and save them as the PNG ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, cols, figsize=size, squeeze=False)
+    draw(*axes[0])
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
@@ -106,56 +120,50 @@ def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
     every variant, so the variants are interleaved), in the order of the first run."""
     values: dict[tuple[str, str, str, str], list[float]] = {}
     first: dict[tuple[str, str, str, str], Figure] = {}
-    for run in runs:
-        for f in run:
-            key = (f.bench, f.variant, f.metric, f.note)
-            values.setdefault(key, []).append(f.value)
-            first.setdefault(key, f)
+    for f in (f for run in runs for f in run):
+        key = (f.bench, f.variant, f.metric, f.note)
+        values.setdefault(key, []).append(f.value)
+        first.setdefault(key, f)
     return [
-        Summary(
-            f.bench,
-            f.variant,
-            f.metric,
-            statistics.median(values[key]),
-            min(values[key]),
-            max(values[key]),
-            len(values[key]),
-            f.unit,
-            f.baseline,
-            f.note,
-        )
+        Summary(**{**vars(f), "value": statistics.median(v)}, low=min(v), high=max(v), runs=len(v))
         for key, f in first.items()
+        for v in [values[key]]
     ]
 
 
-def format_summary(summaries: Sequence[Summary]) -> str:
-    """A fixed-width table of medians with min-max; ``ratio`` is median over baseline median."""
-    base = {(s.bench, s.metric): s.median for s in summaries if s.baseline}
-    header = (
-        f"{'bench':18} {'variant':34} {'metric':22} {'median':>14} {'min-max':>25} "
-        f"{'unit':8} {'runs':>4} {'ratio':>7}  note"
-    )
-    lines = [header, "-" * len(header)]
-    for s in summaries:
-        b = base.get((s.bench, s.metric))
-        ratio = f"{s.median / b:.2f}" if b else ""
-        spread = f"{s.low:,.1f}-{s.high:,.1f}"
-        lines.append(
-            f"{s.bench:18} {s.variant:34} {s.metric:22} {s.median:14,.1f} {spread:>25} "
-            f"{s.unit:8} {s.runs:>4} {ratio:>7}  {s.note}"
+def format_table(figures: Sequence[Figure]) -> str:
+    """A fixed-width table; ``ratio`` is the value over the baseline's of the same bench and
+    metric. Summaries show their median with min-max and their number of runs."""
+    base = {(f.bench, f.metric): f.value for f in figures if f.baseline}
+    many = any(isinstance(f, Summary) for f in figures)
+
+    def line(f: Figure | None) -> str:
+        if f is None:
+            cells = ["bench", "variant", "metric", "median" if many else "value", "min-max"]
+            cells += ["unit", "runs", "ratio", "note"]
+        else:
+            b = base.get((f.bench, f.metric))
+            s = f if isinstance(f, Summary) else Summary(**vars(f), low=f.value, high=f.value)
+            cells = [f.bench, f.variant, f.metric, f"{f.value:,.1f}", f"{s.low:,.1f}-{s.high:,.1f}"]
+            cells += [f.unit, str(s.runs), f"{f.value / b:.2f}" if b else "", f.note]
+        spread, runs = (f" {cells[4]:>25}", f" {cells[6]:>4}") if many else ("", "")
+        return (
+            f"{cells[0]:18} {cells[1]:34} {cells[2]:22} {cells[3]:>14}{spread} {cells[5]:8}{runs}"
+            f" {cells[7]:>7}  {cells[8]}"
         )
-    return "\n".join(lines)
+
+    header = line(None)
+    return "\n".join([header, "-" * len(header), *map(line, figures)])
 
 
 class LoadMonitor:
     """Samples the 1-minute load average while benchmarks run: "idle" means the load before the
-    run stays below ``idle_share`` of the CPU count. Quote figures from an idle machine only.
-    """
+    run stays below ``idle_share`` of the CPU count. Quote figures from an idle machine only."""
 
     def __init__(self, interval_s: float = 2.0, idle_share: float = 0.25) -> None:
         self.cpus = os.cpu_count() or 1
-        self.idle_share = idle_share
         self.before = os.getloadavg()[0]
+        self.idle = self.before < idle_share * self.cpus
         self.samples: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, args=(interval_s,), daemon=True)
@@ -171,10 +179,6 @@ class LoadMonitor:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-
-    @property
-    def idle(self) -> bool:
-        return self.before < self.idle_share * self.cpus
 
     def verdict(self) -> str:
         """Idle or not, with the load before the run and (once sampled) during it."""

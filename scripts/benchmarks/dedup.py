@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.common import BenchContext, Figure
+from benchmarks.common import BenchContext, Figure, folder_bytes, until_done
 
 #: Ids per run at scale 1 (the issue asks for 1M and 10M); 1 % of rows are duplicates.
 SIZES = (1_000_000, 10_000_000)
@@ -77,117 +78,72 @@ def batches() -> int:
     return int(os.environ.get("DEDUP_BENCH_FILES") or FILES)
 
 
-def folder_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def state_figures(progress: dict[str, Any]) -> tuple[int, int]:
-    """(state bytes, state rows) of the last batch: memory of the store + its SST files."""
+def state_bytes(progress: dict[str, Any]) -> int:
+    """State bytes of the last batch: the larger of the store's memory and its SST files."""
     ops = progress.get("stateOperators") or []
     mem = sum(int(op.get("memoryUsedBytes") or 0) for op in ops)
     sst = sum(int((op.get("customMetrics") or {}).get("rocksdbSstFileSize") or 0) for op in ops)
-    rows = sum(int(op.get("numRowsTotal") or 0) for op in ops)
-    return max(mem, sst), rows
+    return max(mem, sst)
 
 
 def run_variant(ctx: BenchContext, name: str, source: Path, schema: Any, build) -> dict[str, Any]:
+    """Run one variant over ``source`` (a file per micro-batch); what it measured."""
     spark = ctx.spark
     out = ctx.folder(f"dedup-{name}")
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
     start = time.perf_counter()
     query, sink = build(df, out)
-    query.awaitTermination()
+    query.awaitTermination()  # raises the query's error
     seconds = time.perf_counter() - start
-    if query.exception():
-        raise RuntimeError(f"{name}: {query.exception()}")
-    progress = [p for p in query.recentProgress if p.get("numInputRows", 0)]
-    last = query.lastProgress or {}
-    state_bytes, state_rows = state_figures(last)
-    checkpoint_state = folder_bytes(out / "_checkpoint" / "state")
-    filters = out / "_dedup_state" / "filters"
-    if filters.exists():  # DeltaDedupSink keeps its filters outside Spark's state store
-        state_bytes = sink.batches[-1].state_bytes
-        checkpoint_state = folder_bytes(filters)
-    written = spark.read.format("delta").load(str(out / "table")).count()
+    state, checkpoint_state = state_bytes(query.lastProgress or {}), out / "chk" / "state"
+    if (out / "_dedup_state" / "filters").exists():  # DeltaDedupSink: filters outside Spark state
+        state, checkpoint_state = sink.batches[-1].state_bytes, out / "_dedup_state" / "filters"
     return {
         "seconds": seconds,
-        "state_bytes": state_bytes,
-        "state_rows": state_rows,
-        "checkpoint_state_bytes": checkpoint_state,
-        "written": written,
-        "batches": len(progress),
+        "state_bytes": state,
+        "checkpoint_state_bytes": folder_bytes(checkpoint_state),
+        "written": spark.read.format("delta").load(str(out / "table")).count(),
         "sink": sink,
     }
 
 
-def spark_variant(kind: str):
-    def build(df, out):
-        if kind == "dropDuplicates":
-            deduped = df.dropDuplicates(["record_id"])
-        else:
-            deduped = df.withWatermark("event_time", "1 hour").dropDuplicatesWithinWatermark(
-                ["record_id"]
-            )
-        query = (
-            deduped.writeStream.format("delta")
-            .option("checkpointLocation", str(out / "_checkpoint"))
-            .trigger(availableNow=True)
-            .start(str(out / "table"))
-        )
-        return query, None
-
-    return build
-
-
-def bench_config(ids: int, out: Path) -> Any:
+def config(ids: int, out: Path) -> Any:
     """The same filters for both Bloom variants: ``ids`` per generation at ``FP_RATE``."""
     from spark_ext.dedup import DedupConfig
 
     return DedupConfig(
-        catalog_path=str(out / "catalog"),
-        capacity=ids,
-        fp_rate=FP_RATE,
-        rotation_ms=3_600_000,
-        generations=2,
-        buckets=8,
-        coordinate_columns=("partition", "offset"),
-    )
+        catalog_path=str(out / "catalog"), capacity=ids, fp_rate=FP_RATE, rotation_ms=3_600_000,
+        generations=2, buckets=8, coordinate_columns=("partition", "offset"),
+    )  # fmt: skip
 
 
-def bloom_variant(ids: int):
+def variants(ids: int) -> dict[str, Any]:
+    """Name -> ``build(df, out)``: the started query and the Bloom-fronted sink (or ``None``)."""
+    from connectors.delta.dedup_sink import DeltaDedupSink
     from spark_ext.dedup import DedupSink, deduplicate
 
-    def build(df, out):
-        config = bench_config(ids, out)
-        sink = DedupSink(config, str(out / "table"), sink_id="bench.dedup_operator")
-        query = (
-            deduplicate(df, config)
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(out / "_checkpoint"))
-            .trigger(availableNow=True)
-            .start()
+    def spark(dedup: Any) -> Any:
+        return lambda df, out: (until_done(dedup(df), out), None)
+
+    def delta_sink(df: Any, out: Path) -> Any:  # each bucket decided in its task, no state store
+        sink = DeltaDedupSink(
+            config(ids, out), str(out / "table"), "bench.dedup", str(out / "_dedup_state")
         )
-        return query, sink
+        return until_done(df, out, sink), sink
 
-    return build
+    def operator(df: Any, out: Path) -> Any:
+        sink = DedupSink(config(ids, out), str(out / "table"), sink_id="bench.dedup_operator")
+        return until_done(deduplicate(df, sink.config), out, sink), sink
 
+    def within_watermark(df: Any) -> Any:
+        return df.withWatermark("event_time", "1 hour").dropDuplicatesWithinWatermark(["record_id"])
 
-def sink_variant(ids: int):
-    """The Delta dedup sink: each bucket decided in its task, no Spark state store."""
-    from connectors.delta.dedup_sink import DeltaDedupSink
-
-    def build(df, out):
-        config = bench_config(ids, out)
-        sink = DeltaDedupSink(config, str(out / "table"), "bench.dedup", str(out / "_dedup_state"))
-        query = (
-            df.writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(out / "_checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        return query, sink
-
-    return build
+    return {
+        "dropDuplicates": spark(lambda df: df.dropDuplicates(["record_id"])),
+        "dropDuplicatesWithinWatermark": spark(within_watermark),
+        SINK: delta_sink,
+        OPERATOR: operator,
+    }
 
 
 def expected_fp_rates(sink: Any) -> tuple[float, float]:
@@ -215,6 +171,7 @@ def run(ctx: BenchContext) -> list[Figure]:
     sizes = [int(s) for s in os.environ.get("DEDUP_BENCH_IDS", "").split(",") if s] or [
         ctx.n(s) for s in SIZES
     ]
+    chosen = os.environ.get("DEDUP_BENCH_VARIANTS")  # e.g. "dropDuplicates,DeltaDedupSink"
     figures: list[Figure] = []
     warmed = False
     for ids in sizes:
@@ -222,29 +179,20 @@ def run(ctx: BenchContext) -> list[Figure]:
         rows = make_input(source, ids)
         schema = ctx.spark.read.parquet(str(source)).schema
         bench = f"dedup {ids / 1e6:g}M" + ("" if batches() == FILES else f" {batches()} batches")
+        figure = partial(Figure, bench)
         print(f"  {bench}: {rows:,} rows ({rows - ids:,} duplicates)", flush=True)
+        builds = variants(ids)
         if not warmed:  # JIT, Python workers, Delta classes: not charged to the first variant
             warm = ctx.folder("dedup-warmup-input")
             (warm / "part-000.parquet").symlink_to(source / "part-000.parquet")
-            for name, build in (
-                ("dropDuplicates", spark_variant("dropDuplicates")),
-                (SINK, sink_variant(ids)),
-            ):
-                run_variant(ctx, f"warmup-{name}", warm, schema, build)
+            for name in ("dropDuplicates", SINK):
+                run_variant(ctx, f"warmup-{name}", warm, schema, builds[name])
             warmed = True
         results = {}
-        variants = [
-            ("dropDuplicates", spark_variant("dropDuplicates")),
-            ("dropDuplicatesWithinWatermark", spark_variant("withinWatermark")),
-            (SINK, sink_variant(ids)),
-            (OPERATOR, bloom_variant(ids)),
-        ]
-        chosen = os.environ.get("DEDUP_BENCH_VARIANTS")
-        if chosen:  # e.g. "dropDuplicates,DeltaDedupSink" for a quick look
-            variants = [v for v in variants if v[0] in chosen.split(",")]
-        for name, build in variants:
-            r = run_variant(ctx, name, source, schema, build)
-            results[name] = r
+        for name, build in builds.items():
+            if chosen and name not in chosen.split(","):
+                continue
+            r = results[name] = run_variant(ctx, name, source, schema, build)
             print(
                 f"  {name}: {r['seconds']:.1f}s, {r['written']:,} rows written, "
                 f"state {r['state_bytes']:,} B, checkpoint state {r['checkpoint_state_bytes']:,} B",
@@ -253,9 +201,9 @@ def run(ctx: BenchContext) -> list[Figure]:
             base = name == "dropDuplicates"
             note = "" if r["written"] == ids else f"wrote {r['written']:,} != {ids:,}"
             figures += [
-                Figure(bench, name, "rows/s", rows / r["seconds"], "rows/s", base, note),
-                Figure(bench, name, "state bytes", r["state_bytes"], "B", base),
-                Figure(bench, name, "checkpoint state", r["checkpoint_state_bytes"], "B", base),
+                figure(name, "rows/s", rows / r["seconds"], "rows/s", base, note),
+                figure(name, "state bytes", r["state_bytes"], "B", base),
+                figure(name, "checkpoint state", r["checkpoint_state_bytes"], "B", base),
             ]
         for name in (SINK, OPERATOR):
             if name not in results:
@@ -274,28 +222,18 @@ def run(ctx: BenchContext) -> list[Figure]:
                 lo, hi = (100 * r for r in expected_fp_rates(sink))
                 print(f"  {name}: expected FP in the last batch {lo:.3f}%..{hi:.3f}%", flush=True)
                 figures += [
-                    Figure(bench, name, "expected FP rate", lo, "%", note="filters before last"),
-                    Figure(bench, name, "expected FP rate", hi, "%", note="filters after last"),
+                    figure(name, "expected FP rate", lo, "%", note="filters before last"),
+                    figure(name, "expected FP rate", hi, "%", note="filters after last"),
                 ]
+            catalog = folder_bytes(ctx.scratch / f"dedup-{name}" / "catalog")
+            full = "last batch (filter nearly full)"
             figures += [
-                Figure(bench, name, "lookups avoided", 100 * m.lookups_avoided, "%"),
-                Figure(bench, name, "observed FP rate", 100 * m.observed_fp_rate, "%"),
-                Figure(
-                    bench,
-                    name,
-                    "observed FP rate",
-                    100 * last.observed_fp_rate,
-                    "%",
-                    note="last batch (filter nearly full)",
-                ),
-                Figure(bench, name, "configured FP rate", 100 * FP_RATE, "%"),
-                Figure(
-                    bench,
-                    name,
-                    "catalog bytes",
-                    folder_bytes(ctx.scratch / f"dedup-{name}" / "catalog"),
-                    "B",
-                    note="exact catalog, outside Spark state",
+                figure(name, "lookups avoided", 100 * m.lookups_avoided, "%"),
+                figure(name, "observed FP rate", 100 * m.observed_fp_rate, "%"),
+                figure(name, "observed FP rate", 100 * last.observed_fp_rate, "%", note=full),
+                figure(name, "configured FP rate", 100 * FP_RATE, "%"),
+                figure(
+                    name, "catalog bytes", catalog, "B", note="exact catalog, outside Spark state"
                 ),
             ]
     return figures

@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from spark_ext.crash import declare
+
+from .common import Figure, save_plot
 
 log = logging.getLogger(__name__)
 
@@ -57,60 +59,33 @@ MIN_ROWS_PER_BATCH = 1_000  # ... but at least this many
 # -- the stateful query ----------------------------------------------------------------------
 
 
-def apply_store(spark: SparkSession, store: str) -> None:
-    """Set the session's state store settings to the profile ``store`` (for queries started next)."""
-    from spark_ext.config import STATE_STORES
-
-    for key, value in STATE_STORES[store].items():
-        spark.conf.set(key, value)
-
-
-def count_per_key(spark: SparkSession, keys: int, rows_per_batch: int) -> DataFrame:
-    """Count and sum of values per key over ``rate-micro-batch`` (a replayed batch reads the same
-    rows; ``rows_per_batch`` applies to batches not yet in the offset log).
-    """
-    source = (
-        spark.readStream.format("rate-micro-batch")
-        .option("rowsPerBatch", rows_per_batch)
-        .option("numPartitions", 2)
-        .option("startTimestamp", 0)
-        .load()
-    )
-    return (
-        source.select((F.col("value") % keys).alias("key"), "value")
-        .groupBy("key")
-        .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
-    )
-
-
 def start_count_query(
     spark: SparkSession,
     store: str,
     checkpoint: Path,
     keys: int,
-    rows_per_batch: int,
-    once: bool = False,
-    conf: Mapping[str, str] | None = None,
-    interval: str | None = None,
+    rows: int,
+    conf: Mapping[str, str] | None,
+    **trigger: Any,
 ) -> StreamingQuery:
-    """Start :func:`count_per_key` with the state store ``store`` on ``checkpoint`` (an existing
-    checkpoint keeps the provider it was created with).
-    """
-    apply_store(spark, store)
-    for key, value in (conf or {}).items():
+    """Start the count and sum of values per key over ``rate-micro-batch`` (``rows`` a batch not
+    yet in the offset log: a replayed batch reads the same rows) with the state store profile
+    ``store`` and ``conf`` over it, on ``checkpoint`` (an existing checkpoint keeps the provider
+    it was created with)."""
+    from spark_ext.config import STATE_STORES
+
+    for key, value in {**STATE_STORES[store], **(conf or {})}.items():
         spark.conf.set(key, value)
-    writer = (
-        count_per_key(spark, keys, rows_per_batch)
-        .writeStream.format("noop")
-        .queryName(f"state_{store}")
-        .outputMode("update")
-        .option("checkpointLocation", str(checkpoint))
+    source = spark.readStream.format("rate-micro-batch")
+    source = source.options(rowsPerBatch=rows, numPartitions=2, startTimestamp=0).load()
+    counts = (
+        source.select((F.col("value") % keys).alias("key"), "value")
+        .groupBy("key")
+        .agg(F.count("*").alias("n"), F.sum("value").alias("total"))
     )
-    if once:
-        writer = writer.trigger(once=True)
-    elif interval:
-        writer = writer.trigger(processingTime=interval)
-    return writer.start()
+    writer = counts.writeStream.format("noop").queryName(f"state_{store}").outputMode("update")
+    writer = writer.option("checkpointLocation", str(checkpoint))
+    return (writer.trigger(**trigger) if trigger else writer).start()
 
 
 # -- the job -----------------------------------------------------------------------------------
@@ -128,8 +103,7 @@ class BatchRecorder(StreamingQueryListener):
         self._checkpoints = checkpoints  # query name -> checkpoint folder
         self._files = {name: checkpoint_files(path) for name, path in checkpoints.items()}
         self._committed: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self.changed = threading.Condition(self._lock)
+        self.changed = threading.Condition()
 
     def all_committed(self, batch: int) -> bool:
         """Whether every query has committed ``batch`` (call holding :attr:`changed`)."""
@@ -173,9 +147,6 @@ class BatchRecorder(StreamingQueryListener):
             self.changed.notify_all()
         BATCH_COMMITTED.reached(lowest)
 
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
             log.error("query %s failed: %s", event.id, event.exception)
@@ -197,17 +168,10 @@ def checkpoint_files(folder: Path) -> dict[str, int]:
 
 
 def run_queries(
-    spark: SparkSession,
-    stores: Sequence[str],
-    checkpoint_root: Path,
-    keys: int,
-    rows_per_batch: int,
-    until_batch: int,
-    events: Path | None = None,
-    timeout_s: float = 1800.0,
-    conf: Mapping[str, str] | None = None,
-    interval: str | None = None,
-) -> None:
+    spark: SparkSession, stores: Sequence[str], checkpoint_root: Path, keys: int,
+    rows_per_batch: int, until_batch: int, *, events: Path | None = None,
+    timeout_s: float = 1800.0, conf: Mapping[str, str] | None = None, interval: str | None = None,
+) -> None:  # fmt: skip
     """Run the count query once per store until every one has committed ``until_batch``.
 
     A new checkpoint first gets a fill batch of ``keys`` rows; then all run side by side, as fast
@@ -219,16 +183,17 @@ def run_queries(
     recorder.write({"event": "job_started", "t": time.time(), "pid": os.getpid()})
     try:
         fills = [
-            start_count_query(spark, store, checkpoints[f"state_{store}"], keys, keys, True, conf)
-            for store in stores
-            if not (checkpoints[f"state_{store}"] / "commits" / "0").exists()
+            start_count_query(spark, s, checkpoints[f"state_{s}"], keys, keys, conf, once=True)
+            for s in stores
+            if not (checkpoints[f"state_{s}"] / "commits" / "0").exists()
         ]
         for fill in fills:  # side by side: one batch each
             if not fill.awaitTermination(int(timeout_s)):  # raises if the query failed
                 raise TimeoutError(f"fill batch of {fill.name} not done in {timeout_s}s")
+        trigger = {"processingTime": interval} if interval else {}
         queries = [
             start_count_query(
-                spark, s, checkpoints[f"state_{s}"], keys, rows_per_batch, False, conf, interval
+                spark, s, checkpoints[f"state_{s}"], keys, rows_per_batch, conf, **trigger
             )
             for s in stores
         ]
@@ -270,25 +235,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from spark_ext.session import build_session
 
-    spark_overrides: dict[str, Any] = {}
-    if args.driver_memory:
-        spark_overrides["driver_memory"] = args.driver_memory
-    spark = (
-        build_session(args.profile, spark=spark_overrides)
-        if spark_overrides
-        else (build_session(args.profile))
-    )
+    memory = {"driver_memory": args.driver_memory} if args.driver_memory else None
+    spark = build_session(args.profile, spark=memory) if memory else build_session(args.profile)
+    conf = dict(item.split("=", 1) for item in args.conf)
     run_queries(
-        spark,
-        args.store,
-        args.checkpoint_root,
-        args.keys,
-        args.rows_per_batch,
-        args.until_batch,
-        args.events,
-        conf=dict(item.split("=", 1) for item in args.conf),
-        interval=args.interval,
-    )
+        spark, args.store, args.checkpoint_root, args.keys, args.rows_per_batch, args.until_batch,
+        events=args.events, conf=conf, interval=args.interval,
+    )  # fmt: skip
     if args.report:
         from spark_ext.state_inspect import StateInspector
 
@@ -409,13 +362,13 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     )
 
 
-def figures_of(results: Sequence[SweepResult]) -> list[Any]:
+def figures_of(results: Sequence[SweepResult]) -> list[Figure]:
     """Figures per store and size; ratios are against the HDFS-backed store of the same size."""
-    from .common import Figure
-
-    figures = []
-    for r in results:
-        values = [
+    return [
+        Figure("state_store", r.store, f"{metric} @{_short(r.keys)}", value, unit,
+               r.store == "hdfs", f"{r.rows_per_batch:,} rows/batch")
+        for r in results
+        for metric, value, unit in (
             ("batch_ms_p50", statistics.median(r.batch_ms), "ms"),
             ("batch_ms_p95", percentile(r.batch_ms, 0.95), "ms"),
             ("ckpt_bytes/batch", statistics.mean(r.bytes_per_batch), "B"),
@@ -423,45 +376,8 @@ def figures_of(results: Sequence[SweepResult]) -> list[Any]:
             ("recover_first_s", r.first_commit_s, "s"),
             ("first_batch_ms", r.first_batch_ms, "ms"),
             ("recover_catchup_s", r.catch_up_s, "s"),
-        ]
-        figures += [
-            Figure(
-                "state_store",
-                r.store,
-                f"{metric} @{_short(r.keys)}",
-                value,
-                unit,
-                baseline=r.store == "hdfs",
-                note=f"{r.rows_per_batch:,} rows/batch",
-            )
-            for metric, value, unit in values
-        ]
-    return figures
-
-
-def summary_table(results: Sequence[SweepResult]) -> str:
-    """One line per (live keys, store); each cell is the value and its ratio to hdfs."""
-    columns = (
-        ("p50 ms", lambda r: statistics.median(r.batch_ms)),
-        ("p95 ms", lambda r: percentile(r.batch_ms, 0.95)),
-        ("B/batch", lambda r: statistics.mean(r.bytes_per_batch)),
-        ("ckpt KB", lambda r: r.checkpoint_bytes / 1e3),
-        ("1st commit s", lambda r: r.first_commit_s),
-        ("1st batch ms", lambda r: r.first_batch_ms),
-        ("catch-up s", lambda r: r.catch_up_s),
-    )
-    header = f"{'keys':>6} {'store':18}" + "".join(f" {name:>19}" for name, _ in columns)
-    lines = [header, "-" * len(header)]
-    base = {r.keys: r for r in results if r.store == "hdfs"}
-    for r in sorted(results, key=lambda r: (r.keys, r.store != "hdfs", r.store)):
-        cells = []
-        for _, value in columns:
-            v = float(value(r))
-            b = float(value(base[r.keys])) if r.keys in base else 0.0
-            ratio = f"({v / b:.2f}x)" if b else ""
-            cells.append(f" {v:>11,.1f} {ratio:>7}")
-        lines.append(f"{_short(r.keys):>6} {r.store:18}" + "".join(cells))
-    return "\n".join(lines)
+        )
+    ]  # fmt: skip
 
 
 def _short(keys: int) -> str:
@@ -473,40 +389,30 @@ def _short(keys: int) -> str:
 
 def plot(results: Sequence[SweepResult], path: Path) -> Path:
     """Batch duration, checkpoint bytes per batch and recovery time against live keys."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(ax_d: Any, ax_b: Any, ax_r: Any) -> None:
+        for i, store in enumerate(dict.fromkeys(r.store for r in results)):
+            mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
+            xs = [r.keys for r in mine]
+            for ax, ys, style, label in (
+                (ax_d, [statistics.median(r.batch_ms) for r in mine], "o-", "p50"),
+                (ax_d, [percentile(r.batch_ms, 0.95) for r in mine], "--", "p95"),
+                (ax_b, [statistics.mean(r.bytes_per_batch) for r in mine], "o-", ""),
+                (ax_r, [r.catch_up_s for r in mine], "o-", "catch-up"),
+                (ax_r, [r.first_commit_s for r in mine], "--", "first commit"),
+            ):
+                ax.plot(xs, ys, style, color=f"C{i}", label=f"{store} {label}".strip())
+        ax_d.set(yscale="log", ylabel="batch duration (ms)", title="steady-state batch duration")
+        ax_b.set(yscale="log", ylabel="bytes per batch (mean)",
+                 title="bytes written to the checkpoint per batch")  # fmt: skip
+        ax_r.set(ylabel="seconds after restart",
+                 title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
+        for ax in (ax_d, ax_b, ax_r):
+            ax.set(xscale="log", xlabel="live keys")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
 
-    fig, (ax_d, ax_b, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
-    for store in dict.fromkeys(r.store for r in results):
-        mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
-        xs = [r.keys for r in mine]
-        line = ax_d.plot(
-            xs, [statistics.median(r.batch_ms) for r in mine], marker="o", label=f"{store} p50"
-        )
-        ax_d.plot(xs, [percentile(r.batch_ms, 0.95) for r in mine], linestyle="--",
-                  color=line[0].get_color(), label=f"{store} p95")  # fmt: skip
-        ax_b.plot(xs, [statistics.mean(r.bytes_per_batch) for r in mine], marker="o",
-                  color=line[0].get_color(), label=store)  # fmt: skip
-        ax_r.plot(xs, [r.catch_up_s for r in mine], marker="o",
-                  color=line[0].get_color(), label=f"{store} catch-up")  # fmt: skip
-        ax_r.plot(xs, [r.first_commit_s for r in mine], linestyle="--",
-                  color=line[0].get_color(), label=f"{store} first commit")  # fmt: skip
-    ax_d.set(xscale="log", yscale="log", xlabel="live keys", ylabel="batch duration (ms)",
-             title="steady-state batch duration")  # fmt: skip
-    ax_b.set(xscale="log", yscale="log", xlabel="live keys", ylabel="bytes per batch (mean)",
-             title="bytes written to the checkpoint per batch")  # fmt: skip
-    ax_r.set(xscale="log", xlabel="live keys", ylabel="seconds after restart",
-             title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
-    for ax in (ax_d, ax_b, ax_r):
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_plot(path, draw, cols=3, size=(16, 4.4), dpi=120)
 
 
 def run(ctx: Any) -> list[Any]:
@@ -528,7 +434,6 @@ def run(ctx: Any) -> list[Any]:
     )
     png = plot(results, out / "state_store.png")
     (out / "state_store.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
-    print(summary_table(results), flush=True)
     print(f"  plot: {png}\n  raw:  {out / 'state_store.json'}", flush=True)
     return figures_of(results)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -81,9 +81,12 @@ def _input(n: int, lag: Callable[[int], float] = fixed_lag) -> list[Item]:
     return [(w, r, c) for _, w, r, c in items] + tail
 
 
-def _topic(ctx: BenchContext, prefix: str) -> str:
+def _topic(ctx: BenchContext, prefix: str, n: int = 0) -> str:
+    """A new topic of PARTITIONS partitions, holding ``_input(n)`` if ``n``."""
     topic = f"bench-{prefix}-{uuid.uuid4().hex[:6]}"
     create_topic(ctx.bootstrap, topic, PARTITIONS)
+    if n:
+        produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
     return topic
 
 
@@ -107,13 +110,9 @@ def _tracked(
     per_trigger: int | None,
     folder: Any,
     sink: Callable[[DataFrame, int], None],
-    late_sink: Callable[[DataFrame, int], None] = lambda df, batch_id: None,
 ) -> tuple[Any, LocalTrackingAgent]:
-    """The tracked window count, closed by the producers' markers (partitions not ordered).
-
-    ``late_sink`` receives the rows that broke their partition's markers (default: the
-    benchmark only counts them through the handler's ``late_rows`` metric).
-    """
+    """The tracked window count, closed by the producers' markers (partitions not ordered); the
+    late rows are only counted (the handler's ``late_rows`` metric)."""
     # Never compacted (the thresholds are out of reach), so every log record stays for the
     # report count of _drops_and_reports; a compaction would delete the records it covers.
     agent = LocalTrackingAgent(folder / "agent", snapshot_every=1 << 62, snapshot_bytes=1 << 62)
@@ -130,133 +129,117 @@ def _tracked(
         .start(
             sink,
             checkpoint=str(folder / "chk"),
-            late=late_sink,
+            late=lambda df, batch_id: None,
             trigger=Trigger(processing_time="0 seconds"),
         )
     )
     return q, agent
 
 
-def _drain_tracked(q: Any, agent: LocalTrackingAgent, emitted: Callable[[], bool]) -> None:
+def _drain_tracked(q: Any, agent: LocalTrackingAgent, emitted: Callable[[], bool]) -> float:
+    """Seconds until every window is emitted (no substream left open)."""
+    began = time.perf_counter()
     while agent.state().open_substreams() or not emitted():
         q.processAllAvailable()
     q.processAllAvailable()
+    return time.perf_counter() - began
+
+
+def _tracked_count(
+    ctx: BenchContext, topic: str, per_trigger: int | None, folder: Any
+) -> tuple[Any, LocalTrackingAgent, int, float]:
+    """The tracked window count over all of ``topic``, stopped once every window is emitted:
+    the query, its agent, the rows counted and the seconds it took."""
+    counts: list[int] = []
+    sink = lambda df, _b: counts.append(df.agg(F.sum("count")).first()[0] or 0)  # noqa: E731
+    q, agent = _tracked(ctx, topic, per_trigger, folder, sink)
+    seconds = _drain_tracked(q, agent, lambda: bool(counts))
+    q.stop()
+    return q, agent, sum(counts), seconds
+
+
+def _start(df: DataFrame, folder: Any, sink: Callable[[DataFrame, int], None] | None = None) -> Any:
+    """Start ``df`` with trigger ``processingTime="0 seconds"`` (checkpoint ``folder/chk``)
+    through ``foreachBatch(sink)``, or into Spark's memory sink (table: the query's name)."""
+    writer = df.writeStream.option("checkpointLocation", str(folder / "chk"))
+    writer = writer.trigger(processingTime="0 seconds")
+    if sink is not None:
+        return writer.foreachBatch(sink).start()
+    return writer.format("memory").queryName(f"bench_{uuid.uuid4().hex[:8]}").start()
+
+
+def _drain_to_memory(df: DataFrame, folder: Any) -> tuple[float, str]:
+    """Seconds a query of ``df`` into Spark's memory sink takes to process all its input, and
+    the sink's table."""
+    q = _start(df, folder)
+    began = time.perf_counter()
+    q.processAllAvailable()
+    seconds = time.perf_counter() - began
+    q.stop()
+    return seconds, q.name
 
 
 # -- (b), (c): all input written up front -------------------------------------------------
 def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
-    spark = ctx.spark
-    topic = _topic(ctx, "trk")
-    produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
-
-    folder = ctx.folder("tracker_wm")
-    wm = (
-        _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-        .writeStream.format("memory")
-        .queryName(f"bench_wm_{uuid.uuid4().hex[:6]}")
-        .option("checkpointLocation", str(folder / "chk"))
-        .start()
-    )
-    t0 = time.monotonic()
-    wm.processAllAvailable()
-    wm_s = time.monotonic() - t0
-    emitted = spark.table(wm.name).agg(F.sum("count")).first()[0] or 0
-    wm.stop()
-
+    topic = _topic(ctx, "trk", n)
+    wm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
+    wm_s, table = _drain_to_memory(wm, ctx.folder("tracker_wm"))
+    emitted = ctx.spark.table(table).agg(F.sum("count")).first()[0] or 0
     folder = ctx.folder("tracker_tr")
-    out: list[int] = []
-    q, agent = _tracked(
-        ctx,
-        topic,
-        per_trigger,
-        folder,
-        lambda df, _b: out.append(df.agg(F.sum("count")).first()[0] or 0),
-    )
-    t0 = time.monotonic()
-    _drain_tracked(q, agent, lambda: bool(out))
-    tr_s = time.monotonic() - t0
-    q.stop()
+    _, agent, counted, tr_s = _tracked_count(ctx, topic, per_trigger, folder)
     reports = 0
     for gen in log_generations(folder / "agent"):
         for line in (folder / "agent" / log_name(gen)).read_text().splitlines():
             reports += len(json.loads(line).get("reports", []))
     k = len(agent.end_events(0, 10**9))
+    figure = partial(Figure, "tracker")
     return [
-        Figure(
-            "tracker",
-            "spark watermark",
-            "rows dropped",
-            n - emitted,
-            "rows",
-            baseline=True,
-            note=f"delay {DROP_DELAY}; includes windows never closed",
-        ),
-        Figure("tracker", "tracker", "rows dropped", n - sum(out), "rows"),
-        Figure("tracker", "spark watermark", "wall time", wm_s, "s", baseline=True),
-        Figure("tracker", "tracker", "wall time", tr_s, "s", note="incl. flush batches"),
-        Figure(
-            "tracker", "tracker", "report messages", reports, "msgs", note=f"K={k}, P={PARTITIONS}"
-        ),
-        Figure(
-            "tracker",
-            "punctuations K*P^2",
-            "report messages",
-            k * PARTITIONS**2,
-            "msgs",
-            baseline=True,
-        ),
-    ]
+        figure("spark watermark", "rows dropped", n - emitted, "rows", True,
+               f"delay {DROP_DELAY}; includes windows never closed"),
+        figure("tracker", "rows dropped", n - counted, "rows"),
+        figure("spark watermark", "wall time", wm_s, "s", baseline=True),
+        figure("tracker", "wall time", tr_s, "s", note="incl. flush batches"),
+        figure("tracker", "report messages", reports, "msgs", note=f"K={k}, P={PARTITIONS}"),
+        figure("punctuations K*P^2", "report messages", k * PARTITIONS**2, "msgs", True),
+    ]  # fmt: skip
 
 
 # -- (a): latency from a window's closing record in Kafka to its result at the sink ---------
-class _LiveProducer(threading.Thread):
-    """Writes the input in chunks at a steady pace; notes when each record went out.
+def _produce_live(bootstrap: str, topic: str, items: list[Item]) -> dict[int, float]:
+    """Write ``items`` in chunks of 20 every 0.2 s; window start -> when its closing record was
+    in Kafka (its last data row, and of every partition the first close marker past its end)."""
+    from spark_ext import kafka_clients
 
-    ``last_written[w]``: the last data row of window ``w``; ``closed[w]``: when the last
-    partition's first close marker at or past ``w``'s end was in Kafka.
-    """
-
-    def __init__(self, bootstrap: str, topic: str, items: list[Item]):
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.items = bootstrap, topic, items
-        self.last_written: dict[int, float] = {}
-        self.markers: list[tuple[int, int, float]] = []  # (partition, through abs ms, time)
-        self.chunk, self.pause_s = 20, 0.2
-
-    def run(self) -> None:
-        from spark_ext import kafka_clients
-
-        producer = kafka_clients.producer(self.bootstrap, acks="all", linger_ms=5)
-        try:
-            for i in range(0, len(self.items), self.chunk):
-                part = self.items[i : i + self.chunk]
-                for _, (k, v, p), _ in part:
-                    producer.send(self.topic, key=k, value=v, partition=p)
-                producer.flush()
-                now = time.time()
-                for w, (_, _, p), through in part:
-                    if w is not None:
-                        self.last_written[w] = now
-                    if through is not None:
-                        self.markers.append((p, EPOCH_MS + through, now))
-                time.sleep(self.pause_s)
-        finally:
-            producer.close()
-
-    def closed(self) -> dict[int, float]:
-        """Window start -> when its closing record (last partition's marker) was in Kafka."""
-        out: dict[int, float] = {}
-        for w, last in self.last_written.items():
-            end = w + WINDOW_MS
-            firsts = []
-            for p in range(PARTITIONS):
-                times = [t for q, through, t in self.markers if q == p and through >= end]
-                if not times:
-                    break
-                firsts.append(min(times))
-            else:
-                out[w] = max([last, *firsts])
-        return out
+    last_written: dict[int, float] = {}
+    markers: list[tuple[int, int, float]] = []  # (partition, through abs ms, time)
+    producer = kafka_clients.producer(bootstrap, acks="all", linger_ms=5)
+    try:
+        for i in range(0, len(items), 20):
+            part = items[i : i + 20]
+            for _, (k, v, p), _ in part:
+                producer.send(topic, key=k, value=v, partition=p)
+            producer.flush()
+            now = time.time()
+            for w, (_, _, p), through in part:
+                if w is not None:
+                    last_written[w] = now
+                if through is not None:
+                    markers.append((p, EPOCH_MS + through, now))
+            time.sleep(0.2)
+    finally:
+        producer.close()
+    closed = {}
+    for w, last in last_written.items():
+        firsts = [
+            min(
+                (t for q, through, t in markers if q == p and through >= w + WINDOW_MS),
+                default=None,
+            )
+            for p in range(PARTITIONS)
+        ]
+        if None not in firsts:
+            closed[w] = max([last, *firsts])
+    return closed
 
 
 def _arrivals(into: dict[int, float]) -> Callable[[DataFrame, int], None]:
@@ -278,18 +261,10 @@ def _latency(
     items = _input(n, lag)
     wm_seen: dict[int, float] = {}
     tr_seen: dict[int, float] = {}
-    folder = ctx.folder("tracker_lat_wm")
-    wm = (
-        _watermark_windows(_events(ctx, topic, None), LATENCY_DELAY)
-        .writeStream.foreachBatch(_arrivals(wm_seen))
-        .option("checkpointLocation", str(folder / "chk"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
+    wm_windows = _watermark_windows(_events(ctx, topic, None), LATENCY_DELAY)
+    wm = _start(wm_windows, ctx.folder("tracker_lat_wm"), _arrivals(wm_seen))
     tr, agent = _tracked(ctx, topic, None, ctx.folder("tracker_lat_tr"), _arrivals(tr_seen))
-    producer = _LiveProducer(ctx.bootstrap, topic, items)
-    producer.start()
-    producer.join()
+    closed = _produce_live(ctx.bootstrap, topic, items)
     _drain_tracked(tr, agent, lambda: bool(tr_seen))
     wm.processAllAvailable()
     wm.stop()
@@ -297,7 +272,6 @@ def _latency(
     # windows the watermark could close: every one whose end is DELAY before the last event
     last_event_ms = EPOCH_MS + (n - 1) * 100
     delay_ms = int(LATENCY_DELAY.split()[0]) * 1000
-    closed = producer.closed()
     closable = [w for w in closed if w + WINDOW_MS + delay_ms <= last_event_ms]
     figures = []
     for variant, seen, base in (("spark watermark", wm_seen, True), ("tracker", tr_seen, False)):
@@ -315,25 +289,8 @@ def _latency(
 
 
 # -- (d): rows/s of the tracked query vs the same query untracked --------------------------
-def _drain_to_memory(df: DataFrame, name: str, folder: Any) -> float:
-    """Seconds a query of ``df`` into Spark's memory sink takes to process all its input."""
-    q = (
-        df.writeStream.format("memory")
-        .queryName(f"{name}_{uuid.uuid4().hex[:6]}")
-        .option("checkpointLocation", str(folder / "chk"))
-        .trigger(processingTime="0 seconds")
-        .start()
-    )
-    t0 = time.monotonic()
-    q.processAllAvailable()
-    seconds = time.monotonic() - t0
-    q.stop()
-    return seconds
-
-
 def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
-    topic = _topic(ctx, "trk-tp")
-    produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
+    topic = _topic(ctx, "trk-tp", n)
     folder = ctx.folder("tracker_untracked")
 
     def untracked_counts(
@@ -352,17 +309,13 @@ def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
         state.update(((state.get[0] if state.exists else 0) + n,))
         state.setTimeoutTimestamp(int(key[0]) + WINDOW_MS)
 
+    start_ms = F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS
     untracked = (
         _events(ctx, topic, per_trigger)
         .where("event_time is not null")
         .withWatermark("event_time", DROP_DELAY)
-        .select(
-            (F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS).alias(
-                "window_start_ms"
-            ),
-            "user_id",
-            "event_time",  # the watermark column stays in the plan (event-time timeouts)
-        )
+        # the watermark column stays in the plan (event-time timeouts)
+        .select(start_ms.alias("window_start_ms"), "user_id", "event_time")
         .groupBy("window_start_ms", "user_id")
         .applyInPandasWithState(
             untracked_counts,
@@ -372,43 +325,19 @@ def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
             GroupStateTimeout.EventTimeTimeout,
         )
     )
-    un_s = _drain_to_memory(untracked, "bench_untracked", folder)
+    un_s, _ = _drain_to_memory(untracked, folder)
     # Spark's own windowed count (JVM aggregation, no Python): a reference, not the baseline
     jvm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-    jvm_s = _drain_to_memory(jvm, "bench_jvm", ctx.folder("tracker_jvm"))
-
-    out: list[int] = []
-    q, agent = _tracked(
-        ctx,
-        topic,
-        per_trigger,
-        ctx.folder("tracker_tracked"),
-        lambda df, _b: out.append(df.agg(F.sum("count")).first()[0] or 0),
-    )
-    t0 = time.monotonic()
-    _drain_tracked(q, agent, lambda: bool(out))
-    tr_s = time.monotonic() - t0
-    q.stop()
+    jvm_s, _ = _drain_to_memory(jvm, ctx.folder("tracker_jvm"))
+    tr_s = _tracked_count(ctx, topic, per_trigger, ctx.folder("tracker_tracked"))[3]
+    figure = partial(Figure, "tracker", metric="throughput", unit="rows/s")
     return [
-        Figure(
-            "tracker",
-            "untracked applyInPandasWithState",
-            "throughput",
-            n / un_s,
-            "rows/s",
-            baseline=True,
-            note=f"{per_trigger} rows/trigger, watermark timeouts",
-        ),
-        Figure("tracker", "tracker", "throughput", n / tr_s, "rows/s", note="until all emitted"),
-        Figure(
-            "tracker",
-            "spark window count (JVM)",
-            "throughput",
-            n / jvm_s,
-            "rows/s",
-            note="reference: groupBy(window).count() with the same watermark",
-        ),
-    ]
+        figure("untracked applyInPandasWithState", value=n / un_s, baseline=True,
+               note=f"{per_trigger} rows/trigger, watermark timeouts"),
+        figure("tracker", value=n / tr_s, note="until all emitted"),
+        figure("spark window count (JVM)", value=n / jvm_s,
+               note="reference: groupBy(window).count() with the same watermark"),
+    ]  # fmt: skip
 
 
 def run(ctx: BenchContext) -> list[Figure]:

@@ -11,24 +11,22 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
 from benchmarks.common import BenchContext, Figure
 from benchmarks.tracker import (
     LATENCY_DELAY,
-    _drain_tracked,
     _events,
-    _input,
+    _start,
     _topic,
-    _tracked,
+    _tracked_count,
     _watermark_windows,
 )
-from connectors.kafka import produce
 
 PER_TRIGGER = 200  # rows per micro-batch: the live rate of the latency benchmark
 
@@ -51,9 +49,6 @@ def _count_per_key() -> StatefulProcessor:
             self.count.update(((before[0] if before is not None else 0) + n,))
             yield pd.DataFrame({"user_id": [str(key[0])], "n": [n]})
 
-        def close(self) -> None:
-            pass
-
     return _CountPerKey()
 
 
@@ -64,18 +59,10 @@ def _batch_ms(progress: list[dict[str, Any]]) -> float:
 
 
 def run(ctx: BenchContext) -> list[Figure]:
-    n = ctx.n(4_000)
-    topic = _topic(ctx, "trk-floor")
-    produce(ctx.bootstrap, topic, [r for _, r, _ in _input(n)])
+    topic = _topic(ctx, "trk-floor", ctx.n(4_000))
 
     def drain(df: Any, name: str) -> float:
-        q = (
-            df.writeStream.foreachBatch(lambda d, _b: d.count())
-            .outputMode("append")
-            .option("checkpointLocation", str(ctx.folder(name) / "chk"))
-            .trigger(processingTime="0 seconds")
-            .start()
-        )
+        q = _start(df, ctx.folder(name), lambda d, _b: d.count())
         q.processAllAvailable()
         q.stop()
         return _batch_ms(q.recentProgress)
@@ -88,31 +75,11 @@ def run(ctx: BenchContext) -> list[Figure]:
         .transformWithStateInPandas(_count_per_key(), "user_id string, n long", "append", "none"),
         "floor_tws",
     )
-    out: list[int] = []
-    q, agent = _tracked(
-        ctx,
-        topic,
-        PER_TRIGGER,
-        ctx.folder("floor_tracked"),
-        lambda df, _b: out.append(df.agg(F.count("*")).first()[0]),
-    )
-    _drain_tracked(q, agent, lambda: bool(out))
-    q.stop()
-    tracked = _batch_ms(q.recentProgress)
+    q = _tracked_count(ctx, topic, PER_TRIGGER, ctx.folder("floor_tracked"))[0]
+    figure = partial(Figure, "tracker_floor", metric="batch time", unit="ms")
     note = f"{PER_TRIGGER} rows/batch, median batch time"
     return [
-        Figure(
-            "tracker_floor", "spark watermark windows (JVM)", "batch time", wm, "ms", True, note
-        ),
-        Figure(
-            "tracker_floor",
-            "empty transformWithStateInPandas",
-            "batch time",
-            empty,
-            "ms",
-            note=note,
-        ),
-        Figure(
-            "tracker_floor", "tracker (gate + shard stages)", "batch time", tracked, "ms", note=note
-        ),
+        figure("spark watermark windows (JVM)", value=wm, baseline=True, note=note),
+        figure("empty transformWithStateInPandas", value=empty, note=note),
+        figure("tracker (gate + shard stages)", value=_batch_ms(q.recentProgress), note=note),
     ]

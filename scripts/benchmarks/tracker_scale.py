@@ -20,10 +20,10 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import Any
 
-from benchmarks.common import BenchContext, Figure
+from benchmarks.common import BenchContext, Figure, folder_bytes, save_plot
 from spark_ext.tracker.agent import LocalTrackingAgent
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport
@@ -90,31 +90,6 @@ def _warm_up(agent: Any) -> None:
     agent.apply(reports)
 
 
-def _plot(folder: Path, series: dict[str, list[tuple[int, float, int]]]) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib not installed: no restart plot")
-        return None
-    fig, ax = plt.subplots(figsize=(5, 3))
-    for variant, points in series.items():
-        ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], marker="o", label=variant)
-    ax.legend()
-    ax.set_xscale("log")
-    ax.set_xlabel("past batches")
-    ax.set_ylabel("restart time (ms)")
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")
-    fig.tight_layout()
-    path = folder / "tracker_scale_restart.png"
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 @dataclass
 class Series:
     """What one agent's drive measured."""
@@ -153,83 +128,50 @@ def drive(open_agent: Callable[[], Any], marks: Sequence[int]) -> Series:
 
 
 def figures_of(variant: str, s: Series, bytes_note: str | None) -> list[Figure]:
-    q = statistics.quantiles(s.apply_ms, n=20)
-    note = f"{OPEN} open windows x {PARTITIONS} partitions, {SHARDS} shards, {STEP} ends/batch"
+    figure = partial(Figure, "tracker_scale", variant)
+    target = f"target <= {TARGET_MS:.0f} ms"
+    setup = f"{OPEN} open windows x {PARTITIONS} partitions, {SHARDS} shards, {STEP} ends/batch"
+    median, p95 = statistics.median(s.apply_ms), statistics.quantiles(s.apply_ms, n=20)[18]
     out = [
-        Figure(
-            "tracker_scale",
-            variant,
-            "driver time/batch median",
-            statistics.median(s.apply_ms),
-            "ms",
-            note=f"target <= {TARGET_MS:.0f} ms; {note}",
-        ),
-        Figure(
-            "tracker_scale",
-            variant,
-            "driver time/batch p95",
-            q[18],
-            "ms",
-            note=f"target <= {TARGET_MS:.0f} ms",
-        ),
+        figure("driver time/batch median", median, "ms", note=f"{target}; {setup}"),
+        figure("driver time/batch p95", p95, "ms", note=target),
     ]
     if bytes_note is not None:
         out += [
-            Figure(
-                "tracker_scale",
-                variant,
-                "bytes written/batch median",
-                statistics.median(s.written),
-                "B",
-                note="log record + end events",
-            ),
-            Figure(
-                "tracker_scale",
-                variant,
-                "bytes written/batch mean",
-                statistics.fmean(s.written),
-                "B",
-                note=bytes_note,
-            ),
-        ]
-    for n, ms, records in s.restarts:
-        out.append(
-            Figure(
-                "tracker_scale",
-                variant,
-                f"restart after {n} batches",
-                ms,
-                "ms",
-                note=f"flat target; snapshot + {records} log records replayed",
-            )
-        )
-    return out
+            figure("bytes written/batch median", statistics.median(s.written), "B",
+                   note="log record + end events"),
+            figure("bytes written/batch mean", statistics.fmean(s.written), "B", note=bytes_note),
+        ]  # fmt: skip
+    return out + [
+        figure(f"restart after {n} batches", ms, "ms",
+               note=f"flat target; snapshot + {records} log records replayed")
+        for n, ms, records in s.restarts
+    ]  # fmt: skip
 
 
 def run(ctx: BenchContext) -> list[Figure]:
     folder = ctx.folder("tracker_scale")
     marks = [n for n in RESTARTS if n <= max(100, int(RESTARTS[-1] * ctx.scale))]
     local = drive(lambda: LocalTrackingAgent(folder / "agent"), marks)
-    disk = sum(p.stat().st_size for p in (folder / "agent").rglob("*") if p.is_file())
-    ends = sum(p.stat().st_size for p in (folder / "agent" / "ends").iterdir())
+    ends = folder_bytes(folder / "agent" / "ends")
+    note = f"after {marks[-1]} batches; end-event files {ends} B ({local.ended} events)"
     figures = figures_of("local agent", local, "incl. snapshots amortised")
-    figures.append(
-        Figure(
-            "tracker_scale",
-            "local agent",
-            "folder size at end",
-            disk,
-            "B",
-            note=f"after {marks[-1]} batches; end-event files {ends} B ({local.ended} events)",
-        )
-    )
-    kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
+    figures.append(Figure("tracker_scale", "local agent", "folder size at end",
+                          folder_bytes(folder / "agent"), "B", note=note))  # fmt: skip
     name = f"scale-{uuid.uuid4().hex[:8]}"
+    kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
     kafka = drive(lambda: KafkaTrackingAgent(ctx.bootstrap, name), kafka_marks)
     figures += figures_of("kafka agent", kafka, None)
     series = {"local agent": local.restarts, "kafka agent": kafka.restarts}
-    plot = _plot(ctx.scratch, series)
     for variant, points in series.items():
         print(f"restart series, {variant} (past batches, ms, records replayed):", points)
-    print("plot:", plot, flush=True)
+
+    def draw(ax: Any) -> None:
+        for variant, points in series.items():
+            ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], "o-", label=variant)
+        ax.legend()
+        ax.set(xscale="log", xlabel="past batches", ylabel="restart time (ms)", ylim=(0, None),
+               title=f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")  # fmt: skip
+
+    print("plot:", save_plot(ctx.scratch / "tracker_scale_restart.png", draw), flush=True)
     return figures

@@ -8,7 +8,7 @@ from spark_ext.jobrun import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 
-from benchmarks.common import Figure, LoadMonitor, format_summary, summarize
+from benchmarks.common import Figure, LoadMonitor, format_table, summarize
 
 
 def run(base: float, ours: float) -> list[Figure]:
@@ -23,7 +23,7 @@ def test_each_variant_is_the_median_of_its_runs_with_min_and_max():
     base, ours = summaries
     assert (base.median, base.low, base.high, base.runs) == (100, 80, 120, 3)
     assert (ours.median, ours.low, ours.high) == (260, 240, 300)
-    table = format_summary(summaries)
+    table = format_table(summaries)
     assert "2.60" in table, "ratio of the medians, not of one run"
     assert "240.0-300.0" in table
 
