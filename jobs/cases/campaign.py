@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.cases.kafka_to_delta import KafkaToDeltaCase
-from jobs.cases.readings import DedupDeltaCase, OrderingCase
+from jobs.cases.kafka_to_delta import EventsCase
+from jobs.cases.readings import ReadingsCase
 from jobs.cases.tracker import TrackerWindowsCase
 from spark_ext.crash import declared
 from spark_ext.recovery import HarnessContext, RecoveryCase, RunSlot
@@ -50,25 +50,8 @@ class _Fed:
 
     workload: Workload
 
-    def _readings(self, ctx: HarnessContext) -> None:
-        from connectors.kafka import create_topic
-        from jobs.ordering_dedup import produce_readings
 
-        w = self.workload
-        create_topic(ctx.bootstrap, ctx.topic("in"), w.partitions)
-        produce_readings(
-            ctx.bootstrap,
-            ctx.topic("in"),
-            sensors=SENSORS,
-            per_sensor=max(3, w.records // SENSORS),
-            partitions=w.partitions,
-            duplicate_every=w.duplicate_every,
-            duplicate_delay=w.duplicate_delay,
-            quiet=w.quiet,
-        )
-
-
-class _FedEvents(_Fed, KafkaToDeltaCase):
+class _FedEvents(_Fed, EventsCase):
     def prepare(self, ctx: HarnessContext) -> None:
         from connectors.demo_events import produce_events
         from connectors.kafka import create_topic
@@ -106,29 +89,35 @@ class _FedTracker(_Fed, TrackerWindowsCase):
         return with_flag(super().job_args(ctx, slot), "--partitions", str(self.workload.partitions))
 
 
-class _FedOrdering(_Fed, OrderingCase):
+class _FedReadings(_Fed, ReadingsCase):
     def prepare(self, ctx: HarnessContext) -> None:
-        self._readings(ctx)
+        from connectors.kafka import create_topic
+        from jobs.ordering_dedup import produce_readings
 
-    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return with_flag(
-            super().restart_args(ctx, slot), "--partitions", str(self.workload.partitions)
+        w = self.workload
+        create_topic(ctx.bootstrap, ctx.topic("in"), w.partitions)
+        produce_readings(
+            ctx.bootstrap,
+            ctx.topic("in"),
+            sensors=SENSORS,
+            per_sensor=max(3, w.records // SENSORS),
+            partitions=w.partitions,
+            duplicate_every=w.duplicate_every,
+            duplicate_delay=w.duplicate_delay,
+            quiet=w.quiet,
         )
 
-
-class _FedDedup(_Fed, DedupDeltaCase):
-    def prepare(self, ctx: HarnessContext) -> None:
-        self._readings(ctx)
-
-    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return [*super().restart_args(ctx, slot), "--buckets", str(self.workload.buckets)]
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        args = super().job_args(ctx, slot)
+        if self.module == "jobs.dedup_delta":
+            return [*args, "--buckets", str(self.workload.buckets)]
+        return with_flag(args, "--partitions", str(self.workload.partitions))
 
 
 _FED: tuple[tuple[type[Any], type[Any]], ...] = (
     (TrackerWindowsCase, _FedTracker),
-    (OrderingCase, _FedOrdering),
-    (DedupDeltaCase, _FedDedup),
-    (KafkaToDeltaCase, _FedEvents),
+    (ReadingsCase, _FedReadings),
+    (EventsCase, _FedEvents),
 )
 
 
