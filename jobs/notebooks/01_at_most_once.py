@@ -37,10 +37,18 @@ produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
 
 # COMMAND ----------
 
+from connectors.kafka import read_stream
 from jobs.at_most_once import AtMostOncePaths, start
 
+
+def run(paths: AtMostOncePaths) -> None:
+    start(
+        read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150), paths
+    ).awaitTermination()
+
+
 clean = AtMostOncePaths(ROOT / "clean")
-start(spark, BOOTSTRAP, TOPIC, clean, max_offsets_per_trigger=150).awaitTermination()
+run(clean)
 show(spark.read.format("delta").load(str(clean.events)).orderBy("event_id"))
 
 # COMMAND ----------
@@ -60,15 +68,14 @@ from delta.tables import DeltaTable
 from spark_ext.recovery import forget_last_commit
 
 crashed = AtMostOncePaths(ROOT / "crashed")
-start(spark, BOOTSTRAP, TOPIC, crashed, max_offsets_per_trigger=150).awaitTermination()
+run(crashed)
 table = DeltaTable.forPath(spark, str(crashed.events))
 last_batch = forget_last_commit(crashed.checkpoint)
 versions = table.history().selectExpr("max(version)").first()[0]
 table.restoreToVersion(versions - 1)  # the last batch's rows never landed
 print(f"batch {last_batch}: offsets committed, rows lost with the driver")
 
-# Restart from the checkpoint: Spark replays the batch, the job skips it.
-start(spark, BOOTSTRAP, TOPIC, crashed, max_offsets_per_trigger=150).awaitTermination()
+run(crashed)  # the restart: Spark replays the batch, the job skips it
 
 # COMMAND ----------
 
