@@ -100,7 +100,6 @@ def sensor_readings(
     partition with a close record; the first ``quiet`` sensors skip their middle third.
     """
     per_partition: list[list[dict[str, object]]] = [[] for _ in range(partitions)]
-    n = 0
     for i in range(per_sensor):
         for s in range(sensors):
             if s < quiet and per_sensor // 3 <= i < 2 * per_sensor // 3:
@@ -112,7 +111,6 @@ def sensor_readings(
                 "temp_c": round(15 + 10 * ((i * 7 + s * 13) % 17) / 17, 3),
             }
             per_partition[i % partitions].append(reading)
-            n += 1
     for p, rows in enumerate(per_partition):
         pending: list[tuple[int, dict[str, object]]] = []
         for j, row in enumerate(rows):

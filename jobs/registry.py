@@ -15,7 +15,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from connectors.delta.dedup_staging import DEDUP_DELTA
@@ -76,16 +76,6 @@ class UnknownJobError(SparkExtError, KeyError):
         return str(self.args[0])
 
 
-def _by_name(cases: Iterable[RecoveryCase]) -> dict[str, RecoveryCase]:
-    """The cases by name, in their order; a name declared twice is a ``ValueError``."""
-    table: dict[str, RecoveryCase] = {}
-    for case in cases:
-        if case.name in table:
-            raise ValueError(f"job {case.name!r} is declared twice")
-        table[case.name] = case
-    return table
-
-
 def _ordering(name: str, expected: RecoveryClass, **fields: Any) -> ReadingsCase:
     """:mod:`jobs.ordering_dedup`: only an order fixed by the buffer makes the recovered EWMA
     equal the clean run's."""
@@ -112,162 +102,155 @@ _TRACKER_CELLS = (
     FaultCell(FaultClass.DISORDER, expected=PRECISE),
 )
 
-#: Every registered job by name, family by family.
-JOBS: dict[str, RecoveryCase] = _by_name(
-    (
-        EventsCase(
-            name="at_most_once",
-            outputs=(ExpectedOutput("events", EVENTS, RecoveryClass.GAP),),
-            description="offsets committed before the write: a crash in between loses the batch",
-            # Its own offset log outlives the checkpoint: every replayed batch is skipped.
-            cells=driver_cells(AT_MOST_ONCE_COMMITTED, 1, PRECISE),
+#: Every registered job, family by family.
+CASES: tuple[RecoveryCase, ...] = (
+    EventsCase(
+        name="at_most_once",
+        outputs=(ExpectedOutput("events", EVENTS, RecoveryClass.GAP),),
+        description="offsets committed before the write: a crash in between loses the batch",
+        # Its own offset log outlives the checkpoint: every replayed batch is skipped.
+        cells=driver_cells(AT_MOST_ONCE_COMMITTED, 1, PRECISE),
+    ),
+    EventsCase(
+        name="at_least_once",
+        outputs=(
+            ExpectedOutput("events", EVENTS, RecoveryClass.ROLLBACK_REPEATING),
+            ExpectedOutput("ewma", EWMA, RecoveryClass.ROLLBACK_DIVERGENT),
         ),
-        EventsCase(
-            name="at_least_once",
-            outputs=(
-                ExpectedOutput("events", EVENTS, RecoveryClass.ROLLBACK_REPEATING),
-                ExpectedOutput("ewma", EWMA, RecoveryClass.ROLLBACK_DIVERGENT),
-            ),
-            description="rows written before the offsets are committed: a replayed batch is "
-            "written again",
-            cells=driver_cells(AT_LEAST_ONCE_WRITTEN, 1),  # a reset: every batch again
+        description="rows written before the offsets are committed: a replayed batch is "
+        "written again",
+        cells=driver_cells(AT_LEAST_ONCE_WRITTEN, 1),  # a reset: every batch again
+    ),
+    ExactlyOnceDeltaCase(
+        name="exactly_once_delta",
+        description="two-phase Delta sink: killed after its commit, the replay is recognised",
+        # The txn lives on in the checkpoint: a trimmed log still recognises the replay.
+        cells=sink_cells(DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3),
+        extra_args=("--mode", "two_phase"),
+    ),
+    ExactlyOnceDeltaCase(
+        name="exactly_once_delta_idempotent",
+        description="idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
+        cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3),
+        extra_args=("--mode", "idempotent"),
+    ),
+    # The tasks' slice records are the progress: attempt 0 committed its slice, then
+    # failed, and attempt 1 finds it committed; a reset checkpoint is another query.
+    # A partly committed batch is recognised by reading its records back, however Spark
+    # slices the replay: once retention trimmed them it is refused, never guessed
+    # (docs/design.md, "Kafka sinks").
+    KafkaToKafkaCase(
+        name="exactly_once_kafka",
+        kill=CrashPlan.at(KAFKA_SLICED.fault(3), 1),
+        cells=sink_cells(KAFKA_SLICED, task=3, driver=4, speculation=2, broker=4, trim=3),
+        description="two-phase Kafka sink, a transaction per task: committed slices are recognised",
+        extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+    ),
+    # Two live attempts of a task cannot be fenced without transactions: refused. The
+    # replay is proven by reading back what it wrote: once trimmed, it is refused.
+    KafkaToKafkaCase(
+        name="exactly_once_kafka_idempotent",
+        extra_args=("--sink-id", "forwarded", "--mode", "idempotent"),
+        description="idempotent Kafka sink: a replay re-sends only the record ids not yet "
+        "in the topic",
+        cells=sink_cells(
+            KAFKA_IDEMPOTENT,
+            FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED),
+            task=2,
+            driver=3,
+            trim=3,
         ),
-        ExactlyOnceDeltaCase(
-            name="exactly_once_delta",
-            description="two-phase Delta sink: killed after its commit, the replay is recognised",
-            # The txn lives on in the checkpoint: a trimmed log still recognises the replay.
-            cells=sink_cells(
-                DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3
-            ),
-            extra_args=("--mode", "two_phase"),
+    ),
+    KafkaToKafkaCase(
+        name="spark_kafka_sink",
+        module="jobs.eo_spark_kafka_sink",
+        outputs=(ExpectedOutput("forwarded", FORWARDED, RecoveryClass.ROLLBACK_REPEATING),),
+        description="negative control: Spark's own Kafka writer writes a replayed batch again",
+        cells=driver_cells(SPARK_KAFKA_WRITTEN, 1),
+    ),
+    TrackerWindowsCase(
+        name="tracker_windows",
+        description="windows released by the tracker, written idempotently per batch",
+        cells=cells(
+            *_TRACKER_CELLS,
+            # A gate task of batch 1 straggles after sending its rows; a copy races it.
+            FaultCell(FaultClass.SPECULATION, TRACKER_GATE_EMITTED, 1, seconds=5.0, partition=1),
+            # The txn is the writer's replay evidence: once it expired the replay must be
+            # refused, not written again.
+            FaultCell(FaultClass.TXN_RETENTION, TRACKER_AFTER_SINK, 1, TXN_EXPIRED),
+            FaultCell(FaultClass.LOG_RETENTION, TRACKER_AFTER_SINK, 1, PRECISE),
         ),
-        ExactlyOnceDeltaCase(
-            name="exactly_once_delta_idempotent",
-            description="idempotent Delta sink (txnAppId/txnVersion): the replayed write is "
-            "skipped",
-            cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3),
-            extra_args=("--mode", "idempotent"),
+    ),
+    TrackerTwoQueriesCase(
+        name="tracker_two_queries",
+        description="downstream windows closed by the upstream query's tracker",
+        cells=cells(
+            *_TRACKER_CELLS,
+            # The upstream forwards its rows through the two-phase Kafka writer (a
+            # transaction per slice): a slice task of batch 1 straggles inside its
+            # transaction and a speculative copy races it; the copy's init fences it.
+            FaultCell(FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0),
+            *broker_cells(TRACKER_AFTER_SINK),
         ),
-        # The tasks' slice records are the progress: attempt 0 committed its slice, then
-        # failed, and attempt 1 finds it committed; a reset checkpoint is another query.
-        # A partly committed batch is recognised by reading its records back, however Spark
-        # slices the replay: once retention trimmed them it is refused, never guessed
-        # (docs/design.md, "Kafka sinks").
-        KafkaToKafkaCase(
-            name="exactly_once_kafka",
-            kill=CrashPlan.at(KAFKA_SLICED.fault(3), 1),
-            cells=sink_cells(KAFKA_SLICED, task=3, driver=4, speculation=2, broker=4, trim=3),
-            description="two-phase Kafka sink, a transaction per task: committed slices are "
-            "recognised",
-            extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+    ),
+    _ordering(
+        "ordering_dedup",
+        PRECISE,
+        description="ordering buffer + dedup + EWMA: same output under another batch plan",
+        every=5,
+        # Output and catalog written for batch 0, Spark's commit log not: the replay must
+        # be refused once DedupSink's txns expired, not written again.
+        cells=driver_cells(
+            DEDUP_AFTER_OUTPUT,
+            0,
+            OWNER_REFUSED,
+            FaultCell(FaultClass.TXN_RETENTION, DEDUP_AFTER_OUTPUT, 0, TXN_EXPIRED),
         ),
-        # Two live attempts of a task cannot be fenced without transactions: refused. The
-        # replay is proven by reading back what it wrote: once trimmed, it is refused.
-        KafkaToKafkaCase(
-            name="exactly_once_kafka_idempotent",
-            extra_args=("--sink-id", "forwarded", "--mode", "idempotent"),
-            description="idempotent Kafka sink: a replay re-sends only the record ids not yet "
-            "in the topic",
-            cells=sink_cells(
-                KAFKA_IDEMPOTENT,
-                FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED),
-                task=2,
-                driver=3,
-                trim=3,
-            ),
+    ),
+    _ordering(
+        "ordering_no_buffer",
+        RecoveryClass.ROLLBACK_DIVERGENT,
+        description="EWMA folded in arrival order (--no-buffer): another batch plan, other values",
+        extra_args=("--no-buffer", "--no-dedup"),
+    ),
+    # Killed after the catalog commit of batch 1 (before its output). The kept copy is
+    # always the first delivery (its copy follows it in the same partition), so the output
+    # equals the clean run row for row. Step 1 runs in the task of each bucket (decided,
+    # staged, filters saved as the batch's version): a failed attempt 0 is retried from
+    # the same version. Retention acts once output and catalog are written for batch 1.
+    ReadingsCase(
+        name="dedup_delta",
+        outputs=(ExpectedOutput("unique", UNIQUE, PRECISE),),
+        description="at-least-once input + DeltaDedupSink: each reading exactly once",
+        cells=sink_cells(DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3),
+        tables=("unique", "catalog"),
+        limit=40,
+        readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
+    ),
+    # Killed after batch 0's upsert and restarted without the rate limit, so the restart
+    # publishes other intermediate totals than the clean run.
+    EventsCase(
+        name="upsert_totals",
+        outputs=(
+            ExpectedOutput("totals", UPSERTED, PRECISE),
+            ExpectedOutput("changes", CHANGES, RecoveryClass.ROLLBACK_CONVERGENT),
         ),
-        KafkaToKafkaCase(
-            name="spark_kafka_sink",
-            module="jobs.eo_spark_kafka_sink",
-            outputs=(ExpectedOutput("forwarded", FORWARDED, RecoveryClass.ROLLBACK_REPEATING),),
-            description="negative control: Spark's own Kafka writer writes a replayed batch again",
-            cells=driver_cells(SPARK_KAFKA_WRITTEN, 1),
+        description="running totals MERGEd at least once: the change feed repeats, then converges",
+        # Spark's state goes with the checkpoint: the same batch plan from zero again
+        # recomputes the same totals (the table converges at once) and republishes every
+        # change.
+        cells=driver_cells(
+            AFTER_UPSERT, 0, {"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING}
         ),
-        TrackerWindowsCase(
-            name="tracker_windows",
-            description="windows released by the tracker, written idempotently per batch",
-            cells=cells(
-                *_TRACKER_CELLS,
-                # A gate task of batch 1 straggles after sending its rows; a copy races it.
-                FaultCell(
-                    FaultClass.SPECULATION, TRACKER_GATE_EMITTED, 1, seconds=5.0, partition=1
-                ),
-                # The txn is the writer's replay evidence: once it expired the replay must be
-                # refused, not written again.
-                FaultCell(FaultClass.TXN_RETENTION, TRACKER_AFTER_SINK, 1, TXN_EXPIRED),
-                FaultCell(FaultClass.LOG_RETENTION, TRACKER_AFTER_SINK, 1, PRECISE),
-            ),
-        ),
-        TrackerTwoQueriesCase(
-            name="tracker_two_queries",
-            description="downstream windows closed by the upstream query's tracker",
-            cells=cells(
-                *_TRACKER_CELLS,
-                # The upstream forwards its rows through the two-phase Kafka writer (a
-                # transaction per slice): a slice task of batch 1 straggles inside its
-                # transaction and a speculative copy races it; the copy's init fences it.
-                FaultCell(
-                    FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0
-                ),
-                *broker_cells(TRACKER_AFTER_SINK),
-            ),
-        ),
-        _ordering(
-            "ordering_dedup",
-            PRECISE,
-            description="ordering buffer + dedup + EWMA: same output under another batch plan",
-            every=5,
-            # Output and catalog written for batch 0, Spark's commit log not: the replay must
-            # be refused once DedupSink's txns expired, not written again.
-            cells=driver_cells(
-                DEDUP_AFTER_OUTPUT,
-                0,
-                OWNER_REFUSED,
-                FaultCell(FaultClass.TXN_RETENTION, DEDUP_AFTER_OUTPUT, 0, TXN_EXPIRED),
-            ),
-        ),
-        _ordering(
-            "ordering_no_buffer",
-            RecoveryClass.ROLLBACK_DIVERGENT,
-            description="EWMA folded in arrival order (--no-buffer): another batch plan, other "
-            "values",
-            extra_args=("--no-buffer", "--no-dedup"),
-        ),
-        # Killed after the catalog commit of batch 1 (before its output). The kept copy is
-        # always the first delivery (its copy follows it in the same partition), so the output
-        # equals the clean run row for row. Step 1 runs in the task of each bucket (decided,
-        # staged, filters saved as the batch's version): a failed attempt 0 is retried from
-        # the same version. Retention acts once output and catalog are written for batch 1.
-        ReadingsCase(
-            name="dedup_delta",
-            outputs=(ExpectedOutput("unique", UNIQUE, PRECISE),),
-            description="at-least-once input + DeltaDedupSink: each reading exactly once",
-            cells=sink_cells(DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3),
-            tables=("unique", "catalog"),
-            limit=40,
-            readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
-        ),
-        # Killed after batch 0's upsert and restarted without the rate limit, so the restart
-        # publishes other intermediate totals than the clean run.
-        EventsCase(
-            name="upsert_totals",
-            outputs=(
-                ExpectedOutput("totals", UPSERTED, PRECISE),
-                ExpectedOutput("changes", CHANGES, RecoveryClass.ROLLBACK_CONVERGENT),
-            ),
-            description="running totals MERGEd at least once: the change feed repeats, then "
-            "converges",
-            # Spark's state goes with the checkpoint: the same batch plan from zero again
-            # recomputes the same totals (the table converges at once) and republishes every
-            # change.
-            cells=driver_cells(
-                AFTER_UPSERT, 0, {"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING}
-            ),
-            catch_up=True,
-            events=300,
-        ),
-    )
+        catch_up=True,
+        events=300,
+    ),
 )
+
+#: The jobs by name; a name declared twice is a ``ValueError`` at import.
+JOBS: dict[str, RecoveryCase] = {case.name: case for case in CASES}
+if len(JOBS) != len(CASES):
+    raise ValueError("a job name is declared twice in jobs.registry")
 
 
 def names() -> list[str]:

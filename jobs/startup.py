@@ -3,13 +3,6 @@
 :func:`job_parser` declares the shared flags, :func:`start_job` turns them into a
 :class:`JobStart`, :class:`JobPaths` names the tables under ``--out``, :func:`start_batches`
 starts a ``foreachBatch`` query, :meth:`JobStart.print_tables` reports the tables.
-
-Example
--------
->>> parser = job_parser("my job", topic="events")
->>> args = parser.parse_args(["--max-offsets-per-trigger", "50"])
->>> (args.profile, args.topic, args.max_offsets_per_trigger)
-('local', 'events', 50)
 """
 
 from __future__ import annotations

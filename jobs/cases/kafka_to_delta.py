@@ -27,18 +27,23 @@ UPSERTED = OutputSpec(columns=("user_id", "events", "total_cents"))
 
 @dataclass(eq=False, kw_only=True)
 class EventsCase(JobCase):
-    """A job fed ``events`` demo events (3 partitions, one in ``malformed_every`` malformed)."""
+    """A job fed ``events`` demo events over ``partitions`` (one in ``malformed_every``
+    malformed, ``skew`` of them onto partition 0)."""
 
     events: int = 200
     malformed_every: int = 25
+    partitions: int = 3
+    skew: float = 0.0
 
     def prepare(self, ctx: HarnessContext) -> None:
         from connectors.demo_events import produce_events
         from connectors.kafka import create_topic
 
-        create_topic(ctx.bootstrap, ctx.topic("in"), partitions=3)
+        create_topic(ctx.bootstrap, ctx.topic("in"), self.partitions)
+        bad, skew = self.malformed_every, self.skew
+        n, partitions = self.events, self.partitions
         produce_events(
-            ctx.bootstrap, ctx.topic("in"), self.events, malformed_every=self.malformed_every
+            ctx.bootstrap, ctx.topic("in"), n, malformed_every=bad, partitions=partitions, skew=skew
         )
 
 

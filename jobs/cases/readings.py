@@ -28,15 +28,18 @@ UNIQUE = OutputSpec(columns=("reading_id", "sensor", "event_time", "temp_c", "pa
 
 @dataclass(eq=False, kw_only=True)
 class ReadingsCase(JobCase):
-    """A job on sensor readings over two partitions (``readings``: the arguments of
+    """A job on sensor readings over ``partitions`` (``readings``: the other arguments of
     :func:`~jobs.ordering_dedup.sensor_readings`); the restart catches up in one batch."""
 
     readings: Mapping[str, int] = field(default_factory=dict)
+    partitions: int = 2
     catch_up: bool = True
 
     def prepare(self, ctx: HarnessContext) -> None:
         from connectors.kafka import create_topic
         from jobs.ordering_dedup import produce_readings
 
-        create_topic(ctx.bootstrap, ctx.topic("in"), 2)
-        produce_readings(ctx.bootstrap, ctx.topic("in"), partitions=2, **self.readings)
+        create_topic(ctx.bootstrap, ctx.topic("in"), self.partitions)
+        produce_readings(
+            ctx.bootstrap, ctx.topic("in"), partitions=self.partitions, **self.readings
+        )

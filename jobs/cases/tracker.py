@@ -49,6 +49,8 @@ class TrackerWindowsCase(JobCase):
     """
 
     accounting = WINDOW_OF_ROW
+    #: The output table counting the input rows and its count column; the late-rows table.
+    counted, late = ("windows", "count"), "late"
     outputs: tuple[ExpectedOutput, ...] = (ExpectedOutput("windows", WINDOWS, PRECISE),)
     tables: tuple[str, ...] = ("windows", "late")
     limit: int | None = 60
@@ -72,32 +74,28 @@ class TrackerWindowsCase(JobCase):
         create_topic(ctx.bootstrap, ctx.topic("in"), self.partitions)
         records = list(demo_records(self.events, self.partitions, jitter_ms=JITTER_MS))
         produce(ctx.bootstrap, ctx.topic("in"), records)
-        events = [key.decode() for key, _, _ in records if key is not None]
+        keys = [key.decode() for key, _, _ in records if key is not None]
         return [
-            {
-                "window_start_ms": window_start_ms(EPOCH_MS + demo_time(i, jitter_ms=JITTER_MS)),
-                "key": key,
-            }
-            for i, key in enumerate(events)
+            self._accounted(EPOCH_MS + demo_time(i, jitter_ms=JITTER_MS), {"key": key})
+            for i, key in enumerate(keys)
         ]
 
     def disorder_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return [*self.job_args(ctx, slot), "--disorder-ms", str(PROMISED_DISORDER_MS)]
 
+    def _accounted(self, event_time_ms: int, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` on :attr:`accounting`'s columns, with the window of ``event_time_ms``."""
+        row = {**row, "window_start_ms": window_start_ms(event_time_ms)}
+        return {c: row[c] for c in self.accounting.columns}
+
     def accounted_rows(
         self, ctx: HarnessContext, slot: RunSlot
     ) -> tuple[list[dict[str, Any]], int]:
-        windows = read_delta_rows(slot.out / "windows", ("window_start_ms", "key", "count"))
-        late = read_delta_rows(slot.out / "late", ("key", "event_time_ms"))
-        rows = [
-            {"window_start_ms": w["window_start_ms"], "key": w["key"]}
-            for w in windows
-            for _ in range(int(w["count"]))
-        ]
-        rows += [
-            {"window_start_ms": window_start_ms(int(r["event_time_ms"])), "key": r["key"]}
-            for r in late
-        ]
+        (table, count), columns = self.counted, self.accounting.columns
+        counted = read_delta_rows(slot.out / table, (*columns, count))
+        late = read_delta_rows(slot.out / self.late, (*columns[1:], "event_time_ms"))
+        rows = [{c: w[c] for c in columns} for w in counted for _ in range(int(w[count]))]
+        rows += [self._accounted(int(r["event_time_ms"]), r) for r in late]
         return rows, len(late)
 
 
@@ -111,6 +109,7 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
     """
 
     accounting = WINDOW_OF_INPUT
+    counted, late = ("totals", "events"), "late_up"
     outputs: tuple[ExpectedOutput, ...] = (ExpectedOutput("totals", TOTALS, PRECISE),)
     tables: tuple[str, ...] = ()
     limit: int | None = 40
@@ -123,22 +122,5 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
             *("--agent", f"{ctx.tag}-{slot.name}"),
         ]
 
-    def prepare_disordered(self, ctx: HarnessContext) -> list[dict[str, Any]]:
-        rows = super().prepare_disordered(ctx)
-        return [{"window_start_ms": r["window_start_ms"]} for r in rows]
-
     def disorder_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         return self.job_args(ctx, slot)  # the promise: ordered partitions
-
-    def accounted_rows(
-        self, ctx: HarnessContext, slot: RunSlot
-    ) -> tuple[list[dict[str, Any]], int]:
-        totals = read_delta_rows(slot.out / "totals", ("window_start_ms", "events"))
-        late = read_delta_rows(slot.out / "late_up", ("event_time_ms",))
-        rows = [
-            {"window_start_ms": t["window_start_ms"]}
-            for t in totals
-            for _ in range(int(t["events"]))
-        ]
-        rows += [{"window_start_ms": window_start_ms(int(r["event_time_ms"]))} for r in late]
-        return rows, len(late)

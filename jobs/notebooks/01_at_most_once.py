@@ -33,7 +33,7 @@ produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## A clean run, in batches of 100 offsets
+# MAGIC ## A clean run, in batches of 150 offsets
 
 # COMMAND ----------
 
@@ -41,15 +41,16 @@ from connectors.kafka import read_stream
 from jobs.at_most_once import AtMostOncePaths, start
 
 
-def run(paths: AtMostOncePaths) -> None:
+def run(paths: AtMostOncePaths):
+    """Run the job on the topic in batches of 150 offsets; returns its ``events`` table."""
     start(
         read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150), paths
     ).awaitTermination()
+    return spark.read.format("delta").load(str(paths.events))
 
 
 clean = AtMostOncePaths(ROOT / "clean")
-run(clean)
-show(spark.read.format("delta").load(str(clean.events)).orderBy("event_id"))
+show(run(clean).orderBy("event_id"))
 
 # COMMAND ----------
 
