@@ -2,15 +2,7 @@
 
 Each entry is a :class:`~jobs.cases.JobCase`: its module, where the ``kill`` run dies, each
 output with the class a kill gives it, and the other fault classes' cells (the harness:
-docs/design.md, "The recovery harness").
-
-Example
--------
->>> from jobs import registry
->>> [o.expected.value for o in registry.get("at_most_once").outputs]
-['gap']
->>> sorted(registry.names())[:2]
-['at_least_once', 'at_most_once']
+docs/design.md, "Fault points"); ``registry.get("at_most_once")`` is one.
 """
 
 from __future__ import annotations
