@@ -1,8 +1,8 @@
 """At-least-once delivery: Kafka -> Delta, rows written before the batch's offsets are committed.
 
-Per batch: append valid rows to ``events`` (malformed to ``quarantine``), fold the batch into
-``ewma`` (per user, ``alpha * amount + (1 - alpha) * ewma`` in ``(event_time, event_id)``
-order; one overwrite), crash point ``at_least_once.after_write``, then Spark's commit log.
+Per batch: 1. append valid rows to ``events`` (malformed to ``quarantine``); 2. fold the batch
+into ``ewma`` (per user, ``alpha * amount + (1 - alpha) * ewma`` in ``(event_time, event_id)``
+order; one overwrite); 3. crash point ``at_least_once.after_write``, then Spark's commit log.
 Guarantees: no record lost; a replayed batch computes the same rows. Does not guarantee: no
 duplicates: a crash at the point rewrites the batch, ``events`` gets copies
 (``rollback-repeating``) and ``ewma`` folds it twice (``rollback-divergent``).
@@ -10,7 +10,6 @@ duplicates: a crash at the point rewrites the batch, ``events`` gets copies
 
 from __future__ import annotations
 
-import logging
 import sys
 from dataclasses import dataclass
 
@@ -18,29 +17,14 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from connectors import kafka
-from jobs.ingest_events import CONTRACT
-from jobs.startup import JobPaths, Under, job_parser, print_tables, start_batches, start_job
+from jobs.ingest_events import append_events
+from jobs.startup import JobPaths, Under, job_parser, start_batches, start_job
 from spark_ext.crash import declare
 from spark_ext.operators.ewma import ewma
-from spark_ext.quarantine import parse_json
-
-log = logging.getLogger(__name__)
 
 AFTER_WRITE = declare("at_least_once.after_write", "driver", "events written and folded")
-
-#: The columns of the ``events`` table.
-EVENT_COLUMNS = ("event_id", "user_id", "amount", "event_time", "partition", "offset")
-
-EWMA_SCHEMA = StructType(
-    [
-        StructField("user_id", StringType()),
-        StructField("ewma", DoubleType()),
-        StructField("events", LongType()),
-    ]
-)
+EWMA_SCHEMA = "user_id STRING, ewma DOUBLE, events BIGINT"
 
 
 @dataclass(frozen=True)
@@ -71,74 +55,41 @@ class AtLeastOnceWriter:
     """The ``foreachBatch`` function: steps 1 to 3 of the module docstring."""
 
     def __init__(self, spark: SparkSession, paths: AtLeastOncePaths, alpha: float) -> None:
-        self.spark = spark
-        self.paths = paths
-        self.alpha = alpha
+        self.spark, self.paths, self.alpha = spark, paths, alpha
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
         try:
-            parsed = parse_json(batch, CONTRACT)
-            valid = parsed.valid.select(*EVENT_COLUMNS)
-            valid.write.format("delta").mode("append").save(str(self.paths.events))  # step 1
-            parsed.quarantine.write.format("delta").mode("append").save(str(self.paths.quarantine))
-            self.fold(valid)  # step 2
-            AFTER_WRITE.reached(batch_id)  # step 3
+            self.fold(append_events(batch, self.paths.events, self.paths.quarantine))
+            AFTER_WRITE.reached(batch_id)
         finally:
             batch.unpersist()
 
-    def current_state(self) -> DataFrame:
-        from delta.tables import DeltaTable
-
-        if DeltaTable.isDeltaTable(self.spark, str(self.paths.ewma)):
-            return self.spark.read.format("delta").load(str(self.paths.ewma))
-        return self.spark.createDataFrame([], EWMA_SCHEMA)
-
     def fold(self, valid: DataFrame) -> None:
         """Fold ``valid`` into the ``ewma`` table (one overwrite commit)."""
-        state = self.current_state().select(
-            "user_id",
-            F.lit(0).alias("kind"),
-            "ewma",
-            "events",
-            F.lit(None).cast("double").alias("amount"),
-            F.lit(None).cast("timestamp").alias("event_time"),
-            F.lit(None).cast("string").alias("event_id"),
-        )
-        events = valid.select(
-            "user_id",
-            F.lit(1).alias("kind"),
-            F.lit(None).cast("double").alias("ewma"),
-            F.lit(None).cast("long").alias("events"),
-            "amount",
-            "event_time",
-            "event_id",
-        )
-        alpha = self.alpha
+        from delta.tables import DeltaTable
 
-        def fold(rows: pd.DataFrame) -> pd.DataFrame:
-            return fold_ewma(rows, alpha)
+        table, alpha = str(self.paths.ewma), self.alpha
+        if DeltaTable.isDeltaTable(self.spark, table):
+            state = self.spark.read.format("delta").load(table)
+        else:
+            state = self.spark.createDataFrame([], EWMA_SCHEMA)
+        events = valid.select("user_id", "amount", "event_time", "event_id")
+        rows = state.withColumn("kind", F.lit(0)).unionByName(
+            events.withColumn("kind", F.lit(1)), allowMissingColumns=True
+        )
+
+        def fold(user_rows: pd.DataFrame) -> pd.DataFrame:
+            return fold_ewma(user_rows, alpha)
 
         # Materialise before overwriting the table the state was read from.
-        new_state = (
-            state.unionByName(events).groupBy("user_id").applyInPandas(fold, EWMA_SCHEMA)
-        ).localCheckpoint()
-        new_state.write.format("delta").mode("overwrite").save(str(self.paths.ewma))
+        new_state = rows.groupBy("user_id").applyInPandas(fold, EWMA_SCHEMA).localCheckpoint()
+        new_state.write.format("delta").mode("overwrite").save(table)
 
 
-def start(
-    spark: SparkSession,
-    bootstrap: str,
-    topic: str,
-    paths: AtLeastOncePaths,
-    max_offsets_per_trigger: int | None = None,
-    alpha: float = 0.5,
-) -> StreamingQuery:
-    """Start the query (``availableNow``: it stops when the topic is read to its end)."""
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
-    writer = AtLeastOnceWriter(spark, paths, alpha)
+def start(source: DataFrame, paths: AtLeastOncePaths, alpha: float = 0.5) -> StreamingQuery:
+    """Start the query on ``source`` (a Kafka stream; ``availableNow``: it stops at its end)."""
+    writer = AtLeastOnceWriter(source.sparkSession, paths, alpha)
     return start_batches(source, writer, paths.checkpoint, "at_least_once")
 
 
@@ -149,17 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.alpha <= 1:
         parser.error(f"--alpha must be in (0, 1], got {args.alpha}")
     job = start_job(args, "at_least_once")
-    spark, paths = job.spark, AtLeastOncePaths(job.out)
-    query = start(
-        spark,
-        job.bootstrap,
-        args.topic,
-        paths,
-        args.max_offsets_per_trigger,
-        args.alpha,
-    )
-    query.awaitTermination()
-    print_tables(spark, "at_least_once", events=paths.events, ewma=paths.ewma)
+    paths = AtLeastOncePaths(job.out)
+    start(job.source(), paths, args.alpha).awaitTermination()
+    job.print_tables("at_least_once", events=paths.events, ewma=paths.ewma)
     return 0
 
 

@@ -14,27 +14,21 @@ import logging
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from spark_ext.errors import ConfigError, SparkExtError
 from spark_ext.jobrun import job_environment
 
 if TYPE_CHECKING:
-    from spark_ext.recovery import FaultClass, RecoveryHarness
+    from spark_ext.recovery import FaultClass, RecoveryCase, RecoveryHarness
 
 log = logging.getLogger(__name__)
 
 
-def _registry() -> ModuleType:
-    from jobs import registry  # installed with the project (pip install .), no sys.path edits
-
-    return registry
-
-
 def job_module(name: str) -> str:
     """The module of job ``name``: a registered job, or any module ``jobs.<name>``."""
-    registry = _registry()
+    from jobs import registry  # imported on use: pyspark loads only for what needs it
+
     if name in registry.JOBS:
         return str(registry.JOBS[name].module)
     if name.isidentifier() and importlib.util.find_spec(f"jobs.{name}") is not None:
@@ -43,9 +37,9 @@ def job_module(name: str) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from jobs import registry
     from spark_ext.recovery import FaultClass, expectation_label
 
-    registry = _registry()
     rows = [("job", "module", "crash", "outputs: expected class", "what it shows")]
     for case in registry.JOBS.values():
         outputs = ", ".join(f"{o.name}: {o.expected}" for o in case.outputs)
@@ -102,11 +96,17 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     return harness, Path(args.report).resolve() if args.report else root / "report"
 
 
+def _cases(args: argparse.Namespace) -> list[RecoveryCase]:
+    """The jobs named on the command line (default: every registered job)."""
+    from jobs import registry
+
+    return [registry.get(name) for name in (args.jobs or registry.names())]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from spark_ext.recovery import format_table, write_report
 
-    registry = _registry()
-    cases = [registry.get(name) for name in (args.jobs or registry.names())]
+    cases = _cases(args)
     harness, report = _harness(args)
     results = []
     for case in cases:
@@ -137,8 +137,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         write_matrix_report,
     )
 
-    registry = _registry()
-    cases = [registry.get(name) for name in (args.jobs or registry.names())]
+    cases = _cases(args)
     faults = _faults(args.faults)
     harness, report = _harness(args)
     cells = run_matrix(harness, cases, faults, jobs_parallel=args.parallel)
@@ -155,7 +154,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from spark_ext.recovery.campaign_plan import draw, pick_job
 
     logging.getLogger("kafka").setLevel(logging.WARNING)  # a line per fetch, per run
-    registry = _registry()
+    from jobs import registry
+
     jobs = [j.strip() for j in args.job.split(",")] if args.job else list(CAMPAIGN_JOBS)
     for name in jobs:
         registry.get(name)  # an unknown job is a typed error before anything runs
@@ -181,35 +181,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("job")
     run.add_argument("job_args", nargs=argparse.REMAINDER, help="arguments of the job")
     check = sub.add_parser("check", help="crash jobs, restart them, classify their outputs")
-    check.add_argument("jobs", nargs="*", help="registered jobs (default: all)")
-    check.add_argument("--profile", default="local", help="conf/ profile of the jobs")
-    check.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
-    check.add_argument("--report", type=Path, default=None, help="folder of the HTML report")
     matrix = sub.add_parser("matrix", help="jobs x fault classes, each against its declaration")
-    matrix.add_argument("jobs", nargs="*", help="registered jobs (default: all)")
-    matrix.add_argument(
-        "--faults", default=None, help="comma-separated fault classes (default: all)"
-    )
-    matrix.add_argument("--profile", default="test", help="profile of the clean runs")
+    campaign = sub.add_parser("campaign", help="seeded randomized runs: workloads x fault chains")
+    for cmd, profile in ((check, "local"), (matrix, "test"), (campaign, "test")):
+        cmd.add_argument("--profile", default=profile, help="conf/ profile of the (clean) runs")
+        cmd.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
+        report = argparse.SUPPRESS if cmd is campaign else "folder of the HTML report"
+        cmd.add_argument("--report", type=Path, default=None, help=report)
+    for cmd in (check, matrix):
+        cmd.add_argument("jobs", nargs="*", help="registered jobs (default: all)")
+    matrix.add_argument("--faults", help="comma-separated fault classes (default: all)")
     matrix.add_argument("--fault-profile", default="faults", help="profile of the fault runs")
     matrix.add_argument(
         "--speculation-profile",
         default="faults",
         help="profile of the speculation cells (executors on two hosts)",
     )
-    matrix.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
-    matrix.add_argument("--report", type=Path, default=None, help="folder of the HTML page")
     matrix.add_argument("--parallel", type=int, default=1, help="jobs run at the same time")
-    campaign = sub.add_parser("campaign", help="seeded randomized runs: workloads x fault chains")
     campaign.add_argument("--seed", type=int, default=1, help="seed of the first run")
     campaign.add_argument("--runs", type=int, default=10, help="runs: seeds seed .. seed+runs-1")
     campaign.add_argument("--job", default=None, help="comma-separated jobs (default: all)")
     campaign.add_argument("--lane", choices=["full", "ci"], default="full")
     campaign.add_argument("--parallel", type=int, default=1, help="runs at the same time")
     campaign.add_argument("--bound-s", type=float, default=300.0, help="limit of each job run")
-    campaign.add_argument("--profile", default="test", help="profile the draws start from")
-    campaign.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
-    campaign.add_argument("--report", type=Path, default=None, help=argparse.SUPPRESS)
     campaign.add_argument("--keep", action="store_true", help="keep passing runs' folders")
     return parser
 

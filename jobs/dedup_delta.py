@@ -10,7 +10,6 @@ state store (docs/design.md, "Dedup"). Does not guarantee: dedup of copies furth
 
 from __future__ import annotations
 
-import logging
 import sys
 from dataclasses import dataclass
 
@@ -21,18 +20,8 @@ from pyspark.sql.streaming import StreamingQuery
 from connectors import kafka
 from connectors.delta.dedup_sink import DeltaDedupSink
 from jobs.ordering_dedup import add_dedup_flags, dedup_summary, parse_readings
-from jobs.startup import (
-    JobPaths,
-    Under,
-    job_parser,
-    print_tables,
-    sink_id_for,
-    start_batches,
-    start_job,
-)
+from jobs.startup import JobPaths, Under, job_parser, sink_id_for, start_batches, start_job
 from spark_ext.dedup import DedupConfig
-
-log = logging.getLogger(__name__)
 
 #: Columns of the ``unique`` table.
 OUTPUT_COLUMNS = ("reading_id", "sensor", "event_time", "temp_c", "topic", "partition", "offset")
@@ -107,20 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     job = start_job(args, "dedup")
-    spark, paths = job.spark, DedupPaths(job.out)
-    query, sink = start(
-        spark,
-        job.bootstrap,
-        args.topic,
-        paths,
-        args.max_offsets_per_trigger,
-        args.capacity,
-        args.fp_rate,
-        args.rotation_ms,
-        args.buckets,
-    )
+    paths = DedupPaths(job.out)
+    dedup = (args.capacity, args.fp_rate, args.rotation_ms, args.buckets)
+    limit = args.max_offsets_per_trigger
+    query, sink = start(job.spark, job.bootstrap, args.topic, paths, limit, *dedup)
     query.awaitTermination()
-    print_tables(spark, "dedup_delta", unique=paths.unique)
+    job.print_tables("dedup_delta", unique=paths.unique)
     print(dedup_summary(sink.metrics))
     return 0
 

@@ -8,7 +8,6 @@ Does not guarantee: no duplicates (the crash tests assert they appear).
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from jobs.exactly_once_kafka import forward
 from jobs.startup import job_parser, start_batches, start_job
 from spark_ext.crash import declare
 
-log = logging.getLogger(__name__)
-
 WRITTEN = declare("spark_kafka.1.written", "driver", "in the topic, not in the commit log")
 
 
@@ -29,20 +26,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the output topic")
     parser.add_argument("--checkpoint", type=Path, required=True)
     args = parser.parse_args(argv)
-    job = start_job(args, "spark_kafka")
-    spark, bootstrap = job.spark, job.bootstrap
-    kafka.create_topic(bootstrap, args.out, 3)
+    job = start_job(
+        args, "spark_kafka", check=lambda bootstrap: kafka.create_topic(bootstrap, args.out, 3)
+    )
 
     def write(df: DataFrame, batch_id: int) -> None:
-        df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option(
+        df.write.format("kafka").option("kafka.bootstrap.servers", job.bootstrap).option(
             "topic", args.out
         ).save()
-        WRITTEN.reached(batch_id)  # driver: in the topic, not in Spark's commit log
+        WRITTEN.reached(batch_id)
 
-    source = kafka.read_stream(
-        spark, bootstrap, args.topic, max_offsets_per_trigger=args.max_offsets_per_trigger
-    )
-    start_batches(forward(source).drop("record_id"), write, args.checkpoint).awaitTermination()
+    forwarded = forward(job.source()).drop("record_id")
+    start_batches(forwarded, write, args.checkpoint).awaitTermination()
     print(f"topic {args.out}: done")
     return 0
 

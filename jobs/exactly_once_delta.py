@@ -9,7 +9,6 @@ null fields, no quarantine), one Delta version per batch, across SIGKILLs and re
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,27 +18,18 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from jobs.startup import job_parser, print_tables, start_job
+from jobs.startup import job_parser, start_job
 from spark_ext.quarantine import EVENT_SCHEMA
 
 if TYPE_CHECKING:
     from connectors.sinks import DeltaMode
 
-log = logging.getLogger(__name__)
-
 
 def parse_events(raw: DataFrame) -> DataFrame:
     """Stamped Kafka rows -> event columns plus source coordinates (no clock, no randomness)."""
     parsed = F.from_json("value", EVENT_SCHEMA)
-    return raw.select(
-        parsed["event_id"].alias("event_id"),
-        parsed["user_id"].alias("user_id"),
-        parsed["amount"].alias("amount"),
-        parsed["event_time"].alias("event_time"),
-        "topic",
-        "partition",
-        "offset",
-    )
+    fields = [parsed[c].alias(c) for c in ("event_id", "user_id", "amount", "event_time")]
+    return raw.select(*fields, "topic", "partition", "offset")
 
 
 def events_stream(
@@ -53,20 +43,13 @@ def events_stream(
 
 
 def start(
-    spark: SparkSession,
-    bootstrap: str,
-    topic: str,
-    table: Path,
-    checkpoint: Path,
-    sink_id: str,
-    mode: DeltaMode = "two_phase",
-    max_offsets_per_trigger: int | None = None,
+    events: DataFrame, table: Path, checkpoint: Path, sink_id: str, mode: DeltaMode = "two_phase"
 ) -> StreamingQuery:
-    """Start the query (``availableNow``: it stops when the topic is read to its end)."""
+    """Append ``events`` (:func:`events_stream`) to ``table`` exactly once (``availableNow``)."""
     from connectors.sinks import Trigger, exactly_once_to_delta
 
     return exactly_once_to_delta(
-        events_stream(spark, bootstrap, topic, max_offsets_per_trigger),
+        events,
         table,
         sink_id=sink_id,
         checkpoint=checkpoint,
@@ -83,18 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=["two_phase", "idempotent"], default="two_phase")
     args = parser.parse_args(argv)
     job = start_job(args, "eo")
-    spark = job.spark
-    start(
-        spark,
-        job.bootstrap,
-        args.topic,
-        args.table,
-        args.checkpoint,
-        args.sink_id,
-        args.mode,
-        args.max_offsets_per_trigger,
-    ).awaitTermination()
-    print_tables(spark, "exactly_once_delta", events=args.table)
+    events = parse_events(job.source())
+    start(events, args.table, args.checkpoint, args.sink_id, args.mode).awaitTermination()
+    job.print_tables("exactly_once_delta", events=args.table)
     return 0
 
 

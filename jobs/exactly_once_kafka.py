@@ -11,25 +11,24 @@ records; exactly-once if ``--sink-id`` or ``--checkpoint`` change.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
+from jobs.startup import job_parser, start_job
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from connectors.sinks import KafkaMode
 
 
 def forward(stamped: DataFrame, payload_only: bool = False) -> DataFrame:
-    """Stamped Kafka rows -> (key, value, record_id) output rows naming their source record.
-
-    ``record_id`` is ``topic/partition/offset`` of the input record (what the idempotent sink
-    names the record by); ``payload_only`` forwards the input value unchanged.
-    """
+    """Stamped Kafka rows -> (key, value, record_id) output rows naming their source record
+    (``record_id``: ``topic/partition/offset``, what the idempotent sink names it by)."""
     value = (
         F.col("value")
         if payload_only
@@ -42,63 +41,67 @@ def forward(stamped: DataFrame, payload_only: bool = False) -> DataFrame:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="local")
-    parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--out", required=True, help="output topic (created if missing)")
-    parser.add_argument("--out-partitions", type=int, default=3)
-    parser.add_argument("--checkpoint", type=Path, required=True)
-    parser.add_argument("--sink-id", required=True)
-    parser.add_argument("--mode", choices=["two_phase", "idempotent"], default="two_phase")
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
-    parser.add_argument(
-        "--processing-time", default=None, help="run continuously, not availableNow"
-    )
-    parser.add_argument(
-        "--payload-only", action="store_true", help="forward the input value unchanged"
-    )
-    parser.add_argument(
-        "--delivery-timeout-ms",
-        type=int,
-        default=120_000,
-        help="two_phase: how long a record may wait for its acknowledgement",
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from connectors.kafka.records import require_topic
+def start(
+    source: DataFrame,
+    bootstrap: str,
+    out: str,
+    checkpoint: Path,
+    sink_id: str,
+    mode: KafkaMode = "two_phase",
+    *,
+    payload_only: bool = False,
+    processing_time: str | None = None,
+    delivery_timeout_ms: int = 120_000,
+) -> StreamingQuery:
+    """Forward ``source`` (a Kafka stream) to the topic ``out`` through the exactly-once Kafka
+    sink on ``bootstrap`` (``availableNow`` unless ``processing_time``)."""
     from connectors.sinks import Trigger, exactly_once_to_kafka
-    from spark_ext.config import load_profile
-    from spark_ext.metrics import ProgressListener
-    from spark_ext.session import build_session
 
-    profile = load_profile(args.profile)
-    bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
-    require_topic(bootstrap, args.topic, role="input")
-    kafka.create_topic(bootstrap, args.out, args.out_partitions)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
-    source = kafka.read_stream(
-        spark, bootstrap, args.topic, max_offsets_per_trigger=args.max_offsets_per_trigger
-    )
-    trigger = (
-        Trigger(processing_time=args.processing_time)
-        if args.processing_time
-        else Trigger(available_now=True)
-    )
-    query = exactly_once_to_kafka(
-        forward(source, payload_only=args.payload_only),
-        args.out,
+    return exactly_once_to_kafka(
+        forward(source, payload_only=payload_only),
+        out,
         bootstrap=bootstrap,
-        sink_id=args.sink_id,
-        checkpoint=args.checkpoint,
-        mode=args.mode,
-        trigger=trigger,
-        delivery_timeout_ms=args.delivery_timeout_ms,
+        sink_id=sink_id,
+        checkpoint=checkpoint,
+        mode=mode,
+        trigger=Trigger(processing_time=processing_time)
+        if processing_time
+        else Trigger(available_now=True),
+        delivery_timeout_ms=delivery_timeout_ms,
     )
-    query.awaitTermination()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = job_parser(__doc__.splitlines()[0], topic="events", out=False)
+    add = parser.add_argument
+    add("--out", required=True, help="output topic (created if missing)")
+    add("--out-partitions", type=int, default=3)
+    add("--checkpoint", type=Path, required=True)
+    add("--sink-id", required=True)
+    add("--mode", choices=["two_phase", "idempotent"], default="two_phase")
+    add("--processing-time", help="run continuously, not availableNow")
+    add("--payload-only", action="store_true", help="forward the input value unchanged")
+    add("--delivery-timeout-ms", type=int, default=120_000, help="two_phase: ack wait per record")
+    args = parser.parse_args(argv)
+
+    def check(bootstrap: str) -> None:
+        from connectors.kafka.records import require_topic
+
+        require_topic(bootstrap, args.topic, role="input")
+        kafka.create_topic(bootstrap, args.out, args.out_partitions)
+
+    job = start_job(args, "eo_kafka", check=check)
+    start(
+        job.source(),
+        job.bootstrap,
+        args.out,
+        args.checkpoint,
+        args.sink_id,
+        args.mode,
+        payload_only=args.payload_only,
+        processing_time=args.processing_time,
+        delivery_timeout_ms=args.delivery_timeout_ms,
+    ).awaitTermination()
     print(f"topic {args.out}: sink {args.sink_id} done")
     return 0
 

@@ -10,9 +10,9 @@ table across crashes and restarts; a batch id below a table's recorded one is
 
 from __future__ import annotations
 
-import logging
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -21,19 +21,20 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
 from connectors.delta.idempotent import DeltaIdempotentWriter
-from jobs.startup import JobPaths, Under, job_parser, print_tables, start_job
+from jobs.startup import JobPaths, Under, job_parser, start_batches, start_job
 from spark_ext.crash import declare
 from spark_ext.quarantine import (
     EVENT_SCHEMA,
     JsonContract,
+    parse_json,
     quarantine_rows,
     tag_json,
     valid_rows,
 )
 
-log = logging.getLogger(__name__)
-
 CONTRACT = JsonContract(EVENT_SCHEMA, required=("event_id", "event_time"))
+#: The columns of the ``events`` table of the jobs appending with plain Delta writes.
+EVENT_COLUMNS = ("event_id", "user_id", "amount", "event_time", "partition", "offset")
 #: Sink ids (``txn.appId``) of the two tables.
 EVENTS_SINK = "ingest.events"
 QUARANTINE_SINK = "ingest.quarantine"
@@ -41,6 +42,16 @@ EVENTS_WRITTEN = declare("ingest.1.events_written", "driver", "events committed,
 QUARANTINE_WRITTEN = declare(
     "ingest.2.quarantine_written", "driver", "both tables committed, Spark's commit log not"
 )
+
+
+def append_events(batch: DataFrame, events: Path, quarantine: Path) -> DataFrame:
+    """Parse ``batch`` by :data:`CONTRACT`, append its valid rows to ``events`` and its bad ones
+    to ``quarantine`` (plain Delta appends, no replay check); return the valid rows."""
+    parsed = parse_json(batch, CONTRACT)
+    valid = parsed.valid.select(*EVENT_COLUMNS)
+    valid.write.format("delta").mode("append").save(str(events))
+    parsed.quarantine.write.format("delta").mode("append").save(str(quarantine))
+    return valid
 
 
 @dataclass(frozen=True)
@@ -56,7 +67,6 @@ class IngestBatch:
     """``foreachBatch`` function: parse the batch once, write ``events`` then ``quarantine``."""
 
     def __init__(self, paths: IngestPaths) -> None:
-        self.paths = paths
         self.events = DeltaIdempotentWriter(str(paths.events), EVENTS_SINK)
         self.quarantine = DeltaIdempotentWriter(str(paths.quarantine), QUARANTINE_SINK)
 
@@ -84,36 +94,21 @@ def start_ingest(
     available_now: bool = True,
     max_offsets_per_trigger: int | None = None,
 ) -> StreamingQuery:
-    """Start the one ingest query (valid events and quarantine) and return it."""
+    """Start the one ingest query (valid events and quarantine; else every second)."""
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    writer = (
-        source.writeStream.foreachBatch(IngestBatch(paths))
-        .queryName("ingest_events")
-        .option("checkpointLocation", str(paths.checkpoint))
-        .outputMode("append")
-    )
-    writer = (
-        writer.trigger(availableNow=True)
-        if available_now
-        else writer.trigger(processingTime="1 second")
-    )
-    return writer.start()
+    every = None if available_now else "1 second"
+    return start_batches(source, IngestBatch(paths), paths.checkpoint, "ingest_events", every)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = job_parser(__doc__.splitlines()[0], topic="events").parse_args(argv)
     job = start_job(args, "ingest")
-    spark, paths = job.spark, IngestPaths(job.out)
-    start_ingest(
-        spark,
-        job.bootstrap,
-        args.topic,
-        paths,
-        max_offsets_per_trigger=args.max_offsets_per_trigger,
-    ).awaitTermination()
-    print_tables(spark, "ingest", events=paths.events, quarantine=paths.quarantine)
+    paths = IngestPaths(job.out)
+    limit = args.max_offsets_per_trigger
+    start_ingest(job.spark, job.bootstrap, args.topic, paths, True, limit).awaitTermination()
+    job.print_tables("ingest", events=paths.events, quarantine=paths.quarantine)
     return 0
 
 

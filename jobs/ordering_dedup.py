@@ -13,62 +13,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import (
-    BooleanType,
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import DoubleType, LongType, StructField
 
 from connectors import kafka
-from jobs.startup import (
-    JobPaths,
-    Under,
-    job_parser,
-    print_tables,
-    sink_id_for,
-    start_batches,
-    start_job,
-)
+from jobs.startup import JobPaths, Under, job_parser, sink_id_for, start_batches, start_job
 from jobs.tracker_windows import iso
 from spark_ext.dedup import DedupConfig, DedupMetrics, DedupSink
 from spark_ext.operators.ewma import ewma
 from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
 
-log = logging.getLogger(__name__)
-
-READING_SCHEMA = StructType(
-    [
-        StructField("sensor", StringType()),
-        StructField("reading_id", StringType()),
-        StructField("event_time", StringType()),
-        StructField("temp_c", DoubleType()),
-        StructField("close", BooleanType()),
-        StructField("end", BooleanType()),
-    ]
+READING_SCHEMA = (
+    "sensor STRING, reading_id STRING, event_time STRING, temp_c DOUBLE, `close` BOOLEAN, "
+    "`end` BOOLEAN"
 )
 
 
 class EwmaFahrenheit(KeyedFold):
-    """The demo fold: temperatures converted from Celsius to Fahrenheit, and their EWMA per key.
-
-    ``ewma_0 = f_0``, ``ewma_i = alpha * f_i + (1 - alpha) * ewma_(i-1)``
-    (:func:`spark_ext.operators.ewma.ewma`). The state of a key is ``[ewma, seq]``, ``seq``
-    counting the values folded. Late and duplicate readings get ``temp_c`` and ``temp_f`` but
-    no ``ewma_f``/``seq`` (they are not folded).
-    """
+    """The demo fold: temperatures in Fahrenheit and their EWMA per key
+    (:func:`spark_ext.operators.ewma.ewma`); a key's state is ``[ewma, seq]``. Late and
+    duplicate readings get ``temp_c`` and ``temp_f`` but no ``ewma_f``/``seq`` (not folded)."""
 
     fields = (
         StructField("temp_c", DoubleType()),
@@ -128,7 +100,6 @@ def sensor_readings(
     partition with a close record; the first ``quiet`` sensors skip their middle third.
     """
     per_partition: list[list[dict[str, object]]] = [[] for _ in range(partitions)]
-    n = 0
     for i in range(per_sensor):
         for s in range(sensors):
             if s < quiet and per_sensor // 3 <= i < 2 * per_sensor // 3:
@@ -140,7 +111,6 @@ def sensor_readings(
                 "temp_c": round(15 + 10 * ((i * 7 + s * 13) % 17) / 17, 3),
             }
             per_partition[i % partitions].append(reading)
-            n += 1
     for p, rows in enumerate(per_partition):
         pending: list[tuple[int, dict[str, object]]] = []
         for j, row in enumerate(rows):
@@ -266,21 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.3, help="EWMA smoothing in (0, 1]")
     args = parser.parse_args(argv)
     job = start_job(args, "ordering")
-    spark, bootstrap, paths = job.spark, job.bootstrap, PipelinePaths(job.out)
-    options = PipelineOptions(
-        partitions=args.partitions,
-        shards=args.shards,
-        buffered=not args.no_buffer,
-        dedup=not args.no_dedup,
-        max_offsets_per_trigger=args.max_offsets_per_trigger,
-        capacity=args.capacity,
-        fp_rate=args.fp_rate,
-        rotation_ms=args.rotation_ms,
-        alpha=args.alpha,
-    )
-    query, sink = start_pipeline(spark, bootstrap, args.topic, paths, options)
+    paths = PipelinePaths(job.out)
+    flags = {f.name: getattr(args, f.name) for f in fields(PipelineOptions) if f.name in args}
+    options = PipelineOptions(**flags, buffered=not args.no_buffer, dedup=not args.no_dedup)
+    query, sink = start_pipeline(job.spark, job.bootstrap, args.topic, paths, options)
     query.awaitTermination()
-    print_tables(spark, "ordering_dedup", ewma=paths.ewma)
+    job.print_tables("ordering_dedup", ewma=paths.ewma)
     m = sink.metrics
     print(f"{dedup_summary(m)}, late {m.late_rows}, buffered {m.buffered_rows}")
     return 0

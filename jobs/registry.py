@@ -1,24 +1,60 @@
-"""Which guarantee jobs exist, by name, as the recovery harness sees them.
+"""Which guarantee jobs exist, by name, as the recovery harness sees them: one table.
 
-Each entry is a :class:`~spark_ext.recovery.RecoveryCase` declared per family in
-:mod:`jobs.cases`; :data:`JOBS` lists them in one table.
-
-Example
--------
->>> from jobs import registry
->>> [o.expected.value for o in registry.get("at_most_once").outputs]
-['gap']
->>> sorted(registry.names())[:2]
-['at_least_once', 'at_most_once']
+Each entry is a :class:`~jobs.cases.JobCase`: its module, where the ``kill`` run dies, each
+output with the class a kill gives it, and the other fault classes' cells (the harness:
+docs/design.md, "Fault points"); ``registry.get("at_most_once")`` is one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from jobs.cases import kafka_to_delta, kafka_to_kafka, readings, tracker, upsert
+from connectors.delta.dedup_staging import DEDUP_DELTA
+from jobs.at_least_once import AFTER_WRITE as AT_LEAST_ONCE_WRITTEN
+from jobs.at_most_once import AFTER_OFFSET_COMMIT as AT_MOST_ONCE_COMMITTED
+from jobs.cases import (
+    BEHIND_AGENT,
+    OWNER_REFUSED,
+    PRECISE,
+    SPECULATION_REFUSED,
+    TXN_EXPIRED,
+    broker_cells,
+    cells,
+    driver_cells,
+    sink_cells,
+)
+from jobs.cases.kafka_to_delta import (
+    CHANGES,
+    EVENTS,
+    EWMA,
+    UPSERTED,
+    EventsCase,
+    ExactlyOnceDeltaCase,
+)
+from jobs.cases.kafka_to_kafka import FORWARDED, KafkaToKafkaCase
+from jobs.cases.readings import READINGS, UNIQUE, ReadingsCase
+from jobs.cases.tracker import TrackerTwoQueriesCase, TrackerWindowsCase
+from jobs.eo_spark_kafka_sink import WRITTEN as SPARK_KAFKA_WRITTEN
+from jobs.upsert_totals import AFTER_UPSERT
+from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
 from spark_ext.errors import SparkExtError
-from spark_ext.recovery import RecoveryCase
+from spark_ext.recovery import (
+    CrashPlan,
+    ExpectedOutput,
+    FaultCell,
+    FaultClass,
+    RecoveryCase,
+    RecoveryClass,
+)
+from spark_ext.sinks.protocol import (
+    DELTA_IDEMPOTENT,
+    DELTA_TWO_PHASE,
+    KAFKA_IDEMPOTENT,
+    KAFKA_SLICED,
+)
+from spark_ext.streaming.handler import AFTER_SINK as TRACKER_AFTER_SINK
+from spark_ext.streaming.stages import GATE_EMITTED as TRACKER_GATE_EMITTED
 
 
 class UnknownJobError(SparkExtError, KeyError):
@@ -32,26 +68,181 @@ class UnknownJobError(SparkExtError, KeyError):
         return str(self.args[0])
 
 
-def _by_name(cases: Iterable[RecoveryCase]) -> dict[str, RecoveryCase]:
-    """The cases by name, in their order; a name declared twice is a ``ValueError``."""
-    table: dict[str, RecoveryCase] = {}
-    for case in cases:
-        if case.name in table:
-            raise ValueError(f"job {case.name!r} is declared twice")
-        table[case.name] = case
-    return table
-
-
-#: Every registered job by name, family by family.
-JOBS: dict[str, RecoveryCase] = _by_name(
-    (
-        *kafka_to_delta.CASES,
-        *kafka_to_kafka.CASES,
-        *tracker.CASES,
-        *readings.CASES,
-        *upsert.CASES,
+def _ordering(name: str, expected: RecoveryClass, **fields: Any) -> ReadingsCase:
+    """:mod:`jobs.ordering_dedup`: only an order fixed by the buffer makes the recovered EWMA
+    equal the clean run's."""
+    extra = fields.pop("extra_args", ())
+    return ReadingsCase(
+        name=name,
+        module="jobs.ordering_dedup",
+        kill=CrashPlan.at(DEDUP_AFTER_OUTPUT, 0),
+        outputs=(ExpectedOutput("ewma", READINGS, expected),),
+        tables=("ewma", "catalog", "late"),
+        extra_args=("--partitions", "2", *extra),
+        limit=50,
+        readings={"sensors": 4, "per_sensor": 30, "duplicate_every": fields.pop("every", 0)},
+        **fields,
     )
+
+
+_TRACKER_CELLS = (
+    # Attempt 0 of every gate task of batch 1 raises after sending its rows.
+    FaultCell(FaultClass.TASK_RAISE, TRACKER_GATE_EMITTED, 1),
+    FaultCell(FaultClass.DRIVER_RAISE, TRACKER_AFTER_SINK, 1),
+    # The agent outlives the checkpoint: the tracker refuses to run behind it.
+    FaultCell(FaultClass.CHECKPOINT_RESET, expected=BEHIND_AGENT),
+    FaultCell(FaultClass.DISORDER, expected=PRECISE),
 )
+
+#: Every registered job, family by family.
+CASES: tuple[RecoveryCase, ...] = (
+    EventsCase(
+        name="at_most_once",
+        outputs=(ExpectedOutput("events", EVENTS, RecoveryClass.GAP),),
+        description="offsets committed before the write: a crash in between loses the batch",
+        # Its own offset log outlives the checkpoint: every replayed batch is skipped.
+        cells=driver_cells(AT_MOST_ONCE_COMMITTED, 1, PRECISE),
+    ),
+    EventsCase(
+        name="at_least_once",
+        outputs=(
+            ExpectedOutput("events", EVENTS, RecoveryClass.ROLLBACK_REPEATING),
+            ExpectedOutput("ewma", EWMA, RecoveryClass.ROLLBACK_DIVERGENT),
+        ),
+        description="rows written before the offsets are committed: a replayed batch is "
+        "written again",
+        cells=driver_cells(AT_LEAST_ONCE_WRITTEN, 1),  # a reset: every batch again
+    ),
+    ExactlyOnceDeltaCase(
+        name="exactly_once_delta",
+        description="two-phase Delta sink: killed after its commit, the replay is recognised",
+        # The txn lives on in the checkpoint: a trimmed log still recognises the replay.
+        cells=sink_cells(DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3),
+        extra_args=("--mode", "two_phase"),
+    ),
+    ExactlyOnceDeltaCase(
+        name="exactly_once_delta_idempotent",
+        description="idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
+        cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3),
+        extra_args=("--mode", "idempotent"),
+    ),
+    # The tasks' slice records are the progress: attempt 0 committed its slice, then
+    # failed, and attempt 1 finds it committed; a reset checkpoint is another query.
+    # A partly committed batch is recognised by reading its records back, however Spark
+    # slices the replay: once retention trimmed them it is refused, never guessed
+    # (docs/design.md, "Kafka sinks").
+    KafkaToKafkaCase(
+        name="exactly_once_kafka",
+        kill=CrashPlan.at(KAFKA_SLICED.fault(3), 1),
+        cells=sink_cells(KAFKA_SLICED, task=3, driver=4, speculation=2, broker=4, trim=3),
+        description="two-phase Kafka sink, a transaction per task: committed slices are recognised",
+        extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
+    ),
+    # Two live attempts of a task cannot be fenced without transactions: refused. The
+    # replay is proven by reading back what it wrote: once trimmed, it is refused.
+    KafkaToKafkaCase(
+        name="exactly_once_kafka_idempotent",
+        extra_args=("--sink-id", "forwarded", "--mode", "idempotent"),
+        description="idempotent Kafka sink: a replay re-sends only the record ids not yet "
+        "in the topic",
+        cells=sink_cells(
+            KAFKA_IDEMPOTENT,
+            FaultCell(FaultClass.SPECULATION, expected=SPECULATION_REFUSED),
+            task=2,
+            driver=3,
+            trim=3,
+        ),
+    ),
+    KafkaToKafkaCase(
+        name="spark_kafka_sink",
+        module="jobs.eo_spark_kafka_sink",
+        outputs=(ExpectedOutput("forwarded", FORWARDED, RecoveryClass.ROLLBACK_REPEATING),),
+        description="negative control: Spark's own Kafka writer writes a replayed batch again",
+        cells=driver_cells(SPARK_KAFKA_WRITTEN, 1),
+    ),
+    TrackerWindowsCase(
+        name="tracker_windows",
+        description="windows released by the tracker, written idempotently per batch",
+        cells=cells(
+            *_TRACKER_CELLS,
+            # A gate task of batch 1 straggles after sending its rows; a copy races it.
+            FaultCell(FaultClass.SPECULATION, TRACKER_GATE_EMITTED, 1, seconds=5.0, partition=1),
+            # The txn is the writer's replay evidence: once it expired the replay must be
+            # refused, not written again.
+            FaultCell(FaultClass.TXN_RETENTION, TRACKER_AFTER_SINK, 1, TXN_EXPIRED),
+            FaultCell(FaultClass.LOG_RETENTION, TRACKER_AFTER_SINK, 1, PRECISE),
+        ),
+    ),
+    TrackerTwoQueriesCase(
+        name="tracker_two_queries",
+        description="downstream windows closed by the upstream query's tracker",
+        cells=cells(
+            *_TRACKER_CELLS,
+            # The upstream forwards its rows through the two-phase Kafka writer (a
+            # transaction per slice): a slice task of batch 1 straggles inside its
+            # transaction and a speculative copy races it; the copy's init fences it.
+            FaultCell(FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0),
+            *broker_cells(TRACKER_AFTER_SINK),
+        ),
+    ),
+    _ordering(
+        "ordering_dedup",
+        PRECISE,
+        description="ordering buffer + dedup + EWMA: same output under another batch plan",
+        every=5,
+        # Output and catalog written for batch 0, Spark's commit log not: the replay must
+        # be refused once DedupSink's txns expired, not written again.
+        cells=driver_cells(
+            DEDUP_AFTER_OUTPUT,
+            0,
+            OWNER_REFUSED,
+            FaultCell(FaultClass.TXN_RETENTION, DEDUP_AFTER_OUTPUT, 0, TXN_EXPIRED),
+        ),
+    ),
+    _ordering(
+        "ordering_no_buffer",
+        RecoveryClass.ROLLBACK_DIVERGENT,
+        description="EWMA folded in arrival order (--no-buffer): another batch plan, other values",
+        extra_args=("--no-buffer", "--no-dedup"),
+    ),
+    # Killed after the catalog commit of batch 1 (before its output). The kept copy is
+    # always the first delivery (its copy follows it in the same partition), so the output
+    # equals the clean run row for row. Step 1 runs in the task of each bucket (decided,
+    # staged, filters saved as the batch's version): a failed attempt 0 is retried from
+    # the same version. Retention acts once output and catalog are written for batch 1.
+    ReadingsCase(
+        name="dedup_delta",
+        outputs=(ExpectedOutput("unique", UNIQUE, PRECISE),),
+        description="at-least-once input + DeltaDedupSink: each reading exactly once",
+        cells=sink_cells(DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3),
+        tables=("unique", "catalog"),
+        limit=40,
+        readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
+    ),
+    # Killed after batch 0's upsert and restarted without the rate limit, so the restart
+    # publishes other intermediate totals than the clean run.
+    EventsCase(
+        name="upsert_totals",
+        outputs=(
+            ExpectedOutput("totals", UPSERTED, PRECISE),
+            ExpectedOutput("changes", CHANGES, RecoveryClass.ROLLBACK_CONVERGENT),
+        ),
+        description="running totals MERGEd at least once: the change feed repeats, then converges",
+        # Spark's state goes with the checkpoint: the same batch plan from zero again
+        # recomputes the same totals (the table converges at once) and republishes every
+        # change.
+        cells=driver_cells(
+            AFTER_UPSERT, 0, {"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING}
+        ),
+        catch_up=True,
+        events=300,
+    ),
+)
+
+#: The jobs by name; a name declared twice is a ``ValueError`` at import.
+JOBS: dict[str, RecoveryCase] = {case.name: case for case in CASES}
+if len(JOBS) != len(CASES):
+    raise ValueError("a job name is declared twice in jobs.registry")
 
 
 def names() -> list[str]:

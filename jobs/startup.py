@@ -2,14 +2,7 @@
 
 :func:`job_parser` declares the shared flags, :func:`start_job` turns them into a
 :class:`JobStart`, :class:`JobPaths` names the tables under ``--out``, :func:`start_batches`
-starts a ``foreachBatch`` query, :func:`print_tables` reports the tables.
-
-Example
--------
->>> parser = job_parser("my job", topic="events")
->>> args = parser.parse_args(["--max-offsets-per-trigger", "50"])
->>> (args.profile, args.topic, args.max_offsets_per_trigger)
-('local', 'events', 50)
+starts a ``foreachBatch`` query, :meth:`JobStart.print_tables` reports the tables.
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ __all__ = [
     "JobStart",
     "Under",
     "job_parser",
-    "print_tables",
     "sink_id_for",
     "start_batches",
     "start_job",
@@ -85,32 +77,56 @@ class JobPaths:
 
 @dataclass(frozen=True)
 class JobStart:
-    """A started job: its profile, session, brokers and output folder."""
+    """A started job: its profile, session, brokers, output folder and input (``--topic``,
+    ``--max-offsets-per-trigger``)."""
 
     profile: Profile
     spark: SparkSession
     bootstrap: str
     out: Path
+    topic: str
+    max_offsets_per_trigger: int | None
+
+    def source(self) -> DataFrame:
+        """The input topic as a stream of stamped Kafka rows."""
+        from connectors.kafka import read_stream
+
+        limit = self.max_offsets_per_trigger
+        return read_stream(self.spark, self.bootstrap, self.topic, max_offsets_per_trigger=limit)
+
+    def print_tables(self, job: str, **tables: Path) -> None:
+        """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""
+        for name, path in tables.items():
+            rows = self.spark.read.format("delta").load(str(path)).count()
+            print(f"{job}: {name} table {path}: {rows} rows")
 
 
-def start_job(args: argparse.Namespace, default_folder: str, **overrides: Any) -> JobStart:
+def start_job(
+    args: argparse.Namespace,
+    default_folder: str,
+    *,
+    check: Callable[[str], object] | None = None,
+    **overrides: Any,
+) -> JobStart:
     """Logging, the profile (with ``overrides``, as :func:`~spark_ext.config.load_profile`
-    takes them), the session (with :class:`~spark_ext.metrics.ProgressListener`), the brokers
-    and the output folder (``--out`` or ``<data root>/<default_folder>``)."""
+    takes them), the brokers (given to ``check`` before any JVM starts), the session (with
+    :class:`~spark_ext.metrics.ProgressListener`) and the output folder (``--out`` or
+    ``<data root>/<default_folder>``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
 
     profile = load_profile(args.profile, **overrides)
+    bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
+    if check is not None:
+        check(bootstrap)
     spark = build_session(profile)
     ProgressListener.attach(spark)
-    return JobStart(
-        profile=profile,
-        spark=spark,
-        bootstrap=args.bootstrap or profile.kafka.bootstrap_servers,
-        out=getattr(args, "out", None) or profile.paths.resolved_data_root() / default_folder,
-    )
+    out = getattr(args, "out", None)
+    if not isinstance(out, Path):
+        out = profile.paths.resolved_data_root() / default_folder
+    return JobStart(profile, spark, bootstrap, out, args.topic, args.max_offsets_per_trigger)
 
 
 def sink_id_for(prefix: str, topic: str) -> str:
@@ -123,18 +139,14 @@ def start_batches(
     write: Callable[[DataFrame, int], None],
     checkpoint: Path,
     name: str | None = None,
+    every: str | None = None,
     output_mode: str = "append",
 ) -> StreamingQuery:
-    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``, with the
-    ``availableNow`` trigger (the query stops once its input is read to the end)."""
+    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``: a batch
+    ``every`` interval, or by default ``availableNow`` (it stops once its input is read)."""
     writer = df.writeStream.foreachBatch(write).outputMode(output_mode)
     if name is not None:
         writer = writer.queryName(name)
-    return writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-
-
-def print_tables(spark: SparkSession, job: str, **tables: Path) -> None:
-    """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""
-    for name, path in tables.items():
-        rows = spark.read.format("delta").load(str(path)).count()
-        print(f"{job}: {name} table {path}: {rows} rows")
+    writer = writer.option("checkpointLocation", str(checkpoint))
+    trigger = writer.trigger(processingTime=every) if every else writer.trigger(availableNow=True)
+    return trigger.start()

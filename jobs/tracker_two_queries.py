@@ -11,33 +11,22 @@ duplicated rows go to ``late_down``. Does not guarantee: release before the upst
 
 from __future__ import annotations
 
-import logging
 import sys
-import time
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from jobs.startup import job_parser, print_tables, start_job
-
-log = logging.getLogger(__name__)
+from jobs.startup import job_parser, start_job
+from jobs.tracker_windows import run_until
 
 UP, DOWN = "up", "down"
 WINDOW = "10 seconds"
 #: What the upstream writes per row (its WindowAggregate output plus the forwarded label).
-FORWARDED_SCHEMA = StructType(
-    [
-        StructField("window_start_ms", LongType()),
-        StructField("window_end_ms", LongType()),
-        StructField("key", StringType()),
-        StructField("count", LongType()),
-        StructField("sum_amount", DoubleType()),
-        StructField("fwd_substream", StringType()),
-        StructField("fwd_label", LongType()),
-    ]
+FORWARDED_SCHEMA = (
+    "window_start_ms BIGINT, window_end_ms BIGINT, key STRING, `count` BIGINT, sum_amount DOUBLE, "
+    "fwd_substream STRING, fwd_label BIGINT"
 )
 
 
@@ -121,27 +110,17 @@ def start_two_queries(
     return up, down, agent
 
 
-def ended(agent: object, namespace: str) -> int:
-    """How many substreams of ``namespace`` the agent has ended."""
-    state = agent.state()  # type: ignore[attr-defined]
-    return int(state.ended_counts.get(namespace, 0))
-
-
 def run_until_complete(
     up: StreamingQuery, down: StreamingQuery, agent: object, timeout_s: float = 600
 ) -> None:
     """Process until every upstream window ended, was forwarded, and ended downstream."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        up.processAllAvailable()
-        down.processAllAvailable()
+
+    def done() -> bool:
         state = agent.state()  # type: ignore[attr-defined]
-        n_up, n_down = ended(agent, UP), ended(agent, DOWN)
-        if n_up and n_up == n_down and not state.open_substreams():
-            down.processAllAvailable()  # the flush batch of the last downstream end events
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"windows still open after {timeout_s}s")
+        n_up, n_down = (int(state.ended_counts.get(n, 0)) for n in (UP, DOWN))
+        return bool(n_up and n_up == n_down and not state.open_substreams())
+
+    run_until([up, down], done, 0.2, timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,15 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", default=None, help="agent name; default: <topic>")
     args = parser.parse_args(argv)
     job = start_job(args, "tracker_two_queries")
-    spark, out = job.spark, job.out
+    mid, agent_name = args.mid_topic or f"{args.topic}-windows", args.agent or args.topic
     up, down, agent = start_two_queries(
-        spark,
+        job.spark,
         job.bootstrap,
         args.topic,
         args.partitions,
-        args.mid_topic or f"{args.topic}-windows",
-        out,
-        args.agent or args.topic,
+        mid,
+        job.out,
+        agent_name,
         args.max_offsets_per_trigger,
     )
     try:
@@ -167,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         up.stop()
         down.stop()
-    print_tables(spark, "tracker_two_queries", totals=out / "totals")
+    job.print_tables("tracker_two_queries", totals=job.out / "totals")
     return 0
 
 

@@ -12,10 +12,9 @@ release while a partition is idle without a close marker; a restart after the ``
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,26 +22,16 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from jobs.startup import job_parser, print_tables, start_job
+from jobs.startup import job_parser, start_job
 from spark_ext import kafka_clients
 
 if TYPE_CHECKING:
     from spark_ext.streaming import TrackedStream
 
-log = logging.getLogger(__name__)
-
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 WINDOW = "10 seconds"
-EVENT_SCHEMA = StructType(
-    [
-        StructField("user_id", StringType()),
-        StructField("amount", DoubleType()),
-        StructField("event_time", TimestampType()),
-        StructField("close_through", TimestampType()),
-    ]
-)
+EVENT_SCHEMA = "user_id STRING, amount DOUBLE, event_time TIMESTAMP, close_through TIMESTAMP"
 
 
 def iso(ms: int) -> str:
@@ -139,11 +128,8 @@ def start_windows(
     max_offsets_per_trigger: int | None = 100,
     disorder_ms: int = 0,
 ) -> tuple[StreamingQuery, object]:
-    """Start the tracked window query; returns it and its agent.
-
-    ``disorder_ms``: the allowed disorder inside each partition (0: ordered); rows beyond it
-    go to the Delta table ``late``.
-    """
+    """Start the tracked window query; returns it and its agent. ``disorder_ms``: the allowed
+    disorder inside each partition (0: ordered); rows beyond it go to the Delta table ``late``."""
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
@@ -170,16 +156,26 @@ def start_windows(
     return query, agent
 
 
-def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 600) -> None:
-    """Process until the source is drained and the tracker has no open substream."""
+def run_until(
+    queries: Sequence[StreamingQuery], done: Callable[[], bool], pause_s: float, timeout_s: float
+) -> None:
+    """Process ``queries`` until ``done()``, then the last one once more (the flush batch of
+    the last end events); ``TimeoutError`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        query.processAllAvailable()
-        if not agent.state().open_substreams():  # type: ignore[attr-defined]
-            query.processAllAvailable()  # the flush batch of the last end events
+        for query in queries:
+            query.processAllAvailable()
+        if done():
+            queries[-1].processAllAvailable()
             return
-        time.sleep(0.5)
+        time.sleep(pause_s)
     raise TimeoutError(f"substreams still open after {timeout_s}s")
+
+
+def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 600) -> None:
+    """Process until the source is drained and the tracker has no open substream."""
+    state = agent.state  # type: ignore[attr-defined]
+    run_until([query], lambda: not state().open_substreams(), 0.5, timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,23 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--disorder-ms", type=int, default=0, help="allowed disorder per partition")
     args = parser.parse_args(argv)
-    overrides = {"spark": {"master": args.master}} if args.master else {}
-    job = start_job(args, "tracker_windows", **overrides)
-    spark, out = job.spark, job.out
+    job = start_job(args, "tracker_windows", spark={"master": args.master} if args.master else {})
+    limits = (args.max_offsets_per_trigger, args.disorder_ms)
     query, agent = start_windows(
-        spark,
-        job.bootstrap,
-        args.topic,
-        args.partitions,
-        out,
-        args.max_offsets_per_trigger,
-        args.disorder_ms,
+        job.spark, job.bootstrap, args.topic, args.partitions, job.out, *limits
     )
     try:
         run_until_complete(query, agent)
     finally:
         query.stop()
-    print_tables(spark, "tracker_windows", windows=out / "windows")
+    job.print_tables("tracker_windows", windows=job.out / "windows")
     return 0
 
 

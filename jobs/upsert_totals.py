@@ -10,7 +10,6 @@ is the clean total. Does not guarantee: the clean run's intermediate totals in `
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -18,11 +17,9 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.exactly_once_delta import events_stream
-from jobs.startup import job_parser, print_tables, start_batches, start_job
+from jobs.exactly_once_delta import parse_events
+from jobs.startup import job_parser, start_batches, start_job
 from spark_ext.crash import declare
-
-log = logging.getLogger(__name__)
 
 AFTER_UPSERT = declare(
     "upsert_totals.after_upsert", "driver", "totals merged and changes appended, no commit log"
@@ -42,11 +39,10 @@ def running_totals(events: DataFrame) -> DataFrame:
 
 
 class UpsertWriter:
-    """The ``foreachBatch`` function: step 2 of the module docstring, on the driver."""
+    """The ``foreachBatch`` function: MERGE into ``totals``, append to ``changes``, on the driver."""
 
     def __init__(self, out: Path) -> None:
-        self.totals = out / "totals"
-        self.changes = out / "changes"
+        self.totals, self.changes = str(out / "totals"), str(out / "changes")
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         import pyarrow as pa
@@ -56,32 +52,32 @@ class UpsertWriter:
         frame = frame.sort_values("user_id")
         if frame.empty:
             return
-        frame["events"] = frame["events"].astype("int64")
-        frame["total_cents"] = frame["total_cents"].astype("int64")
+        frame = frame.astype({"events": "int64", "total_cents": "int64"})
         source = pa.Table.from_pandas(frame, preserve_index=False)
-        if DeltaTable.is_deltatable(str(self.totals)):
+        if DeltaTable.is_deltatable(self.totals):
             (
-                DeltaTable(str(self.totals))
+                DeltaTable(self.totals)
                 .merge(source, "t.user_id = s.user_id", source_alias="s", target_alias="t")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
                 .execute()
             )
         else:
-            write_deltalake(str(self.totals), source)
+            write_deltalake(self.totals, source)
         changes = source.append_column("batch_id", pa.array([batch_id] * len(frame), pa.int64()))
-        write_deltalake(str(self.changes), changes, mode="append")
+        write_deltalake(self.changes, changes, mode="append")
         AFTER_UPSERT.reached(batch_id)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = job_parser(__doc__.splitlines()[0], topic="events").parse_args(argv)
     job = start_job(args, "upsert_totals")
-    events = events_stream(job.spark, job.bootstrap, args.topic, args.max_offsets_per_trigger)
-    writer = UpsertWriter(job.out)
-    totals = running_totals(events)
-    start_batches(totals, writer, job.out / "_checkpoint", output_mode="update").awaitTermination()
-    print_tables(job.spark, "upsert_totals", totals=job.out / "totals", changes=job.out / "changes")
+    totals = running_totals(parse_events(job.source()))
+    checkpoint = job.out / "_checkpoint"
+    start_batches(
+        totals, UpsertWriter(job.out), checkpoint, output_mode="update"
+    ).awaitTermination()
+    job.print_tables("upsert_totals", totals=job.out / "totals", changes=job.out / "changes")
     return 0
 
 

@@ -1,6 +1,182 @@
-"""The recovery harness's cases of the guarantee jobs, one module per job family.
+"""The recovery harness's cases of the guarantee jobs: :class:`JobCase`, one subclass per input
+family, and what the families share (expected typed errors, cell builders, retention).
 
-Each family module holds its :class:`~spark_ext.recovery.RecoveryCase` subclass and ``CASES``
-(the cells each job declares); :mod:`jobs.cases.fault_cells` holds what the families share;
-:mod:`jobs.registry` lists them by name.
+The cases themselves, with their cells, are one table in :mod:`jobs.registry`.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_ext.crash import FaultPoint
+from spark_ext.recovery import (
+    CrashPlan,
+    ExpectedError,
+    ExpectedOutput,
+    FaultCell,
+    FaultClass,
+    HarnessContext,
+    RecoveryCase,
+    RecoveryClass,
+    RunSlot,
+    read_delta_rows,
+)
+from spark_ext.recovery.campaign import with_flag
+from spark_ext.recovery.faults import Expectation
+from spark_ext.sinks.errors import (
+    DeltaTxnExpiredError,
+    ReplayUnprovableError,
+    SinkConfigError,
+    SinkOwnerError,
+)
+from spark_ext.sinks.protocol import Protocol
+from spark_ext.tracker.errors import CheckpointBehindAgent
+
+#: The typed error a checkpoint reset must end in when the output is kept (invariant 6): a
+#: reset checkpoint is a new query id, and another query owns the sink (issue #24, N11).
+OWNER_REFUSED = ExpectedError.of(SinkOwnerError)
+#: The tracker's: its agent applied batches the reset checkpoint never reached.
+BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
+#: A replay whose evidence (the output topic) retention trimmed (invariant 6).
+UNPROVABLE = ExpectedError.of(ReplayUnprovableError)
+#: A Delta output whose ``txn`` retention expired next to the sink's committed files.
+TXN_EXPIRED = ExpectedError.of(DeltaTxnExpiredError)
+#: A sink that cannot fence two live attempts of a task refuses ``spark.speculation`` before it
+#: writes anything.
+SPECULATION_REFUSED = ExpectedError.of(SinkConfigError)
+PRECISE = RecoveryClass.PRECISE
+#: How long the broker faults keep the broker paused (past kafka-python's default
+#: ``delivery_timeout_ms`` of 120 s) or down.
+BROKER_PAUSE_S = 130.0
+BROKER_DOWN_S = 5.0
+
+
+def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
+    """A job's fault cells by fault class (each class once)."""
+    out = {c.fault: c for c in declared}
+    if len(out) != len(declared):
+        raise ValueError("a fault class declared twice")
+    return out
+
+
+def broker_cells(trigger: FaultPoint, batch: int = 0) -> tuple[FaultCell, FaultCell]:
+    """Broker pause and kill+restart, acting when ``trigger`` is reached in ``batch``."""
+    return (
+        FaultCell(FaultClass.BROKER_PAUSE, trigger, batch, PRECISE, seconds=BROKER_PAUSE_S),
+        FaultCell(FaultClass.BROKER_RESTART, trigger, batch, PRECISE, seconds=BROKER_DOWN_S),
+    )
+
+
+def driver_cells(
+    point: FaultPoint,
+    batch: int,
+    reset: Expectation | Mapping[str, Expectation] | None = None,
+    *extra: FaultCell,
+) -> dict[FaultClass, FaultCell]:
+    """The cells of a job killed at a driver ``point``: a raise there in ``batch``, and a
+    checkpoint reset ending in ``reset`` (``None``: each output's class under ``kill``)."""
+    raised = FaultCell(FaultClass.DRIVER_RAISE, point, batch)
+    return cells(raised, FaultCell(FaultClass.CHECKPOINT_RESET, expected=reset), *extra)
+
+
+def sink_cells(
+    protocol: Protocol,
+    *extra: FaultCell,
+    task: int = 0,
+    driver: int = 0,
+    speculation: int = 0,
+    broker: int = 0,
+    txn: int = 0,
+    log: int = 0,
+    trim: int = 0,
+) -> dict[FaultClass, FaultCell]:
+    """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
+    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell).
+
+    A checkpoint reset is refused by the sink's owner record; an expired ``txn`` is refused, a
+    trimmed log recovers precisely, a trimmed output topic is refused; ``extra``: other cells.
+    """
+    declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
+        FaultClass.TASK_RAISE: (task, {}),
+        FaultClass.DRIVER_RAISE: (driver, {}),
+        FaultClass.SPECULATION: (speculation, {"seconds": 5.0, "partition": 0}),
+        FaultClass.TXN_RETENTION: (txn, {"expected": TXN_EXPIRED}),
+        FaultClass.LOG_RETENTION: (log, {"expected": PRECISE}),
+        FaultClass.OUTPUT_TRIM: (trim, {"expected": UNPROVABLE}),
+    }
+    steps = [FaultCell(f, protocol.fault(n), 1, **kw) for f, (n, kw) in declared.items() if n]
+    brokers = broker_cells(protocol.fault(broker)) if broker else ()
+    reset = FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED)
+    return cells(reset, *steps, *brokers, *extra)
+
+
+def expire_delta(table: Path, fault: FaultClass) -> None:
+    """What retention does to the Delta table at ``table`` under ``fault``."""
+    from spark_ext.recovery.retention import expire_txns, trim_delta_log
+
+    if fault is FaultClass.TXN_RETENTION:
+        expire_txns(table)
+    elif fault is FaultClass.LOG_RETENTION:
+        trim_delta_log(table)
+    else:
+        raise ValueError(f"{fault} does not act on a Delta table")
+
+
+@dataclass(eq=False, kw_only=True)
+class JobCase(RecoveryCase):
+    """A job read from the input topic ``ctx.topic("in")``, ``limit`` offsets a batch, writing
+    Delta tables under ``--out``; a subclass produces its input (``prepare``).
+
+    ``module`` defaults to ``jobs.<name>``; the ``kill`` run dies where the driver-raise cell
+    raises unless ``kill`` says otherwise. ``tables``: the Delta tables retention acts on;
+    ``catch_up``: the restart reads without the limit (one batch), so the recovered output
+    comes from another batch plan than the clean one.
+    """
+
+    name: str
+    outputs: tuple[ExpectedOutput, ...]
+    description: str
+    module: str = ""
+    kill: InitVar[CrashPlan | None] = None
+    crash: CrashPlan = field(init=False)
+    cells: Mapping[FaultClass, FaultCell] = field(default_factory=dict)
+    tables: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    limit: int | None = 100
+    catch_up: bool = False
+
+    def __post_init__(self, kill: CrashPlan | None) -> None:
+        self.module = self.module or f"jobs.{self.name}"
+        raised = self.cells.get(FaultClass.DRIVER_RAISE)
+        if kill is None and raised is not None and raised.point is not None:
+            kill = CrashPlan.at(raised.point, raised.batch)
+        if kill is None:
+            raise ValueError(f"{self.name}: no kill point (no driver-raise cell)")
+        self.crash = kill
+
+    def out_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        """Where a run writes: ``--out`` (the tables and the checkpoint under it)."""
+        return ["--out", str(slot.out)]
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        args = ["--profile", ctx.profile, "--topic", ctx.topic("in"), *self.out_args(ctx, slot)]
+        if self.limit:
+            args += ["--max-offsets-per-trigger", str(self.limit)]
+        return [*args, *self.extra_args]
+
+    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        args = self.job_args(ctx, slot)
+        return with_flag(args, "--max-offsets-per-trigger", None) if self.catch_up else args
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        spec = next(o.spec for o in self.outputs if o.name == output)
+        return read_delta_rows(slot.out / output, spec.read_columns())
+
+    def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
+        """Retention on every Delta table of :attr:`tables` the runs created."""
+        for table in self.tables:
+            if (slot.out / table / "_delta_log").is_dir():
+                expire_delta(slot.out / table, fault)

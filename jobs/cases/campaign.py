@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.cases.kafka_to_delta import KafkaToDeltaCase
-from jobs.cases.readings import DedupDeltaCase, OrderingCase
+from jobs.cases.kafka_to_delta import EventsCase
+from jobs.cases.readings import ReadingsCase
 from jobs.cases.tracker import TrackerWindowsCase
 from spark_ext.crash import declared
 from spark_ext.recovery import HarnessContext, RecoveryCase, RunSlot
@@ -46,98 +46,43 @@ def fault_points(case: RecoveryCase) -> list[str]:
 
 
 class _Fed:
-    """Mixin: ``prepare`` produces :attr:`workload`; ``job_args`` names its partitions/sink."""
+    """Mixin of a copy fed :attr:`workload`: the run's sink id, partitions and buckets."""
 
     workload: Workload
-
-    def _readings(self, ctx: HarnessContext) -> None:
-        from connectors.kafka import create_topic
-        from jobs.ordering_dedup import produce_readings
-
-        w = self.workload
-        create_topic(ctx.bootstrap, ctx.topic("in"), w.partitions)
-        produce_readings(
-            ctx.bootstrap,
-            ctx.topic("in"),
-            sensors=SENSORS,
-            per_sensor=max(3, w.records // SENSORS),
-            partitions=w.partitions,
-            duplicate_every=w.duplicate_every,
-            duplicate_delay=w.duplicate_delay,
-            quiet=w.quiet,
-        )
-
-
-class _FedEvents(_Fed, KafkaToDeltaCase):
-    def prepare(self, ctx: HarnessContext) -> None:
-        from connectors.demo_events import produce_events
-        from connectors.kafka import create_topic
-
-        w = self.workload
-        create_topic(ctx.bootstrap, ctx.topic("in"), w.partitions)
-        produce_events(
-            ctx.bootstrap,
-            ctx.topic("in"),
-            w.records,
-            malformed_every=self.malformed_every,
-            partitions=w.partitions,
-            skew=w.skew,
-        )
+    module: str
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        args = super().job_args(ctx, slot)
-        if "--sink-id" not in args:
-            return args
-        # Unique to the run (its topics' tag) in front, so runs sharing the broker never share
-        # a sink id (a second query on the same id is drawn on purpose, not by accident).
-        return with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{self.workload.sink_id}")
-
-
-class _FedTracker(_Fed, TrackerWindowsCase):
-    def prepare(self, ctx: HarnessContext) -> None:
-        from connectors.kafka import create_topic, produce
-        from jobs.tracker_windows import demo_records
-
+        args: list[str] = super().job_args(ctx, slot)  # type: ignore[misc]
         w = self.workload
-        create_topic(ctx.bootstrap, ctx.topic("in"), w.partitions)
-        produce(ctx.bootstrap, ctx.topic("in"), demo_records(w.records, w.partitions))
-
-    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return with_flag(super().job_args(ctx, slot), "--partitions", str(self.workload.partitions))
-
-
-class _FedOrdering(_Fed, OrderingCase):
-    def prepare(self, ctx: HarnessContext) -> None:
-        self._readings(ctx)
-
-    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return with_flag(
-            super().restart_args(ctx, slot), "--partitions", str(self.workload.partitions)
-        )
+        if "--sink-id" in args:
+            # Unique to the run (its topics' tag) in front, so runs sharing the broker never
+            # share a sink id (a second query on the same id is drawn on purpose, not by chance).
+            args = with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{w.sink_id}")
+        if "--partitions" in args:
+            args = with_flag(args, "--partitions", str(w.partitions))
+        if self.module == "jobs.dedup_delta":
+            args = [*args, "--buckets", str(w.buckets)]
+        return args
 
 
-class _FedDedup(_Fed, DedupDeltaCase):
-    def prepare(self, ctx: HarnessContext) -> None:
-        self._readings(ctx)
-
-    def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return [*super().restart_args(ctx, slot), "--buckets", str(self.workload.buckets)]
-
-
-_FED: tuple[tuple[type[Any], type[Any]], ...] = (
-    (TrackerWindowsCase, _FedTracker),
-    (OrderingCase, _FedOrdering),
-    (DedupDeltaCase, _FedDedup),
-    (KafkaToDeltaCase, _FedEvents),
-)
+def _inputs(case: RecoveryCase, w: Workload) -> dict[str, Any]:
+    """The fields of ``case`` that make it produce ``w`` as its input."""
+    if isinstance(case, ReadingsCase):
+        per_sensor = max(3, w.records // SENSORS)
+        shape = {"duplicate_every": w.duplicate_every, "duplicate_delay": w.duplicate_delay}
+        readings = {"sensors": SENSORS, "per_sensor": per_sensor, "quiet": w.quiet, **shape}
+        return {"partitions": w.partitions, "readings": readings}
+    if isinstance(case, TrackerWindowsCase):
+        return {"events": w.records, "partitions": w.partitions}
+    if isinstance(case, EventsCase):
+        return {"events": w.records, "partitions": w.partitions, "skew": w.skew}
+    raise ValueError(f"{case.name}: no campaign workload for {type(case).__name__}")
 
 
 def variant(case: RecoveryCase, workload: Workload) -> RecoveryCase:
     """A copy of ``case`` whose input is ``workload`` (and sink id, where the job takes one)."""
-    for family, fed in _FED:
-        if isinstance(case, family):
-            cls: type[RecoveryCase] = type(f"Fed{type(case).__name__}", (fed, type(case)), {})
-            out: RecoveryCase = cls.__new__(cls)
-            out.__dict__.update(case.__dict__, workload=workload)
-            return out
-    raise ValueError(f"{case.name}: no campaign workload for {type(case).__name__}")
+    inputs = _inputs(case, workload)
+    cls: type[RecoveryCase] = type(f"Fed{type(case).__name__}", (_Fed, type(case)), {})
+    out: RecoveryCase = cls.__new__(cls)
+    out.__dict__.update(case.__dict__, workload=workload, **inputs)
+    return out

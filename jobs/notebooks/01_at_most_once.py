@@ -33,15 +33,24 @@ produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## A clean run, in batches of 100 offsets
+# MAGIC ## A clean run, in batches of 150 offsets
 
 # COMMAND ----------
 
+from connectors.kafka import read_stream
 from jobs.at_most_once import AtMostOncePaths, start
 
+
+def run(paths: AtMostOncePaths):
+    """Run the job on the topic in batches of 150 offsets; returns its ``events`` table."""
+    start(
+        read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150), paths
+    ).awaitTermination()
+    return spark.read.format("delta").load(str(paths.events))
+
+
 clean = AtMostOncePaths(ROOT / "clean")
-start(spark, BOOTSTRAP, TOPIC, clean, max_offsets_per_trigger=150).awaitTermination()
-show(spark.read.format("delta").load(str(clean.events)).orderBy("event_id"))
+show(run(clean).orderBy("event_id"))
 
 # COMMAND ----------
 
@@ -60,15 +69,14 @@ from delta.tables import DeltaTable
 from spark_ext.recovery import forget_last_commit
 
 crashed = AtMostOncePaths(ROOT / "crashed")
-start(spark, BOOTSTRAP, TOPIC, crashed, max_offsets_per_trigger=150).awaitTermination()
+run(crashed)
 table = DeltaTable.forPath(spark, str(crashed.events))
 last_batch = forget_last_commit(crashed.checkpoint)
 versions = table.history().selectExpr("max(version)").first()[0]
 table.restoreToVersion(versions - 1)  # the last batch's rows never landed
 print(f"batch {last_batch}: offsets committed, rows lost with the driver")
 
-# Restart from the checkpoint: Spark replays the batch, the job skips it.
-start(spark, BOOTSTRAP, TOPIC, crashed, max_offsets_per_trigger=150).awaitTermination()
+run(crashed)  # the restart: Spark replays the batch, the job skips it
 
 # COMMAND ----------
 

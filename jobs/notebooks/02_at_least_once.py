@@ -36,14 +36,22 @@ produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
 
 # COMMAND ----------
 
+from connectors.kafka import read_stream
 from jobs.at_least_once import AtLeastOncePaths, start
 from spark_ext.recovery import forget_last_commit
 
+
+def run(paths: AtLeastOncePaths) -> None:
+    start(
+        read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150), paths
+    ).awaitTermination()
+
+
 clean, crashed = AtLeastOncePaths(ROOT / "clean"), AtLeastOncePaths(ROOT / "crashed")
-for paths in (clean, crashed):
-    start(spark, BOOTSTRAP, TOPIC, paths, max_offsets_per_trigger=150).awaitTermination()
+run(clean)
+run(crashed)
 replayed = forget_last_commit(crashed.checkpoint)
-start(spark, BOOTSTRAP, TOPIC, crashed, max_offsets_per_trigger=150).awaitTermination()
+run(crashed)
 print(f"batch {replayed} was written twice")
 show(spark.read.format("delta").load(str(crashed.ewma)).orderBy("user_id"))
 

@@ -32,20 +32,12 @@ produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
 
-from jobs.exactly_once_delta import start
+from jobs.exactly_once_delta import events_stream, start
 
 
 def run(folder: Path) -> None:
-    query = start(
-        spark,
-        BOOTSTRAP,
-        TOPIC,
-        folder / "events",
-        folder / "_chk",
-        sink_id="events",
-        max_offsets_per_trigger=150,
-    )
-    query.awaitTermination()
+    events = events_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)
+    start(events, folder / "events", folder / "_chk", sink_id="events").awaitTermination()
 
 
 run(ROOT / "clean")

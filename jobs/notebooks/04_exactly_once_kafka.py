@@ -2,8 +2,8 @@
 # MAGIC %md
 # MAGIC # Exactly-once Kafka -> Kafka: the two-phase Kafka sink
 # MAGIC
-# MAGIC `connectors.sinks.exactly_once_to_kafka` writes each task's slice of a micro-batch
-# MAGIC inside its own Kafka transaction, straight from the executors, committed together with a
+# MAGIC `jobs/exactly_once_kafka.py` forwards events through the two-phase Kafka sink: each
+# MAGIC task writes its slice of a micro-batch inside its own Kafka transaction, committed with a
 # MAGIC record of the slice (sink id, batch id, a digest of its records); the driver only records
 # MAGIC the batch. A batch Spark replays after a lost driver is recognised slice by slice and not
 # MAGIC sent again; `read_committed` consumers see every input record exactly once.
@@ -29,22 +29,13 @@ produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
 
-from connectors.sinks import Trigger, exactly_once_to_kafka
-from jobs.exactly_once_kafka import forward
+from jobs.exactly_once_kafka import start
 
 
 def run(name: str) -> str:
     out = new_topic(f"nb-eok-{name}", partitions=3)
-    query = exactly_once_to_kafka(
-        forward(read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)),
-        out,
-        bootstrap=BOOTSTRAP,
-        sink_id=f"forward_{name}",
-        checkpoint=ROOT / name / "_chk",
-        mode="two_phase",
-        trigger=Trigger(available_now=True),
-    )
-    query.awaitTermination()
+    source = read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)
+    start(source, BOOTSTRAP, out, ROOT / name / "_chk", f"forward_{name}").awaitTermination()
     return out
 
 
