@@ -93,13 +93,15 @@ def check_agent_and_checkpoint(state: TrackerState, query: str, checkpoint: str)
     if applied is not None and applied > (committed if committed is not None else -1) + 1:
         raise CheckpointBehindAgent(
             f"query {query!r}: the agent applied batch {applied}, the checkpoint {checkpoint} "
-            f"committed {committed}: the checkpoint was reset with the agent kept"
+            f"committed {committed}: the checkpoint was reset with the agent kept; start under a "
+            "new name, or reset both together"
         )
     seq = read_end_seq(checkpoint)
     if seq > state.seq:
         raise AgentBehindCheckpoint(
             f"query {query!r}: the checkpoint {checkpoint} read end events up to {seq}, the "
-            f"agent's newest is {state.seq}: the agent's log was lost"
+            f"agent's newest is {state.seq}: the agent's log was lost; restore it, or reset the "
+            "checkpoint together with the agent"
         )
 
 

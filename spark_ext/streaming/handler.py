@@ -23,6 +23,9 @@ from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.reports import TaskReport, batch_reports
 
+AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
+AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
+
 __all__ = [
     "AFTER_REPORTS",
     "AFTER_SINK",
@@ -34,9 +37,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
-AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
 
 
 class BatchWriter(Protocol):

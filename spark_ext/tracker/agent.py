@@ -47,8 +47,6 @@ __all__ = [
     "read_end_events",
 ]
 
-log = logging.getLogger(__name__)
-
 BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
 AFTER_APPEND = declare(
     "tracker.agent.after_append", "driver", "record appended to the log, end events to their files"
@@ -66,6 +64,8 @@ AFTER_SNAPSHOT = declare(
 #: Compaction defaults: a snapshot after this many log records or bytes since the last one.
 SNAPSHOT_EVERY = 1000
 SNAPSHOT_BYTES = 4 << 20
+
+log = logging.getLogger(__name__)
 
 #: ``build(state)``: mutates the state, returns ``(log record, end events)`` or None (no change).
 Build = Callable[[TrackerState], tuple[dict[str, Any], list[EndEvent]] | None]
