@@ -1,16 +1,7 @@
-"""Tracked queries: the tracker (:mod:`spark_ext.tracker`) and the operators
-(:mod:`spark_ext.operators`) combined into a Spark plan.
-
-This layer sits above both (docs/design.md, "Layers"; "Tracked queries").
-
-* :mod:`~spark_ext.streaming.query` -- :class:`TrackedStream`, :class:`TrackedQuery`, :class:`Closing`
-* :mod:`~spark_ext.streaming.gate` -- per-partition frontiers, late rows (pure)
-* :mod:`~spark_ext.streaming.runner` -- one operator call on one group (pure)
-* :mod:`~spark_ext.streaming.stages` -- the executor side of both stages
-* :mod:`~spark_ext.streaming.handler` -- the driver's per-batch steps (writers: any ``foreachBatch`` function)
-* :mod:`~spark_ext.streaming.tester` -- in-memory testers (no Spark)
-* ``shard`` (a shard's release, pure), ``envelope`` (the rows between stages), ``placement``
-  (shard keys), ``checks`` (start-up checks), ``idle`` (the idle-partition policy)
+"""Tracked queries: the tracker and the operators combined into a Spark plan, a layer above both
+(docs/design.md, "Layers"; "Tracked queries"). ``query`` (the API), ``gate``, ``shard`` and
+``runner`` (pure stages), ``stages`` (their Spark side), ``handler`` (the driver's steps),
+``tester`` (in memory), ``envelope``, ``placement``, ``checks``, ``idle``.
 """
 
 from spark_ext.streaming.envelope import LATE_COLUMNS

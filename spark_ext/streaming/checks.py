@@ -1,8 +1,5 @@
-"""Start-up checks of a tracked query: its agent, its checkpoint and its topic agree.
-
-Each mismatch is a typed error before the query starts (docs/design.md, "Tracked queries":
-start-up checks). A remote checkpoint (``s3://...``) is not checked.
-"""
+"""Start-up checks of a tracked query: its agent, its checkpoint (local only) and its topic
+agree, else a typed error (docs/design.md, "Tracked queries": start-up checks)."""
 
 from __future__ import annotations
 
@@ -66,8 +63,8 @@ def _offset_entries(checkpoint: str, newest: bool) -> list[dict[str, Any]]:
 
 
 def checkpoint_shuffle_partitions(checkpoint: str) -> int | None:
-    """The shuffle partition count Spark keeps for the query (its first offset log entry's
-    ``spark.sql.shuffle.partitions``); None for a new, remote or unreadable checkpoint."""
+    """The shuffle partition count Spark keeps for the query (first offset log entry); None for
+    a new, remote or unreadable checkpoint."""
     for value in _offset_entries(checkpoint, newest=False):
         found = value.get("conf", {}).get("spark.sql.shuffle.partitions")
         if found is not None:
@@ -92,28 +89,26 @@ def check_agent_and_checkpoint(state: TrackerState, query: str, checkpoint: str)
         raise CheckpointBehindAgent(
             f"query {query!r}: the agent applied batch {applied}, the checkpoint {checkpoint} "
             f"planned {planned[-1] if planned else 'none'}: the checkpoint was reset with the "
-            "agent kept"
+            "agent kept; start under a new name, or reset both together"
         )
     seq = read_end_seq(checkpoint)
     if seq > state.seq:
         raise AgentBehindCheckpoint(
             f"query {query!r}: the checkpoint {checkpoint} read end events up to {seq}, the "
-            f"agent's newest is {state.seq}: the agent's log was lost"
+            f"agent's newest is {state.seq}: the agent's log was lost; restore it, or reset the "
+            "checkpoint together with the agent"
         )
 
 
-#: Version of the tracked query's state layout (gate state per source partition, operator
-#: state per shard key in ``MapState``); bumped whenever a change makes older state unreadable.
+#: Version of the tracked query's state layout; bumped when older state becomes unreadable.
 LAYOUT_VERSION = 1
 #: The layout record in a tracked query's checkpoint folder.
 LAYOUT_FILE = "spark_ext_tracked.json"
 
 
 def check_layout(checkpoint: str, layout: Mapping[str, object]) -> None:
-    """Record ``layout`` (plus :data:`LAYOUT_VERSION`) in a checkpoint without committed
-    offsets; one with offsets must hold the same record, else
-    :class:`~spark_ext.tracker.errors.CheckpointLayoutMismatch` naming the first difference.
-    """
+    """Record ``layout`` in a checkpoint without offsets; one with offsets must hold the same
+    record, else :class:`CheckpointLayoutMismatch` naming the first difference."""
     path = _local(checkpoint)
     if path is None:
         return

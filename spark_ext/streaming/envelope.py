@@ -1,14 +1,12 @@
-"""The envelope: the columns every row of a tracked query carries between its stages.
-
-``kind`` says what a row is: ``data`` (an element, one substream and shard), ``progress`` (a
-partition's frontier: ``tracked`` = ``topic:partition``, ``end_ms`` = the frontier, one per
-shard), ``end`` (a tracker end event, one per shard), ``report`` (a task's
-:class:`~spark_ext.tracker.reports.TaskReport` as JSON), ``late`` (to the late output with
-``reason`` and source coordinates), ``result`` (an operator's output row).
-"""
+"""The envelope: the columns every row of a tracked query carries between its stages; ``kind``
+says what a row is (docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import numpy as np
 import pandas as pd
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField
 
@@ -38,11 +36,16 @@ __all__ = [
     "RESULT_ENVELOPE",
     "SOURCE_FIELDS",
     "conform",
+    "end_rows",
+    "raw_json",
 ]
 
+#: An element (one substream and shard); a partition's frontier (``tracked`` = its
+#: ``topic:partition``, ``end_ms`` = the frontier); a tracker end event; a task's report (JSON);
+#: an operator's output row; a row for the late output (``reason``, source coordinates).
 KIND_DATA = "data"
-KIND_END = "end"
 KIND_PROGRESS = "progress"
+KIND_END = "end"
 KIND_REPORT = "report"
 KIND_RESULT = "result"
 KIND_LATE = "late"
@@ -118,11 +121,41 @@ RESULT_ENVELOPE = [
 
 
 def conform(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``frame`` with exactly ``columns``; missing ones are object-typed nulls.
-
-    (``reindex`` would fill float NaN, which Arrow cannot turn into a string column.)
-    """
+    """``frame`` with exactly ``columns``; missing ones are object-typed nulls (``reindex``
+    would fill float NaN, which Arrow cannot turn into a string column)."""
     for c in columns:
         if c not in frame.columns:
             frame[c] = pd.Series([None] * len(frame), dtype=object, index=frame.index)
     return frame[columns]
+
+
+def end_rows(tracked: str, start_ms: int, end_ms: int, label: int, n: int = 1) -> pd.DataFrame:
+    """``n`` ``end`` rows of substream ``tracked`` (``label``: the end event's seq)."""
+    return pd.DataFrame(
+        {
+            "kind": [KIND_END] * n,
+            "tracked": [tracked] * n,
+            "start_ms": [start_ms] * n,
+            "end_ms": [end_ms] * n,
+            "label": [label] * n,
+            "event_time_ms": [None] * n,
+        }
+    )
+
+
+def _plain(v: Any) -> Any:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def raw_json(rows: pd.DataFrame, key: str, time: str, input_columns: list[str]) -> list[str]:
+    """Each row's content as JSON (key, event time, the operator's input columns): the late
+    output's ``raw``."""
+    out = []
+    for _, r in rows.iterrows():
+        t = _plain(r[time])
+        d = {"key": _plain(r[key]), "event_time_ms": None if t is None else int(t)}
+        d.update({c: _plain(r[c]) for c in input_columns if c in rows})
+        out.append(json.dumps(d, sort_keys=True, default=str))
+    return out

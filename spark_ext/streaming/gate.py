@@ -1,17 +1,9 @@
-"""The gate: per source partition, keep its frontier and let through only rows above it.
-
-Rows below the frontier (and rows with a null key or time, or of an undeclared partition) go
-to the late output with their reason; the others are assigned to substreams, labelled and
-reported as sent, and the partition's new frontier goes to every shard as a ``progress`` row.
-How the frontier moves and why nothing is lost: docs/design.md, "Tracked queries". Pure
-(pandas, NumPy): the Spark stage and the in-memory tester both run :func:`gate_partition`.
-"""
+"""The gate: per source partition, keep its frontier and let through only rows above it; the
+others go to the late output with their reason (docs/design.md, "Tracked queries"). Pure."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +20,7 @@ from spark_ext.streaming.envelope import (
     REASON_NULL_KEY,
     REASON_NULL_TIME,
     REASON_UNDECLARED,
+    raw_json,
 )
 from spark_ext.tracker.errors import ConfigError
 from spark_ext.tracker.labels import key_hashes, labels_of
@@ -49,27 +42,9 @@ NO_FRONTIER = -(2**63)
 
 @dataclass(frozen=True)
 class GateConfig:
-    """What the gate needs to know, fixed when the query is planned.
-
-    Attributes
-    ----------
-    windowing
-        The substreams (windows) rows are assigned to.
-    per_substream
-        Operator groups are per (substream, shard); else per shard (sessions, EWMA), and the
-        gate also reports the last bucket below each frontier (so empty buckets end).
-    shards
-        Operator shards.
-    disorder_ms
-        Allowed disorder per partition (0: ordered); None: only close markers move frontiers.
-    upstream
-        Rows come from an upstream tracked query: their substream and label are reused.
-    input_columns
-        The operator's input columns (carried in the envelope and in the late row's ``raw``).
-    sources
-        The declared source partitions (``topic:partition``); rows of others are late. Empty:
-        any partition.
-    """
+    """What the gate needs to know, fixed when the query is planned (``per_substream``: the
+    operator's groups; ``upstream``: rows carry their substream and label; ``sources``: the
+    declared partitions, empty for any)."""
 
     windowing: Windowing
     per_substream: bool
@@ -90,20 +65,6 @@ def substream_ids(namespace: str, starts: np.ndarray, ends: np.ndarray) -> pd.Se
         dtype=object,
     )
     return pd.Series(names[inverse.reshape(-1)], dtype=object)
-
-
-def _raw(row: pd.Series, input_columns: tuple[str, ...]) -> str:
-    """The late row's content as JSON (key, event time, the operator's input columns)."""
-
-    def plain(v: Any) -> Any:
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            return None
-        return v.item() if hasattr(v, "item") else v
-
-    t = plain(row["_t"])
-    out = {"key": plain(row["_key"]), "event_time_ms": None if t is None else int(t)}
-    out.update({c: plain(row[c]) for c in input_columns})
-    return json.dumps(out, sort_keys=True, default=str)
 
 
 def late_rows(
@@ -130,7 +91,7 @@ def late_rows(
             "src_partition": rows["_partition"].astype(np.int64).tolist(),
             "src_offset": rows["_offset"].astype(np.int64).tolist(),
             "reason": reasons if isinstance(reasons, list) else [reasons] * n,
-            "raw": [_raw(r, input_columns) for _, r in rows.iterrows()],
+            "raw": raw_json(rows, "_key", "_t", list(input_columns)),
         }
     )
 
@@ -151,25 +112,9 @@ def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
 def gate_partition(
     pdf: pd.DataFrame, frontier: int, cfg: GateConfig, builder: ReportBuilder
 ) -> tuple[list[pd.DataFrame], int]:
-    """Gate the rows of ONE source partition in one batch.
-
-    Parameters
-    ----------
-    pdf
-        The partition's rows: ``_key``, ``_t`` (ms), ``_topic``, ``_partition``, ``_offset``,
-        ``_close`` (marker time or null), ``_side``, ``_fwd_substream``, ``_fwd_label`` and
-        the operator's input columns.
-    frontier
-        The partition's frontier before this batch (:data:`NO_FRONTIER` for none).
-    builder
-        The task's report; receives sent labels and the partition's progress.
-
-    Returns
-    -------
-    frames, frontier
-        Envelope frames (data rows, late rows, then -- for a declared partition -- its
-        new frontier as one ``progress`` row per shard) and the partition's new frontier.
-    """
+    """Gate the rows of ONE source partition (``_key``, ``_t``, ``_topic``, ``_partition``,
+    ``_offset``, ``_close``, ``_side``, ``_fwd_*``, input columns) in one batch, reporting to
+    ``builder``: the envelope frames (data, late, progress rows) and the new frontier."""
     if pdf.empty:
         return [], frontier
     pdf = pdf.sort_values("_offset", kind="mergesort").reset_index(drop=True)
@@ -182,7 +127,7 @@ def gate_partition(
     t = pdf["_t"].astype("float64").fillna(0).to_numpy().astype(np.int64)
     closes = pdf["_close"].astype("float64").fillna(0).to_numpy().astype(np.int64)
 
-    # The frontier each row meets: the one before the batch, moved by every earlier row.
+    # the frontier each row meets: the one before the batch, moved by every earlier row
     cand = np.full(len(pdf), NO_FRONTIER, dtype=np.int64)
     cand[is_marker] = closes[is_marker]
     valid = is_data & ~t_null & ~key_null

@@ -1,10 +1,7 @@
-"""The driver's per-batch steps of a tracked query (:class:`BatchHandler`).
-
-A writer is anything ``foreachBatch`` accepts (a callable ``(df, batch_id)`` or an object
-with ``write(df, batch_id)``), idempotent per batch id and raising its typed error when it
-cannot tell a replay. Steps (docs/design.md, "Tracked queries"): 1. collect the report rows;
-2. write results and late rows -- ``tracker.after_sink``; 3. apply the reports --
-``tracker.after_reports``; 4. Spark commits.
+"""The driver's per-batch steps of a tracked query (docs/design.md, "Tracked queries"): 1. collect
+the report rows; 2. write results and late rows (``tracker.after_sink``); 3. apply the reports
+(``tracker.after_reports``); 4. Spark commits. A writer is a ``foreachBatch`` function or an
+object with ``write(df, batch_id)``, idempotent per batch id.
 """
 
 from __future__ import annotations
@@ -26,6 +23,9 @@ from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.reports import TaskReport, batch_reports
 
+AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
+AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
+
 __all__ = [
     "AFTER_REPORTS",
     "AFTER_SINK",
@@ -37,10 +37,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Fault points of a tracked query's batch handler.
-AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
-AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
 
 
 class BatchWriter(Protocol):
@@ -63,12 +59,8 @@ def as_callable(writer: Writer, setting: str) -> Callable[[DataFrame, int], None
 
 
 def forward_records(df: DataFrame, record_ids: bool = False) -> DataFrame:
-    """Result rows as Kafka ``key`` / ``value`` (JSON of every column), for a downstream query.
-
-    Write them with an exactly-once Kafka writer (``KafkaTwoPhaseWriter`` with
-    ``record_ids=True``, or ``KafkaIdempotentWriter``); a row delivered twice goes to the
-    downstream's late output (docs/design.md, "Tracked queries").
-    """
+    """Result rows as Kafka ``key`` / ``value`` (JSON of every column) for a downstream query,
+    to write with an exactly-once Kafka writer (docs/design.md, "Tracked queries")."""
     cols = [
         F.col("key").cast("string").alias("key"),
         F.to_json(F.struct(*df.columns)).alias("value"),
@@ -82,7 +74,7 @@ def forward_records(df: DataFrame, record_ids: bool = False) -> DataFrame:
 
 @dataclass
 class BatchHandler:
-    """The driver's per-batch steps 1-3 (module docstring); Spark does step 4."""
+    """The driver's per-batch steps 1-3; Spark does step 4."""
 
     query: str
     agent: TrackingAgent
@@ -91,12 +83,10 @@ class BatchHandler:
     columns: list[str]
     #: The agent's state-size figures after the last batch (None before the first).
     figures: TrackerFigures | None = None
-    #: The last batch's driver-side step durations: ``plan_s`` (both stages computed, reports
-    #: and late counts collected), ``write_s`` (the writers), ``agent_s`` (reports applied).
+    #: The last batch's step durations: ``plan_s`` (both stages), ``write_s``, ``agent_s``.
     timings: dict[str, float] = field(default_factory=dict)
     #: Late rows written by this handler (the late-rows metric), by reason.
     late_rows: dict[str, int] = field(default_factory=dict)
-    #: The namespace and declared partitions of the query, and its idle policy (optional).
     namespace: str = ""
     sources: tuple[str, ...] = ()
     idle: IdlePolicy | None = None
@@ -124,8 +114,7 @@ class BatchHandler:
         df.persist()
         try:
             t0 = time.monotonic()
-            # 1: reports and late-row counts by reason in one job (the batch's only
-            # computation of both stages; the df is persisted for the writers)
+            # 1: reports and late-row counts in one job (the df is persisted for the writers)
             meta = (
                 df.where(F.col("kind").isin(KIND_REPORT, KIND_LATE))
                 .groupBy("kind", "reason", "report")

@@ -1,10 +1,5 @@
-"""The idle-partition policy: a processing-time timeout after which a partition is closed.
-
-A close marker written into the partition through ``mark`` and a completeness-downgrade row
-(:data:`~spark_ext.streaming.envelope.REASON_IDLE`, ``raw`` = ``{"declared_at_ms",
-"through_ms"}``) in the late output (docs/design.md, "Tracked queries": idle partitions).
-Pure: :func:`idle_decisions`.
-"""
+"""The idle-partition policy: after a processing-time timeout, a close marker and a
+completeness-downgrade row (docs/design.md, "Tracked queries": idle partitions)."""
 
 from __future__ import annotations
 
@@ -18,15 +13,8 @@ __all__ = ["IdlePolicy", "idle_decisions"]
 
 @dataclass
 class IdlePolicy:
-    """Declare a partition idle after ``timeout`` of processing time without progress.
-
-    Parameters
-    ----------
-    timeout
-        e.g. ``"30 seconds"``.
-    mark
-        ``mark(topic, partition, through_ms)`` writes a close marker to that partition.
-    """
+    """Declare a partition idle after ``timeout`` (e.g. ``"30 seconds"``) without progress;
+    ``mark(topic, partition, through_ms)`` writes a close marker to that partition."""
 
     timeout: int | str
     mark: Callable[[str, int, int], None]
@@ -65,7 +53,7 @@ def idle_decisions(
     last_move: dict[str, float],
     last_seen: dict[str, int],
 ) -> list[tuple[str, int]]:
-    """Which partitions to declare idle (see module docstring); updates the two clocks."""
+    """Which partitions to declare idle, and through when; updates the two clocks."""
     none = -(2**63)
     for s in sources:
         p = progress.get(s, none)

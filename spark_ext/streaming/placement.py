@@ -1,9 +1,5 @@
-"""Shard keys that Spark's hash partitioning spreads over every task of the operator stage.
-
-Shard ``i`` gets the smallest unused non-negative int that Spark places in shuffle partition
-``i mod P`` (``pmod(murmur3(k, 42), P)``); why, and that the keys belong to the checkpoint's
-layout: docs/design.md, "Tracked queries".
-"""
+"""Shard keys that Spark's hash partitioning spreads over every task of the operator stage
+(why, and that the keys belong to the checkpoint's layout: docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
-"""Window a stream and close it by the tracker: the Spark plan around an operator.
-
-::
-
-    source rows -> gate (key: source partition) -+- union -> groupBy(shard) operator stage
-    end events (only without declared partitions) -+          -> foreachBatch (BatchHandler)
-
-The stages, the release in the batch that completes a window, forwarding between queries and
-what is guaranteed (each input row in the result or the late output, once): docs/design.md,
-"Tracked queries".
-
-Example
--------
->>> agent = LocalTrackingAgent("var/tracker/counts")                               # doctest: +SKIP
->>> query = (
-...     TrackedStream(events, key="user_id", event_time="event_time", agent=agent,
-...                   closing=Closing.partitions("events", 3, disorder="3 seconds"),
-...                   close_marker="close_through")
-...     .apply(Tumbling("10 seconds", namespace="counts"), WindowAggregate(Count(), Sum("amount")))
-...     .start(DeltaIdempotentWriter("var/out/counts", "counts"), checkpoint="var/chk/counts",
-...            late=DeltaIdempotentWriter("var/out/counts_late", "counts.late"))
-... )                                                                               # doctest: +SKIP
+"""Window a stream and close it by the tracker: the Spark plan around an operator (gate keyed by
+source partition, operator stage keyed by shard, ``foreachBatch``; docs/design.md, "Tracked
+queries"). Example: README.md, "Substream end without watermarks".
 """
 
 from __future__ import annotations
@@ -44,11 +25,10 @@ from spark_ext.streaming.checks import (
     checkpoint_shuffle_partitions,
 )
 from spark_ext.streaming.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
-from spark_ext.streaming.gate import GateConfig
 from spark_ext.streaming.handler import BatchHandler, Writer, as_callable
 from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.streaming.placement import shard_keys
-from spark_ext.streaming.shard import ShardConfig
+from spark_ext.streaming.shard import stage_configs
 from spark_ext.streaming.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
@@ -61,25 +41,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Closing:
-    """What closes a substream at its source: each partition's promise.
-
-    Attributes
-    ----------
-    sources
-        Source partitions (``"topic:partition"``) that must each be closed past a substream's
-        end. Empty: only explicit closes (an upstream query) end substreams.
-    disorder_ms
-        Allowed disorder inside a partition: a row at ``t`` promises nothing below
-        ``t - disorder_ms`` will follow on its partition (0: ordered). None: only the
-        producer's close markers move a partition's frontier.
-    """
+    """What closes a substream at its source: the ``topic:partition`` sources (none: an upstream
+    query closes them) and their allowed disorder (0: ordered; None: close markers only)."""
 
     sources: tuple[str, ...] = ()
     disorder_ms: int | None = None
-
-    @property
-    def ordered(self) -> bool:
-        return self.disorder_ms == 0
 
     @classmethod
     def partitions(
@@ -89,11 +55,8 @@ class Closing:
         ordered: bool = True,
         disorder: int | str | None = None,
     ) -> Closing:
-        """Every partition of ``topic`` closes by markers and by its event time.
-
-        ``disorder`` (e.g. ``"3 seconds"``) is the bounded out-of-orderness of each
-        partition; without it, ``ordered`` means 0 and ``ordered=False`` means markers only.
-        """
+        """Every partition of ``topic``, closed by markers and by event time minus ``disorder``
+        (e.g. ``"3 seconds"``; without it 0, or markers only with ``ordered=False``)."""
         if partitions <= 0:
             raise ConfigError("Closing.partitions", f"must be positive, got {partitions}")
         d: int | None
@@ -120,27 +83,10 @@ class Closing:
 
 @dataclass
 class TrackedStream:
-    """A stream whose elements are labelled, assigned to substreams and reported.
-
-    Parameters
-    ----------
-    df
-        Streaming DataFrame with ``topic``, ``partition``, ``offset`` (source coordinates;
-        :func:`connectors.kafka.read_stream` provides them), the key and event-time columns,
-        and the operator's input columns.
-    key, event_time
-        Grouping key column and event-time column (timestamp, or long milliseconds).
-    agent, closing
-        The tracking agent and what closes substreams at the source.
-    close_marker
-        A column that is non-null (a timestamp or long ms) on close-marker rows only: "this
-        partition sends nothing older than this any more". Marker rows are not data.
-    side
-        A column with ``"left"`` / ``"right"`` (joins).
-    upstream
-        Rows come from an upstream tracked query (:func:`~spark_ext.streaming.handler.forward_records`
-        output): their labels and substreams (``fwd_label``, ``fwd_substream``) are reused.
-    """
+    """A stream whose elements are labelled, assigned to substreams and reported: ``df`` has
+    ``topic``, ``partition``, ``offset``, the ``key`` and ``event_time`` (timestamp or ms) and the
+    operator's input columns; ``close_marker`` is non-null on marker rows only; ``side``: joins;
+    ``upstream``: rows of :func:`~spark_ext.streaming.handler.forward_records` (``fwd_*``)."""
 
     df: DataFrame
     key: str
@@ -192,8 +138,7 @@ class TrackedQuery:
     name: str
     shards: int
     forward_namespace: str | None = None
-    #: The driver's per-batch handler once started; ``handler.figures`` holds the agent's
-    #: state-size figures after the last batch, ``handler.late_rows`` the late-row counts.
+    #: The driver's per-batch handler once started (its ``figures`` and ``late_rows``).
     handler: BatchHandler | None = None
     _input_types: dict[str, DataType] = field(default_factory=dict)
 
@@ -250,20 +195,8 @@ class TrackedQuery:
             )
         return StructType(RESULT_ENVELOPE + list(self.operator.output_schema.fields))
 
-    def gate_config(self) -> GateConfig:
-        return GateConfig(
-            windowing=self.windowing,
-            per_substream=self.operator.per_substream,
-            shards=self.shards,
-            disorder_ms=self.stream.closing.disorder_ms,
-            upstream=self.stream.upstream,
-            input_columns=tuple(self.operator.input_columns),
-            sources=frozenset(self.stream.closing.sources),
-        )
-
     def shard_keys(self, checkpoint: str | None = None) -> list[int]:
-        """The operator stage's group key of each shard (:mod:`spark_ext.streaming.placement`),
-        for the checkpoint's shuffle partition count (the session's for a new one)."""
+        """Each shard's group key for the checkpoint's (or the session's) shuffle partitions."""
         spark = self.stream.df.sparkSession
         partitions = checkpoint_shuffle_partitions(checkpoint) if checkpoint else None
         if partitions is None:
@@ -271,14 +204,22 @@ class TrackedQuery:
         return shard_keys(self.shards, partitions)
 
     def plan(self, keys: list[int] | None = None) -> DataFrame:
-        """The streaming DataFrame of operator output (results, late rows and report rows).
-
-        ``keys``: the group key of each shard (default: :meth:`shard_keys` of a new query).
-        """
+        """The streaming DataFrame of operator output (results, late and report rows)."""
         keys = keys if keys is not None else self.shard_keys()
         prepared = self._input()
         envelope = self._envelope_schema()
-        gate = GateProcessor(self.gate_config(), prepared.columns, [f.name for f in envelope])
+        output = self._output_schema()
+        s = self.stream
+        gate_cfg, cfg = stage_configs(
+            self.operator,
+            self.windowing,
+            s.closing,
+            self.shards,
+            s.upstream,
+            self.forward_namespace,
+            tuple(f.name for f in output),
+        )
+        gate = GateProcessor(gate_cfg, prepared.columns, [f.name for f in envelope])
         data = prepared.groupBy("_topic", "_partition").transformWithStateInPandas(
             gate, envelope, "append", "none"
         )
@@ -287,17 +228,7 @@ class TrackedQuery:
             union = data.unionByName(self._end_events(envelope))
         # a label on every row: a null makes the column float64 (docs/design.md)
         union = union.withColumn("label", F.coalesce(F.col("label"), F.lit(0).cast("long")))
-        output = self._output_schema()
-        cfg = ShardConfig(
-            self.operator,
-            self.windowing,
-            tuple(self.stream.closing.sources),
-            self.forward_namespace,
-            self.stream.upstream,
-            tuple(f.name for f in output),
-        )
-        # the logical shard (0 .. shards - 1) -> its key, which Spark's hash partitioning
-        # places in shuffle partition ``shard mod P``
+        # the logical shard -> its key, placed in shuffle partition ``shard mod P``
         keyed = union.withColumn(
             "shard", F.element_at(F.array(*[F.lit(k) for k in keys]), F.col("shard") + 1)
         )
@@ -338,32 +269,11 @@ class TrackedQuery:
         topic_partitions: Mapping[str, int] | None = None,
         idle: IdlePolicy | None = None,
     ) -> StreamingQuery:
-        """Declare the namespace to the agent and start the query.
-
-        Parameters
-        ----------
-        sink, late
-            Writers of the results and of the late rows (columns
-            :data:`~spark_ext.streaming.envelope.LATE_COLUMNS`); both idempotent per batch id
-            and typed when they cannot tell a replay (e.g.
-            ``connectors.delta.idempotent.DeltaIdempotentWriter``: ``DeltaTxnExpiredError``).
-            ``late`` is required: a late row has nowhere else to go.
-        trigger
-            A :class:`~spark_ext.sinks.trigger.Trigger` (or the keyword arguments of
-            ``DataStreamWriter.trigger``); default: every second.
-        topic_partitions
-            Each source topic's partition count from its metadata: a declared partition set
-            that differs raises :class:`~spark_ext.tracker.errors.PartitionSetMismatch`.
-        idle
-            Declare a partition idle after a processing-time timeout
-            (:class:`~spark_ext.streaming.idle.IdlePolicy`); without it an idle partition
-            holds its windows until its producer sends a close marker.
-
-        Raises
-        ------
-        CheckpointBehindAgent, AgentBehindCheckpoint, CheckpointLayoutMismatch
-            Start-up checks (:mod:`spark_ext.streaming.checks`).
-        """
+        """Run the start-up checks (``topic_partitions``: each topic's partition count), declare
+        the namespace and start the query writing results to ``sink`` and late rows
+        (:data:`~spark_ext.streaming.envelope.LATE_COLUMNS`) to ``late``, both idempotent per
+        batch id; ``trigger``: a :class:`~spark_ext.sinks.trigger.Trigger` or
+        ``DataStreamWriter.trigger`` keywords (default: every second)."""
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:
             raise ConfigError("TrackedQuery.start(late)", "give a writer for late rows")

@@ -1,17 +1,12 @@
-"""One operator call on one group: the code both Spark and the in-memory testers run.
-
-:func:`run_group` sorts a group's rows into the total order, calls the operator and builds the
-task's XOR report (data rows *finished*; forwarded results *sent* and their window closed).
-:class:`GroupState` adds to the operator's state a ``forwarded`` counter (distinct labels) and,
-with ``dedup``, the labels folded and a tombstone once flushed (docs/design.md, "Tracked
-queries": two queries through Kafka).
-"""
+"""One operator call on one group, the code Spark and the in-memory testers both run: sort the
+rows into the total order, call the operator, build the task's XOR report; forwarded results
+get labels and, with ``dedup``, duplicates go late (docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,13 +21,23 @@ from spark_ext.streaming.envelope import (
     REASON_DUPLICATE,
     REASON_ENDED,
     conform,
+    raw_json,
 )
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.labels import labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport
 from spark_ext.tracker.substreams import Substream
 
-__all__ = ["GroupOutput", "GroupState", "forward_id", "forward_labels", "late_output", "run_group"]
+__all__ = [
+    "GroupOutput",
+    "GroupState",
+    "GroupStore",
+    "forward_id",
+    "forward_labels",
+    "late_output",
+    "run_group",
+    "run_stored",
+]
 
 
 @dataclass
@@ -94,8 +99,7 @@ def forward_labels(substream: str, keys: pd.Series, row_numbers: np.ndarray) -> 
 
 
 def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
-    out = rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason)
-    return out
+    return rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason)
 
 
 def run_group(
@@ -107,7 +111,7 @@ def run_group(
     forward_namespace: str | None = None,
     dedup: bool = False,
 ) -> GroupOutput:
-    """Run ``op`` over the rows of one group in one batch (see module docstring)."""
+    """Run ``op`` over the rows of one group in one batch."""
     builder = ReportBuilder(OPERATOR_STAGE, task_partition)
     outs: list[pd.DataFrame] = []
     lates: list[pd.DataFrame] = []
@@ -173,26 +177,12 @@ def run_group(
     return GroupOutput(results, late, builder.build())
 
 
-def _raw_of(rows: pd.DataFrame, input_columns: list[str]) -> list[str]:
-    out = []
-    for _, r in rows.iterrows():
-        d = {"key": r["key"], "event_time_ms": r["event_time_ms"]}
-        d.update({c: r[c] for c in input_columns if c in rows})
-        out.append(
-            json.dumps(
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in d.items()},
-                sort_keys=True,
-                default=str,
-            )
-        )
-    return out
-
-
 def late_output(late: pd.DataFrame, input_columns: list[str], columns: list[str]) -> pd.DataFrame:
     """Envelope late rows -> the operator stage's output rows of kind ``late``."""
-    raw = (
-        late["raw"] if "raw" in late and late["raw"].notna().all() else _raw_of(late, input_columns)
-    )
+    if "raw" in late and late["raw"].notna().all():
+        raw = late["raw"]
+    else:
+        raw = raw_json(late, "key", "event_time_ms", input_columns)
     frame = pd.DataFrame(
         {
             "kind": KIND_LATE,
@@ -207,3 +197,33 @@ def late_output(late: pd.DataFrame, input_columns: list[str], columns: list[str]
         }
     )
     return conform(frame, columns)
+
+
+class GroupStore(Protocol):
+    """Where group states live (JSON by group id)."""
+
+    def group(self, gid: str) -> str | None: ...
+
+    def put_group(self, gid: str, blob: str) -> None: ...
+
+    def drop_group(self, gid: str) -> None: ...
+
+
+def run_stored(
+    op: SubstreamOperator,
+    store: GroupStore,
+    group: Group,
+    rows: pd.DataFrame,
+    task_partition: int,
+    forward_namespace: str | None = None,
+    dedup: bool = False,
+) -> GroupOutput:
+    """:func:`run_group` on the state ``store`` keeps for the group, written back (or dropped)."""
+    state = GroupState.from_json(store.group(group.substream))
+    out = run_group(op, group, state, rows, task_partition, forward_namespace, dedup)
+    if state.changed or state.op.changed:
+        if state.removed:
+            store.drop_group(group.substream)
+        else:
+            store.put_group(group.substream, state.to_json())
+    return out

@@ -1,18 +1,11 @@
-"""The operator stage of one shard: its groups, the partitions' progress, in-batch release.
-
-A shard gets the batch's ``data`` rows of its keys, ``progress`` rows (every partition's
-frontier), ``end`` rows (only when an upstream query closes the substreams) and the gate's
-``report``/``late`` rows (passed through). After folding the data it releases, in end order,
-every open window ending at or below ``min(frontier)``; a per-shard operator gets one end
-signal for the latest bucket there. See docs/design.md, "Tracked queries". Pure (pandas):
-run on Spark state by :class:`~spark_ext.streaming.stages.OperatorProcessor`, on dicts by
-:class:`~spark_ext.streaming.tester.PipelineTester`.
-"""
+"""The operator stage of one shard: fold the batch's data rows into their groups, then release
+in end order every open window ending at or below ``min(frontier)`` (docs/design.md, "Tracked
+queries"). Pure: Spark state (``stages.OperatorProcessor``) or dicts (the testers)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -26,22 +19,24 @@ from spark_ext.streaming.envelope import (
     KIND_REPORT,
     KIND_RESULT,
     conform,
+    end_rows,
 )
-from spark_ext.streaming.gate import NO_FRONTIER
-from spark_ext.streaming.runner import GroupState, late_output, run_group
+from spark_ext.streaming.gate import NO_FRONTIER, GateConfig
+from spark_ext.streaming.runner import GroupStore, late_output, run_stored
 from spark_ext.tracker.substreams import Substream, Windowing
 
-__all__ = ["DictStore", "ShardConfig", "ShardStore", "released_frontier", "run_shard"]
+__all__ = [
+    "DictStore",
+    "ShardConfig",
+    "ShardStore",
+    "released_frontier",
+    "run_shard",
+    "stage_configs",
+]
 
 
-class ShardStore(Protocol):
+class ShardStore(GroupStore, Protocol):
     """A shard's state: group states (JSON), partition frontiers, the released frontier."""
-
-    def group(self, gid: str) -> str | None: ...
-
-    def put_group(self, gid: str, blob: str) -> None: ...
-
-    def drop_group(self, gid: str) -> None: ...
 
     def group_ids(self) -> list[str]: ...
 
@@ -89,22 +84,8 @@ class DictStore:
 
 @dataclass(frozen=True)
 class ShardConfig:
-    """What a shard needs, fixed when the query is planned.
-
-    Attributes
-    ----------
-    operator, windowing
-        The operator and the substreams it is flushed by.
-    sources
-        Declared source partitions (``topic:partition``) whose frontiers release windows in
-        the query. Empty: windows end only by the agent's end events (an upstream closes them).
-    forward_namespace
-        Forward results into this downstream namespace (see :func:`~spark_ext.streaming.runner.run_group`).
-    dedup
-        Rows are forwarded by an upstream query (duplicates go to the late output).
-    columns
-        The stage's output columns.
-    """
+    """What a shard needs, fixed when the query is planned (``sources`` empty: windows end by
+    the agent's end events only; ``dedup``: rows are forwarded by an upstream query)."""
 
     operator: SubstreamOperator
     windowing: Windowing
@@ -114,17 +95,28 @@ class ShardConfig:
     columns: tuple[str, ...]
 
 
-def _end_row(sub: Substream) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "kind": [KIND_END],
-            "tracked": [sub.id],
-            "start_ms": [sub.start_ms],
-            "end_ms": [sub.end_ms],
-            "label": [sub.end_ms],
-            "event_time_ms": [None],
-        }
+def stage_configs(
+    operator: SubstreamOperator,
+    windowing: Windowing,
+    closing: Any,
+    shards: int,
+    upstream: bool,
+    forward_namespace: str | None,
+    columns: tuple[str, ...],
+) -> tuple[GateConfig, ShardConfig]:
+    """The gate's and the shards' configuration of one tracked query (``closing``: a
+    :class:`~spark_ext.streaming.query.Closing`)."""
+    gate = GateConfig(
+        windowing,
+        operator.per_substream,
+        shards,
+        closing.disorder_ms,
+        upstream,
+        tuple(operator.input_columns),
+        frozenset(closing.sources),
     )
+    sources = tuple(closing.sources)
+    return gate, ShardConfig(operator, windowing, sources, forward_namespace, upstream, columns)
 
 
 def released_frontier(frontiers: dict[str, int], sources: tuple[str, ...]) -> int:
@@ -137,7 +129,7 @@ def released_frontier(frontiers: dict[str, int], sources: tuple[str, ...]) -> in
 def run_shard(
     cfg: ShardConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
 ) -> list[pd.DataFrame]:
-    """One shard's call in one micro-batch (module docstring); returns output frames."""
+    """One shard's call in one micro-batch; returns output frames."""
     columns = list(cfg.columns)
     inputs = list(cfg.operator.input_columns)
     out: list[pd.DataFrame] = []
@@ -179,13 +171,16 @@ def _release(
             if sub.end_ms <= frontier
         )
         for _, gid in due:
-            out += _run(cfg, gid, shard, _end_row(Substream.parse(gid)), store, task_partition)
+            sub = Substream.parse(gid)
+            ends = end_rows(gid, sub.start_ms, sub.end_ms, sub.end_ms)
+            out += _run(cfg, gid, shard, ends, store, task_partition)
         return out
     bucket = cfg.windowing.closed_before(frontier)
     before = store.released()
     done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
     if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
-        out += _run(cfg, ALL_SUBSTREAMS, shard, _end_row(bucket), store, task_partition)
+        ends = end_rows(bucket.id, bucket.start_ms, bucket.end_ms, bucket.end_ms)
+        out += _run(cfg, ALL_SUBSTREAMS, shard, ends, store, task_partition)
     return out
 
 
@@ -197,23 +192,12 @@ def _run(
     store: ShardStore,
     task_partition: int,
 ) -> list[pd.DataFrame]:
-    """One group's :func:`~spark_ext.streaming.runner.run_group`, its state read and written back."""
+    """One group's :func:`~spark_ext.streaming.runner.run_stored`, as output frames."""
     columns = list(cfg.columns)
-    state = GroupState.from_json(store.group(gid))
-    res = run_group(
-        cfg.operator,
-        Group(gid, shard),
-        state,
-        rows,
-        task_partition,
-        cfg.forward_namespace,
-        cfg.dedup,
+    group = Group(gid, shard)
+    res = run_stored(
+        cfg.operator, store, group, rows, task_partition, cfg.forward_namespace, cfg.dedup
     )
-    if state.changed or state.op.changed:
-        if state.removed:
-            store.drop_group(gid)
-        else:
-            store.put_group(gid, state.to_json())
     out: list[pd.DataFrame] = []
     if res.results is not None and len(res.results):
         out.append(conform(res.results.assign(kind=KIND_RESULT, report=None), columns))

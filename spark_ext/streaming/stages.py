@@ -1,10 +1,5 @@
-"""The executor side of a tracked query: the gate stage and the operator stage.
-
-:class:`GateProcessor` (keyed by source partition) runs
-:func:`~spark_ext.streaming.gate.gate_partition`; :class:`OperatorProcessor` (keyed by shard)
-runs :func:`~spark_ext.streaming.shard.run_shard`. Both are ``transformWithStateInPandas``
-(why: docs/design.md, "Tracked queries").
-"""
+"""The executor side of a tracked query: the gate stage and the operator stage, both
+``transformWithStateInPandas`` (why: docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 
@@ -31,8 +26,7 @@ __all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "report_row", "
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 
 
-#: Fault point of the gate: a gate task's rows went out, its report not yet (a ``raise`` here
-#: is a task retried after its data left; Spark discards the attempt's report rows with it).
+#: A ``raise`` here is a task retried after its rows left (Spark discards the attempt's report).
 GATE_EMITTED = declare("tracked.gate.emitted", "executor", "gate rows sent, report not yet")
 
 
@@ -100,9 +94,8 @@ _SOURCE_KEY = StructType([StructField("source", StringType())])
 
 
 class _TwsStore:
-    """:class:`~spark_ext.streaming.shard.ShardStore` on ``transformWithStateInPandas`` state:
-    two ``MapState``s (group id -> state JSON, ``topic:partition`` -> frontier) and one
-    ``ValueState`` (the released frontier)."""
+    """:class:`~spark_ext.streaming.shard.ShardStore` on two ``MapState``s (groups, frontiers)
+    and a ``ValueState`` (the released frontier)."""
 
     def __init__(self, handle: StatefulProcessorHandle) -> None:
         self._groups = handle.getMapState("groups", _GROUP_KEY, _GROUP_VALUE)

@@ -1,9 +1,6 @@
-"""Run an operator or a whole tracked query in memory, without Spark (fast unit tests).
-
-Like PySpark's ``tws_tester.py``: the same per-group code Spark runs
-(:func:`~spark_ext.streaming.runner.run_group`), the same envelope and ordering, state as JSON
-in a dict. Not modelled: the gate's Spark plumbing (:class:`OperatorTester`), timeouts, task
-retries and checkpoint recovery (the real-Spark tests cover them).
+"""Run an operator or a whole tracked query in memory, without Spark (fast unit tests), like
+PySpark's ``tws_tester.py``: the same per-group code, envelope and ordering as the Spark stages.
+Not modelled: Spark's plumbing, task retries and checkpoint recovery (the Spark tests cover them).
 
 Example
 -------
@@ -26,16 +23,16 @@ from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
     GATE_STAGE,
     KIND_DATA,
-    KIND_END,
     KIND_LATE,
     KIND_REPORT,
     KIND_RESULT,
     LATE_COLUMNS,
     RESULT_ENVELOPE,
+    end_rows,
 )
-from spark_ext.streaming.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.streaming.runner import GroupState, run_group
-from spark_ext.streaming.shard import DictStore, ShardConfig, run_shard
+from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
+from spark_ext.streaming.runner import run_stored
+from spark_ext.streaming.shard import DictStore, run_shard, stage_configs
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
@@ -51,7 +48,7 @@ class OperatorTester:
         self.operator = operator
         self.windowing = windowing
         self.shards = shards
-        self.states: dict[tuple[str, int], str] = {}
+        self.stores: dict[int, DictStore] = {}
         self.reports: list[TaskReport] = []
         self._seq = 0
         self._offset = 0
@@ -92,30 +89,14 @@ class OperatorTester:
         """The tracker ended ``substream``: one control row to each shard of its groups."""
         self._seq += 1
         sub = Substream.parse(substream)
-        outs = []
-        for shard in range(self.shards):
-            ctrl = pd.DataFrame(
-                {
-                    "kind": [KIND_END],
-                    "tracked": [substream],
-                    "start_ms": [sub.start_ms],
-                    "end_ms": [sub.end_ms],
-                    "label": [self._seq],
-                    "event_time_ms": [None],
-                }
-            )
-            outs.append(self._call(self._group_of(substream), shard, ctrl))
-        return self._concat(outs)
+        ctrl = end_rows(substream, sub.start_ms, sub.end_ms, self._seq)
+        group = self._group_of(substream)
+        return self._concat([self._call(group, shard, ctrl) for shard in range(self.shards)])
 
     def _call(self, substream: str, shard: int, rows: pd.DataFrame) -> pd.DataFrame | None:
-        key = (substream, int(shard))
-        state = GroupState.from_json(self.states.get(key))
-        out = run_group(self.operator, Group(*key), state, rows.reset_index(drop=True), int(shard))
-        if state.changed or state.op.changed:
-            if state.removed:
-                self.states.pop(key, None)
-            else:
-                self.states[key] = state.to_json()
+        store = self.stores.setdefault(int(shard), DictStore())
+        group = Group(substream, int(shard))
+        out = run_stored(self.operator, store, group, rows.reset_index(drop=True), int(shard))
         self.reports.append(out.report)
         return out.results
 
@@ -127,7 +108,7 @@ class OperatorTester:
 
     def state_groups(self) -> int:
         """How many groups hold state (the state-size metric)."""
-        return len(self.states)
+        return sum(len(s.groups) for s in self.stores.values())
 
 
 #: Late-row column -> its name in the operator stage's output.
@@ -135,17 +116,8 @@ LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
 
 
 class PipelineTester:
-    """A whole tracked query in memory, batch by batch: gate, shards, the agent's pure state.
-
-    Wired as the Spark query is (docs/design.md, "Tracked queries"); a "task" is one source
-    partition (gate) or one shard (operator).
-
-    Example
-    -------
-    >>> t = PipelineTester(WindowAggregate(Count()), Tumbling(10_000, namespace="w"),
-    ...                    Closing.partitions("e", 1))                             # doctest: +SKIP
-    >>> t.run_batch([{"partition": 0, "offset": 0, "key": "a", "event_time_ms": 5}])  # doctest: +SKIP
-    """
+    """A whole tracked query in memory, batch by batch, wired as the Spark query is: gate,
+    shards, the agent's pure state; a task is one source partition or one shard."""
 
     def __init__(
         self,
@@ -164,29 +136,15 @@ class PipelineTester:
         self.forward_namespace = forward_namespace
         self.upstream = upstream
         self.query = query
-        self.cfg = GateConfig(
-            windowing,
-            operator.per_substream,
-            shards,
-            closing.disorder_ms,
-            upstream,
-            tuple(operator.input_columns),
-            frozenset(closing.sources),
+        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in operator.output_schema]
+        self.cfg, self.shard_cfg = stage_configs(
+            operator, windowing, closing, shards, upstream, forward_namespace, tuple(columns)
         )
         self.agent = agent if agent is not None else TrackerState()
         self.agent.declare(windowing.namespace, closing.sources)
         self.frontiers: dict[tuple[str, int], int] = {}
         #: Each operator shard's state (groups, partition frontiers, released frontier).
         self.stores: dict[int, DictStore] = {}
-        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in operator.output_schema]
-        self.shard_cfg = ShardConfig(
-            operator,
-            windowing,
-            tuple(closing.sources),
-            forward_namespace,
-            upstream,
-            tuple(columns),
-        )
         self.result_columns = [f.name for f in operator.output_schema] + (
             ["fwd_substream", "fwd_label"] if forward_namespace else []
         )
@@ -194,12 +152,8 @@ class PipelineTester:
         self.batch = 0
 
     def run_batch(self, rows: Iterable[Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """One micro-batch of source rows; returns ``(results, late rows)``.
-
-        A row has ``partition``, ``offset``, ``key``, ``event_time_ms`` (None allowed), and
-        optionally ``topic`` (default ``"src"``), ``close`` (a marker's time), ``side``,
-        ``fwd_substream`` / ``fwd_label`` (upstream) and the operator's input columns.
-        """
+        """One micro-batch of source rows (``partition``, ``offset``, ``key``, ``event_time_ms``;
+        optional ``topic``, ``close``, ``side``, ``fwd_*``, input columns): (results, late)."""
         frame = pd.DataFrame(list(rows))
         reports: list[TaskReport] = []
         envelope: list[pd.DataFrame] = []
@@ -233,23 +187,9 @@ class PipelineTester:
                 reports.append(builder.build())
         ends = [e for e in self.pending if e.namespace == self.windowing.namespace]
         for e in ends if not self.cfg.sources else []:  # an upstream closes the substreams
-            envelope.append(
-                pd.DataFrame(
-                    {
-                        "substream": [
-                            e.substream if self.operator.per_substream else ALL_SUBSTREAMS
-                        ]
-                        * self.shards,
-                        "shard": list(range(self.shards)),
-                        "kind": [KIND_END] * self.shards,
-                        "tracked": [e.substream] * self.shards,
-                        "start_ms": [e.start_ms] * self.shards,
-                        "end_ms": [e.end_ms] * self.shards,
-                        "label": [e.seq] * self.shards,
-                        "event_time_ms": [None] * self.shards,
-                    }
-                )
-            )
+            ctrl = end_rows(e.substream, e.start_ms, e.end_ms, e.seq, self.shards)
+            group = e.substream if self.operator.per_substream else ALL_SUBSTREAMS
+            envelope.append(ctrl.assign(substream=group, shard=range(self.shards)))
         results: list[pd.DataFrame] = []
         late: list[pd.DataFrame] = []
         # a label on every row (0 where none), as in the Spark plan

@@ -1,9 +1,5 @@
-"""The tracker: labels, XOR reports, the tracking agent and the end-event trigger.
-
-A substream ends when its source closed it and its running XOR is 0 (Trofimov et al.,
-DEBS 2022); operators flush on that end event instead of a watermark. See
-:mod:`spark_ext.streaming` for how it maps onto a Spark query (a layer above this one).
-"""
+"""The tracker: labels, XOR reports, the tracking agents and the end-event source; a substream
+ends when its source closed it and its running XOR is 0 (docs/design.md, "Tracker")."""
 
 from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, TrackerState, TrackingAgent
 from spark_ext.tracker.kafka_agent import KafkaEndLog, KafkaTrackingAgent

@@ -1,14 +1,6 @@
 """The tracking agents' interface and the local agent: apply reports once, keep end events.
 
-:class:`LocalTrackingAgent` keeps an fsync-ed JSON-lines log, snapshots and end-event
-segments in one folder; its steps 1-6 and what a kill at each leaves are in docs/design.md,
-"Tracker". The decision itself is the pure :class:`~spark_ext.tracker.state.TrackerState`.
-
-Example
--------
->>> agent = LocalTrackingAgent(tmp_path)                         # doctest: +SKIP
->>> agent.declare("counts", sources=["events:0", "events:1"])    # doctest: +SKIP
->>> agent.apply(reports)  # -> [EndEvent(seq=1, substream='counts/0/10000', ...)]  # doctest: +SKIP
+The local agent's folder, its steps 1-6 and what a kill at each leaves: docs/design.md, "Tracker".
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ import json
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,8 +33,8 @@ from spark_ext.tracker.state import (
     EndEvent,
     TrackerFigures,
     TrackerState,
-    apply_record,
-    declare_record,
+    apply_step,
+    declare_step,
     replay_record,
 )
 
@@ -52,20 +44,13 @@ __all__ = [
     "TrackerFigures",
     "TrackerState",
     "TrackingAgent",
-    "apply_record",
-    "declare_record",
     "read_end_events",
-    "replay_record",
 ]
 
-log = logging.getLogger(__name__)
-
-#: Fault points of the local agent's append of a batch's reports to its log.
 BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
 AFTER_APPEND = declare(
     "tracker.agent.after_append", "driver", "record appended to the log, end events to their files"
 )
-#: Fault points of the local agent's compaction (step 6) and end-event files (step 5).
 BEFORE_ENDS = declare(
     "tracker.agent.before_ends", "driver", "record appended, end events not in their files"
 )
@@ -76,22 +61,35 @@ AFTER_SNAPSHOT = declare(
     "tracker.agent.after_snapshot", "driver", "snapshot written, covered segments not deleted"
 )
 
-LOG_NAME = log_name(0)
 #: Compaction defaults: a snapshot after this many log records or bytes since the last one.
 SNAPSHOT_EVERY = 1000
 SNAPSHOT_BYTES = 4 << 20
+
+log = logging.getLogger(__name__)
+
+#: ``build(state)``: mutates the state, returns ``(log record, end events)`` or None (no change).
+Build = Callable[[TrackerState], tuple[dict[str, Any], list[EndEvent]] | None]
 
 
 class TrackingAgent(ABC):
     """Where reports go and end events come from. Implementations must be durable."""
 
-    @abstractmethod
     def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
         """Say which source partitions close substreams of ``namespace`` (idempotent)."""
+        srcs = tuple(sorted(sources))
+        self._transact(lambda state: declare_step(state, namespace, srcs), None)
 
-    @abstractmethod
     def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
         """Apply reports not applied before; return the end events they caused."""
+        batch = min((r.key.batch for r in reports), default=None)
+        ends = self._transact(lambda state: apply_step(state, reports), batch)
+        for e in ends:
+            log.info("substream %s ended (seq %d)", e.substream, e.seq)
+        return ends
+
+    @abstractmethod
+    def _transact(self, build: Build, batch: int | None) -> list[EndEvent]:
+        """Run ``build`` on the caught-up state and make its record durable (steps 1-6)."""
 
     @abstractmethod
     def source_options(self) -> dict[str, str]:
@@ -133,19 +131,8 @@ class TrackingAgent(ABC):
 
 
 class LocalTrackingAgent(TrackingAgent):
-    """The embedded agent on local disk, safe for several processes of one machine.
-
-    Parameters
-    ----------
-    folder
-        The agent's folder (created if missing).
-    snapshot_every
-        Compact after this many log records since the last snapshot (default
-        :data:`SNAPSHOT_EVERY`).
-    snapshot_bytes
-        ... or after this many log bytes since the last snapshot, whichever comes first
-        (default :data:`SNAPSHOT_BYTES`).
-    """
+    """The agent in a local folder (created if missing), safe for several processes of one
+    machine; compacts after ``snapshot_every`` records or ``snapshot_bytes`` of log."""
 
     def __init__(
         self,
@@ -178,8 +165,8 @@ class LocalTrackingAgent(TrackingAgent):
         return self.folder / log_name(self._gen)
 
     # -- log ------------------------------------------------------------------------------
-    def _locked(self) -> _FileLock:
-        return _FileLock(self.folder / "tracker.lock")
+    def _locked(self) -> AbstractContextManager[None]:
+        return _file_lock(self.folder / "tracker.lock")
 
     def _load(self) -> None:
         """State from the newest whole snapshot and the log segments after it (lock held)."""
@@ -190,8 +177,9 @@ class LocalTrackingAgent(TrackingAgent):
             self._base, body, snap_bytes = found
             self._state = TrackerState.from_dict(body["state"])
         self._since_records = self._since_bytes = 0
-        newest = max([self._base, *log_generations(self.folder)])
-        newest = max([newest, *snapshot_generations(self.folder)])
+        newest = max(
+            [self._base, *log_generations(self.folder), *snapshot_generations(self.folder)]
+        )
         ends: list[EndEvent] = []
         for gen in range(self._base, newest + 1):
             self._gen, self._offset = gen, 0
@@ -274,44 +262,20 @@ class LocalTrackingAgent(TrackingAgent):
         fsync_dir(self.folder)
         trim(self.folder, previous)  # keep the previous snapshot: the fallback of a torn one
 
-    def compact(self) -> None:
-        """Compact now (snapshot and new segment), whatever the thresholds."""
-        with self._locked():
-            self._catch_up()
-            every, self.snapshot_every = self.snapshot_every, 0
-            try:
-                self._compact_if_due(None)
-            except BaseException:
-                self._load()
-                raise
-            finally:
-                self.snapshot_every = every
-
     # -- TrackingAgent ---------------------------------------------------------------------
-    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
-        srcs = tuple(sorted(sources))
+    def _transact(self, build: Build, batch: int | None) -> list[EndEvent]:
         with self._locked():
             self._catch_up()
-            if self._state.sources.get(namespace) == srcs:
-                return
             try:
-                self._append(declare_record(namespace, srcs))
-            except BaseException:
-                self._load()
-                raise
-            self._state.declare(namespace, srcs)
-
-    def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
-        with self._locked():
-            self._catch_up()
-            accepted = self._state.accept(reports)
-            if not accepted:
-                return []
-            ends = self._state.settle()
-            batch = accepted[0].key.batch
-            try:
+                built = build(self._state)
+                if built is None:
+                    return []
+                record, ends = built
+                if batch is None:  # a declaration: no fault point, no compaction
+                    self._append(record)
+                    return ends
                 BEFORE_APPEND.reached(batch)
-                self._append(apply_record(accepted, ends))
+                self._append(record)
                 BEFORE_ENDS.reached(batch)
                 self._ends_files.append([e.to_list() for e in ends])
                 AFTER_APPEND.reached(batch)
@@ -319,8 +283,6 @@ class LocalTrackingAgent(TrackingAgent):
             except BaseException:
                 self._load()  # the log, not memory, says what was applied
                 raise
-        for e in ends:
-            log.info("substream %s ended (seq %d)", e.substream, e.seq)
         return ends
 
     def source_options(self) -> dict[str, str]:
@@ -350,28 +312,20 @@ def _checked(folder: Path, after: int, up_to: int) -> list[EndEvent]:
 def read_end_events(
     folder: str | os.PathLike[str], after_seq: int, up_to_seq: int
 ) -> Iterator[EndEvent]:
-    """End events of a local agent's folder without building its state (used by the source).
-
-    Reads the end-event segment holding ``after_seq + 1`` on (never the history). Events
-    ``up_to_seq`` asks for and the files lack raise :class:`TrackerLogCorrupt`; a folder of
-    an older version (no end-event files yet) is opened once as an agent, which writes them.
-    """
+    """End events of a local agent's folder without building its state (the source reads them);
+    a folder without end-event files yet is opened once as an agent, which writes them."""
     path = Path(folder)
     if not EndSegments(path).exists() and up_to_seq > after_seq:
         LocalTrackingAgent(path).last_seq()  # migrates an uncompacted log
     yield from _checked(path, after_seq, up_to_seq)
 
 
-class _FileLock:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = -1
-
-    def __enter__(self) -> _FileLock:
-        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (closing the descriptor releases it)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -34,19 +34,16 @@ class ReportConflict(TrackerError, ValueError):
 
 
 class CheckpointBehindAgent(TrackerError, RuntimeError):
-    """The agent has applied reports of batches the query's checkpoint never reached (a reset
-    checkpoint, the agent kept). Start under a new name, or reset both together."""
+    """The agent applied batches the query's checkpoint never reached (a reset checkpoint)."""
 
 
 class CheckpointLayoutMismatch(TrackerError, RuntimeError):
-    """The checkpoint's state is laid out for another tracked query (shard count, windowing,
-    namespace, operator), or has batches but no layout record. Start from a new checkpoint and
-    agent, or restart with the layout it names (docs/design.md, "Tracked queries")."""
+    """The checkpoint's state is laid out for another tracked query, or has batches but no
+    layout record (docs/design.md, "Tracked queries")."""
 
 
 class AgentBehindCheckpoint(TrackerError, RuntimeError):
-    """The checkpoint has read end events the agent does not have (its log was lost). Restore
-    the log, or reset the checkpoint together with the agent."""
+    """The checkpoint has read end events the agent does not have (its log was lost)."""
 
 
 class PartitionSetMismatch(ConfigError):

@@ -1,15 +1,7 @@
 """The Kafka tracking agent: its log, snapshots and end events in three Kafka topics.
 
-The topics, the one-transaction write (steps 1-6) and what a kill at each step leaves are in
-docs/design.md, "Tracker". Log records above Kafka's record size go in parts
-(:mod:`spark_ext.tracker.kafka_parts`), snapshots in chunks
-(:mod:`spark_ext.tracker.kafka_snapshot`).
-
-Example
--------
->>> agent = KafkaTrackingAgent("127.0.0.1:9092", "orders")                # doctest: +SKIP
->>> agent.declare("counts", sources=["events:0", "events:1"])             # doctest: +SKIP
->>> agent.apply(reports)       # -> [EndEvent(seq=1, substream='counts/0/10000', ...)]  # doctest: +SKIP
+The topics, the one-transaction write (steps 1-6) and what a kill at each step leaves:
+docs/design.md, "Tracker".
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -29,17 +21,15 @@ from spark_ext.kafka_clients import admin, consumer, create_topic, producer
 from spark_ext.tracker.agent import (
     SNAPSHOT_BYTES,
     SNAPSHOT_EVERY,
+    Build,
     EndEvent,
     TrackerState,
     TrackingAgent,
-    apply_record,
-    declare_record,
-    replay_record,
 )
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
 from spark_ext.tracker.kafka_parts import PartBuffer, split_record
-from spark_ext.tracker.kafka_snapshot import chunk_records, newest_snapshot
-from spark_ext.tracker.reports import Report
+from spark_ext.tracker.kafka_snapshot import chunk_records, last_record, newest_snapshot
+from spark_ext.tracker.state import replay_record
 
 __all__ = [
     "AFTER_COMMIT",
@@ -56,14 +46,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Fault points of the Kafka agent's write (steps 4-5: one transaction, then its commit).
 BEFORE_SEND = declare("tracker.agent.before_send", "driver", "transaction begun, nothing sent")
 BEFORE_COMMIT = declare("tracker.agent.before_commit", "driver", "log and ends sent, not committed")
 AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends committed")
 
-#: How often a failed transaction (fenced, broker unreachable) is retried before giving up.
+#: Attempts of a failed transaction (fenced, broker unreachable) before giving up.
 ATTEMPTS = 4
-#: How long a read or a visibility wait may take before the agent is declared unavailable.
+#: How long a read or a visibility wait may take before the agent is unavailable.
 READ_TIMEOUT_S = 60.0
 
 
@@ -157,10 +146,7 @@ def _decode(topic: str, offset: int, value: bytes) -> Any:
 
 
 class KafkaEndLog:
-    """Reads a Kafka agent's end events by sequence number (the tracker source uses it).
-
-    One instance per ``(bootstrap, topic)`` and process is enough: :meth:`shared`.
-    """
+    """Reads a Kafka agent's end events by sequence number (the tracker source uses it)."""
 
     _shared: dict[tuple[str, str], KafkaEndLog] = {}
     _shared_lock = threading.Lock()
@@ -191,27 +177,16 @@ class KafkaEndLog:
     def last_seq(self) -> int:
         """The sequence number of the newest committed end event (0 for none)."""
         with self._lock:
-            end = self._reader.end()
-            back = 8
-            while True:
-                start = max(0, end - back)
-                found = [self._event(o, v) for o, v in self._reader.read(start, end)]
-                if found:
-                    return found[-1].seq
-                if start == 0:
-                    return 0
-                back *= 4  # only markers / aborted records in the tail: look further back
+            found = last_record(self._reader)
+        return 0 if found is None else self._event(*found).seq
 
     def events(self, after_seq: int, up_to_seq: int) -> Iterator[EndEvent]:
         """End events with ``after_seq < seq <= up_to_seq``, in order."""
         if up_to_seq <= after_seq:
             return
         with self._lock:
-            end = self._reader.end()
-            # Sequence numbers start at 1 and every event takes at least one offset, so the
-            # event with seq ``after_seq + 1`` sits at offset ``after_seq`` or later.
-            out = []
-            for offset, value in self._reader.read(after_seq, end):
+            out = []  # seq ``s`` sits at offset ``>= s - 1`` (docs/design.md, "Tracker")
+            for offset, value in self._reader.read(after_seq, self._reader.end()):
                 e = self._event(offset, value)
                 if e.seq > up_to_seq:
                     break
@@ -230,21 +205,8 @@ class KafkaEndLog:
 
 
 class KafkaTrackingAgent(TrackingAgent):
-    """The tracking agent whose log, snapshots and end events live in Kafka.
-
-    Parameters
-    ----------
-    bootstrap
-        The Kafka bootstrap servers.
-    name
-        Names the agent's topics and transactional id; every query sharing the agent (e.g.
-        an upstream and a downstream query) uses the same name.
-    create_topics
-        Create the three topics if they do not exist (one partition each, replication 1).
-    snapshot_every, snapshot_bytes
-        Snapshot after this many log records or bytes since the last snapshot (defaults
-        :data:`SNAPSHOT_EVERY`, :data:`SNAPSHOT_BYTES`).
-    """
+    """The agent whose log, snapshots and end events live in Kafka; ``name`` names its topics
+    and transactional id (every query sharing the agent uses it)."""
 
     def __init__(
         self,
@@ -270,8 +232,7 @@ class KafkaTrackingAgent(TrackingAgent):
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
         self._snap_slot = 1  # its key slot (the next snapshot takes the other)
         self._snap_position = 0  # the log position the newest snapshot covers
-        #: What the last ``_write`` sent: the log record's bytes and, with a snapshot, (its
-        #: last chunk's offset, slot, log position covered).
+        #: What ``_write`` sent: the record's bytes, (snapshot's last offset, slot, position).
         self._written_bytes = 0
         self._written_snapshot: tuple[int, int, int] | None = None
         #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
@@ -296,7 +257,6 @@ class KafkaTrackingAgent(TrackingAgent):
 
     def _start_producer(self) -> None:
         """A new transactional producer; ``init_transactions`` fences older instances."""
-
         self._close_producer()
         try:
             self._producer = producer(
@@ -388,10 +348,7 @@ class KafkaTrackingAgent(TrackingAgent):
     def _write(
         self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None
     ) -> tuple[int, int | None]:
-        """Steps 4-5: one transaction with the log record and the end events, committed.
-
-        Returns the log record's offset and the last end event's offset (None for none).
-        """
+        """Steps 4-5, committed: the log record's offset and the last end event's (or None)."""
         p = self._producer
         p.begin_transaction()
         BEFORE_SEND.reached(batch)
@@ -434,80 +391,52 @@ class KafkaTrackingAgent(TrackingAgent):
                 raise TrackerUnavailable(f"end events at offset {offset} not visible in time")
             time.sleep(0.01)
 
-    def _transact(self, build: Any, batch: int | None) -> list[EndEvent] | None:
-        """Steps 1-6 with retries; ``build(state)`` mutates the state and returns
-        ``(record, ends)``, or ``None`` when there is nothing to write (returned as is)."""
+    def _transact(self, build: Build, batch: int | None) -> list[EndEvent]:
+        """Steps 1-6, retried on Kafka's failures (``ATTEMPTS``)."""
         from kafka.errors import KafkaError
 
         last: Exception | None = None
-        for attempt in range(ATTEMPTS):
-            self._written_snapshot = None
-            try:
-                if self._producer is None:
-                    self._start_producer()  # 1.
-                self._catch_up()  # 2.
-                self._stale = True  # until committed: build mutates the state
-                built = build(self._state)  # 3.
-                if built is None:
-                    self._stale = False  # nothing accepted, nothing changed
-                    return None
-                record, ends = built
-                offset, end_offset = self._write(record, ends, batch)  # 4.-5.
-            except TrackerUnavailable as e:
-                last = e
-                continue
-            except KafkaError as e:  # fenced, timed out, broker gone: outcome settled by step 1
-                last = e
-                log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
-                self._close_producer()
-                continue
-            # 6. committed: the state is the one the record describes, past the record
-            self._stale = False
-            self._position = offset + 1
-            self._own_marker = True  # at ``offset + 1``: the log record is the only one
-            self._since_records += 1
-            self._since_bytes += self._written_bytes
-            if self._written_snapshot is not None:
-                previous = self._snap_position
-                self._snap_last, self._snap_slot, self._snap_position = self._written_snapshot
-                self._since_records = self._since_bytes = 0
-                self._trim_log(previous)  # keep the records after the previous snapshot
-            if end_offset is not None:
-                self._await_visible(end_offset)
-            return ends
-        raise TrackerUnavailable(
-            f"tracker {self.topics.name}: no transaction after {ATTEMPTS} attempts: {last}"
-        ) from last
+        with self._lock:
+            for attempt in range(ATTEMPTS):
+                self._written_snapshot = None
+                try:
+                    if self._producer is None:
+                        self._start_producer()  # 1.
+                    self._catch_up()  # 2.
+                    self._stale = True  # until committed: build mutates the state
+                    built = build(self._state)  # 3.
+                    if built is None:
+                        self._stale = False  # nothing accepted, nothing changed
+                        return []
+                    record, ends = built
+                    offset, end_offset = self._write(record, ends, batch)  # 4.-5.
+                except TrackerUnavailable as e:
+                    last = e
+                    continue
+                except KafkaError as e:  # fenced, timed out, broker gone: settled by step 1
+                    last = e
+                    log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
+                    self._close_producer()
+                    continue
+                # 6. committed: the state is the one the record describes, past the record
+                self._stale = False
+                self._position = offset + 1
+                self._own_marker = True  # at ``offset + 1``: the log record is the only one
+                self._since_records += 1
+                self._since_bytes += self._written_bytes
+                if self._written_snapshot is not None:
+                    previous = self._snap_position
+                    self._snap_last, self._snap_slot, self._snap_position = self._written_snapshot
+                    self._since_records = self._since_bytes = 0
+                    self._trim_log(previous)  # keep the records after the previous snapshot
+                if end_offset is not None:
+                    self._await_visible(end_offset)
+                return ends
+            raise TrackerUnavailable(
+                f"tracker {self.topics.name}: no transaction after {ATTEMPTS} attempts: {last}"
+            ) from last
 
     # -- TrackingAgent -----------------------------------------------------------------------
-    def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
-        srcs = tuple(sorted(sources))
-
-        def build(state: TrackerState) -> tuple[dict[str, Any], list[EndEvent]] | None:
-            if state.sources.get(namespace) == srcs:
-                return None
-            state.declare(namespace, srcs)
-            return declare_record(namespace, srcs), []
-
-        with self._lock:
-            self._transact(build, None)
-
-    def apply(self, reports: Sequence[Report]) -> list[EndEvent]:
-        batch = min((r.key.batch for r in reports), default=None)
-
-        def build(state: TrackerState) -> tuple[dict[str, Any], list[EndEvent]] | None:
-            accepted = state.accept(reports)
-            if not accepted:
-                return None
-            ends = state.settle()
-            return apply_record(accepted, ends), ends
-
-        with self._lock:
-            ends = self._transact(build, batch) or []
-        for e in ends:
-            log.info("substream %s ended (seq %d)", e.substream, e.seq)
-        return ends
-
     def source_options(self) -> dict[str, str]:
         return {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
 

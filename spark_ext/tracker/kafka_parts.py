@@ -1,9 +1,5 @@
-"""Kafka agent log records above Kafka's record size, sent as parts of one transaction.
-
-A record's JSON above :data:`PART_CHARS` goes as consecutive records
-``{"t": "part", "i": i, "n": n, "data": <slice>}``; :class:`PartBuffer` folds them back once
-the last is read. Smaller records go whole. See docs/design.md, "Tracker".
-"""
+"""Kafka agent log records above :data:`PART_CHARS`, sent as consecutive
+``{"t": "part", "i", "n", "data"}`` records of one transaction (docs/design.md, "Tracker")."""
 
 from __future__ import annotations
 

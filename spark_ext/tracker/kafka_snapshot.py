@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-__all__ = ["CHUNK_BYTES", "OffsetReader", "chunk_records", "newest_snapshot"]
+__all__ = ["CHUNK_BYTES", "OffsetReader", "chunk_records", "last_record", "newest_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +57,13 @@ def _split(value: bytes) -> tuple[dict[str, Any], bytes]:
     return json.loads(head), part
 
 
-def _last_offset(reader: OffsetReader) -> int | None:
-    """Offset of the last committed record (markers and aborted records skipped)."""
+def last_record(reader: OffsetReader) -> tuple[int, bytes] | None:
+    """``(offset, value)`` of the last committed record (markers and aborted records skipped)."""
     end = reader.end()
     back = 8
     while True:
         start = max(0, end - back)
-        found = [o for o, _ in reader.read(start, end)]
+        found = list(reader.read(start, end))
         if found:
             return found[-1]
         if start == 0:
@@ -95,13 +95,14 @@ def _read_at(reader: OffsetReader, last: int) -> tuple[dict[str, Any], dict[str,
 def newest_snapshot(reader: OffsetReader) -> tuple[dict[str, Any], dict[str, Any], int] | None:
     """``(state, header, last chunk offset)`` of the newest whole snapshot (or the one
     before it when the newest does not verify); None when there is none."""
-    last = _last_offset(reader)
-    tried = 0
-    while last is not None and tried < 2:
-        found = _read_at(reader, last)
-        if found is not None:
-            return found[0], found[1], last
-        tried += 1
+    found = last_record(reader)
+    last = found[0] if found is not None else None
+    for _ in range(2):  # the newest, then the one before it
+        if last is None:
+            return None
+        whole = _read_at(reader, last)
+        if whole is not None:
+            return whole[0], whole[1], last
         try:
             (_, value), *_ = list(reader.read(last, last + 1))
             prev = _split(value)[0].get("prev")

@@ -1,15 +1,5 @@
-"""64-bit element labels derived from source coordinates, and XOR folds over them.
-
-Labels are pure functions of ``(topic, partition, offset)`` (docs/design.md, "Tracker";
-invariant 2).
-
-Example
--------
->>> label_of("orders", 0, 42) == label_of("orders", 0, 42)
-True
->>> xor_fold([5, 3, 5])
-3
-"""
+"""64-bit element labels, pure functions of ``(topic, partition, offset)``, and XOR folds
+(docs/design.md, "Tracker"; invariant 2)."""
 
 from __future__ import annotations
 
@@ -36,13 +26,7 @@ def labels_of(
     partitions: npt.ArrayLike,
     offsets: npt.ArrayLike,
 ) -> npt.NDArray[np.int64]:
-    """Labels of many elements at once, as signed 64-bit integers (Spark's ``long``).
-
-    Parameters
-    ----------
-    topics, partitions, offsets
-        Equal-length sequences of each element's source coordinates.
-    """
+    """Labels of many elements (equal-length source coordinates) as signed 64-bit integers."""
     names = np.asarray(topics if isinstance(topics, np.ndarray) else list(topics), dtype=object)  # type: ignore[arg-type]
     # one BLAKE2b per distinct topic (a batch holds a few topics and many rows)
     distinct, inverse = np.unique(names.astype(str), return_inverse=True)

@@ -1,15 +1,5 @@
-"""XOR reports: what one task of one stage saw in one micro-batch, pre-aggregated.
-
-One XOR and one count per substream, keyed ``(query, batch, stage, partition)`` and applied
-once by the agent (docs/design.md, "Tracker").
-
-Example
--------
->>> b = ReportBuilder("assign", partition=0)
->>> b.add_labels(["w/0/10", "w/0/10"], [7, 9], sent=True)
->>> b.build().xors
-{'w/0/10': 14}
-"""
+"""XOR reports: what one task of one stage saw in one micro-batch, pre-aggregated per
+substream and applied once by the agent (docs/design.md, "Tracker")."""
 
 from __future__ import annotations
 
@@ -44,22 +34,9 @@ class ReportKey:
 
 @dataclass
 class TaskReport:
-    """What one task of one stage reported in one batch (the batch id is added by the driver).
-
-    Attributes
-    ----------
-    xors
-        Substream id -> XOR of the labels the task sent or finished.
-    counts
-        Substream id -> elements sent minus elements finished (diagnostic; 0 when complete).
-    ends
-        Substream id -> its end time in ms (how the agent learns a substream's bounds).
-    progress
-        Source partition (``"topic:partition"``) -> closed through (ms): it will send no more
-        elements with a smaller event time.
-    closes
-        Substream ids closed explicitly by their producer (an upstream query's flush).
-    """
+    """What one task of one stage reported in one batch: per substream the XOR of its labels,
+    sent minus finished elements and its end; per ``topic:partition`` the time it is closed
+    through; the substreams its producer closed. The driver adds the batch id."""
 
     stage: str
     partition: int
@@ -91,25 +68,23 @@ class TaskReport:
             out.closes |= src.closes
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "partition": self.partition,
+            "xors": self.xors,
+            "counts": self.counts,
+            "ends": self.ends,
+            "progress": self.progress,
+            "closes": sorted(self.closes),
+        }
+
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "stage": self.stage,
-                "partition": self.partition,
-                "xors": self.xors,
-                "counts": self.counts,
-                "ends": self.ends,
-                "progress": self.progress,
-                "closes": sorted(self.closes),
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> TaskReport:
-        d = json.loads(text)
-        return cls.from_dict(d)
+        return cls.from_dict(json.loads(text))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TaskReport:
@@ -134,7 +109,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "key": [self.key.query, self.key.batch, self.key.stage, self.key.partition],
-            "body": json.loads(self.body.to_json()),
+            "body": self.body.to_dict(),
         }
 
     @classmethod

@@ -1,17 +1,7 @@
-"""Files of the local tracking agent: snapshots, log segments, end-event segments.
-
-A local agent's folder holds (``g`` a generation, 8 digits; docs/design.md, "Tracker"):
-
-``tracker.log``, ``tracker.<g>.log``
-    Log segments; segment ``g`` holds the records after snapshot ``g`` (0 is ``tracker.log``,
-    the old uncompacted name, which still loads).
-``snapshot.<g>.json``
-    The state after the segments below ``g``: a header line ``{"format", "gen", "bytes",
-    "sha256"}``, then the state's JSON. Written temp + fsync + rename; one that does not
-    verify is ignored for the previous one (kept until the next snapshot).
-``ends/<first seq>.jsonl``
-    End events ``[seq, substream, start_ms, end_ms]``, :data:`SEGMENT_EVENTS` a file, named
-    by their first sequence number (12 digits); a read opens the segment holding its first.
+"""Files of a local tracking agent (docs/design.md, "Tracker"): log segments ``tracker.<g>.log``
+(``g`` = 0: ``tracker.log``) with the records after snapshot ``snapshot.<g>.json`` (a header line
+``{"format", "gen", "bytes", "sha256"}``, then the state), and end events
+``[seq, substream, start_ms, end_ms]`` in ``ends/<first seq>.jsonl``.
 """
 
 from __future__ import annotations
@@ -145,11 +135,8 @@ def trim(folder: Path, below: int) -> None:
 
 
 class EndSegments:
-    """The ``ends/`` folder: end events by sequence number in segment files (module doc).
-
-    Appends happen under the agent's lock; reads need no lock (a line without its newline is
-    a write in progress or torn, and is not read).
-    """
+    """The ``ends/`` folder, :data:`SEGMENT_EVENTS` end events a file. Appends hold the agent's
+    lock; reads need none (a line without its newline is not read)."""
 
     def __init__(self, folder: Path) -> None:
         self.dir = folder / ENDS_DIR
@@ -243,9 +230,6 @@ class EndSegments:
                         return
                     if int(e[0]) > after:
                         yield e
-
-    def bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.dir.iterdir()) if self.dir.is_dir() else 0
 
 
 def folder_bytes(folder: Path, names: Iterable[str] | None = None) -> int:

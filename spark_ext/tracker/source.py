@@ -1,28 +1,7 @@
-"""The end-event streaming source: offsets are the tracking agent's sequence numbers.
-
-``spark.readStream.format("spark_ext_tracker")`` yields one row per end event
-``(seq, substream, namespace, start_ms, end_ms)``. Its offset is ``{"seq": n}``: Spark writes
-the range each micro-batch read into its offset log before running it, so a replayed batch
-reads exactly the end events the first attempt read -- no more (events published since) and
-no fewer.
-
-Options
--------
-agent
-    ``local`` (a :class:`~spark_ext.tracker.agent.LocalTrackingAgent` folder) or ``kafka``
-    (a :class:`~spark_ext.tracker.kafka_agent.KafkaTrackingAgent`'s end-event topic).
-path
-    The local agent's folder. Read on the driver only: each micro-batch's end events travel
-    to the executors inside its input partition, so the folder need not be shared.
-bootstrap, ends_topic
-    The Kafka agent's broker and end-event topic.
-namespaces
-    Comma-separated namespaces to keep (default: all). Offsets stay global sequence numbers.
-
-Example
--------
->>> register(spark)                                                     # doctest: +SKIP
->>> ends = spark.readStream.format("spark_ext_tracker").options(**agent.source_options()).load()  # doctest: +SKIP
+"""The end-event streaming source ``spark_ext_tracker``: one row per end event, offsets are
+the agent's sequence numbers, so a replayed batch reads the same events (docs/design.md,
+"Tracker"). Options: ``agent`` (``local``, ``path``: read on the driver and shipped in the input
+partition; ``kafka``, ``bootstrap``, ``ends_topic``) and ``namespaces`` (comma-separated).
 """
 
 from __future__ import annotations
@@ -30,13 +9,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.tracker.agent import EndEvent, read_end_events
+
+if TYPE_CHECKING:
+    from spark_ext.tracker.kafka_agent import KafkaEndLog
 
 __all__ = [
     "END_EVENT_SCHEMA",
@@ -69,8 +51,7 @@ def register(spark: SparkSession) -> None:
 
 @dataclass(frozen=True)
 class SeqRange(InputPartition):
-    """End events with ``after < seq <= up_to``; ``events`` holds them when the driver read
-    them already (a local agent: executors then need no access to its folder)."""
+    """End events with ``after < seq <= up_to``; ``events``: read by the driver (a local agent)."""
 
     after: int
     up_to: int
@@ -80,28 +61,27 @@ class SeqRange(InputPartition):
 _LOCAL_AGENTS: dict[str, Any] = {}  # one per folder in the driver-side reader process
 
 
-def _last_seq(options: dict[str, str]) -> int:
-    kind = options.get("agent", "local")
-    if kind == "local":
-        from spark_ext.tracker.agent import LocalTrackingAgent
-
-        agent = _LOCAL_AGENTS.get(options["path"])
-        if agent is None:
-            agent = _LOCAL_AGENTS[options["path"]] = LocalTrackingAgent(options["path"])
-        return agent.last_seq()
+def _kafka(options: dict[str, str]) -> KafkaEndLog:
     from spark_ext.tracker.kafka_agent import KafkaEndLog
 
-    return KafkaEndLog.shared(options["bootstrap"], options["ends_topic"]).last_seq()
+    return KafkaEndLog.shared(options["bootstrap"], options["ends_topic"])
+
+
+def _last_seq(options: dict[str, str]) -> int:
+    if options.get("agent", "local") != "local":
+        return _kafka(options).last_seq()
+    from spark_ext.tracker.agent import LocalTrackingAgent
+
+    agent = _LOCAL_AGENTS.get(options["path"])
+    if agent is None:
+        agent = _LOCAL_AGENTS[options["path"]] = LocalTrackingAgent(options["path"])
+    return agent.last_seq()
 
 
 def _events(options: dict[str, str], after: int, up_to: int) -> Iterator[EndEvent]:
-    kind = options.get("agent", "local")
-    if kind == "local":
-        yield from read_end_events(options["path"], after, up_to)
-        return
-    from spark_ext.tracker.kafka_agent import KafkaEndLog
-
-    yield from KafkaEndLog.shared(options["bootstrap"], options["ends_topic"]).events(after, up_to)
+    if options.get("agent", "local") == "local":
+        return read_end_events(options["path"], after, up_to)
+    return _kafka(options).events(after, up_to)
 
 
 class TrackerEndSource(DataSource):
@@ -119,7 +99,7 @@ class TrackerEndSource(DataSource):
 
 
 class TrackerEndReader(DataSourceStreamReader):
-    """Reads end events by sequence-number range (see module docstring)."""
+    """Reads end events by sequence-number range."""
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
@@ -143,8 +123,7 @@ class TrackerEndReader(DataSourceStreamReader):
             return []
         if self.options.get("agent", "local") != "local":
             return [SeqRange(after, up_to)]  # executors read the end-event topic
-        # The local agent's files are on the driver's disk: read them here (from the segment
-        # holding ``after + 1``) and ship the rows with the partition.
+        # the local agent's files are on the driver's disk: read here, ship the rows
         rows = tuple(self._row(e) for e in _events(self.options, after, up_to))
         return [SeqRange(after, up_to, tuple(r for r in rows if r is not None))]
 

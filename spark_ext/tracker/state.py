@@ -1,7 +1,4 @@
-"""The tracker's state as a pure value: reports in, end events out (no I/O).
-
-What every agent keeps, rebuilds from its log and snapshots (docs/design.md, "Tracker").
-"""
+"""The tracker's state as a pure value: reports in, end events out (docs/design.md, "Tracker")."""
 
 from __future__ import annotations
 
@@ -18,8 +15,8 @@ __all__ = [
     "EndEvent",
     "TrackerFigures",
     "TrackerState",
-    "apply_record",
-    "declare_record",
+    "apply_step",
+    "declare_step",
     "replay_record",
 ]
 
@@ -49,23 +46,8 @@ class EndEvent:
 
 @dataclass(frozen=True)
 class TrackerFigures:
-    """The agent's state size (docs/design.md invariant 4: state is bounded and measured).
-
-    Attributes
-    ----------
-    open_substreams
-        Substreams seen and not ended (bounded by the windows between the oldest source
-        partition's progress and the newest event time).
-    in_flight
-        Elements sent and not yet finished, over all open substreams.
-    ended
-        Substreams ended so far (a count: the state keeps one released frontier per
-        namespace, not every ended substream).
-    late_reports
-        Reports that touched an already-ended substream (broken close promises).
-    last_seq
-        The newest end event's sequence number.
-    """
+    """The agent's state size (docs/design.md invariant 4); ``in_flight``: elements sent and not
+    finished, ``late_reports``: reports that touched an ended substream."""
 
     open_substreams: int
     in_flight: int
@@ -82,11 +64,8 @@ class TrackerFigures:
 
 @dataclass
 class TrackerState:
-    """The agent's state as a pure value: reports in, end events out (no I/O).
-
-    ``sources`` maps a namespace to the source partitions that must close a substream of it;
-    a namespace without sources ends substreams on explicit closes only (upstream queries).
-    """
+    """Reports in, end events out; ``sources``: namespace -> the partitions that close it (none:
+    only explicit closes)."""
 
     sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     high_water: dict[tuple[str, str, int], int] = field(default_factory=dict)
@@ -95,8 +74,7 @@ class TrackerState:
     ends: dict[str, int] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
     progress: dict[str, int] = field(default_factory=dict)
-    #: Namespace -> (end_ms, id) of its newest ended substream: everything at or below it has
-    #: ended (a report for it is late).
+    #: Namespace -> (end_ms, id) of its newest ended substream: all at or below it has ended.
     released: dict[str, tuple[int, str]] = field(default_factory=dict)
     ended_counts: dict[str, int] = field(default_factory=dict)
     seq: int = 0
@@ -253,18 +231,32 @@ class TrackerState:
         )
 
 
-def declare_record(namespace: str, sources: Sequence[str]) -> dict[str, Any]:
-    """The log record of a namespace declaration (same in every agent's log)."""
-    return {"t": "declare", "ns": namespace, "sources": list(sources)}
+def declare_step(
+    state: TrackerState, namespace: str, sources: Iterable[str]
+) -> tuple[dict[str, Any], list[EndEvent]] | None:
+    """Declare ``namespace`` in ``state``: its log record, or None if so declared already."""
+    srcs = tuple(sorted(sources))
+    if state.sources.get(namespace) == srcs:
+        return None
+    state.declare(namespace, srcs)
+    return {"t": "declare", "ns": namespace, "sources": list(srcs)}, []
 
 
-def apply_record(accepted: Sequence[Report], ends: Sequence[EndEvent]) -> dict[str, Any]:
-    """The log record of one apply: the reports accepted and the end events they caused."""
-    return {
+def apply_step(
+    state: TrackerState, reports: Sequence[Report]
+) -> tuple[dict[str, Any], list[EndEvent]] | None:
+    """Fold ``reports`` into ``state`` and settle it: the log record (the accepted reports and
+    the end events they caused) and the end events, or None if every report was applied."""
+    accepted = state.accept(reports)
+    if not accepted:
+        return None
+    ends = state.settle()
+    record = {
         "t": "apply",
         "reports": [r.to_dict() for r in accepted],
         "ends": [e.to_list() for e in ends],
     }
+    return record, ends
 
 
 def replay_record(state: TrackerState, record: dict[str, Any]) -> list[EndEvent]:

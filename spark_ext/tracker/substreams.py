@@ -1,18 +1,5 @@
-"""Substreams and the predicates that map elements to them (time windows).
-
-A substream here is a half-open event-time interval ``[start_ms, end_ms)`` inside a
-namespace (one operator of one query). Tumbling windows put every element in exactly one
-substream, sliding windows in ``size / slide`` of them; session windows and EWMA track
-fixed *buckets* (tumbling substreams) and act when a bucket ends.
-
-Example
--------
->>> w = Tumbling("10 seconds", namespace="counts")
->>> [s.id for s in w.substreams_of(12_345)]
-['counts/10000/20000']
->>> len(Sliding("10 seconds", "5 seconds").substreams_of(12_345))
-2
-"""
+"""Substreams (``[start_ms, end_ms)`` of a namespace) and the windowings that assign elements to
+them; sessions and EWMA track fixed buckets (docs/design.md, "Operators")."""
 
 from __future__ import annotations
 
@@ -28,20 +15,14 @@ from spark_ext.tracker.errors import ConfigError
 __all__ = ["Sliding", "Substream", "Tumbling", "Windowing", "duration_ms"]
 
 _UNITS_MS = {
-    "ms": 1,
-    "millisecond": 1,
-    "milliseconds": 1,
-    "s": 1000,
-    "sec": 1000,
-    "second": 1000,
-    "seconds": 1000,
-    "m": 60_000,
-    "min": 60_000,
-    "minute": 60_000,
-    "minutes": 60_000,
-    "h": 3_600_000,
-    "hour": 3_600_000,
-    "hours": 3_600_000,
+    unit: ms
+    for ms, units in [
+        (1, "ms millisecond milliseconds"),
+        (1000, "s sec second seconds"),
+        (60_000, "m min minute minutes"),
+        (3_600_000, "h hour hours"),
+    ]
+    for unit in units.split()
 }
 
 
