@@ -147,6 +147,50 @@ def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
 
 
 @pytest.fixture
+def readings_with_copies(
+    kafka_bootstrap: str, new_topic: Callable[..., str]
+) -> Callable[..., tuple[str, str, int]]:
+    """Two 2-partition topics of ``jobs.ordering_dedup``'s sensor readings, the second with every
+    ``every``-th reading twice (a producer retry, three records later in the same partition):
+    ``readings_with_copies("dedup", sensors, per_sensor, every)`` -> (clean topic, topic with
+    copies, records in it)."""
+    from jobs.ordering_dedup import produce_readings
+
+    def make(prefix: str, sensors: int, per_sensor: int, every: int) -> tuple[str, str, int]:
+        clean = new_topic(f"{prefix}-clean", partitions=2)
+        copies = new_topic(f"{prefix}-dups", partitions=2)
+        produce_readings(kafka_bootstrap, clean, sensors=sensors, per_sensor=per_sensor)
+        produced = produce_readings(
+            kafka_bootstrap,
+            copies,
+            sensors=sensors,
+            per_sensor=per_sensor,
+            duplicate_every=every,
+            duplicate_delay=3,
+        )
+        return clean, copies, produced
+
+    return make
+
+
+def kill_in_turn(module: str, args: list[str], kills: list[tuple[str, int]]) -> None:
+    """Run job ``module`` once per ``(point@batch, max offsets per trigger)`` in ``kills``, each
+    run from the checkpoint the last left; fail unless each was SIGKILLed at its point."""
+    from spark_ext.jobrun import run_job
+
+    for point, max_offsets in kills:
+        run = run_job(
+            module,
+            [*args, "--max-offsets-per-trigger", str(max_offsets)],
+            fault=point,
+            timeout_s=600,
+        )
+        assert run.killed and run.fired(point.partition("@")[0], "kill"), (
+            f"{point}: {run.output_tail}"
+        )
+
+
+@pytest.fixture
 def job_env() -> Iterator[dict[str, str]]:
     """Environment for job subprocesses: this interpreter, loopback, no crash point."""
     from spark_ext.session import prepare_environment

@@ -62,18 +62,25 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
-def test_spark_ext_list_works_from_another_folder_after_pip_install(installed, tmp_path):
+def run_installed(installed: Path, cwd: Path, program: str, *args: str) -> str:
+    """Run ``program`` from the venv's ``bin`` in ``cwd`` with no checkout on the path; its
+    output (it must exit 0)."""
     out = subprocess.run(
-        [str(installed / "bin" / "spark-ext"), "list"],
+        [str(installed / "bin" / program), *args],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
         env=_clean_env(),
         timeout=300,
     )
     assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_spark_ext_list_works_from_another_folder_after_pip_install(installed, tmp_path):
+    listed = run_installed(installed, tmp_path, "spark-ext", "list")
     for job in ("exactly_once_delta", "ordering_dedup", "dedup_delta"):
-        assert job in out.stdout
+        assert job in listed
 
 
 def test_installed_packages_are_the_ones_imported_and_typed(installed, tmp_path):
@@ -83,15 +90,8 @@ def test_installed_packages_are_the_ones_imported_and_typed(installed, tmp_path)
         "print(pathlib.Path(spark_ext.__file__).parent); print(jobs.registry.__file__); "
         "print(connectors.__file__)"
     )
-    out = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_clean_env(),
-        check=True,
-    )
-    package, registry, connectors = (Path(line) for line in out.stdout.split())
+    out = run_installed(installed, tmp_path, "python", "-c", code)
+    package, registry, connectors = (Path(line) for line in out.split())
     for path in (package, registry, connectors):
         assert path.is_relative_to(installed), f"{path} is not the installed copy"
     assert (package / "py.typed").is_file()
@@ -104,14 +104,6 @@ def test_installed_project_finds_its_profiles_and_keeps_data_in_the_working_fold
         "from spark_ext.config import load_profile; p = load_profile('local'); "
         "print(p.name); print(p.paths.resolved_data_root())"
     )
-    out = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_clean_env(),
-    )
-    assert out.returncode == 0, out.stderr
-    name, data_root = out.stdout.split()
+    name, data_root = run_installed(installed, tmp_path, "python", "-c", code).split()
     assert name == "local"
     assert Path(data_root) == tmp_path / "var" / "data"

@@ -58,12 +58,17 @@ def snapshot(root: Path) -> dict[str, object]:
     }
 
 
+def write_batches(spark, root: Path, batches: int) -> dict[str, object]:
+    """Batches 0 .. ``batches - 1`` written by a first sink; the :func:`snapshot` after them."""
+    first = make_sink(root)
+    for batch_id in range(batches):
+        first(readings(spark, batch_id), batch_id)
+    return snapshot(root)
+
+
 @pytest.mark.parametrize("state", ["state", "new_state"], ids=["same_state", "state_reset"])
 def test_batch_below_the_recorded_one_is_refused_and_writes_nothing(spark, tmp_path, state):
-    first = make_sink(tmp_path)
-    for batch_id in range(3):
-        first(readings(spark, batch_id), batch_id)
-    before = snapshot(tmp_path)
+    before = write_batches(spark, tmp_path, 3)
 
     restarted = make_sink(tmp_path, state)  # the same query (a zombie driver) at batch 1
     with pytest.raises(BatchRegressionError) as err:
@@ -73,10 +78,7 @@ def test_batch_below_the_recorded_one_is_refused_and_writes_nothing(spark, tmp_p
 
 
 def test_reset_checkpoint_is_another_owner_and_writes_nothing(spark, tmp_path):
-    first = make_sink(tmp_path)
-    for batch_id in range(3):
-        first(readings(spark, batch_id), batch_id)
-    before = snapshot(tmp_path)
+    before = write_batches(spark, tmp_path, 3)
 
     # A reset checkpoint is a new query id: refused as another owner, at its batch 0 or 1.
     reset = SinkOwner("6a1c0c47-5d1c-4c8e-8f0e-8b6f3e5e9d22")
@@ -87,10 +89,7 @@ def test_reset_checkpoint_is_another_owner_and_writes_nothing(spark, tmp_path):
 
 
 def test_replay_of_the_recorded_batch_is_skipped_and_writes_nothing(spark, tmp_path):
-    first = make_sink(tmp_path)
-    for batch_id in range(2):
-        first(readings(spark, batch_id), batch_id)
-    before = snapshot(tmp_path)
+    before = write_batches(spark, tmp_path, 2)
     make_sink(tmp_path)(readings(spark, 1), 1)
     assert snapshot(tmp_path) == before
     out = spark.read.format("delta").load(str(tmp_path / "out"))
@@ -102,9 +101,7 @@ def test_restart_with_an_expired_txn_keeps_every_committed_file(spark, tmp_path)
     refuses with a typed error instead of taking the files for orphans and deleting them."""
     from deltalake import DeltaTable
 
-    first = make_sink(tmp_path)
-    for batch_id in range(2):
-        first(readings(spark, batch_id), batch_id)
+    write_batches(spark, tmp_path, 2)
     out = DeltaTable(str(tmp_path / "out"))
     out.alter.set_table_properties({"delta.setTransactionRetentionDuration": "interval 1 seconds"})
     committed = [f.rsplit("/", 1)[-1] for f in DeltaTable(str(tmp_path / "out")).file_uris()]

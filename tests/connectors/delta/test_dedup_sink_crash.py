@@ -25,7 +25,7 @@ from chispa import assert_df_equality
 from jobs.dedup_delta import DedupPaths, start
 from jobs.ordering_dedup import produce_readings
 from spark_ext.jobrun import run_job
-from tests.conftest import await_done
+from tests.conftest import await_done, kill_in_turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -41,19 +41,9 @@ KILLS = [
 
 
 def test_kills_at_every_step_give_the_clean_duplicate_free_output(
-    spark, kafka_bootstrap, new_topic, tmp_path
+    spark, kafka_bootstrap, readings_with_copies, tmp_path
 ):
-    clean_topic = new_topic("dedup-clean", partitions=2)
-    dup_topic = new_topic("dedup-dups", partitions=2)
-    produce_readings(kafka_bootstrap, clean_topic, sensors=SENSORS, per_sensor=PER_SENSOR)
-    produced = produce_readings(
-        kafka_bootstrap,
-        dup_topic,
-        sensors=SENSORS,
-        per_sensor=PER_SENSOR,
-        duplicate_every=3,
-        duplicate_delay=3,
-    )
+    clean_topic, dup_topic, produced = readings_with_copies("dedup", SENSORS, PER_SENSOR, 3)
     assert produced > sum(mo for _, mo in KILLS) * 1.2  # every kill lands in a real batch
 
     clean_paths = DedupPaths(tmp_path / "clean")
@@ -66,16 +56,7 @@ def test_kills_at_every_step_give_the_clean_duplicate_free_output(
     paths = DedupPaths(tmp_path / "crashed")
     args = ["--profile", "test", "--bootstrap", kafka_bootstrap, "--topic", dup_topic]
     args += ["--out", str(paths.root)]
-    for point, max_offsets in KILLS:
-        run = run_job(
-            "jobs.dedup_delta",
-            [*args, "--max-offsets-per-trigger", str(max_offsets)],
-            fault=point,
-            timeout_s=600,
-        )
-        assert run.killed and run.fired(point.partition("@")[0], "kill"), (
-            f"{point}: {run.output_tail}"
-        )
+    kill_in_turn("jobs.dedup_delta", args, KILLS)
     query, _ = start(spark, kafka_bootstrap, dup_topic, paths, max_offsets_per_trigger=70)
     await_done(query, 600)
     assert query.exception() is None

@@ -60,13 +60,23 @@ def topics(kafka_bootstrap, new_topic) -> tuple[str, str]:
     return x, y
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.fixture(params=MODES)
+def mode(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def table(spark, kafka_bootstrap, topics, tmp_path, mode) -> str:
+    """The table after query X (checkpoint ``chk_x``) wrote all of its topic."""
+    table = str(tmp_path / "t")
+    run(spark, kafka_bootstrap, topics[0], table, tmp_path / "chk_x", mode)
+    return table
+
+
 def test_second_query_with_the_sink_id_is_refused_at_start_and_writes_nothing(
-    spark, kafka_bootstrap, topics, tmp_path, mode
+    spark, kafka_bootstrap, topics, table, tmp_path, mode
 ):
     x, y = topics
-    table = str(tmp_path / "t")
-    run(spark, kafka_bootstrap, x, table, tmp_path / "chk_x", mode)
     version = DeltaTable(table).version()
 
     with pytest.raises(SinkOwnerError) as err:
@@ -77,14 +87,10 @@ def test_second_query_with_the_sink_id_is_refused_at_start_and_writes_nothing(
     assert rows_by_topic(spark, table) == ({x: X_ROWS}, {x: X_ROWS})
 
 
-@pytest.mark.parametrize("mode", MODES)
 def test_query_taking_the_sink_over_writes_its_rows_once_and_the_old_owner_is_refused(
-    spark, kafka_bootstrap, topics, tmp_path, mode
+    spark, kafka_bootstrap, topics, table, tmp_path, mode
 ):
     x, y = topics
-    table = str(tmp_path / "t")
-    run(spark, kafka_bootstrap, x, table, tmp_path / "chk_x", mode)
-
     run(spark, kafka_bootstrap, y, table, tmp_path / "chk_y", mode, 120, take_over=True)
     both = {x: X_ROWS, y: Y_ROWS}
     assert rows_by_topic(spark, table) == (both, both)

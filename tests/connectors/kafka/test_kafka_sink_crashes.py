@@ -13,17 +13,15 @@ from collections import Counter
 import pytest
 from chispa import assert_df_equality
 
-from connectors import kafka
 from connectors.kafka.progress import SinkProgress
 from jobs.eo_spark_kafka_sink import WRITTEN
-from jobs.exactly_once_kafka import forward
 from spark_ext.recovery.kills import (
     batches_for,
     kill_at_each_point,
     kill_at_random_times,
 )
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT
-from tests.connectors.conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS, RANDOM_KILLS, output_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -39,18 +37,6 @@ def job_args(topic, out, tmp_path, mode, max_offsets=MAX_OFFSETS):
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def expected(spark, kafka_bootstrap, events_topic):
-    """(key, value) of every record a run that never crashed writes, sorted."""
-    rows = forward(kafka.read_batch(spark, kafka_bootstrap, events_topic)).collect()
-    return sorted((r.key.encode() if r.key else None, r.value.encode()) for r in rows)
-
-
-def output(bootstrap, topic, read_committed=True):
-    got = kafka.consume_all(bootstrap, topic, read_committed=read_committed)
-    return sorted((key, value) for _, _, key, value in got)
-
-
 def assert_topic_is_exactly(spark, bootstrap, topic, expected, read_committed=True):
     """chispa comparison of the topic's (key, value) records with the clean run's."""
     schema = "key string, value string"
@@ -60,14 +46,14 @@ def assert_topic_is_exactly(spark, bootstrap, topic, expected, read_committed=Tr
             [(k.decode() if k else None, v.decode()) for k, v in records], schema
         )
 
-    got = frame(output(bootstrap, topic, read_committed))
+    got = frame(output_records(bootstrap, topic, read_committed))
     assert_df_equality(got, frame(expected), ignore_row_order=True)
 
 
 @pytest.mark.heavy
 @pytest.mark.every_mode
 def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
-    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+    spark, kafka_bootstrap, events_topic, new_topic, clean_records, tmp_path
 ):
     out = new_topic("eoidem", partitions=3)
     points = [
@@ -79,7 +65,7 @@ def test_idempotent_kafka_sink_killed_at_every_step_writes_each_record_once(
     kill_at_each_point(JOB, job_args(events_topic, out, tmp_path, "idempotent"), points)
 
     # Every consumer, not only read_committed ones: no transactions are involved.
-    assert_topic_is_exactly(spark, kafka_bootstrap, out, expected, read_committed=False)
+    assert_topic_is_exactly(spark, kafka_bootstrap, out, clean_records, read_committed=False)
 
 
 RANDOM_MODES = ["two_phase", "idempotent"]
@@ -88,7 +74,7 @@ RANDOM_MODES = ["two_phase", "idempotent"]
 @pytest.mark.heavy
 @pytest.mark.parametrize("mode", RANDOM_MODES)
 def test_kafka_sink_killed_at_random_times_writes_each_record_once(
-    spark, kafka_bootstrap, events_topic, new_topic, expected, tmp_path, mode
+    spark, kafka_bootstrap, events_topic, new_topic, clean_records, tmp_path, mode
 ):
     out = new_topic(f"eo2pc-rand-{mode}", partitions=3)
 
@@ -101,12 +87,12 @@ def test_kafka_sink_killed_at_random_times_writes_each_record_once(
 
     assert sum(r.killed for r in runs) == RANDOM_KILLS
     assert_topic_is_exactly(
-        spark, kafka_bootstrap, out, expected, read_committed=mode != "idempotent"
+        spark, kafka_bootstrap, out, clean_records, read_committed=mode != "idempotent"
     )
 
 
 def test_spark_kafka_sink_killed_after_a_write_duplicates_the_batch(
-    kafka_bootstrap, events_topic, new_topic, expected, tmp_path
+    kafka_bootstrap, events_topic, new_topic, clean_records, tmp_path
 ):
     """Negative control: the same kill against Spark's own Kafka writer leaves duplicates."""
     out = new_topic("plain", partitions=3)
@@ -116,9 +102,9 @@ def test_spark_kafka_sink_killed_after_a_write_duplicates_the_batch(
     ]  # fmt: skip
     kill_at_each_point("jobs.eo_spark_kafka_sink", args, [f"{WRITTEN}@1"])
 
-    got = output(kafka_bootstrap, out)
+    got = output_records(kafka_bootstrap, out)
     counts = Counter(got)
     duplicated = [record for record, n in counts.items() if n > 1]
-    assert sorted(counts) == sorted(set(expected))  # nothing lost...
+    assert sorted(counts) == sorted(set(clean_records))  # nothing lost...
     assert len(duplicated) == MAX_OFFSETS  # ...but all of batch 1 is in the topic twice
     assert len(got) == EVENTS + MAX_OFFSETS

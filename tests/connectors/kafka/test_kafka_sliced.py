@@ -25,14 +25,13 @@ from connectors.kafka.slices import (
     recover_slices,
     replay_state,
 )
-from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
 from spark_ext.sinks.protocol import KAFKA_SLICED
-from tests.conftest import await_done, start_selected, unique_topic
-from tests.connectors.conftest import EVENTS, MAX_OFFSETS
+from tests.conftest import start_selected, unique_topic
+from tests.connectors.conftest import EVENTS, MAX_OFFSETS, forward_events
 
 pytestmark = pytest.mark.integration
 
@@ -241,19 +240,9 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
     driver, so counting sends in the test process would prove nothing."""
     out = new_topic("eo-slice", partitions=3)
     sink_id = "nodriver_slice"
-    df = forward(
-        kafka.read_stream(spark, kafka_bootstrap, events_topic, max_offsets_per_trigger=MAX_OFFSETS)
+    forward_events(
+        spark, kafka_bootstrap, events_topic, out, sink_id=sink_id, checkpoint=str(tmp_path / "chk")
     )
-    q = exactly_once_to_kafka(
-        df,
-        out,
-        bootstrap=kafka_bootstrap,
-        sink_id=sink_id,
-        checkpoint=str(tmp_path / "chk"),
-        trigger=Trigger(available_now=True),
-    )
-    await_done(q, 300)
-    assert q.exception() is None
 
     want = Counter(
         r.value for r in forward(kafka.read_batch(spark, kafka_bootstrap, events_topic)).collect()

@@ -21,15 +21,9 @@ import itertools
 import pytest
 from chispa import assert_df_equality
 
-from jobs.ordering_dedup import (
-    RESULT_COLUMNS,
-    PipelineOptions,
-    PipelinePaths,
-    produce_readings,
-    start_pipeline,
-)
-from spark_ext.jobrun import run_job
-from tests.conftest import await_done
+from jobs.ordering_dedup import RESULT_COLUMNS, PipelineOptions, produce_readings
+from tests.conftest import kill_in_turn
+from tests.spark_ext.conftest import run_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -37,24 +31,17 @@ LIMIT = 50
 SENSORS, PER_SENSOR = 4, 30
 
 
-def run_in_process(spark, bootstrap, topic, root, options):
-    query, _ = start_pipeline(spark, bootstrap, topic, PipelinePaths(root), options)
-    await_done(query, 600)
-    assert query.exception() is None
-    return spark.read.format("delta").load(str(PipelinePaths(root).ewma)).select(*RESULT_COLUMNS)
-
-
-def crash_then_restart(spark, bootstrap, topic, root, buffered: bool):
+def clean_and_crashed(spark, bootstrap, topic, tmp_path, buffered: bool):
+    """The EWMA output of a clean run, and of a run killed after batch 0's output then restarted."""
+    options = PipelineOptions(buffered=buffered, dedup=False)
+    clean = run_pipeline(spark, bootstrap, topic, tmp_path / "clean", options)
+    root = tmp_path / "crashed"
     args = ["--profile", "test", "--bootstrap", bootstrap, "--topic", topic, "--out", str(root)]
-    args += ["--no-dedup", "--max-offsets-per-trigger", str(LIMIT)]
-    if not buffered:
-        args.append("--no-buffer")
-    run = run_job("jobs.ordering_dedup", args, fault="dedup.after_output@0", timeout_s=600)
-    assert run.killed and run.fired("dedup.after_output", "kill"), run.output_tail
+    args += ["--no-dedup"] if buffered else ["--no-dedup", "--no-buffer"]
+    kill_in_turn("jobs.ordering_dedup", args, [("dedup.after_output@0", LIMIT)])
     # The restart catches up: batch 0 replayed with its logged offsets, the rest in one batch.
-    return run_in_process(
-        spark, bootstrap, topic, root, PipelineOptions(buffered=buffered, dedup=False)
-    )
+    crashed = run_pipeline(spark, bootstrap, topic, root, options)
+    return clean.select(*RESULT_COLUMNS), crashed.select(*RESULT_COLUMNS)
 
 
 @pytest.fixture
@@ -67,16 +54,7 @@ def readings_topic(kafka_bootstrap, new_topic):
 def test_ewma_without_buffer_diverges_after_kill_and_replay(
     spark, kafka_bootstrap, readings_topic, tmp_path
 ):
-    clean = run_in_process(
-        spark,
-        kafka_bootstrap,
-        readings_topic,
-        tmp_path / "clean",
-        PipelineOptions(buffered=False, dedup=False),
-    )
-    crashed = crash_then_restart(
-        spark, kafka_bootstrap, readings_topic, tmp_path / "crashed", buffered=False
-    )
+    clean, crashed = clean_and_crashed(spark, kafka_bootstrap, readings_topic, tmp_path, False)
     # Same readings in both (no loss, no duplicate: the sink is idempotent) ...
     assert clean.count() == crashed.count() == SENSORS * PER_SENSOR
     assert_df_equality(
@@ -94,16 +72,7 @@ def test_ewma_without_buffer_diverges_after_kill_and_replay(
 def test_ewma_with_buffer_is_identical_after_kill_and_replay(
     spark, kafka_bootstrap, readings_topic, tmp_path
 ):
-    clean = run_in_process(
-        spark,
-        kafka_bootstrap,
-        readings_topic,
-        tmp_path / "clean",
-        PipelineOptions(buffered=True, dedup=False),
-    )
-    crashed = crash_then_restart(
-        spark, kafka_bootstrap, readings_topic, tmp_path / "crashed", buffered=True
-    )
+    clean, crashed = clean_and_crashed(spark, kafka_bootstrap, readings_topic, tmp_path, True)
     assert clean.count() == SENSORS * PER_SENSOR
     assert_df_equality(clean, crashed, ignore_row_order=True)
     # And the sequence numbers follow event time: the fold saw each sensor in order.

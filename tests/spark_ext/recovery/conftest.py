@@ -1,17 +1,22 @@
-"""Fixtures of the recovery tests: one harness per test run, its report written at the end."""
+"""Fixtures of the recovery tests: one harness per test run, its report written at the end;
+the in-memory case of the tests with a fake runner."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from connectors.kafka.local_broker import private_broker
 from spark_ext.recovery import (
+    HarnessContext,
     InProcessRunner,
+    RecoveryCase,
     RecoveryHarness,
     RecoveryResult,
+    RunSlot,
     format_table,
     write_report,
 )
@@ -51,3 +56,20 @@ def harness(
     if recovery_results:
         index = write_report(recovery_results, recovery_report_dir)
         print(f"\n{format_table(recovery_results)}\nrecovery report: {index}")
+
+
+class InMemoryCase(RecoveryCase):
+    """A case for a fake runner (no Spark): the job's last argument is the slot's output
+    folder, and what it writes is kept in :attr:`written` by slot name."""
+
+    def __init__(self) -> None:
+        self.written: dict[str, list[dict[str, Any]]] = {}
+
+    def prepare(self, ctx: HarnessContext) -> None:
+        pass
+
+    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        return ["--out", str(slot.out)]
+
+    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
+        return list(self.written.get(slot.name, []))

@@ -23,18 +23,16 @@ from spark_ext.recovery import (
     FaultCell,
     FaultClass,
     FaultNotFired,
-    HarnessContext,
     JobRunFailed,
     OutputSpec,
-    RecoveryCase,
     RecoveryClass,
     RecoveryHarness,
-    RunSlot,
     format_table,
     observed_error,
     write_report,
 )
 from spark_ext.recovery.matrix import CellStatus, format_matrix, run_matrix, write_matrix_report
+from tests.spark_ext.recovery.conftest import InMemoryCase
 
 EVENTS = OutputSpec(columns=("id", "v"))
 CLEAN = [{"id": i, "v": f"v{i}"} for i in range(10)]
@@ -42,7 +40,7 @@ AFTER_COMMIT = declare("fake.3.committed", "driver", "fake: commit landed")
 STAGED = declare("fake.1.staged", "executor", "fake: task staged its rows")
 
 
-class FakeCase(RecoveryCase):
+class FakeCase(InMemoryCase):
     """Writes ids 0..9 per run; a faulted run wrote ids 0..4, its restart ids ``restart_ids``."""
 
     name = "fake"
@@ -57,17 +55,8 @@ class FakeCase(RecoveryCase):
     }
 
     def __init__(self, restart_ids: range) -> None:
+        super().__init__()
         self.restart_ids = restart_ids
-        self.written: dict[str, list[dict[str, Any]]] = {}
-
-    def prepare(self, ctx: HarnessContext) -> None:
-        self.prepared = ctx
-
-    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return ["--out", str(slot.out)]
-
-    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
-        return list(self.written.get(slot.name, []))
 
 
 class FakeRunner:

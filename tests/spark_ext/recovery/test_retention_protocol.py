@@ -25,18 +25,18 @@ from spark_ext.recovery import (
     FaultNotFired,
     HarnessContext,
     OutputSpec,
-    RecoveryCase,
     RecoveryClass,
     RecoveryHarness,
     RunSlot,
 )
+from tests.spark_ext.recovery.conftest import InMemoryCase
 
 EVENTS = OutputSpec(columns=("id",))
 ROWS = [{"id": i} for i in range(10)]
 WRITTEN = declare("trimfake.3.written", "driver", "trim fake: records written, not recorded")
 
 
-class TrimCase(RecoveryCase):
+class TrimCase(InMemoryCase):
     """Writes ids 0..9; a killed run wrote 0..4; retention removes what is there; the
     restart writes ``restart_ids`` or stops with ``restart_error``."""
 
@@ -54,6 +54,7 @@ class TrimCase(RecoveryCase):
         accounted: list[dict[str, Any]] | None = None,
         late: int = 2,
     ) -> None:
+        super().__init__()
         self.cells = {
             FaultClass.OUTPUT_TRIM: FaultCell(FaultClass.OUTPUT_TRIM, WRITTEN, 1, expected),
             FaultClass.DISORDER: FaultCell(FaultClass.DISORDER, expected=expected),
@@ -61,17 +62,7 @@ class TrimCase(RecoveryCase):
         self.restart_ids, self.restart_error = restart_ids, restart_error
         self.accounted = ROWS if accounted is None else accounted
         self.late = late
-        self.written: dict[str, list[dict[str, Any]]] = {}
         self.expired: list[str] = []
-
-    def prepare(self, ctx: HarnessContext) -> None:
-        pass
-
-    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return ["--out", str(slot.out)]
-
-    def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
-        return list(self.written.get(slot.name, []))
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
         self.expired.append(slot.name)

@@ -17,14 +17,12 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
-from spark_ext.operators import Count, WindowAggregate
-from spark_ext.sinks.trigger import Trigger
-from spark_ext.streaming import Closing, TrackedStream
+from spark_ext.streaming import Closing
 from spark_ext.streaming.envelope import REASON_BELOW_FRONTIER
-from spark_ext.tracker import LocalTrackingAgent, Tumbling
+from spark_ext.tracker import LocalTrackingAgent
+from tests.spark_ext.streaming.conftest import count_per_window
 
 pytestmark = pytest.mark.integration
 
@@ -64,19 +62,12 @@ def test_jittered_partitions_and_a_slow_one_give_output_plus_late_rows_equal_to_
     first = [r for r in rows if r["p"] != SLOW] + half
     rest = [r for r in rows if r["p"] == SLOW and r not in half]
     agent = LocalTrackingAgent(tmp_path / "agent")
-    query = TrackedStream(
+    query, q = count_per_window(
         parse(read_stream(spark, kafka_bootstrap, topic, max_offsets_per_trigger=400)),
-        key="user_id",
-        event_time="event_time",
-        agent=agent,
-        closing=Closing.partitions(topic, PARTS, disorder=DISORDER_MS),
-        close_marker="close_through",
-    ).apply(Tumbling("10 seconds", namespace="jit"), WindowAggregate(Count()))
-    q = query.start(
-        DeltaIdempotentWriter(str(tmp_path / "windows"), "jit"),
-        checkpoint=str(tmp_path / "chk"),
-        late=DeltaIdempotentWriter(str(tmp_path / "late"), "jit.late"),
-        trigger=Trigger(processing_time="0 seconds"),
+        agent,
+        Closing.partitions(topic, PARTS, disorder=DISORDER_MS),
+        "jit",
+        tmp_path,
     )
     try:
         produce(kafka_bootstrap, topic, records(first))

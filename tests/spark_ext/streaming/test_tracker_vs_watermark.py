@@ -16,12 +16,11 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.kafka import produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
-from spark_ext.operators import Count, WindowAggregate
-from spark_ext.streaming import Closing, TrackedStream
-from spark_ext.tracker import LocalTrackingAgent, Tumbling
+from spark_ext.streaming import Closing
+from spark_ext.tracker import LocalTrackingAgent
+from tests.spark_ext.streaming.conftest import count_per_window
 
 pytestmark = pytest.mark.integration
 
@@ -68,20 +67,9 @@ def test_tracker_emits_late_rows_and_idle_windows_that_the_watermark_drops_or_st
         .option("checkpointLocation", str(tmp_path / "wm_chk"))
         .start()
     )
-    windows = TrackedStream(
-        events,
-        key="user_id",
-        event_time="event_time",
-        agent=LocalTrackingAgent(tmp_path / "tracker"),
-        closing=Closing.partitions(topic, 2, ordered=True),
-        close_marker="close_through",
-    ).apply(Tumbling("10 seconds", namespace="vs_wm"), WindowAggregate(Count()))
-    tracked = windows.start(
-        DeltaIdempotentWriter(str(tmp_path / "tracked"), "vs_wm"),
-        checkpoint=str(tmp_path / "tr_chk"),
-        late=DeltaIdempotentWriter(str(tmp_path / "late"), "vs_wm.late"),
-        trigger={"processingTime": "0 seconds"},
-    )
+    agent = LocalTrackingAgent(tmp_path / "tracker")
+    closing = Closing.partitions(topic, 2, ordered=True)
+    windows, tracked = count_per_window(events, agent, closing, "vs_wm", tmp_path)
     try:
         produce(kafka_bootstrap, topic, records(PHASE1))
         for q in (watermark, tracked):
@@ -96,7 +84,7 @@ def test_tracker_emits_late_rows_and_idle_windows_that_the_watermark_drops_or_st
         tracked.stop()
 
     want = expected(spark)
-    got = spark.read.format("delta").load(str(tmp_path / "tracked"))
+    got = spark.read.format("delta").load(str(tmp_path / "windows"))
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
 
     spark_rows = spark.table("spark_watermark_windows")

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from chispa import assert_df_equality
 
 from connectors.kafka import produce
-from jobs.tracker_windows import EPOCH, demo_records, demo_time
+from jobs.tracker_windows import demo_records, demo_time
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.tracker.agent import LocalTrackingAgent
 from tests.conftest import start_selected, unique_topic
+from tests.spark_ext.tracker.conftest import assert_table_is, demo_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -22,12 +22,7 @@ N, PARTITIONS, STEP_MS = 150, 3, 700
 
 def expected_windows(spark):
     """The windows a clean run emits, computed from the generator with pandas."""
-    epoch_ms = int(EPOCH.timestamp() * 1000)
-    rows = [
-        {"key": f"u{i % 7}", "t": epoch_ms + i * STEP_MS, "amount": float(i % 13)} for i in range(N)
-    ]
-    df = pd.DataFrame(rows)
-    df["window_start_ms"] = df["t"] // 10_000 * 10_000
+    df = demo_events(N, STEP_MS).rename(columns={"user": "key"})
     g = df.groupby(["window_start_ms", "key"])["amount"]
     out = pd.DataFrame({"count": g.size(), "sum_amount": g.sum(), "mean_amount": g.mean()})
     out = out.reset_index()
@@ -102,14 +97,7 @@ def test_driver_kill_and_task_failure_emit_the_same_windows_as_a_clean_run(spark
     failed = [f for f in rerun.faults if f["point"] == "tracked.gate.emitted"]
     assert failed and all(f["attempt"] == 0 and f["batch"] == 2 for f in failed), rerun.faults
 
-    got = spark.read.format("delta").load(str(out / "windows"))
-    assert_df_equality(
-        got,
-        expected_windows(spark),
-        ignore_row_order=True,
-        ignore_nullable=True,
-        ignore_column_order=True,
-    )
+    assert_table_is(spark, out / "windows", expected_windows(spark))
     state = LocalTrackingAgent(out / "tracker").state()
     assert state.open_substreams() == [] and state.late_reports == 0
     ends = LocalTrackingAgent(out / "tracker").end_events(0, 10**9)

@@ -10,13 +10,13 @@ import uuid
 
 import pandas as pd
 import pytest
-from chispa import assert_df_equality
 
 from connectors.kafka import produce
 from jobs.tracker_two_queries import DOWN, UP
-from jobs.tracker_windows import EPOCH, demo_records
+from jobs.tracker_windows import demo_records
 from spark_ext.jobrun import run_job
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
+from tests.spark_ext.tracker.conftest import assert_table_is, demo_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
@@ -25,15 +25,7 @@ N, PARTITIONS, STEP_MS = 90, 3, 700
 
 def expected_totals(spark):
     """One row per 10 s window: distinct users, events and amount, from the generator."""
-    epoch_ms = int(EPOCH.timestamp() * 1000)
-    df = pd.DataFrame(
-        [
-            {"user": f"u{i % 7}", "t": epoch_ms + i * STEP_MS, "amount": float(i % 13)}
-            for i in range(N)
-        ]
-    )
-    df["window_start_ms"] = df["t"] // 10_000 * 10_000
-    g = df.groupby("window_start_ms")
+    g = demo_events(N, STEP_MS).groupby("window_start_ms")
     out = pd.DataFrame(
         {
             "users": g["user"].nunique(),
@@ -67,14 +59,7 @@ def test_downstream_windows_are_emitted_once_complete_closed_by_the_upstream_tra
     again = run_job("jobs.tracker_two_queries", args, timeout_s=600)
     assert again.ok, again.output_tail
 
-    got = spark.read.format("delta").load(str(tmp_path / "totals"))
-    assert_df_equality(
-        got,
-        expected_totals(spark),
-        ignore_row_order=True,
-        ignore_nullable=True,
-        ignore_column_order=True,
-    )
+    assert_table_is(spark, tmp_path / "totals", expected_totals(spark))
     agent = KafkaTrackingAgent(kafka_bootstrap, name)
     state = agent.state()
     assert state.sources[DOWN] == ()  # nothing but the upstream's closes can end these
