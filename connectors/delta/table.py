@@ -198,10 +198,7 @@ def unsupported_features(
 
 
 def check_snapshot(
-    table: Any,
-    path: str | Path,
-    rows_schema_json: str | None,
-    partition_by: tuple[str, ...] = (),
+    table: Any, path: str | Path, rows_schema_json: str | None, partition_by: tuple[str, ...] = ()
 ) -> None:
     """Raise :class:`UnsupportedTableFeatureError` naming the first feature of the snapshot
     ``table`` an add of staged Parquet cannot honour (:func:`unsupported_features`)."""

@@ -14,25 +14,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.kafka.records import (
-    LINGER_MS,
-    PRODUCER,
-    STALL_GRACE_S,
-    bounded,
-    call_timeout_s,
-)
+from connectors.kafka.records import LINGER_MS, PRODUCER, STALL_GRACE_S, bounded, call_timeout_s
 from spark_ext import kafka_clients
-from spark_ext.sinks.errors import (
-    ClientStalledError,
-    ProduceFailedError,
-    TopicMissingError,
-)
+from spark_ext.sinks.errors import ClientStalledError, ProduceFailedError, TopicMissingError
 
-__all__ = [
-    "ConfluentProducer",
-    "SliceFenced",
-    "bounded",
-]
+__all__ = ["ConfluentProducer", "SliceFenced", "bounded"]
 
 LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
 #: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).

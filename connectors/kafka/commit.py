@@ -23,12 +23,7 @@ from spark_ext.sinks.errors import (
 )
 from spark_ext.sinks.owner import SinkOwner
 
-__all__ = [
-    "FENCED",
-    "KafkaCommitter",
-    "broker_max_transaction_timeout_ms",
-    "send_offsets",
-]
+__all__ = ["FENCED", "KafkaCommitter", "broker_max_transaction_timeout_ms", "send_offsets"]
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,7 @@ from connectors.kafka.records import RECORD_ID_HEADER
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
 
-__all__ = [
-    "assigned_consumer",
-    "check_not_trimmed",
-    "end_offsets",
-    "record_id",
-    "written_ids",
-]
+__all__ = ["assigned_consumer", "check_not_trimmed", "end_offsets", "record_id", "written_ids"]
 
 
 def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:

@@ -127,9 +127,7 @@ def to_bytes(value: Any) -> bytes | None:
     return str(value).encode()
 
 
-def arrow_rows(
-    batch: Any,
-) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
+def arrow_rows(batch: Any) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
     """``(key, value, partition, record_id)`` of every row of an Arrow record batch holding
     the columns :func:`check_columns` allows (absent ones are ``None``)."""
     names = batch.schema.names

@@ -20,12 +20,7 @@ from connectors.kafka.owner import check_still_owner, writer_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import check_columns, require_topic, task_attempt
 from connectors.kafka.settings import KafkaSinkSettings
-from connectors.kafka.slices import (
-    SliceTransaction,
-    SliceWritten,
-    record_batch,
-    recover_slices,
-)
+from connectors.kafka.slices import SliceTransaction, SliceWritten, record_batch, recover_slices
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import check_batch_order
 
@@ -34,12 +29,7 @@ __all__ = ["KafkaTwoPhaseWriter", "slice_settings", "slice_task"]
 log = logging.getLogger(__name__)
 
 _WRITTEN = pa.schema(
-    [
-        ("index", pa.int32()),
-        ("rows", pa.int64()),
-        ("digest", pa.string()),
-        ("skipped", pa.bool_()),
-    ]
+    [("index", pa.int32()), ("rows", pa.int64()), ("digest", pa.string()), ("skipped", pa.bool_())]
 )
 _WRITTEN_DDL = "index int, rows long, digest string, skipped boolean"
 
