@@ -1,28 +1,13 @@
-"""Dedup decided per bucket on the executors, in front of the two-phase Delta sink.
+"""Dedup decided per bucket on the executors, in front of the two-phase Delta sink: the
+``foreachBatch`` sink :class:`DeltaDedupSink` (same :class:`~spark_ext.dedup.DedupConfig` as
+:mod:`spark_ext.dedup`; design, owner and replays: docs/design.md, "Dedup"). Steps of
+:data:`~connectors.delta.dedup_staging.DEDUP_DELTA`:
 
-:class:`DeltaDedupSink` does :mod:`spark_ext.dedup`'s dedup (same
-:class:`~spark_ext.dedup.DedupConfig`) as a ``foreachBatch`` sink that reads the batch once and
-keeps no per-row data on the driver; design, owner and replays: docs/design.md, "Dedup"
-(``DeltaDedupSink``). Steps (fault points ``dedup_delta.<n>.<step>``):
-
-1. ``staged`` (tasks, :mod:`connectors.delta.dedup_staging`): rows shuffled to their bucket,
-   decided (:func:`spark_ext.dedup.batch.decide_batch`), kept rows and their catalog rows
-   staged, the bucket's filters saved as version N.
-2. ``cataloged``: one delta-rs commit of the catalog files with ``txn(<sink id>:catalog, N)``.
-3. ``written``: one delta-rs commit of the output files with ``txn(<sink id>, N)``
-   (:class:`connectors.delta.two_phase.DeltaCommitter`).
+1. ``staged`` (tasks, :func:`connectors.delta.dedup_staging.decider`): rows shuffled to their
+   bucket and decided, kept rows and catalog rows staged, the bucket's filters saved;
+2. ``cataloged``: one delta-rs commit of the catalog files with ``txn(<sink id>:catalog, N)``;
+3. ``written``: one delta-rs commit of the output files with ``txn(<sink id>, N)``;
 4. ``cleaned``: staged files no commit took removed, old generations purged.
-
-Rows with a null id, event time or coordinate go to ``quarantine_path`` with the reason (none
-given: :class:`DedupInputError`). ``state_path``, the catalog and the output folder must be
-reachable from driver and executors (local or mounted paths).
-
-Example
--------
->>> from spark_ext.dedup import DedupConfig
->>> config = DedupConfig(catalog_path="var/orders/_catalog", capacity=10_000_000)
->>> sink = DeltaDedupSink(config, "var/orders/unique", "orders", "var/orders/_dedup_state")
->>> orders.writeStream.foreachBatch(sink).option("checkpointLocation", cp).start()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -47,13 +32,10 @@ from connectors.delta.dedup_staging import (
     commit_catalog,
     decider,
 )
-from connectors.delta.two_phase import (
-    DeltaCommitter,
-    DeltaIdempotentWriter,
-    StagedFile,
-    ensure_table,
-    schema_shape,
-)
+from connectors.delta.idempotent import DeltaIdempotentWriter
+from connectors.delta.staging import StagedFile
+from connectors.delta.table import ensure_table, schema_shape
+from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
@@ -102,28 +84,15 @@ def _route_keys(spark: SparkSession, buckets: int) -> list[int]:
 class DeltaDedupSink:
     """``foreachBatch`` sink: Bloom-fronted dedup decided per bucket in tasks, output to Delta.
 
-    Parameters
-    ----------
-    config
-        What to deduplicate on (:class:`~spark_ext.dedup.DedupConfig`; ``catalog_path`` is the
-        exact catalog, ``buckets`` the tasks of step 1).
-    output_path
-        The Delta table of kept rows (created on the first batch).
-    sink_id
-        Keys ``txn(sink_id, batch)`` on the output and ``txn(<sink_id>:catalog, batch)`` on
-        the catalog; stable for the life of the output.
-    state_path
-        Folder of the filters' versioned state; belongs with the query's checkpoint.
-    quarantine_path
-        Delta table for rows with a null id, event time or coordinate (with ``_reason``).
-    output_columns
-        Columns written (default: all of the batch's).
-    owner
-        The query that owns the sink (recorded in the output and the catalog at the first
-        batch of a run); default: the streaming query calling the sink.
-    take_over
-        Hand the sink over from another query: both batch markers reset, the old owner
-        refused; dedup starts afresh (docs/design.md, "Delta sinks", take-over).
+    ``sink_id`` keys ``txn(sink_id, batch)`` on ``output_path`` and
+    ``txn(<sink_id>:catalog, batch)`` on ``config.catalog_path``; ``state_path`` holds the
+    filters' versions (with the query's checkpoint); rows with a null id, event time or
+    coordinate go to ``quarantine_path`` with ``_reason`` (none given:
+    :class:`DedupInputError`); ``owner`` and ``take_over`` as for the other ``foreachBatch``
+    sinks (docs/design.md, "Delta sinks"). Paths must be reachable from driver and executors.
+
+    >>> sink = DeltaDedupSink(DedupConfig(catalog_path="var/o/_catalog"), "var/o/unique", "orders",
+    ...                       "var/o/_dedup_state")  # doctest: +SKIP
     """
 
     def __init__(
