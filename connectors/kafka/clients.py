@@ -1,11 +1,6 @@
-"""The producer the Kafka sinks' tasks write with: confluent-kafka (librdkafka; why:
-docs/design.md, "Kafka sinks").
-
-Outcomes the protocols act on: :class:`SliceFenced` (the transactional id was taken over, or
-the broker aborted the transaction for age), :class:`~spark_ext.sinks.errors.ProduceFailedError`
-(a record undelivered: a flush refuses the batch) and the client's own errors. Keyed records
-are partitioned with murmur2 like the Java client.
-"""
+"""The producer the Kafka sinks' tasks write with: confluent-kafka (why: docs/design.md, "Kafka
+sinks"). A fence (or a broker abort for age) is :class:`SliceFenced`, an undelivered record
+:class:`~spark_ext.sinks.errors.ProduceFailedError` at flush."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ from connectors.kafka.records import LINGER_MS, PRODUCER, STALL_GRACE_S, bounded
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ProduceFailedError, TopicMissingError
 
-__all__ = ["ConfluentProducer", "SliceFenced", "bounded"]
+__all__ = ["ConfluentProducer", "SliceFenced"]
 
 LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
 #: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).
@@ -30,8 +25,7 @@ class SliceFenced(Exception):
 
 
 class _ProducerLog:
-    """librdkafka's log lines of one producer, into :data:`LIBRDKAFKA_LOG`; at INFO while a
-    fence is an expected answer (:meth:`ConfluentProducer.probe`)."""
+    """librdkafka's log lines into :data:`LIBRDKAFKA_LOG`; at INFO while a fence is expected."""
 
     def __init__(self) -> None:
         self.fence_expected = False
@@ -143,16 +137,9 @@ class ConfluentProducer:
         self.failed, self.failed_partitions, self.first = 0, set(), None
         self.producer.begin_transaction()
 
-    def send(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        # librdkafka's "no partition given" (RD_KAFKA_PARTITION_UA): its partitioner decides
-        part = -1 if partition is None else partition
-        self._produce(value, key, part, list(headers) if headers else None)
+    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+        # -1: librdkafka's "no partition given" (RD_KAFKA_PARTITION_UA), its partitioner decides
+        self._produce(value, key, -1 if partition is None else partition, None)
 
     def _produce(
         self,
@@ -174,25 +161,17 @@ class ConfluentProducer:
     def send_many(
         self,
         values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None = None,
-        partitions: Sequence[int | None] | None = None,
-        header: tuple[str, Sequence[bytes]] | None = None,
+        keys: Sequence[bytes | None],
+        partitions: Sequence[int | None] | None,
+        header: tuple[str, Sequence[bytes]],
     ) -> None:
         """Produce every row (columns of equal length; ``header``: one header's name and its
         value for every row)."""
         produce, topic = self.producer.produce, self.topic
-        n = len(values)
-        keys_ = [None] * n if keys is None else keys
-        parts = [-1] * n if partitions is None else [-1 if p is None else p for p in partitions]
-        if header is None:
-            for value, key, part in zip(values, keys_, parts, strict=True):
-                try:
-                    produce(topic, value, key, part)
-                except Exception:  # BufferError (queue full) or a client error
-                    self._produce(value, key, part, None)
-            return
+        parts = [-1] * len(values) if partitions is None else partitions
         name, header_values = header
-        for value, key, part, h in zip(values, keys_, parts, header_values, strict=True):
+        for value, key, part, h in zip(values, keys, parts, header_values, strict=True):
+            part = -1 if part is None else part
             try:
                 produce(topic, value, key, part, headers=[(name, h)])
             except Exception:  # BufferError (queue full) or a client error
