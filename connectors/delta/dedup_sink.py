@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,17 +110,14 @@ class DeltaDedupSink:
         self.output_path = str(output_path)
         self.sink_id = validate_sink_id(sink_id)
         self.state = BucketStateStore(Path(state_path) / "filters")
-        self.legacy_keys_path = Path(state_path) / "keys"
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
         self.catalog = DedupCatalog(config.catalog_path)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
-        #: What the tasks reported for the last batch: one entry per bucket with rows.
-        self.last_results: list[BucketResult] = []
+        self.last_results: list[BucketResult] = []  # the last batch's, one per bucket with rows
         self.owner = owner
         self.take_over = take_over
-        #: The catalog's owner record (claimed at the first batch of a run, never written).
         self.catalog_marks = self.catalog.appender(self.sink_id, take_over)
         self._recovered: SinkOwner | None = None
         self._output: DeltaCommitter | None = None
@@ -137,8 +133,8 @@ class DeltaDedupSink:
         return [c.id_column, c.event_time_column, *c.coordinate_columns]
 
     def _committer(self, owner: SinkOwner | None = None) -> DeltaCommitter:
-        """The output's committer: one per run, so the run epoch of :meth:`_start`'s fence
-        is the one every commit of this sink checks (and its owner the one each re-checks)."""
+        """The output's committer, one per run (every commit checks the epoch and owner of
+        :meth:`_start`'s fence)."""
         if self._output is None or (owner is not None and self._output.owner != owner):
             self._output = DeltaCommitter(
                 self.output_path, self.sink_id, owner=owner, take_over=self.take_over
@@ -167,8 +163,6 @@ class DeltaDedupSink:
         self.catalog_marks.claim(owner, CATALOG_SCHEMA)
         self._committer(owner).recover(fence=True)
         clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id))
-        # Keys staged by the driver-decided sink of earlier versions are of no use.
-        shutil.rmtree(self.legacy_keys_path, ignore_errors=True)
         self._routes = _route_keys(batch.sparkSession, self.config.buckets)
         self._quarantine = None  # made with this run's owner when first needed
         self._recovered = owner
@@ -181,9 +175,8 @@ class DeltaDedupSink:
         return output, self.catalog.last_batch(self.catalog_app_id)
 
     def _check_batch_order(self, batch_id: int) -> bool:
-        """Whether output and catalog both recorded this batch; a batch below either's is
-        :class:`~spark_ext.sinks.errors.BatchRegressionError`, before anything is staged
-        (docs/design.md, invariant 6)."""
+        """Whether output and catalog both recorded this batch (below either's:
+        ``BatchRegressionError`` before anything is staged)."""
         output, catalog = self._recorded()
         done = check_batch_order(self.sink_id, batch_id, output)
         return check_batch_order(self.catalog_app_id, batch_id, catalog) and done

@@ -67,7 +67,6 @@ __all__ = ["FORMAT", "DeltaCommitter", "DeltaStagingWriter", "DeltaTwoPhaseDataS
 FORMAT = "spark_ext_delta_2pc"
 
 
-# -- step 1 (executor) and the driver's commit/abort: the stream writer ----------------
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
@@ -89,34 +88,23 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         partition, attempt = task_attempt()
         owner = self.owner.code if self.owner else None
+        batch_id = current_batch_id()
         staged = stage_batches(
-            iterator,
-            self.path,
-            self.sink_id,
-            self.schema,
-            current_batch_id(),
-            partition,
-            attempt,
-            owner,
+            iterator, self.path, self.sink_id, self.schema, batch_id, partition, attempt, owner
         )
         DELTA_TWO_PHASE.reached(1, staged.batch_id)
         return staged
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        commit_batch(self.committer(), batchId, _staged(messages))
+        commit_batch(self.committer(), batchId, [m for m in messages if isinstance(m, StagedFile)])
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        abort_batch(self.committer(), batchId, _staged(messages))
+        abort_batch(self.committer(), batchId, [m for m in messages if isinstance(m, StagedFile)])
 
     def committer(self) -> DeltaCommitter:
         return DeltaCommitter(self.path, self.sink_id, run_epoch=self.run_epoch, owner=self.owner)
 
 
-def _staged(messages: Sequence[WriterCommitMessage | None]) -> list[StagedFile]:
-    return [m for m in messages if isinstance(m, StagedFile)]
-
-
-# -- steps 2-4: the driver ---------------------------------------------------------------
 class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
     """Driver side of the two-phase Delta sink: one delta-rs commit per batch (steps 2-4).
 
@@ -148,7 +136,6 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
     @property
     def run_app_id(self) -> str:
-        """The ``txn.appId`` holding this sink's run epoch."""
         return run_app_id(self.sink_id)
 
     def _marks(self, table: Any) -> Marks:

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from typing import Any
 
-from connectors.kafka.records import LINGER_MS, PRODUCER, STALL_GRACE_S, bounded, call_timeout_s
+from connectors.kafka.records import (
+    LINGER_MS,
+    PRODUCER,
+    RECORD_ID_HEADER,
+    STALL_GRACE_S,
+    NamedRows,
+    bounded,
+    call_timeout_s,
+)
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ProduceFailedError, TopicMissingError
 
@@ -158,24 +165,17 @@ class ConfluentProducer:
             except Exception as exc:
                 self._raise(exc)
 
-    def send_many(
-        self,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None],
-        partitions: Sequence[int | None] | None,
-        header: tuple[str, Sequence[bytes]],
-    ) -> None:
-        """Produce every row (columns of equal length; ``header``: one header's name and its
-        value for every row)."""
+    def send_rows(self, rows: NamedRows) -> None:
+        """Produce every row with its record id as header ``spark_ext.record_id``."""
         produce, topic = self.producer.produce, self.topic
-        parts = [-1] * len(values) if partitions is None else partitions
-        name, header_values = header
-        for value, key, part, h in zip(values, keys, parts, header_values, strict=True):
+        parts = rows.partitions or [None] * len(rows.values)
+        for value, key, part, name in zip(rows.values, rows.keys, parts, rows.names, strict=True):
+            headers: list[tuple[str, str | bytes | None]] = [(RECORD_ID_HEADER, name)]
             part = -1 if part is None else part
             try:
-                produce(topic, value, key, part, headers=[(name, h)])
+                produce(topic, value, key, part, headers=headers)
             except Exception:  # BufferError (queue full) or a client error
-                self._produce(value, key, part, [(name, h)])
+                self._produce(value, key, part, headers)
 
     def flush(self, sink_id: str, batch_id: int) -> None:
         try:

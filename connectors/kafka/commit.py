@@ -7,6 +7,8 @@ import json
 import logging
 from typing import Any
 
+from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
 from connectors.kafka.owner import check_progress_owner, record_owner
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
@@ -23,42 +25,13 @@ from spark_ext.sinks.errors import (
 )
 from spark_ext.sinks.owner import SinkOwner
 
-__all__ = ["FENCED", "KafkaCommitter", "broker_max_transaction_timeout_ms", "send_offsets"]
+__all__ = ["FENCED", "KafkaCommitter", "broker_max_transaction_timeout_ms"]
 
 log = logging.getLogger(__name__)
 
 
-def _fenced_errors() -> tuple[type[BaseException], ...]:
-    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-    return (ProducerFencedError, InvalidProducerEpochError)
-
-
 #: kafka-python errors that mean "another producer with this transactional id took over".
-FENCED = _fenced_errors()
-
-
-def send_offsets(
-    producer: Any,
-    offsets: dict[Any, Any],
-    group: str,
-    bootstrap: str,
-    topic: str,
-    deadline_s: float,
-) -> None:
-    """kafka-python's ``send_offsets_to_transaction`` under a deadline (docs/design.md,
-    "Kafka sinks", N9): past ``deadline_s``, :class:`TopicMissingError` if ``topic`` is gone,
-    else :class:`ClientStalledError`; the caller drops the producer."""
-    try:
-        bounded(
-            lambda: producer.send_offsets_to_transaction(offsets, group),
-            f"adding {group}'s offsets on {topic} to a transaction",
-            deadline_s,
-        )
-    except ClientStalledError:
-        if topic not in existing_topics(bootstrap):
-            raise TopicMissingError(topic, "output") from None
-        raise
+FENCED = (ProducerFencedError, InvalidProducerEpochError)
 
 
 def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
@@ -110,14 +83,21 @@ class KafkaCommitter:
             self._producer.close(timeout=10)
             self._producer = None
 
-    def _send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
-        """:func:`send_offsets` of the driver's producer, dropped if the call did not end."""
-        s = self.settings
+    def send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
+        """``send_offsets_to_transaction`` under a deadline (docs/design.md, "Kafka sinks",
+        N9): past it :class:`TopicMissingError` if the topic is gone, else
+        :class:`ClientStalledError`, and the producer is dropped (never closed or reused)."""
+        s, producer = self.settings, self._producer
         try:
-            deadline = client_deadline_s(s.delivery_timeout_ms)
-            send_offsets(self._producer, offsets, group, s.bootstrap, s.topic, deadline)
-        except (ClientStalledError, TopicMissingError):
-            self._producer = None  # its call waits on: never closed, never reused
+            bounded(
+                lambda: producer.send_offsets_to_transaction(offsets, group),
+                f"adding {group}'s offsets on {s.topic} to a transaction",
+                client_deadline_s(s.delivery_timeout_ms),
+            )
+        except ClientStalledError:
+            self._producer = None
+            if s.topic not in existing_topics(s.bootstrap):
+                raise TopicMissingError(s.topic, "output") from None
             raise
 
     def recorded_run(self) -> tuple[int, str | None] | None:
@@ -154,7 +134,7 @@ class KafkaCommitter:
         producer.begin_transaction()
         try:
             offsets = self.progress.offsets(batch_id, end_offsets, slices, self.settings.owner)
-            self._send_offsets(offsets, self.progress.group)
+            self.send_offsets(offsets, self.progress.group)
             producer.commit_transaction()
         except FENCED as exc:
             self._producer = None  # fenced: its abort and close would fail too
@@ -180,7 +160,7 @@ class KafkaCommitter:
             run if self.settings.owner is None else {**run, "owner": self.settings.owner}
         )
         producer.begin_transaction()
-        self._send_offsets(
+        self.send_offsets(
             {TopicPartition(self.settings.topic, 0): OffsetAndMetadata(epoch, meta, -1)},
             self.run_group,
         )

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from connectors.kafka.clients import ConfluentProducer
 from connectors.kafka.names import KafkaSinkNames
 from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
-from connectors.kafka.progress import Recorded, SinkProgress
+from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
 from connectors.kafka.readback import (
     assigned_consumer,
     check_not_trimmed,
@@ -38,7 +38,6 @@ from connectors.kafka.readback import (
 )
 from connectors.kafka.records import (
     RECORD_ID_COLUMN,
-    RECORD_ID_HEADER,
     NamedRows,
     arrow_rows,
     check_columns,
@@ -48,7 +47,7 @@ from spark_ext import kafka_clients
 from spark_ext.sinks.delta_txn import owner_of
 from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
 from spark_ext.sinks.owner import SinkOwner
-from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, check_batch_order, validate_sink_id
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 __all__ = [
     "IN_FLIGHT_GRACE_S",
@@ -149,15 +148,14 @@ class TaskStarted:
         self.group = KafkaSinkNames(sink_id, topic).task_group(index)
         self._reader: Any = None
 
-    def _consumer(self) -> Any:
-        return kafka_clients.consumer(self.bootstrap, group_id=self.group, enable_auto_commit=False)
-
     def read(self) -> Claim | None:
         """The slice's claim (one consumer kept for the repeated checks of one attempt)."""
         from kafka import TopicPartition
 
         if self._reader is None:
-            self._reader = self._consumer()
+            self._reader = kafka_clients.consumer(
+                self.bootstrap, group_id=self.group, enable_auto_commit=False
+            )
         got = self._reader.committed(TopicPartition(self.topic, 0), metadata=True)
         return None if got is None else Claim.parse(self.sink_id, got.offset, got.metadata)
 
@@ -165,24 +163,15 @@ class TaskStarted:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
-        meta = json.dumps(
-            {"sink": self.sink_id, "run": claim.run, "token": claim.token, "ended": claim.ended}
-        )
-        consumer = self._consumer()
-        try:
-            consumer.commit(
-                {TopicPartition(self.topic, 0): OffsetAndMetadata(claim.batch_id, meta, -1)}
-            )
-        finally:
-            consumer.close()
+        fields = {"run": claim.run, "token": claim.token, "ended": claim.ended}
+        meta = json.dumps({"sink": self.sink_id, **fields})
+        offset = OffsetAndMetadata(claim.batch_id, meta, -1)
+        commit_offsets(self.bootstrap, self.group, {TopicPartition(self.topic, 0): offset})
 
     def holds(self, claim: Claim) -> bool:
         """Whether ``claim`` is still the slice's (no newer attempt claimed it)."""
-        current = self.read()
-        return current is not None and (current.batch_id, current.token) == (
-            claim.batch_id,
-            claim.token,
-        )
+        now = self.read()
+        return now is not None and (now.batch_id, now.token) == (claim.batch_id, claim.token)
 
     def end(self, claim: Claim) -> None:
         """Mark ``claim`` ended (its attempt sends nothing more) if it is still the slice's."""
@@ -275,12 +264,12 @@ class SliceWriter:
                     continue
                 if sent == 0 and PARTIAL.armed(self.batch_id):
                     # only a fault here needs the first record durable before the rest
-                    _send(producer, rows.head())
+                    producer.send_rows(rows.head())
                     producer.flush(self.sink_id, self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
                     PARTIAL.reached(self.batch_id)
                     sent, rows = 1, rows.tail()
-                _send(producer, rows)
+                producer.send_rows(rows)
                 sent += len(rows.values)
             producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
@@ -313,11 +302,6 @@ class SliceWriter:
             [p for _, _, p in records],
             names,
         )
-
-
-def _send(producer: ConfluentProducer, rows: NamedRows) -> None:
-    """Produce every row of ``rows`` with its ``spark_ext.record_id`` header."""
-    producer.send_many(rows.values, rows.keys, rows.partitions, (RECORD_ID_HEADER, rows.names))
 
 
 class KafkaIdempotentWriter:
@@ -361,9 +345,8 @@ class KafkaIdempotentWriter:
         check_columns(df.schema)
         check_no_speculation(df)
         claimed = self._claimed or self.claim(owner_of(df, self.owner, "KafkaIdempotentWriter"))
-        recorded = self.progress.read()
-        check_still_owner(self.progress, recorded, claimed.query_id)
-        if check_batch_order(self.sink_id, batch_id, recorded.batch_id if recorded else None):
+        recorded, done = check_still_owner(self.progress, batch_id, claimed.query_id)
+        if done:
             log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
             return
         region = output_region(self.bootstrap, self.topic, self.sink_id, batch_id, recorded)

@@ -11,6 +11,7 @@ from connectors.kafka.progress import Recorded, SinkProgress
 from connectors.kafka.readback import end_offsets
 from spark_ext.sinks.errors import SinkOwnerError
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner
+from spark_ext.sinks.protocol import check_batch_order
 
 __all__ = ["check_progress_owner", "check_still_owner", "record_owner"]
 
@@ -64,9 +65,14 @@ def record_owner(progress: SinkProgress, owner: SinkOwner, decision: OwnerDecisi
     )
 
 
-def check_still_owner(progress: SinkProgress, recorded: Recorded | None, owner: str | None) -> None:
-    """:class:`SinkOwnerError` if ``recorded`` (read for this commit) names another owner than
-    ``owner`` (``None``: a sink used without an owner, checked by nobody)."""
-    if owner is None or recorded is None or recorded.owner is None or recorded.owner == owner:
-        return
-    raise SinkOwnerError(progress.topic, progress.sink_id, recorded.owner, owner)
+def check_still_owner(
+    progress: SinkProgress, batch_id: int, owner: str | None
+) -> tuple[Recorded | None, bool]:
+    """The progress record a commit of ``batch_id`` is made against, and whether it recorded
+    that batch already: :class:`SinkOwnerError` if it names another owner than ``owner``
+    (``None``: unchecked), ``BatchRegressionError`` for a batch below it."""
+    recorded = progress.read()
+    if owner is not None and recorded is not None and recorded.owner not in (None, owner):
+        raise SinkOwnerError(progress.topic, progress.sink_id, recorded.owner, owner)
+    done = check_batch_order(progress.sink_id, batch_id, recorded.batch_id if recorded else None)
+    return recorded, done

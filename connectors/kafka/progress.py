@@ -19,7 +19,7 @@ from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
-__all__ = ["Recorded", "SinkProgress", "committed_offset"]
+__all__ = ["Recorded", "SinkProgress", "commit_offsets", "committed_offset"]
 
 
 def committed_offset(bootstrap: str, group: str, topic: str, stable: bool = True) -> Any:
@@ -35,6 +35,15 @@ def committed_offset(bootstrap: str, group: str, topic: str, stable: bool = True
     )
     try:
         return consumer.committed(TopicPartition(topic, 0), metadata=True)
+    finally:
+        consumer.close()
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: dict[Any, Any]) -> None:
+    """Commit ``offsets`` (``TopicPartition`` -> ``OffsetAndMetadata``) for ``group``."""
+    consumer = kafka_clients.consumer(bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit(offsets)
     finally:
         consumer.close()
 
@@ -133,10 +142,6 @@ class SinkProgress:
         owner: str | None = None,
     ) -> None:
         """Record ``batch_id`` outside a transaction (idempotent and sliced sinks): one commit."""
-        consumer = kafka_clients.consumer(
-            self.bootstrap, group_id=self.group, enable_auto_commit=False
+        commit_offsets(
+            self.bootstrap, self.group, self.offsets(batch_id, end_offsets, slices, owner)
         )
-        try:
-            consumer.commit(self.offsets(batch_id, end_offsets, slices, owner))
-        finally:
-            consumer.close()

@@ -19,7 +19,6 @@ from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceWritten, record_batch, recover_slices, write_slice
 from spark_ext.sinks.delta_txn import owner_of
 from spark_ext.sinks.owner import SinkOwner
-from spark_ext.sinks.protocol import check_batch_order
 
 __all__ = ["KafkaTwoPhaseWriter", "slice_settings", "slice_task"]
 
@@ -106,9 +105,7 @@ class KafkaTwoPhaseWriter:
         settings = self._recovered(df, batch_id)
         self._last = None  # until this batch is recorded: a failed call recovers next time
         progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
-        recorded = progress.read()
-        check_still_owner(progress, recorded, settings.owner)
-        if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
+        if check_still_owner(progress, batch_id, settings.owner)[1]:
             log.info("%s batch %d: already recorded, replay skipped", settings.sink_id, batch_id)
         else:
             record_batch(settings, batch_id, self.write_slices(df, batch_id, settings))

@@ -41,7 +41,6 @@ from connectors.kafka.owner import check_still_owner
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import (
-    RECORD_ID_HEADER,
     NamedRows,
     check_columns,
     current_batch_id,
@@ -56,7 +55,7 @@ from spark_ext.sinks.errors import (
     TransactionExpiredError,
     WriterFencedError,
 )
-from spark_ext.sinks.protocol import KAFKA_SLICED, check_batch_order
+from spark_ext.sinks.protocol import KAFKA_SLICED
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +225,8 @@ class SliceTransaction:
                     self._check_partitions(rows.partitions)
                 if written:
                     rows = rows.without(written)
-                if rows.values:
-                    header = (RECORD_ID_HEADER, rows.names)
-                    producer.send_many(rows.values, rows.keys, rows.partitions, header)
-                    sent += len(rows.values)
+                producer.send_rows(rows)
+                sent += len(rows.values)
             producer.flush(s.sink_id, batch_id)
             KAFKA_SLICED.reached(2, batch_id)
             if digest.value in own or not sent:
@@ -385,10 +382,8 @@ def _record(
     """:func:`record_batch` with ``committer``; returns it to be kept (closed if it raised)."""
     try:
         committer.producer()
-        progress = committer.progress
-        recorded = progress.read()
-        check_still_owner(progress, recorded, settings.owner)
-        if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
+        recorded, done = check_still_owner(committer.progress, batch_id, settings.owner)
+        if done:
             return committer
         used = max((m.index + 1 for m in written), default=0)
         slices = max(recorded.slices if recorded else 0, used)
@@ -416,7 +411,6 @@ class KafkaSlicedDataSource(DataSource):
         return FORMAT
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        check_columns(schema)
         check_columns(schema, require_record_id=True)
         return KafkaSliceWriter(KafkaSinkSettings.from_options(self.options), schema)
 
