@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+__all__ = ["BucketResult", "DeltaDedupSink"]
+
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,8 +47,6 @@ from spark_ext.errors import ConfigError
 from spark_ext.sinks.delta_txn import marker_app_id, owner_of
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner
 from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
-
-__all__ = ["BucketResult", "DeltaDedupSink"]
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,8 @@ with the driver's transactional producer (why: docs/design.md, "Kafka sinks").""
 
 from __future__ import annotations
 
+__all__ = ["FENCED", "KafkaCommitter", "broker_max_transaction_timeout_ms"]
+
 import json
 import logging
 from typing import Any
@@ -24,8 +26,6 @@ from spark_ext.sinks.errors import (
     WriterFencedError,
 )
 from spark_ext.sinks.owner import SinkOwner
-
-__all__ = ["FENCED", "KafkaCommitter", "broker_max_transaction_timeout_ms"]
 
 log = logging.getLogger(__name__)
 

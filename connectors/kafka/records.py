@@ -123,21 +123,6 @@ def to_bytes(value: Any) -> bytes | None:
     return str(value).encode()
 
 
-def arrow_rows(batch: Any) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
-    """``(key, value, partition, record_id)`` of every row of an Arrow record batch holding
-    the columns :func:`check_columns` allows (absent ones are ``None``)."""
-    names = batch.schema.names
-    values = batch.column("value").to_pylist()
-    n = len(values)
-
-    def column(name: str) -> list[Any]:
-        return batch.column(name).to_pylist() if name in names else [None] * n
-
-    keys, parts, ids = column("key"), column("partition"), column(RECORD_ID_COLUMN)
-    for k, v, p, r in zip(keys, values, parts, ids, strict=True):
-        yield to_bytes(k), to_bytes(v), p, r
-
-
 @dataclass(frozen=True)
 class RecordColumns:
     """An Arrow record batch's columns as lists (``None``: absent; keys and values bytes)."""
@@ -164,6 +149,15 @@ def arrow_columns(batch: pa.RecordBatch, record_ids: bool = True) -> RecordColum
         column("partition"),
         column(RECORD_ID_COLUMN) if record_ids else None,
     )
+
+
+def arrow_rows(
+    batch: pa.RecordBatch,
+) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
+    """``(key, value, partition, record_id)`` of every row (absent columns: ``None``)."""
+    c = arrow_columns(batch)
+    none = [None] * len(c.values)
+    return zip(c.keys or none, c.values, c.partitions or none, c.record_ids or none, strict=True)
 
 
 @dataclass(frozen=True)
