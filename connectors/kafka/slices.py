@@ -328,9 +328,8 @@ def write_slice(
 class KafkaSliceWriter(DataSourceStreamArrowWriter):
     """Each task produces its slice in its own transaction; the driver records the batch."""
 
-    def __init__(self, settings: KafkaSinkSettings, schema: StructType) -> None:
+    def __init__(self, settings: KafkaSinkSettings) -> None:
         self.settings = settings
-        self.schema = schema
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SliceWritten:
         batch_id = current_batch_id()
@@ -412,7 +411,7 @@ class KafkaSlicedDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         check_columns(schema, require_record_id=True)
-        return KafkaSliceWriter(KafkaSinkSettings.from_options(self.options), schema)
+        return KafkaSliceWriter(KafkaSinkSettings.from_options(self.options))
 
 
 def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
