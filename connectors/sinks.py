@@ -1,28 +1,23 @@
-"""One call per exactly-once sink (Delta, Kafka): start a streaming query that writes a DataFrame exactly once.
+"""One call per exactly-once sink (Delta, Kafka): start a streaming query that writes a DataFrame
+exactly once across driver crashes and restarts from the same checkpoint and sink id, if the query
+is deterministic (guarantees and caveats: docs/design.md, "Delta sinks" and "Kafka sinks").
 
-Guaranteed: after any number of driver crashes and restarts from the same ``checkpoint`` with
-the same ``sink_id``, the target holds every row of every batch once, if the query is
-deterministic (docs/design.md, invariant 2). Not guaranteed: row order across tasks; exactly
-once across a changed ``sink_id`` or ``checkpoint``; updates or deletes (all sinks append).
-
-Example
--------
->>> from connectors.sinks import Trigger, exactly_once_to_delta
->>> q = exactly_once_to_delta(df, "/data/events", sink_id="events",
-...                           checkpoint="/chk/events", trigger=Trigger(available_now=True))  # doctest: +SKIP
->>> q.awaitTermination()  # doctest: +SKIP
+>>> q = exactly_once_to_delta(df, "/data/events", sink_id="events", checkpoint="/chk/events",
+...                           trigger=Trigger(available_now=True))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from pyspark.sql import DataFrame
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from spark_ext.sinks.errors import SinkConfigError
+from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
 
 log = logging.getLogger(__name__)
@@ -30,7 +25,29 @@ log = logging.getLogger(__name__)
 __all__ = ["Trigger", "exactly_once_to_delta", "exactly_once_to_kafka"]
 
 DeltaMode = Literal["two_phase", "idempotent"]
-KafkaMode = Literal["two_phase", "idempotent"]
+KafkaMode = DeltaMode
+
+
+def _start(
+    df: DataFrame,
+    checkpoint: str | Path,
+    sink_id: str,
+    mode: str,
+    query_name: str | None,
+    trigger: Trigger,
+    check: Callable[[], None] = lambda: None,
+) -> tuple[DataStreamWriter, SinkOwner]:
+    """The query's writer (checkpoint, name, trigger, append) and its owner, after the checks
+    (``check``: the sink's own, before a new checkpoint's metadata is written)."""
+    from spark_ext.sinks.owner import owner_of_checkpoint
+
+    chk = check_sink_query(df, checkpoint, sink_id)
+    if mode not in ("two_phase", "idempotent"):
+        raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
+    check()
+    writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
+    # the owner is the query id Spark will run this checkpoint with
+    return trigger.apply(writer.outputMode("append")), owner_of_checkpoint(chk)
 
 
 def exactly_once_to_delta(
@@ -44,71 +61,22 @@ def exactly_once_to_delta(
     query_name: str | None = None,
     take_over: bool = False,
 ) -> StreamingQuery:
-    """Append a streaming DataFrame to the Delta table at ``path``, exactly once.
+    """Append a streaming DataFrame to the Delta table at ``path`` (created with ``df``'s schema
+    if missing), one Delta version per batch.
 
-    Parameters
-    ----------
-    df
-        A streaming DataFrame whose batches are deterministic.
-    path
-        The Delta table folder (local or mounted). Created with ``df``'s schema if missing.
-    sink_id
-        Names this sink for good (the table's ``txn.appId``); keep it across restarts, one per
-        query writing the table.
-    checkpoint
-        Spark's checkpoint location of the query.
-    mode
-        ``"two_phase"``: tasks stage Parquet, the driver makes one delta-rs commit per batch.
-        ``"idempotent"``: Spark's Delta writer in ``foreachBatch`` with ``txnAppId``.
-    trigger
-        When batches run; default every second.
-    take_over
-        Hand ``sink_id`` over from the query that owns it (else refused): batch ids restart at
-        0 and the old owner is refused.
-
-    Returns
-    -------
-    StreamingQuery
-        The started query.
-
-    Raises
-    ------
-    SinkOwnerError
-        Another query (checkpoint) owns ``sink_id`` and ``take_over`` is false.
-    SchemaMismatchError
-        The table exists with another schema.
-    SinkConfigError
-        A bad ``sink_id``, ``mode`` or a batch DataFrame.
-    UnsupportedTableFeatureError
-        (two-phase) A table feature delta-rs cannot honour (``feature`` names it); use
-        ``mode="idempotent"``.
-    DeltaTxnExpiredError
-        (two-phase) Files of this sink but no ``txn`` (expired): nothing written or deleted.
-    DeltaTargetPathError
-        ``path`` is a file, or a folder of other files without a Delta log.
-
-    Notes
-    -----
-    Each batch is ONE Delta version (both modes): readers never see part of a batch. Two-phase:
-    each start adds one version (fencing older drivers: ``DriverFencedError``); files a late
-    task attempt stages after its batch committed stay, unreferenced, until the next start.
+    ``sink_id`` names the sink for good (the table's ``txn.appId``); ``mode``: ``"two_phase"``
+    (tasks stage Parquet, the driver makes one delta-rs commit per batch) or ``"idempotent"``
+    (Spark's Delta writer in ``foreachBatch`` with ``txnAppId``); ``take_over``: hand
+    ``sink_id`` over from the query that owns it (else ``SinkOwnerError``), batch ids restart
+    at 0. Refusals (``SchemaMismatchError``, ``UnsupportedTableFeatureError``,
+    ``DeltaTxnExpiredError``, ``DeltaTargetPathError``) and fencing: docs/design.md, "Delta sinks".
     """
-    from connectors.delta.two_phase import (
-        FORMAT,
-        DeltaCommitter,
-        DeltaIdempotentWriter,
-        DeltaTwoPhaseDataSource,
-        ensure_table,
-    )
-    from spark_ext.sinks.owner import owner_of_checkpoint
+    from connectors.delta.idempotent import DeltaIdempotentWriter
+    from connectors.delta.table import ensure_table
+    from connectors.delta.two_phase import FORMAT, DeltaCommitter, DeltaTwoPhaseDataSource
 
-    chk = check_sink_query(df, checkpoint, sink_id)
     table = str(path)
-    writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
-    writer = trigger.apply(writer.outputMode("append"))
-    if mode not in ("two_phase", "idempotent"):
-        raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
-    owner = owner_of_checkpoint(chk)  # the query id Spark will run this checkpoint with
+    writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger)
     if mode == "two_phase":
         ensure_table(table, df.schema)
         committer = DeltaCommitter(table, sink_id, owner=owner, take_over=take_over)
@@ -143,59 +111,30 @@ def exactly_once_to_kafka(
     query_name: str | None = None,
     take_over: bool = False,
 ) -> StreamingQuery:
-    """Write a streaming DataFrame of ``value`` (+ optional ``key``, ``partition``) to ``topic``.
+    """Write a streaming DataFrame to the existing ``topic`` (else ``TopicMissingError``).
 
-    Parameters
-    ----------
-    df
-        Columns ``value`` (string or binary), ``record_id`` (string: the row's input
-        coordinates, unique within a batch and the same on a replay), optional ``key``
-        (string or binary) and ``partition`` (int).
-    topic
-        The output topic; it must exist (else ``TopicMissingError``).
-    bootstrap
-        Kafka bootstrap servers.
-    sink_id
-        Names this sink for good (its groups and transactional ids:
-        :mod:`connectors.kafka.names`).
-    checkpoint
-        Spark's checkpoint location.
-    mode
-        ``"two_phase"``: each task produces its slice in its own transaction; ``read_committed``
-        consumers see each record once (:mod:`connectors.kafka.slices`). ``"idempotent"``:
-        tasks produce directly and a replay re-sends only records not in the topic; any
-        consumer sees each record once (``spark.speculation`` refused).
-    transaction_timeout_ms
-        (two-phase) At most the broker's ``transaction.max.timeout.ms`` (else
-        ``TransactionTimeoutError``); a slice that outlives it is ``TransactionExpiredError``
-        and retried. Bound batches with ``maxOffsetsPerTrigger``.
-    delivery_timeout_ms
-        How long a record may wait for its acknowledgement (at least 1000; else
-        ``ProduceFailedError``); also bounds a stalled client call (``ClientStalledError``)
-        and, idempotent, a retried task's wait for a lost attempt.
-    take_over
-        Hand ``sink_id`` over from the query that owns it (else ``SinkOwnerError``): batch ids
-        restart at 0 and the old owner is refused.
-
-    Notes
-    -----
-    Not guaranteed: ``read_uncommitted`` consumers of the two-phase sink see aborted records;
-    the progress group's offsets expire after the broker's ``offsets.retention.minutes``
-    without commits (7 days by default), after which a replay of the last batch is no longer
-    recognised. Write failures are typed (``spark_ext.sinks.errors``).
+    ``df`` has ``value`` (string or binary), ``record_id`` (string: the row's input
+    coordinates, unique within a batch and the same on a replay), optional ``key`` and
+    ``partition`` (int). ``sink_id`` names the sink's groups and transactional ids for good
+    (:mod:`connectors.kafka.names`). ``mode``: ``"two_phase"`` (a transaction per task slice;
+    ``read_committed`` consumers see each record once) or ``"idempotent"`` (tasks produce
+    directly, a replay re-sends only records not in the topic; ``spark.speculation`` refused).
+    ``transaction_timeout_ms`` (two-phase) must not exceed the broker's
+    ``transaction.max.timeout.ms``; ``delivery_timeout_ms`` (at least 1000) bounds a record's
+    acknowledgement and a stalled client call. ``take_over`` as for :func:`exactly_once_to_delta`.
+    Caveats (aborted records for ``read_uncommitted`` readers, offset retention):
+    docs/design.md, "Kafka sinks".
     """
     from connectors.kafka.idempotent import KafkaIdempotentWriter, check_no_speculation
     from connectors.kafka.records import check_columns, require_topic
-    from spark_ext.sinks.owner import owner_of_checkpoint
 
-    chk = check_sink_query(df, checkpoint, sink_id)
-    check_columns(df.schema, require_record_id=True)
-    if mode == "idempotent":
-        check_no_speculation(df)
-    require_topic(bootstrap, topic)
-    owner = owner_of_checkpoint(chk)  # the query id Spark will run this checkpoint with
-    writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
-    writer = trigger.apply(writer.outputMode("append"))
+    def check() -> None:
+        check_columns(df.schema, require_record_id=True)
+        if mode == "idempotent":
+            check_no_speculation(df)
+        require_topic(bootstrap, topic)
+
+    writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger, check)
     if mode == "two_phase":
         from connectors.kafka.sliced_writer import slice_settings
         from connectors.kafka.slices import FORMAT, KafkaSlicedDataSource, recover_slices
@@ -206,13 +145,11 @@ def exactly_once_to_kafka(
         settings = recover_slices(settings, take_over=take_over)
         df.sparkSession.dataSource.register(KafkaSlicedDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
-    elif mode == "idempotent":
+    else:
         idempotent = KafkaIdempotentWriter(
             bootstrap, topic, sink_id, owner, take_over, delivery_timeout_ms
         )
         idempotent.claim(owner)  # at start: another owner is refused before the query runs
         query = writer.foreachBatch(idempotent).start()
-    else:
-        raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
     log.info("exactly-once Kafka sink %s (%s) -> %s started", sink_id, mode, topic)
     return query

@@ -1,17 +1,14 @@
-"""The one delta-rs commit of staged files as batch ``B`` of a batch marker (docs/design.md,
-Delta sinks): the two-phase sink's step 3 (:class:`connectors.delta.two_phase.DeltaCommitter`)
-and the dedup sink's catalog commit (:func:`connectors.delta.dedup_staging.commit_catalog`).
-
-Steps of :func:`commit_files`, numbered in its code:
+"""The one delta-rs commit of staged files as batch ``B`` of a batch marker (docs/design.md, "Delta
+sinks"): the two-phase sink's step 3 and the dedup sink's catalog commit. Steps of
+:func:`commit_files`, numbered in its code:
 
 1. the newest snapshot, judged by the caller's ``check`` (it refuses, or finds the batch
    recorded: nothing committed);
 2. one commit of the adds and the ``txn`` actions against it, ``max_commit_retries=0``;
-3. ``CommitFailedError``: the table moved (a lost race): back to 1; it did not: delta-rs
-   refused the commit (:class:`~spark_ext.sinks.errors.DeltaCommitRefusedError`);
-4. any other error of the call (a post-commit hook): the table is read back; a commit that
-   landed is committed, else :class:`~spark_ext.sinks.errors.ConcurrentWriterError` (another
-   writer recorded the batch), :class:`~spark_ext.sinks.errors.CommitUncertainError`
+3. ``CommitFailedError``: the table moved (a lost race): back to 1; it did not:
+   :class:`~spark_ext.sinks.errors.DeltaCommitRefusedError`;
+4. any other error of the call: the table is read back; a commit that landed is committed,
+   else ``ConcurrentWriterError`` (another writer recorded the batch), ``CommitUncertainError``
    (unreadable) or the error itself.
 """
 
@@ -50,14 +47,10 @@ def commit_files(
     commit_empty: bool = True,
     max_conflicts: int = 5,
 ) -> bool:
-    """Commit ``adds`` and ``txns`` (among them ``txn(marker, batch_id)``) to the table at
-    ``path``; whether a commit was made (``False``: ``check`` found the batch recorded).
-
-    ``snapshot()`` reads the newest snapshot (``None``: no table); ``check(table)`` runs on
-    every snapshot a commit is made against, raises to refuse it, returns ``True`` for a batch
-    already recorded. ``commit_empty=False``: no commit without adds. Raises
-    :class:`ConcurrentWriterError` after ``max_conflicts + 1`` lost races in a row.
-    """
+    """Commit ``adds`` and ``txns`` (with ``txn(marker, batch_id)``) to the table at ``path``;
+    ``False`` if ``check(snapshot)`` found the batch recorded (it raises to refuse a snapshot).
+    ``commit_empty=False``: no commit without adds; ``max_conflicts + 1`` lost races in a row:
+    :class:`ConcurrentWriterError`."""
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
@@ -110,8 +103,7 @@ def commit_files(
 
 
 def _check_lost_race(path: str, table: Any, batch_id: int, exc: Exception) -> None:
-    """After ``CommitFailedError``: a lost race means another commit landed since the snapshot
-    ``table``; if none did, delta-rs refused the commit itself: :class:`DeltaCommitRefusedError`."""
+    """:class:`DeltaCommitRefusedError` unless another commit landed since the snapshot ``table``."""
     from deltalake import DeltaTable
 
     try:

@@ -1,34 +1,20 @@
-"""Dedup decided per bucket on the executors, in front of the two-phase Delta sink.
+"""Dedup decided per bucket on the executors, in front of the two-phase Delta sink: the
+``foreachBatch`` sink :class:`DeltaDedupSink` (same :class:`~spark_ext.dedup.DedupConfig` as
+:mod:`spark_ext.dedup`; design, owner and replays: docs/design.md, "Dedup"). Steps of
+:data:`~connectors.delta.dedup_staging.DEDUP_DELTA`:
 
-:class:`DeltaDedupSink` does :mod:`spark_ext.dedup`'s dedup (same
-:class:`~spark_ext.dedup.DedupConfig`) as a ``foreachBatch`` sink that reads the batch once and
-keeps no per-row data on the driver; design, owner and replays: docs/design.md, "Dedup"
-(``DeltaDedupSink``). Steps (fault points ``dedup_delta.<n>.<step>``):
-
-1. ``staged`` (tasks, :mod:`connectors.delta.dedup_staging`): rows shuffled to their bucket,
-   decided (:func:`spark_ext.dedup.batch.decide_batch`), kept rows and their catalog rows
-   staged, the bucket's filters saved as version N.
-2. ``cataloged``: one delta-rs commit of the catalog files with ``txn(<sink id>:catalog, N)``.
-3. ``written``: one delta-rs commit of the output files with ``txn(<sink id>, N)``
-   (:class:`connectors.delta.two_phase.DeltaCommitter`).
+1. ``staged`` (tasks, :func:`connectors.delta.dedup_staging.decider`): rows shuffled to their
+   bucket and decided, kept rows and catalog rows staged, the bucket's filters saved;
+2. ``cataloged``: one delta-rs commit of the catalog files with ``txn(<sink id>:catalog, N)``;
+3. ``written``: one delta-rs commit of the output files with ``txn(<sink id>, N)``;
 4. ``cleaned``: staged files no commit took removed, old generations purged.
-
-Rows with a null id, event time or coordinate go to ``quarantine_path`` with the reason (none
-given: :class:`DedupInputError`). ``state_path``, the catalog and the output folder must be
-reachable from driver and executors (local or mounted paths).
-
-Example
--------
->>> from spark_ext.dedup import DedupConfig
->>> config = DedupConfig(catalog_path="var/orders/_catalog", capacity=10_000_000)
->>> sink = DeltaDedupSink(config, "var/orders/unique", "orders", "var/orders/_dedup_state")
->>> orders.writeStream.foreachBatch(sink).option("checkpointLocation", cp).start()  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+__all__ = ["BucketResult", "DeltaDedupSink"]
+
 import logging
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +33,10 @@ from connectors.delta.dedup_staging import (
     commit_catalog,
     decider,
 )
-from connectors.delta.two_phase import (
-    DeltaCommitter,
-    DeltaIdempotentWriter,
-    StagedFile,
-    ensure_table,
-    schema_shape,
-)
+from connectors.delta.idempotent import DeltaIdempotentWriter
+from connectors.delta.staging import StagedFile
+from connectors.delta.table import ensure_table, schema_shape
+from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
@@ -64,8 +47,6 @@ from spark_ext.errors import ConfigError
 from spark_ext.sinks.delta_txn import marker_app_id, owner_of
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner
 from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
-
-__all__ = ["BucketResult", "DeltaDedupSink"]
 
 log = logging.getLogger(__name__)
 
@@ -102,28 +83,15 @@ def _route_keys(spark: SparkSession, buckets: int) -> list[int]:
 class DeltaDedupSink:
     """``foreachBatch`` sink: Bloom-fronted dedup decided per bucket in tasks, output to Delta.
 
-    Parameters
-    ----------
-    config
-        What to deduplicate on (:class:`~spark_ext.dedup.DedupConfig`; ``catalog_path`` is the
-        exact catalog, ``buckets`` the tasks of step 1).
-    output_path
-        The Delta table of kept rows (created on the first batch).
-    sink_id
-        Keys ``txn(sink_id, batch)`` on the output and ``txn(<sink_id>:catalog, batch)`` on
-        the catalog; stable for the life of the output.
-    state_path
-        Folder of the filters' versioned state; belongs with the query's checkpoint.
-    quarantine_path
-        Delta table for rows with a null id, event time or coordinate (with ``_reason``).
-    output_columns
-        Columns written (default: all of the batch's).
-    owner
-        The query that owns the sink (recorded in the output and the catalog at the first
-        batch of a run); default: the streaming query calling the sink.
-    take_over
-        Hand the sink over from another query: both batch markers reset, the old owner
-        refused; dedup starts afresh (docs/design.md, "Delta sinks", take-over).
+    ``sink_id`` keys ``txn(sink_id, batch)`` on ``output_path`` and
+    ``txn(<sink_id>:catalog, batch)`` on ``config.catalog_path``; ``state_path`` holds the
+    filters' versions (with the query's checkpoint); rows with a null id, event time or
+    coordinate go to ``quarantine_path`` with ``_reason`` (none given:
+    :class:`DedupInputError`); ``owner`` and ``take_over`` as for the other ``foreachBatch``
+    sinks (docs/design.md, "Delta sinks"). Paths must be reachable from driver and executors.
+
+    >>> sink = DeltaDedupSink(DedupConfig(catalog_path="var/o/_catalog"), "var/o/unique", "orders",
+    ...                       "var/o/_dedup_state")  # doctest: +SKIP
     """
 
     def __init__(
@@ -142,17 +110,14 @@ class DeltaDedupSink:
         self.output_path = str(output_path)
         self.sink_id = validate_sink_id(sink_id)
         self.state = BucketStateStore(Path(state_path) / "filters")
-        self.legacy_keys_path = Path(state_path) / "keys"
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
         self.catalog = DedupCatalog(config.catalog_path)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
-        #: What the tasks reported for the last batch: one entry per bucket with rows.
-        self.last_results: list[BucketResult] = []
+        self.last_results: list[BucketResult] = []  # the last batch's, one per bucket with rows
         self.owner = owner
         self.take_over = take_over
-        #: The catalog's owner record (claimed at the first batch of a run, never written).
         self.catalog_marks = self.catalog.appender(self.sink_id, take_over)
         self._recovered: SinkOwner | None = None
         self._output: DeltaCommitter | None = None
@@ -168,8 +133,8 @@ class DeltaDedupSink:
         return [c.id_column, c.event_time_column, *c.coordinate_columns]
 
     def _committer(self, owner: SinkOwner | None = None) -> DeltaCommitter:
-        """The output's committer: one per run, so the run epoch of :meth:`_start`'s fence
-        is the one every commit of this sink checks (and its owner the one each re-checks)."""
+        """The output's committer, one per run (every commit checks the epoch and owner of
+        :meth:`_start`'s fence)."""
         if self._output is None or (owner is not None and self._output.owner != owner):
             self._output = DeltaCommitter(
                 self.output_path, self.sink_id, owner=owner, take_over=self.take_over
@@ -198,8 +163,6 @@ class DeltaDedupSink:
         self.catalog_marks.claim(owner, CATALOG_SCHEMA)
         self._committer(owner).recover(fence=True)
         clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id))
-        # Keys staged by the driver-decided sink of earlier versions are of no use.
-        shutil.rmtree(self.legacy_keys_path, ignore_errors=True)
         self._routes = _route_keys(batch.sparkSession, self.config.buckets)
         self._quarantine = None  # made with this run's owner when first needed
         self._recovered = owner
@@ -212,9 +175,8 @@ class DeltaDedupSink:
         return output, self.catalog.last_batch(self.catalog_app_id)
 
     def _check_batch_order(self, batch_id: int) -> bool:
-        """Whether output and catalog both recorded this batch; a batch below either's is
-        :class:`~spark_ext.sinks.errors.BatchRegressionError`, before anything is staged
-        (docs/design.md, invariant 6)."""
+        """Whether output and catalog both recorded this batch (below either's:
+        ``BatchRegressionError`` before anything is staged)."""
         output, catalog = self._recorded()
         done = check_batch_order(self.sink_id, batch_id, output)
         return check_batch_order(self.catalog_app_id, batch_id, catalog) and done

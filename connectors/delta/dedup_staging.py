@@ -1,8 +1,5 @@
 """The staged files of :class:`connectors.delta.dedup_sink.DeltaDedupSink` (docs/design.md,
-"Dedup"): step 1 in the tasks (:func:`decider`: decide each bucket, stage kept rows and one
-catalog file per generation, save the filters as version ``N``, one message row per bucket),
-step 2 on the driver (:func:`commit_catalog`), and :func:`clean_catalog`.
-"""
+"Dedup"): step 1 in the tasks (:func:`decider`), step 2 on the driver (:func:`commit_catalog`)."""
 
 from __future__ import annotations
 
@@ -87,8 +84,7 @@ _FILE_SCHEMA = pa.schema([f for f in CATALOG_SCHEMA if f.name not in PARTITION_B
 
 @dataclass(frozen=True)
 class CatalogFile:
-    """One staged catalog file: its generation, path (relative to the catalog), size, rows
-    and its Delta statistics (min/max of every column)."""
+    """One staged catalog file (``path`` relative to the catalog; ``stats``: Delta's)."""
 
     generation: int
     path: str
@@ -117,8 +113,8 @@ def _stats(rows: pa.Table) -> str:
 
 
 def catalog_file_tag(sink_id: str) -> str:
-    """The tag of ``sink_id``'s staged catalog files (``spark_ext-<sink id>-catalog-b...``;
-    no sink id has ``-``, and a ``:`` in a relative path reads as a URI scheme to Delta)."""
+    """The tag of ``sink_id``'s staged catalog files (no sink id has ``-``; a ``:`` in a
+    relative path reads as a URI scheme to Delta)."""
     return f"{sink_id}-catalog"
 
 
@@ -153,12 +149,9 @@ def decider(
     owner: int | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of step 1: decide each bucket of the task's rows, stage the
-    kept rows and their catalog rows, save the bucket's filters; yield one message per bucket.
-
-    ``key_sources`` name the columns holding the id (a string), the event time (a timestamp)
-    and the coordinates; ``owner``: the owning query's code, part of the staged names. Rows
-    with a null key column are left out and counted (the driver quarantines them).
-    """
+    kept rows and their catalog rows, save the bucket's filters; one message per bucket.
+    ``key_sources``: the columns of the id (string), event time (timestamp) and coordinates;
+    rows with a null key are left out and counted (the driver quarantines them)."""
     out_names = schema.fieldNames()
     id_source, et_source, *coordinates = key_sources
     key_names = [config.id_column, config.event_time_column, *config.coordinate_columns]
@@ -260,13 +253,9 @@ def commit_catalog(
     files: list[CatalogFile],
     owner: SinkOwner | None = None,
 ) -> bool:
-    """Step 2: one delta-rs commit adds ``files`` with ``txn(<sink id>:catalog, batch_id)``.
-
-    ``False`` for a replay; a batch below the recorded one is
-    :class:`~spark_ext.sinks.errors.BatchRegressionError`; an empty batch commits nothing.
-    Through :func:`connectors.delta.commit.commit_files`, owner and features checked on the
-    snapshot, with the owner ``txn``.
-    """
+    """Step 2: one :func:`~connectors.delta.commit.commit_files` adds ``files`` with
+    ``txn(<sink id>:catalog, batch_id)`` and the owner's; ``False`` for a replay, nothing for an
+    empty batch, ``BatchRegressionError`` below the recorded batch."""
     from deltalake import DeltaTable, Transaction
     from deltalake.transaction import AddAction
 

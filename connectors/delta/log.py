@@ -1,14 +1,7 @@
-"""What a Delta table's log says about the files in its folder: which ones a snapshot needs.
-
-Reads the log itself (docs/design.md, "Delta sinks", deletion rule): every ``add`` and
-``remove`` path of every commit and checkpoint (classic, multi-part, V2 with sidecars) still in
-``_delta_log``; anything it cannot interpret raises, never "unreferenced". Local (or mounted)
-tables only.
-
-Example
--------
->>> "part-0.parquet" in referenced_files("/data/events")  # doctest: +SKIP
-True
+"""Which files in a Delta table's folder some loadable snapshot needs: every ``add`` and ``remove``
+path of every commit and checkpoint (classic, multi-part, V2 with sidecars) in ``_delta_log``,
+read from the log itself; what it cannot interpret raises, never "unreferenced" (docs/design.md,
+"Delta sinks", deletion rule). Local (or mounted) tables only.
 """
 
 from __future__ import annotations
@@ -56,8 +49,8 @@ def _paths_of_parquet(path: Path, out: set[str]) -> None:
 
 @dataclass
 class _Walk:
-    """What :func:`referenced_files` read of one table's log: each log entry it parsed, by name,
-    with its identity (inode, mtime), and the paths they reference."""
+    """What :func:`referenced_files` read of one table's log: the entries parsed, by name, with
+    their (inode, mtime), and the paths they reference."""
 
     parsed: dict[str, tuple[int, int]] = field(default_factory=dict)
     paths: set[str] = field(default_factory=set)
@@ -91,12 +84,9 @@ def _entries(log_dir: Path) -> list[tuple[str, Path, tuple[int, int]]]:
 
 
 def referenced_files(table: str | os.PathLike[str]) -> set[str]:
-    """Relative paths of every file some loadable snapshot of ``table`` may reference: the
-    ``add`` and ``remove`` paths of every commit and checkpoint in ``_delta_log``.
-
-    A log entry is parsed once per process; one deleted since leaves its paths in the set
-    (keeping more files), one seen with another inode starts the walk over.
-    """
+    """Relative paths of every file some loadable snapshot of ``table`` may reference. A log
+    entry is parsed once per process; one deleted since leaves its paths in the set (keeping
+    more files), one seen with another inode starts the walk over."""
     log_dir = Path(table) / LOG_DIR
     entries = _entries(log_dir)
     key = os.path.abspath(table)

@@ -1,7 +1,5 @@
-"""Step 1 of the two-phase Delta sink (and ``DeltaDedupSink``), in the executor task: stage rows
-as one Parquet file in the table folder (:data:`STAGED_NAME`), unreferenced until the driver
-commits it; the commit message is :class:`StagedFile`.
-"""
+"""Step 1 of the two-phase Delta sink (and ``DeltaDedupSink``), in the task: rows staged as one
+Parquet file in the table folder (:data:`STAGED_NAME`), unreferenced until the driver commits it."""
 
 from __future__ import annotations
 
@@ -45,9 +43,7 @@ class StagedFile(WriterCommitMessage):
     batch_id: int
     partition: int
     schema_shape: str
-    #: The rows' Spark schema JSON, nullability included (the commit checks NOT NULL columns
-    #: of the table it commits against); "" when unknown.
-    schema_json: str = ""
+    schema_json: str = ""  # the rows' schema with nullability (NOT NULL checks); "": unknown
 
 
 def owner_tag(owner: int | None) -> str:
@@ -58,9 +54,8 @@ def owner_tag(owner: int | None) -> str:
 def staged_name(
     sink_id: str, batch_id: int, partition: int, attempt: int, owner: int | None = None
 ) -> str:
-    """A new, unique staged-file name for one task attempt (matches :data:`STAGED_NAME`);
-    ``owner`` (:attr:`~spark_ext.sinks.owner.SinkOwner.code`) is part of it (docs/design.md,
-    "Delta sinks", take-over)."""
+    """A new, unique staged-file name for one task attempt of ``owner`` (:data:`STAGED_NAME`;
+    why the owner: docs/design.md, "Delta sinks", take-over)."""
     return (
         f"spark_ext-{sink_id}{owner_tag(owner)}-b{batch_id:012d}-p{partition:05d}-a{attempt}-"
         f"{uuid.uuid4().hex[:12]}.parquet"

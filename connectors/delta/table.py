@@ -1,14 +1,6 @@
-"""The target table of the Delta sinks: its schema, and whether staged Parquet can be added to it.
-
-An add of staged Parquet (two-phase, ``DeltaDedupSink``) is correct only for a table that asks
-nothing more of a writer than "files with these columns": :func:`check_writable` (at start)
-and :func:`check_snapshot` (every commit) refuse the others with
-:class:`UnsupportedTableFeatureError` (which: docs/design.md, "Delta sinks"). The idempotent
-sink (Spark's writer) needs only :func:`check_table_schema`.
-
-Example
--------
->>> ensure_table("/data/events", df.schema)  # doctest: +SKIP
+"""The Delta sinks' target table: its schema, and whether staged Parquet can be added to it
+(:func:`check_writable` at start, :func:`check_snapshot` at every commit; which tables are
+refused: docs/design.md, "Delta sinks"). Spark's writer needs only :func:`check_table_schema`.
 """
 
 from __future__ import annotations
@@ -65,7 +57,6 @@ _WRITER_VERSION_FEATURE = {6: "identityColumns"}
 _NAMED_LAST = ("domainMetadata",)
 
 
-# -- schema ------------------------------------------------------------------------------
 def _shape(node: Any) -> Any:
     """A schema JSON tree without nullability and metadata (what an append must match)."""
     if isinstance(node, dict):
@@ -110,7 +101,6 @@ def check_table_schema(path: str | Path, schema: StructType) -> None:
         raise SchemaMismatchError(str(path), table.schema().to_json(), schema.json())
 
 
-# -- features ------------------------------------------------------------------------------
 def _not_null_breaches(table: Any, rows: Any, where: str) -> list[str]:
     """Paths of fields NOT NULL in the table that the rows' schema lets be null."""
     out: list[str] = []
@@ -198,10 +188,7 @@ def unsupported_features(
 
 
 def check_snapshot(
-    table: Any,
-    path: str | Path,
-    rows_schema_json: str | None,
-    partition_by: tuple[str, ...] = (),
+    table: Any, path: str | Path, rows_schema_json: str | None, partition_by: tuple[str, ...] = ()
 ) -> None:
     """Raise :class:`UnsupportedTableFeatureError` naming the first feature of the snapshot
     ``table`` an add of staged Parquet cannot honour (:func:`unsupported_features`)."""
@@ -220,11 +207,9 @@ def check_writable(path: str | Path, schema: StructType) -> None:
 
 
 def ensure_table(path: str | Path, schema: StructType) -> None:
-    """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits).
-
-    Raises :class:`SchemaMismatchError`, :class:`UnsupportedTableFeatureError`, or
-    :class:`~spark_ext.sinks.errors.DeltaTargetPathError` (a file, or a folder of other files).
-    """
+    """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits:
+    else :class:`SchemaMismatchError`, :class:`UnsupportedTableFeatureError`, or
+    ``DeltaTargetPathError`` for a file or a folder of other files)."""
     from deltalake import DeltaTable
 
     check_table_schema(path, schema)

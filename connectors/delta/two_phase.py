@@ -1,22 +1,13 @@
-"""Exactly-once Delta sink, two-phase: a Python stream writer stages, delta-rs commits.
+"""Exactly-once Delta sink, two-phase: a Python stream writer stages, delta-rs commits (why and
+which tables: docs/design.md, "Delta sinks"). Steps of :data:`~spark_ext.sinks.protocol.DELTA_TWO_PHASE`:
 
-:class:`DeltaTwoPhaseDataSource` (format ``spark_ext_delta_2pc``), steps as in
-:mod:`spark_ext.sinks.protocol` (why: docs/design.md, "Delta sinks"):
-
-1. each task writes its partition as one Parquet file in the table folder, named
-   ``spark_ext-<sink id>-o<owner>-b<batch>-p<partition>-a<attempt>-<uuid>.parquet``,
-   referenced by no snapshot.
-2. the driver reads ``txn(sink id)``: equal is a replay (nothing committed), lower is
-   ``BatchRegressionError``, none next to files of the sink is ``DeltaTxnExpiredError``.
+1. each task stages its partition as one Parquet file in the table folder
+   (:func:`connectors.delta.staging.staged_name`), referenced by no snapshot;
+2. the driver reads ``txn(sink id)``: equal is a replay, lower ``BatchRegressionError``, none
+   next to files of the sink ``DeltaTxnExpiredError``;
 3. one commit (:func:`connectors.delta.commit.commit_files`) adds the files with
-   ``txn(sink id, batch)``, ``txn(<sink id>:run, epoch)`` and ``txn(<sink id>:owner, code)``,
-   on a snapshot whose epoch, owner and features are checked.
+   ``txn(sink id, batch)``, the run epoch and the owner, on a checked snapshot;
 4. the batch's staged files of this owner the commit does not reference are deleted.
-
-A start (``recover(fence=True)``) checks the owner, fences older drivers and deletes staged
-files no snapshot references. Supported tables: :func:`connectors.delta.table.check_writable`;
-append only; local (or mounted) paths; file statistics are ``numRecords`` only. The idempotent
-sink is :mod:`connectors.delta.idempotent`.
 """
 
 from __future__ import annotations
@@ -39,24 +30,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connectors.delta.commit import commit_files
-from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.delta.log import referenced_files, remove_unreferenced
-from connectors.delta.staging import (
-    STAGED_NAME,
-    StagedFile,
-    current_batch_id,
-    owner_tag,
-    stage_batches,
-    staged_name,
-)
-from connectors.delta.table import (
-    arrow_schema,
-    check_snapshot,
-    check_table_schema,
-    check_writable,
-    ensure_table,
-    schema_shape,
-)
+from connectors.delta.staging import STAGED_NAME, StagedFile, owner_tag, stage_batches
+from connectors.delta.table import check_snapshot, schema_shape
 from spark_ext.sinks.delta_txn import (
     LatestTable,
     Marks,
@@ -82,31 +58,15 @@ from spark_ext.sinks.protocol import (
     commit_batch,
     validate_sink_id,
 )
-from spark_ext.sinks.task import task_attempt
+from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "FORMAT",
-    "DeltaCommitter",
-    "DeltaIdempotentWriter",
-    "DeltaStagingWriter",
-    "DeltaTwoPhaseDataSource",
-    "StagedFile",
-    "arrow_schema",
-    "check_table_schema",
-    "check_writable",
-    "current_batch_id",
-    "ensure_table",
-    "schema_shape",
-    "stage_batches",
-    "staged_name",
-]
+__all__ = ["FORMAT", "DeltaCommitter", "DeltaStagingWriter", "DeltaTwoPhaseDataSource"]
 
 FORMAT = "spark_ext_delta_2pc"
 
 
-# -- step 1 (executor) and the driver's commit/abort: the stream writer ----------------
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
@@ -128,53 +88,30 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
         partition, attempt = task_attempt()
         owner = self.owner.code if self.owner else None
+        batch_id = current_batch_id()
         staged = stage_batches(
-            iterator,
-            self.path,
-            self.sink_id,
-            self.schema,
-            current_batch_id(),
-            partition,
-            attempt,
-            owner,
+            iterator, self.path, self.sink_id, self.schema, batch_id, partition, attempt, owner
         )
         DELTA_TWO_PHASE.reached(1, staged.batch_id)
         return staged
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        commit_batch(self.committer(), batchId, _staged(messages))
+        commit_batch(self.committer(), batchId, [m for m in messages if isinstance(m, StagedFile)])
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        abort_batch(self.committer(), batchId, _staged(messages))
+        abort_batch(self.committer(), batchId, [m for m in messages if isinstance(m, StagedFile)])
 
     def committer(self) -> DeltaCommitter:
         return DeltaCommitter(self.path, self.sink_id, run_epoch=self.run_epoch, owner=self.owner)
 
 
-def _staged(messages: Sequence[WriterCommitMessage | None]) -> list[StagedFile]:
-    return [m for m in messages if isinstance(m, StagedFile)]
-
-
-# -- steps 2-4: the driver ---------------------------------------------------------------
 class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
-    """Driver side of the two-phase Delta sink: one delta-rs commit per batch.
+    """Driver side of the two-phase Delta sink: one delta-rs commit per batch (steps 2-4).
 
-    Parameters
-    ----------
-    path
-        The Delta table folder (it exists: :func:`ensure_table` made it).
-    sink_id
-        Recorded as ``txn.appId``; the batch id is ``txn.version``.
-    max_conflicts
-        Lost races re-checked and retried before :class:`ConcurrentWriterError`.
-    run_epoch
-        The epoch this driver's start recorded (:meth:`recover` sets it); a newer one fails
-        commits with :class:`DriverFencedError`. ``None``: not checked.
-    owner
-        The query that owns the sink, recorded by :meth:`recover`'s fence commit and
-        re-checked by every commit. ``None``: not checked or recorded.
-    take_over
-        Hand the sink over from another owner at :meth:`recover` (its batch marker is reset).
+    ``max_conflicts``: lost races re-checked and retried before :class:`ConcurrentWriterError`;
+    ``run_epoch``: the epoch this driver's start recorded (a newer one is
+    :class:`DriverFencedError`); ``owner``: recorded by :meth:`recover`'s fence, re-checked by
+    every commit (``None`` for either: unchecked); ``take_over``: at :meth:`recover`.
     """
 
     protocol: Protocol = DELTA_TWO_PHASE
@@ -199,7 +136,6 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 
     @property
     def run_app_id(self) -> str:
-        """The ``txn.appId`` holding this sink's run epoch."""
         return run_app_id(self.sink_id)
 
     def _marks(self, table: Any) -> Marks:
@@ -328,18 +264,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             remove_unreferenced(self.path, named | ours)
 
     def recover(self, fence: bool = False) -> None:
-        """At start: check the owner, fence older drivers, delete staged files no snapshot
-        references.
-
-        Parameters
-        ----------
-        fence
-            Record a new run epoch and :attr:`owner` first (one commit) and keep the epoch in
-            :attr:`run_epoch`; without it an older driver is not stopped.
-
-        :class:`~spark_ext.sinks.errors.SinkOwnerError` and :class:`DeltaTxnExpiredError` are
-        raised before anything is touched.
-        """
+        """At start: check the owner and the ``txn`` (before anything is touched), with
+        ``fence`` record a new run epoch and the owner in one commit, delete staged files no
+        snapshot references."""
         self._decide(self._table())
         self.last_committed_batch()
         if fence:

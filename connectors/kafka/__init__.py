@@ -1,9 +1,5 @@
-"""Kafka on both sides of Spark: topics, a stamped streaming reader, and plain clients.
-
-Reading uses Spark's own connector (``spark-sql-kafka-0-10``). Every row keeps its source
-coordinates (topic, partition, offset, timestamp), which labels, record ids and quarantine
-rows are derived from (docs/design.md invariant 2).
-"""
+"""Kafka on both sides of Spark: a stamped reader (Spark's own connector), topics and plain
+clients; the sinks live in the submodules."""
 
 from __future__ import annotations
 
@@ -77,6 +73,16 @@ def produce_json(
     return produce(bootstrap, topic, records())
 
 
+def _reader(reader: Any, bootstrap: str, topics: str | list[str], read_committed: bool) -> Any:
+    """``reader`` (``spark.read`` or ``spark.readStream``) of Kafka topic(s) from the start."""
+    return (
+        reader.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topics if isinstance(topics, str) else ",".join(topics))
+        .option("kafka.isolation.level", "read_committed" if read_committed else "read_uncommitted")
+    )
+
+
 def read_stream(
     spark: SparkSession,
     bootstrap: str,
@@ -86,51 +92,31 @@ def read_stream(
     read_committed: bool = True,
     extra_options: Mapping[str, str] | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame of the topic(s) with its source coordinates.
-
-    Columns: ``key`` and ``value`` (strings), ``topic``, ``partition``, ``offset``,
-    ``kafka_timestamp``. ``read_committed`` (default) hides aborted transactional records.
-    The session setting ``spark.spark_ext.kafka.minPartitions`` (a profile's ``[spark.conf]``) is
-    the source's ``minPartitions``: how Spark slices each batch, which a restart may change.
-    """
-    names = topics if isinstance(topics, str) else ",".join(topics)
-    min_partitions = spark.conf.get(KAFKA_MIN_PARTITIONS_CONF, None)
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", names)
-        .option("startingOffsets", starting_offsets)
-        .option("failOnDataLoss", "true")
-        .option("kafka.isolation.level", "read_committed" if read_committed else "read_uncommitted")
-    )
+    """A streaming DataFrame of the topic(s) with its source coordinates (:func:`stamp`);
+    ``read_committed`` hides aborted transactional records. The session setting
+    ``spark.spark_ext.kafka.minPartitions`` is the source's ``minPartitions``."""
+    reader = _reader(spark.readStream, bootstrap, topics, read_committed)
+    reader = reader.option("startingOffsets", starting_offsets).option("failOnDataLoss", "true")
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    if min_partitions:
+    if min_partitions := spark.conf.get(KAFKA_MIN_PARTITIONS_CONF, None):
         reader = reader.option("minPartitions", min_partitions)
-    for k, v in (extra_options or {}).items():
-        reader = reader.option(k, v)
-    return stamp(reader.load())
+    return stamp(reader.options(**(extra_options or {})).load())
 
 
 def read_batch(
     spark: SparkSession, bootstrap: str, topics: str | list[str], read_committed: bool = True
 ) -> DataFrame:
     """The whole topic(s) as a batch DataFrame, same columns as :func:`read_stream`."""
-    names = topics if isinstance(topics, str) else ",".join(topics)
-    df = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", names)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .option("kafka.isolation.level", "read_committed" if read_committed else "read_uncommitted")
-        .load()
+    reader = _reader(spark.read, bootstrap, topics, read_committed)
+    return stamp(
+        reader.option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
     )
-    return stamp(df)
 
 
 def stamp(raw: DataFrame) -> DataFrame:
-    """Project Spark's Kafka columns to the stamped shape used across spark_ext."""
+    """Spark's Kafka columns as ``key``, ``value`` (strings), ``topic``, ``partition``,
+    ``offset``, ``kafka_timestamp``: the source coordinates (docs/design.md invariant 2)."""
     return raw.select(
         F.col("key").cast("string").alias("key"),
         F.col("value").cast("string").alias("value"),

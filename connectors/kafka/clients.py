@@ -1,38 +1,26 @@
-"""The producer the Kafka sinks' tasks write with: confluent-kafka (librdkafka; why:
-docs/design.md, "Kafka sinks").
-
-Outcomes the protocols act on: :class:`SliceFenced` (the transactional id was taken over, or
-the broker aborted the transaction for age), :class:`~spark_ext.sinks.errors.ProduceFailedError`
-(a record undelivered: a flush refuses the batch) and the client's own errors. Keyed records
-are partitioned with murmur2 like the Java client.
-"""
+"""The producer the Kafka sinks' tasks write with: confluent-kafka (why: docs/design.md, "Kafka
+sinks"). A fence (or a broker abort for age) is :class:`SliceFenced`, an undelivered record
+:class:`~spark_ext.sinks.errors.ProduceFailedError` at flush."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 from connectors.kafka.records import (
     LINGER_MS,
     PRODUCER,
+    RECORD_ID_HEADER,
     STALL_GRACE_S,
+    NamedRows,
     bounded,
     call_timeout_s,
 )
 from spark_ext import kafka_clients
-from spark_ext.sinks.errors import (
-    ClientStalledError,
-    ProduceFailedError,
-    TopicMissingError,
-)
+from spark_ext.sinks.errors import ClientStalledError, ProduceFailedError, TopicMissingError
 
-__all__ = [
-    "ConfluentProducer",
-    "SliceFenced",
-    "bounded",
-]
+__all__ = ["ConfluentProducer", "SliceFenced"]
 
 LIBRDKAFKA_LOG = logging.getLogger("connectors.librdkafka")
 #: librdkafka group metadata by (bootstrap, group) (:meth:`ConfluentProducer._group_metadata`).
@@ -44,8 +32,7 @@ class SliceFenced(Exception):
 
 
 class _ProducerLog:
-    """librdkafka's log lines of one producer, into :data:`LIBRDKAFKA_LOG`; at INFO while a
-    fence is an expected answer (:meth:`ConfluentProducer.probe`)."""
+    """librdkafka's log lines into :data:`LIBRDKAFKA_LOG`; at INFO while a fence is expected."""
 
     def __init__(self) -> None:
         self.fence_expected = False
@@ -157,16 +144,9 @@ class ConfluentProducer:
         self.failed, self.failed_partitions, self.first = 0, set(), None
         self.producer.begin_transaction()
 
-    def send(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
-        # librdkafka's "no partition given" (RD_KAFKA_PARTITION_UA): its partitioner decides
-        part = -1 if partition is None else partition
-        self._produce(value, key, part, list(headers) if headers else None)
+    def send(self, key: bytes | None, value: bytes | None, partition: int | None) -> None:
+        # -1: librdkafka's "no partition given" (RD_KAFKA_PARTITION_UA), its partitioner decides
+        self._produce(value, key, -1 if partition is None else partition, None)
 
     def _produce(
         self,
@@ -185,32 +165,17 @@ class ConfluentProducer:
             except Exception as exc:
                 self._raise(exc)
 
-    def send_many(
-        self,
-        values: Sequence[bytes | None],
-        keys: Sequence[bytes | None] | None = None,
-        partitions: Sequence[int | None] | None = None,
-        header: tuple[str, Sequence[bytes]] | None = None,
-    ) -> None:
-        """Produce every row (columns of equal length; ``header``: one header's name and its
-        value for every row)."""
+    def send_rows(self, rows: NamedRows) -> None:
+        """Produce every row with its record id as header ``spark_ext.record_id``."""
         produce, topic = self.producer.produce, self.topic
-        n = len(values)
-        keys_ = [None] * n if keys is None else keys
-        parts = [-1] * n if partitions is None else [-1 if p is None else p for p in partitions]
-        if header is None:
-            for value, key, part in zip(values, keys_, parts, strict=True):
-                try:
-                    produce(topic, value, key, part)
-                except Exception:  # BufferError (queue full) or a client error
-                    self._produce(value, key, part, None)
-            return
-        name, header_values = header
-        for value, key, part, h in zip(values, keys_, parts, header_values, strict=True):
+        parts = rows.partitions or [None] * len(rows.values)
+        for value, key, part, name in zip(rows.values, rows.keys, parts, rows.names, strict=True):
+            headers: list[tuple[str, str | bytes | None]] = [(RECORD_ID_HEADER, name)]
+            part = -1 if part is None else part
             try:
-                produce(topic, value, key, part, headers=[(name, h)])
+                produce(topic, value, key, part, headers=headers)
             except Exception:  # BufferError (queue full) or a client error
-                self._produce(value, key, part, [(name, h)])
+                self._produce(value, key, part, headers)
 
     def flush(self, sink_id: str, batch_id: int) -> None:
         try:

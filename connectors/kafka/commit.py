@@ -3,12 +3,16 @@ with the driver's transactional producer (why: docs/design.md, "Kafka sinks").""
 
 from __future__ import annotations
 
+__all__ = ["FENCED", "KafkaCommitter", "broker_max_transaction_timeout_ms"]
+
 import json
 import logging
 from typing import Any
 
+from kafka.errors import InvalidProducerEpochError, ProducerFencedError
+
 from connectors.kafka.owner import check_progress_owner, record_owner
-from connectors.kafka.progress import SinkProgress
+from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
 from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
@@ -23,47 +27,11 @@ from spark_ext.sinks.errors import (
 )
 from spark_ext.sinks.owner import SinkOwner
 
-__all__ = [
-    "FENCED",
-    "KafkaCommitter",
-    "broker_max_transaction_timeout_ms",
-    "send_offsets",
-]
-
 log = logging.getLogger(__name__)
 
 
-def _fenced_errors() -> tuple[type[BaseException], ...]:
-    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-    return (ProducerFencedError, InvalidProducerEpochError)
-
-
 #: kafka-python errors that mean "another producer with this transactional id took over".
-FENCED = _fenced_errors()
-
-
-def send_offsets(
-    producer: Any,
-    offsets: dict[Any, Any],
-    group: str,
-    bootstrap: str,
-    topic: str,
-    deadline_s: float,
-) -> None:
-    """kafka-python's ``send_offsets_to_transaction`` under a deadline (docs/design.md,
-    "Kafka sinks", N9): past ``deadline_s``, :class:`TopicMissingError` if ``topic`` is gone,
-    else :class:`ClientStalledError`; the caller drops the producer."""
-    try:
-        bounded(
-            lambda: producer.send_offsets_to_transaction(offsets, group),
-            f"adding {group}'s offsets on {topic} to a transaction",
-            deadline_s,
-        )
-    except ClientStalledError:
-        if topic not in existing_topics(bootstrap):
-            raise TopicMissingError(topic, "output") from None
-        raise
+FENCED = (ProducerFencedError, InvalidProducerEpochError)
 
 
 def broker_max_transaction_timeout_ms(bootstrap: str) -> int:
@@ -115,57 +83,47 @@ class KafkaCommitter:
             self._producer.close(timeout=10)
             self._producer = None
 
-    def _send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
-        """:func:`send_offsets` of the driver's producer, dropped if the call did not end."""
-        s = self.settings
+    def send_offsets(self, offsets: dict[Any, Any], group: str) -> None:
+        """``send_offsets_to_transaction`` under a deadline (docs/design.md, "Kafka sinks",
+        N9): past it :class:`TopicMissingError` if the topic is gone, else
+        :class:`ClientStalledError`, and the producer is dropped (never closed or reused)."""
+        s, producer = self.settings, self._producer
         try:
-            deadline = client_deadline_s(s.delivery_timeout_ms)
-            send_offsets(self._producer, offsets, group, s.bootstrap, s.topic, deadline)
-        except (ClientStalledError, TopicMissingError):
-            self._producer = None  # its call waits on: never closed, never reused
+            bounded(
+                lambda: producer.send_offsets_to_transaction(offsets, group),
+                f"adding {group}'s offsets on {s.topic} to a transaction",
+                client_deadline_s(s.delivery_timeout_ms),
+            )
+        except ClientStalledError:
+            self._producer = None
+            if s.topic not in existing_topics(s.bootstrap):
+                raise TopicMissingError(s.topic, "output") from None
             raise
-
-    def _run_epoch_offset(self) -> Any:
-        from kafka import TopicPartition
-
-        return TopicPartition(self.settings.topic, 0)
 
     def recorded_run(self) -> tuple[int, str | None] | None:
         """The run epoch the latest start of this sink recorded and its owner (``None``
         before any start)."""
-        consumer = kafka_clients.consumer(
-            self.settings.bootstrap,
-            group_id=self.run_group,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-        try:
-            got = consumer.committed(self._run_epoch_offset(), metadata=True)
-        finally:
-            consumer.close()
+        got = committed_offset(self.settings.bootstrap, self.run_group, self.settings.topic)
         if got is None:
             return None
         meta = json.loads(got.metadata) if got.metadata else {}
         return int(got.offset), meta.get("owner")
 
-    def recorded_run_epoch(self) -> int | None:
-        """The run epoch the latest start of this sink recorded (``None`` before any)."""
-        run = self.recorded_run()
-        return None if run is None else run[0]
-
-    def fenced(self) -> SinkError:
-        """The error of a driver whose producer was fenced: by another query's start
-        (:class:`SinkOwnerError`), this query's (:class:`DriverFencedError`), or another
-        Python worker of this run (:class:`WriterFencedError`)."""
-        run = self.recorded_run()
+    def _newer_start(self, run: tuple[int, str | None] | None) -> SinkError | None:
+        """For the recorded ``run``: :class:`SinkOwnerError` if another query owns it,
+        :class:`DriverFencedError` if it is not this driver's epoch."""
         current, owner = run if run is not None else (-1, None)
-        ours = self.settings.owner
+        ours, mine = self.settings.owner, self.settings.run_epoch
         if owner is not None and ours is not None and owner != ours:
             return SinkOwnerError(self.settings.topic, self.sink_id, owner, ours)
-        mine = self.settings.run_epoch
         if mine is not None and current != mine:
             return DriverFencedError(self.settings.topic, self.sink_id, mine, current)
-        return WriterFencedError(
+        return None
+
+    def fenced(self) -> SinkError:
+        """The error of a driver whose producer was fenced: by a newer start, or by another
+        Python worker of this run (:class:`WriterFencedError`)."""
+        return self._newer_start(self.recorded_run()) or WriterFencedError(
             f"{self.settings.transactional_id} was fenced by another producer of this run"
         )
 
@@ -176,40 +134,35 @@ class KafkaCommitter:
         producer.begin_transaction()
         try:
             offsets = self.progress.offsets(batch_id, end_offsets, slices, self.settings.owner)
-            self._send_offsets(offsets, self.progress.group)
+            self.send_offsets(offsets, self.progress.group)
             producer.commit_transaction()
         except FENCED as exc:
             self._producer = None  # fenced: its abort and close would fail too
             raise self.fenced() from exc
 
     def check_run_epoch(self) -> None:
-        """:class:`DriverFencedError` if a newer start of this sink recorded another run epoch;
-        :class:`SinkOwnerError` if that start was another query's (the sink was handed over)."""
+        """:class:`DriverFencedError` (:class:`SinkOwnerError`: another query's) if a newer
+        start of this sink recorded another run epoch."""
         mine = self.settings.run_epoch
-        if mine is None:
-            return
-        run = self.recorded_run()
-        if run is None or run[0] == mine:
-            return
-        current, owner = run
-        ours = self.settings.owner
-        if owner is not None and ours is not None and owner != ours:
-            raise SinkOwnerError(self.settings.topic, self.sink_id, owner, ours)
-        raise DriverFencedError(self.settings.topic, self.sink_id, mine, current)
+        run = self.recorded_run() if mine is not None else None
+        if run is not None and run[0] != mine and (error := self._newer_start(run)):
+            raise error
 
     def start_run(self) -> int:
         """Fence every older driver of this sink and record a new run epoch; returns it."""
+        from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
         producer = self.producer()  # init_transactions: older producers fenced first
-        epoch = (self.recorded_run_epoch() or 0) + 1
+        epoch = ((self.recorded_run() or (0, None))[0]) + 1
         run = {"sink": self.sink_id, "run": epoch}
         meta = json.dumps(
             run if self.settings.owner is None else {**run, "owner": self.settings.owner}
         )
         producer.begin_transaction()
-        self._send_offsets(
-            {self._run_epoch_offset(): OffsetAndMetadata(epoch, meta, -1)}, self.run_group
+        self.send_offsets(
+            {TopicPartition(self.settings.topic, 0): OffsetAndMetadata(epoch, meta, -1)},
+            self.run_group,
         )
         producer.commit_transaction()
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)

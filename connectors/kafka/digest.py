@@ -1,13 +1,8 @@
-"""The slice digest of the two-phase Kafka sink: an order-independent hash of a slice's records.
-
-A slice's digest is its record count and the sum (mod 2**64) of one 64-bit BLAKE2b hash per
-record (a multiset hash: the same records in any order give the same digest). A record's hash
-covers its *framed* fields: for ``record_id``, ``key`` and ``value`` in that order a 4-byte
-big-endian length (``ff ff ff ff`` for a null) followed by the bytes, then the partition as a
-4-byte signed big-endian integer (``-`` for none).
-
-:meth:`SliceDigest.add_batch` (framed in Arrow) and :meth:`SliceDigest.add` (one record) give
-the same per-record hash, byte for byte.
+"""The slice digest of the two-phase Kafka sink: record count and the sum (mod 2**64) of one
+64-bit BLAKE2b hash per record, so the same records in any order give the same digest. A record's
+hash covers ``record_id``, ``key`` and ``value``, each as a 4-byte big-endian length (``ff ff ff
+ff``: null) and its bytes, then the partition as a 4-byte signed big-endian int (``-``: none);
+:meth:`SliceDigest.add_batch` (in Arrow) and :meth:`SliceDigest.add` give the same hashes.
 """
 
 from __future__ import annotations
@@ -19,14 +14,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["SliceDigest", "framed_rows"]
+__all__ = ["SliceDigest", "as_binary", "framed_rows"]
 
 _MASK = (1 << 64) - 1
 _NULL_LEN = b"\xff\xff\xff\xff"
 _NO_PARTITION = b"-"
 
 
-def _binary(column: pa.Array) -> pa.Array:
+def as_binary(column: pa.Array) -> pa.Array:
     """``column`` as (large) binary: a string column's UTF-8 bytes, without a copy."""
     if pa.types.is_string(column.type):
         return column.cast(pa.binary())
@@ -46,7 +41,7 @@ def _framed_field(column: pa.Array | None, n: int) -> list[Any]:
     """Length prefix and bytes of one field of every row (a null: ``ff ff ff ff``, nothing)."""
     if column is None:
         return [pa.scalar(_NULL_LEN, pa.large_binary())]
-    column = _binary(column)
+    column = as_binary(column)
     lengths = pc.fill_null(pc.binary_length(column), -1).to_numpy(zero_copy_only=False)
     data = pc.fill_null(column, pa.scalar(b"", column.type)).cast(pa.large_binary())
     return [_be4(lengths, n).cast(pa.large_binary()), data]
@@ -85,16 +80,7 @@ def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array
 
 
 class SliceDigest:
-    """An order-independent digest of a slice's records (count and sum of 64-bit hashes).
-
-    Example
-    -------
-    >>> a, b = SliceDigest(), SliceDigest()
-    >>> a.add(b"k", b"1", None); a.add(None, b"2", 0)
-    >>> b.add(None, b"2", 0); b.add(b"k", b"1", None)
-    >>> a.value == b.value
-    True
-    """
+    """An order-independent digest of a slice's records (count and sum of 64-bit hashes)."""
 
     def __init__(self) -> None:
         self.count = 0

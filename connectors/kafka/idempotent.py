@@ -1,17 +1,12 @@
-"""The idempotent Kafka sink (``foreachBatch``): every record once, recognised by its record id.
+"""The idempotent Kafka sink (``foreachBatch``): tasks produce without transactions, every record
+carries the header ``spark_ext.record_id`` = ``<sink id>/<batch id>/<record_id>`` (also its key
+when it has none); a replay re-sends only records not in the topic (model, claims, lost attempts:
+docs/design.md, "Kafka sinks"). Steps of :data:`~spark_ext.sinks.protocol.KAFKA_IDEMPOTENT`:
 
-Tasks produce straight to the topic without transactions; every record carries the header
-``spark_ext.record_id`` = ``<sink id>/<batch id>/<record_id>`` (also its key when it has none).
-Model, claims, lost attempts, speculation: docs/design.md, "Kafka sinks".
-
-Steps (fault points ``kafka_idem.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_IDEMPOTENT`)
 1. ``before_write`` (driver): recorded batch read (equal: replay skipped; lower:
-   ``BatchRegressionError``); where the batch's records can start, and whether any lie beyond
-   (a trimmed log: ``ReplayUnprovableError``).
-2. ``partial`` (task, a fault point only): the first record acknowledged, the rest not. A task
-   claims its slice (:class:`TaskStarted`) and reads back its batch's ids when the driver saw
-   records beyond the recorded offsets or it ran before.
-3. ``written`` (driver): every record acknowledged (``ProduceFailedError``).
+   ``BatchRegressionError``); where the batch's records can start and whether any lie beyond;
+2. ``partial`` (task, a fault point only): the first record acknowledged, the rest not;
+3. ``written`` (driver): every record acknowledged (``ProduceFailedError``);
 4. ``marked`` (driver): batch id and every partition's end offset recorded.
 """
 
@@ -32,13 +27,8 @@ from pyspark.sql import DataFrame
 
 from connectors.kafka.clients import ConfluentProducer
 from connectors.kafka.names import KafkaSinkNames
-from connectors.kafka.owner import (
-    check_progress_owner,
-    check_still_owner,
-    record_owner,
-    writer_owner,
-)
-from connectors.kafka.progress import Recorded, SinkProgress
+from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
+from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
 from connectors.kafka.readback import (
     assigned_consumer,
     check_not_trimmed,
@@ -48,16 +38,16 @@ from connectors.kafka.readback import (
 )
 from connectors.kafka.records import (
     RECORD_ID_COLUMN,
-    RECORD_ID_HEADER,
     NamedRows,
     arrow_rows,
     check_columns,
     task_attempt,
 )
 from spark_ext import kafka_clients
+from spark_ext.sinks.delta_txn import owner_of
 from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
 from spark_ext.sinks.owner import SinkOwner
-from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, check_batch_order, validate_sink_id
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 __all__ = [
     "IN_FLIGHT_GRACE_S",
@@ -81,9 +71,8 @@ Record = tuple[bytes | None, bytes | None, int | None]
 
 
 def partition_identity(records: Iterable[Record]) -> str:
-    """A name for a task's slice independent of the task's index, for rows without a
-    ``record_id`` column (docs/design.md, "Kafka sinks": two slices with identical records
-    share it)."""
+    """A name for a task's slice of rows without a ``record_id`` column, independent of the
+    task's index (two slices with identical records share it: docs/design.md, "Kafka sinks")."""
     digest = hashlib.blake2b(digest_size=8)
     for key, value, part in records:
         for field in (key, value):
@@ -96,10 +85,10 @@ def partition_identity(records: Iterable[Record]) -> str:
 
 @dataclass(frozen=True)
 class OutputRegion:
-    """Where the records of a batch can be: from ``since`` (per partition) on."""
+    """Where the records of a batch can be: from ``since`` (per partition) on; ``dirty``:
+    records lie beyond it (an earlier run wrote part of the batch, or others write)."""
 
     since: dict[int, int]
-    #: Records lie beyond ``since``: an earlier run wrote part of the batch (or others write).
     dirty: bool
 
 
@@ -127,8 +116,8 @@ IN_FLIGHT_GRACE_S = 5.0
 
 @dataclass(frozen=True)
 class Claim:
-    """Who writes a task's slice of a batch: the attempt holding ``token``, of the driver run
-    ``run``; ``ended``: that attempt stopped (finished or failed), it sends nothing more."""
+    """Who writes a task's slice of a batch: the attempt holding ``token`` of driver run ``run``;
+    ``ended``: that attempt stopped and sends nothing more."""
 
     batch_id: int
     run: str
@@ -149,9 +138,8 @@ class Claim:
 
 
 class TaskStarted:
-    """A task's durable claim of its slice: the offset of group
-    ``spark_ext.sink:<sink id>:t<partition id>`` on partition 0 (offset = batch, metadata =
-    :class:`Claim`); docs/design.md, "Kafka sinks", lost attempts."""
+    """A task's durable claim of its slice: group :meth:`KafkaSinkNames.task_group`'s offset
+    on partition 0 (batch, metadata :class:`Claim`; docs/design.md, "Kafka sinks")."""
 
     def __init__(self, bootstrap: str, topic: str, sink_id: str, index: int) -> None:
         self.bootstrap = bootstrap
@@ -160,15 +148,14 @@ class TaskStarted:
         self.group = KafkaSinkNames(sink_id, topic).task_group(index)
         self._reader: Any = None
 
-    def _consumer(self) -> Any:
-        return kafka_clients.consumer(self.bootstrap, group_id=self.group, enable_auto_commit=False)
-
     def read(self) -> Claim | None:
         """The slice's claim (one consumer kept for the repeated checks of one attempt)."""
         from kafka import TopicPartition
 
         if self._reader is None:
-            self._reader = self._consumer()
+            self._reader = kafka_clients.consumer(
+                self.bootstrap, group_id=self.group, enable_auto_commit=False
+            )
         got = self._reader.committed(TopicPartition(self.topic, 0), metadata=True)
         return None if got is None else Claim.parse(self.sink_id, got.offset, got.metadata)
 
@@ -176,24 +163,15 @@ class TaskStarted:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
-        meta = json.dumps(
-            {"sink": self.sink_id, "run": claim.run, "token": claim.token, "ended": claim.ended}
-        )
-        consumer = self._consumer()
-        try:
-            consumer.commit(
-                {TopicPartition(self.topic, 0): OffsetAndMetadata(claim.batch_id, meta, -1)}
-            )
-        finally:
-            consumer.close()
+        fields = {"run": claim.run, "token": claim.token, "ended": claim.ended}
+        meta = json.dumps({"sink": self.sink_id, **fields})
+        offset = OffsetAndMetadata(claim.batch_id, meta, -1)
+        commit_offsets(self.bootstrap, self.group, {TopicPartition(self.topic, 0): offset})
 
     def holds(self, claim: Claim) -> bool:
         """Whether ``claim`` is still the slice's (no newer attempt claimed it)."""
-        current = self.read()
-        return current is not None and (current.batch_id, current.token) == (
-            claim.batch_id,
-            claim.token,
-        )
+        now = self.read()
+        return now is not None and (now.batch_id, now.token) == (claim.batch_id, claim.token)
 
     def end(self, claim: Claim) -> None:
         """Mark ``claim`` ended (its attempt sends nothing more) if it is still the slice's."""
@@ -208,18 +186,15 @@ class TaskStarted:
 
 @dataclass(frozen=True)
 class SliceWriter:
-    """What each task of an idempotent batch runs (pickled to the executors, ``mapInArrow``)."""
+    """What each task of an idempotent batch runs (``mapInArrow``); ``run``: the driver run of
+    the batch (an unended claim of the same run may be a lost attempt still running)."""
 
     bootstrap: str
     topic: str
     sink_id: str
     batch_id: int
     region: OutputRegion
-    #: The driver run the batch belongs to (:attr:`KafkaIdempotentWriter.run`): an unended
-    #: claim of the same run may be a lost attempt still running.
     run: str = ""
-    #: How long a record may wait for its acknowledgement (also how long a lost attempt's
-    #: records may still arrive).
     delivery_timeout_ms: int = 120_000
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -251,8 +226,7 @@ class SliceWriter:
         yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
 
     def _await_lost_attempt(self, index: int, before: Claim) -> None:
-        """Wait the delivery timeout + grace if ``before`` (this run's) never ended: a lost
-        attempt may still deliver records."""
+        """Wait out a lost attempt's deliveries if ``before`` (this run's) never ended."""
         if before.ended:
             return
         wait_s = self.delivery_timeout_ms / 1000 + IN_FLIGHT_GRACE_S
@@ -290,12 +264,12 @@ class SliceWriter:
                     continue
                 if sent == 0 and PARTIAL.armed(self.batch_id):
                     # only a fault here needs the first record durable before the rest
-                    _send(producer, rows.head())
+                    producer.send_rows(rows.head())
                     producer.flush(self.sink_id, self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
                     PARTIAL.reached(self.batch_id)
                     sent, rows = 1, rows.tail()
-                _send(producer, rows)
+                producer.send_rows(rows)
                 sent += len(rows.values)
             producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
         finally:
@@ -304,8 +278,8 @@ class SliceWriter:
         return sent
 
     def _named(self, batches: Iterable[pa.RecordBatch]) -> Iterator[NamedRows]:
-        """The rows of every batch with their record ids, in order (without a ``record_id``
-        column the whole slice is read first and named by its digest)."""
+        """The rows with their record ids, in order (without a ``record_id`` column the whole
+        slice is read first and named by :func:`partition_identity`)."""
         it = iter(batches)
         first = next(it, None)
         if first is None:
@@ -330,30 +304,10 @@ class SliceWriter:
         )
 
 
-def _send(producer: ConfluentProducer, rows: NamedRows) -> None:
-    """Produce every row of ``rows`` with its ``spark_ext.record_id`` header."""
-    producer.send_many(rows.values, rows.keys, rows.partitions, (RECORD_ID_HEADER, rows.names))
-
-
 class KafkaIdempotentWriter:
-    """``foreachBatch`` function writing each record once, recognised by its record id.
+    """``foreachBatch`` function writing each record once, recognised by its record id; options
+    as for :class:`~connectors.kafka.sliced_writer.KafkaTwoPhaseWriter`.
 
-    Parameters
-    ----------
-    bootstrap, topic
-        The output topic (it exists).
-    sink_id
-        Names the progress group and prefixes every record id; keep it across restarts.
-    owner, take_over
-        As for :class:`~connectors.kafka.sliced_writer.KafkaTwoPhaseWriter` (records the
-        old owner wrote are never read back as this query's).
-    delivery_timeout_ms
-        How long a record may wait for its acknowledgement; a task retried after its
-        executor was lost waits this long (plus 5 s) before it reads back, in case the lost
-        attempt still runs.
-
-    Example
-    -------
     >>> df.writeStream.foreachBatch(KafkaIdempotentWriter(bootstrap, "out", "out_1"))  # doctest: +SKIP
     """
 
@@ -377,9 +331,7 @@ class KafkaIdempotentWriter:
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over
         self.delivery_timeout_ms = delivery_timeout_ms
-        #: This writer's run (a task claim of another run cannot be a live attempt of ours).
-        self.run = uuid.uuid4().hex
-        #: The owner this writer checked and recorded (at its first call, or :meth:`claim`).
+        self.run = uuid.uuid4().hex  # a task claim of another run is no live attempt of ours
         self._claimed: SinkOwner | None = None
 
     def claim(self, owner: SinkOwner) -> SinkOwner:
@@ -392,10 +344,9 @@ class KafkaIdempotentWriter:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         check_columns(df.schema)
         check_no_speculation(df)
-        claimed = self._claimed or self.claim(writer_owner(self.owner, df, "KafkaIdempotentWriter"))
-        recorded = self.progress.read()
-        check_still_owner(self.progress, recorded, claimed.query_id)
-        if check_batch_order(self.sink_id, batch_id, recorded.batch_id if recorded else None):
+        claimed = self._claimed or self.claim(owner_of(df, self.owner, "KafkaIdempotentWriter"))
+        recorded, done = check_still_owner(self.progress, batch_id, claimed.query_id)
+        if done:
             log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
             return
         region = output_region(self.bootstrap, self.topic, self.sink_id, batch_id, recorded)
@@ -428,7 +379,7 @@ class KafkaIdempotentWriter:
 
 
 def check_no_speculation(df: DataFrame) -> None:
-    """:class:`SinkConfigError` if ``spark.speculation`` is on (see the module docstring)."""
+    """:class:`SinkConfigError` if ``spark.speculation`` is on."""
     value = df.sparkSession.conf.get("spark.speculation", "false") or "false"
     if value.strip().lower() == "true":
         raise SinkConfigError(

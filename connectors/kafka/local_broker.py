@@ -1,10 +1,5 @@
-"""A single-node Apache Kafka broker (``kafka.Kafka`` from the cached jars) in KRaft mode on
-127.0.0.1, its own JVM, configured for transactions on one node.
-
-Command line::
-
-    python -m connectors.kafka.local_broker start|stop|status [--data-dir DIR] [--port 9092]
-"""
+"""A single-node Kafka broker in KRaft mode on 127.0.0.1 (its own JVM from the cached jars),
+configured for transactions: ``python -m connectors.kafka.local_broker start|stop|status``."""
 
 from __future__ import annotations
 
@@ -47,9 +42,9 @@ class BrokerConfig:
     """Where and how the local broker runs."""
 
     data_dir: Path = REPO / "var" / "kafka"
-    host: str = "127.0.0.1"
     port: int = 9092
     controller_port: int = 9093
+    host: str = "127.0.0.1"
     heap: str = "1g"
     transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
 
@@ -114,6 +109,7 @@ logger.server.level = INFO
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -140,21 +136,13 @@ def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> st
 
 
 class LocalKafkaBroker:
-    """Start, wait for, and stop the local broker by its PID.
-
-    Example
-    -------
-    >>> broker = LocalKafkaBroker()            # doctest: +SKIP
-    >>> broker.ensure_running()                # doctest: +SKIP
-    '127.0.0.1:9092'
-    """
+    """Start, wait for, and stop the local broker by its PID (``LocalKafkaBroker().ensure_running()``
+    returns its bootstrap servers)."""
 
     def __init__(self, config: BrokerConfig | None = None) -> None:
         self.config = config or BrokerConfig()
-        #: The broker process when this object started it: waited for (reaped) on stop.
         self._proc: subprocess.Popen[bytes] | None = None
 
-    # -- state -------------------------------------------------------------------------
     def pid(self) -> int | None:
         try:
             pid = int(self.config.pid_file.read_text().strip())
@@ -163,8 +151,7 @@ class LocalKafkaBroker:
         return pid if self._alive(pid) else None
 
     def _alive(self, pid: int) -> bool:
-        """Whether ``pid`` still runs; a dead child of this process is reaped here
-        (``os.kill(pid, 0)`` succeeds on a zombie)."""
+        """Whether ``pid`` still runs (a zombie does not; a dead child of ours is reaped)."""
         if self._proc is not None and self._proc.pid == pid:
             return self._proc.poll() is None
         try:
@@ -184,7 +171,6 @@ class LocalKafkaBroker:
     def is_running(self) -> bool:
         return port_open(self.config.host, self.config.port)
 
-    # -- life cycle --------------------------------------------------------------------
     def cluster_id_to_format(self) -> str:
         """The cluster id a first start formats the storage with: a new one."""
         return new_cluster_id()
@@ -292,7 +278,7 @@ class LocalKafkaBroker:
         self.config.pid_file.unlink(missing_ok=True)
         self._proc = None
 
-    # -- faults (for the recovery harness: only ever on a broker of its own) ----------------
+    # faults, for the recovery harness (only ever on a broker of its own)
     def _signal(self, sig: signal.Signals) -> int:
         pid = self.pid()
         if pid is None:

@@ -15,18 +15,9 @@ name                       value                                        holds
 :meth:`slice_id`           ``spark_ext.tx:<sink>:<topic>:s<i>``         slice ``i``'s transactions
 ========================== ============================================ =========================
 
-Groups are per sink id (offsets are per topic partition); transactional ids per sink id and
-topic, so one sink id writing two topics does not fence itself (FLINK-11654).
-
-Example
--------
->>> names = KafkaSinkNames("a.b", "c")
->>> names.slice_id(0)
-'spark_ext.tx:a.b:c:s0'
->>> KafkaSinkNames("a", "b.c").slice_id(0) != names.slice_id(0)
-True
->>> names.slice_of_group("spark_ext.sink:a.b:s3"), names.slice_of_group("spark_ext.sink:a.b.s:s3")
-(3, None)
+Groups are per sink id, transactional ids per sink id and topic (one sink id writing two topics
+does not fence itself, FLINK-11654); ``KafkaSinkNames("a.b", "c")`` and
+``KafkaSinkNames("a", "b.c")`` share no name.
 """
 
 from __future__ import annotations
@@ -38,10 +29,8 @@ from spark_ext.sinks.names import derived_name, derived_prefix
 
 __all__ = ["GROUPS", "TRANSACTIONS", "KafkaSinkNames"]
 
-#: The namespace of the sinks' consumer groups.
-GROUPS = "spark_ext.sink"
-#: The namespace of the sinks' transactional ids.
-TRANSACTIONS = "spark_ext.tx"
+GROUPS = "spark_ext.sink"  # the namespace of the sinks' consumer groups
+TRANSACTIONS = "spark_ext.tx"  # and of their transactional ids
 _SLICE = re.compile(r"s(0|[1-9][0-9]*)")
 
 

@@ -1,27 +1,19 @@
-"""Who owns a Kafka sink id: the query id in the sink's progress record (docs/design.md,
-"Kafka sinks", owner).
-
-At start :func:`check_progress_owner` decides (:func:`~spark_ext.sinks.owner.check_owner`) and,
-after the sink fenced older drivers, :func:`record_owner` writes: ``FIRST``, our owner with
-the recorded batch kept (or ``"batch": null`` and the end offsets of this moment);
-``TAKE_OVER``, our owner, ``"batch": null`` and the end offsets of this moment; ``SAME``,
-nothing. Every batch re-reads the record (:func:`check_still_owner`).
+"""Who owns a Kafka sink id: the query id in the sink's progress record (docs/design.md, "Kafka
+sinks", owner). At start :func:`check_progress_owner` decides and, after the sink fenced older
+drivers, :func:`record_owner` writes; every batch re-reads it (:func:`check_still_owner`).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from connectors.kafka.progress import Recorded, SinkProgress
 from connectors.kafka.readback import end_offsets
-from spark_ext.sinks.errors import SinkConfigError, SinkOwnerError
-from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner, owner_of_batch
+from spark_ext.sinks.errors import SinkOwnerError
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner
+from spark_ext.sinks.protocol import check_batch_order
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-__all__ = ["check_progress_owner", "check_still_owner", "record_owner", "writer_owner"]
+__all__ = ["check_progress_owner", "check_still_owner", "record_owner"]
 
 log = logging.getLogger(__name__)
 
@@ -73,20 +65,14 @@ def record_owner(progress: SinkProgress, owner: SinkOwner, decision: OwnerDecisi
     )
 
 
-def writer_owner(given: SinkOwner | None, df: DataFrame, writer: str) -> SinkOwner:
-    """The owner of a ``foreachBatch`` writer: ``given``, else the streaming query calling it;
-    outside a query without one, :class:`SinkConfigError` naming ``owner``."""
-    owner = given or owner_of_batch(df)
-    if owner is None:
-        raise SinkConfigError(
-            "owner", f"{writer} called outside a streaming query: pass owner= (the query id)"
-        )
-    return owner
-
-
-def check_still_owner(progress: SinkProgress, recorded: Recorded | None, owner: str | None) -> None:
-    """:class:`SinkOwnerError` if ``recorded`` (read for this commit) names another owner than
-    ``owner`` (``None``: a sink used without an owner, checked by nobody)."""
-    if owner is None or recorded is None or recorded.owner is None or recorded.owner == owner:
-        return
-    raise SinkOwnerError(progress.topic, progress.sink_id, recorded.owner, owner)
+def check_still_owner(
+    progress: SinkProgress, batch_id: int, owner: str | None
+) -> tuple[Recorded | None, bool]:
+    """The progress record a commit of ``batch_id`` is made against, and whether it recorded
+    that batch already: :class:`SinkOwnerError` if it names another owner than ``owner``
+    (``None``: unchecked), ``BatchRegressionError`` for a batch below it."""
+    recorded = progress.read()
+    if owner is not None and recorded is not None and recorded.owner not in (None, owner):
+        raise SinkOwnerError(progress.topic, progress.sink_id, recorded.owner, owner)
+    done = check_batch_order(progress.sink_id, batch_id, recorded.batch_id if recorded else None)
+    return recorded, done

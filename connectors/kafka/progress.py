@@ -2,12 +2,10 @@
 ``spark_ext.sink:<sink id>`` on the output topic's partitions (no consumer joins it).
 
 * Partition 0's metadata: ``{"sink": S, "batch": B, "parts": n, "owner": query id}`` (the
-  sliced sink adds ``"slices"``, how many slice transactional ids it has used).
-* The end offset of each output partition is that partition's committed offset (``parts`` of
-  them, metadata ``{"sink": S, "batch": B}``), so any partition count fits the metadata limit
-  (K6 of issue #14; the earlier format, every end offset in partition 0's metadata, is read);
-  without end offsets partition 0's offset is the batch id.
-* A first start or a take-over records ``"batch": null`` with the end offsets of that moment.
+  sliced sink adds ``"slices"``); ``"batch": null`` after a first start or a take-over.
+* Each output partition's end offset is its committed offset (metadata ``{"sink": S, "batch":
+  B}``), so any partition count fits the metadata limit (K6 of issue #14; the earlier format,
+  every end offset in partition 0's metadata, is read); without them partition 0's offset is B.
 """
 
 from __future__ import annotations
@@ -21,21 +19,43 @@ from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ProgressInconsistentError
 from spark_ext.sinks.protocol import validate_sink_id
 
-__all__ = ["Recorded", "SinkProgress"]
+__all__ = ["Recorded", "SinkProgress", "commit_offsets", "committed_offset"]
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, stable: bool = True) -> Any:
+    """``group``'s committed offset (with metadata) on ``topic``'s partition 0, or ``None``;
+    ``stable``: waits for a transaction still completing."""
+    from kafka import TopicPartition
+
+    consumer = kafka_clients.consumer(
+        bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed" if stable else "read_uncommitted",
+    )
+    try:
+        return consumer.committed(TopicPartition(topic, 0), metadata=True)
+    finally:
+        consumer.close()
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: dict[Any, Any]) -> None:
+    """Commit ``offsets`` (``TopicPartition`` -> ``OffsetAndMetadata``) for ``group``."""
+    consumer = kafka_clients.consumer(bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit(offsets)
+    finally:
+        consumer.close()
 
 
 @dataclass(frozen=True)
 class Recorded:
     """What the progress group holds: the last batch and the end offsets recorded with it."""
 
-    #: The last batch written by the owner; ``None``: none yet (a first start, a take-over).
-    batch_id: int | None
+    batch_id: int | None  # None: no batch yet (a first start, a take-over)
     end_offsets: dict[int, int]
-    #: (sliced two-phase sink) How many task slices the sink has ever used: the transactional
-    #: ids ``...s0`` to ``...s<slices-1>`` a start-up checks for lingering transactions.
-    slices: int = 0
-    #: The streaming query id of the sink's owner (``None``: a record without one).
-    owner: str | None = None
+    slices: int = 0  # (sliced sink) how many task slices it has ever used
+    owner: str | None = None  # the owner's streaming query id
 
 
 class SinkProgress:
@@ -48,36 +68,20 @@ class SinkProgress:
         self.sink_id = validate_sink_id(sink_id)
         self.group = KafkaSinkNames(sink_id, topic).progress_group
 
-    def _consumer(self, stable: bool = True) -> Any:
-        return kafka_clients.consumer(
-            self.bootstrap,
-            group_id=self.group,
-            enable_auto_commit=False,
-            isolation_level="read_committed" if stable else "read_uncommitted",
-        )
-
     def read(self, stable: bool = True) -> Recorded | None:
         """The record, or ``None`` if this sink has none. ``stable=False``: without waiting for
         an open transaction (the start's owner read, docs/design.md, "Kafka sinks")."""
-        from kafka import TopicPartition
-
-        consumer = self._consumer(stable)
-        try:
-            got = consumer.committed(TopicPartition(self.topic, 0), metadata=True)
-            if got is None or not got.metadata:
-                return None
-            meta = json.loads(got.metadata)
-            if meta.get("sink") != self.sink_id:
-                return None
-            batch = None if meta.get("batch") is None else int(meta["batch"])
-            slices = int(meta.get("slices", 0))
-            owner = meta.get("owner")
-            if "ends" in meta:  # the earlier format: every end offset in this metadata
-                ends = {int(p): int(o) for p, o in meta["ends"].items()}
-                return Recorded(batch, ends, slices, owner)
-            parts = int(meta.get("parts", 0))
-        finally:
-            consumer.close()
+        got = committed_offset(self.bootstrap, self.group, self.topic, stable)
+        if got is None or not got.metadata:
+            return None
+        meta = json.loads(got.metadata)
+        if meta.get("sink") != self.sink_id:
+            return None
+        batch = None if meta.get("batch") is None else int(meta["batch"])
+        slices, owner = int(meta.get("slices", 0)), meta.get("owner")
+        if "ends" in meta:  # the earlier format: every end offset in this metadata
+            return Recorded(batch, {int(p): int(o) for p, o in meta["ends"].items()}, slices, owner)
+        parts = int(meta.get("parts", 0))
         ends = {0: got.offset} if parts else {}
         if parts > 1:
             ends.update(self._tagged_offsets(batch, parts))
@@ -138,8 +142,6 @@ class SinkProgress:
         owner: str | None = None,
     ) -> None:
         """Record ``batch_id`` outside a transaction (idempotent and sliced sinks): one commit."""
-        consumer = self._consumer()
-        try:
-            consumer.commit(self.offsets(batch_id, end_offsets, slices, owner))
-        finally:
-            consumer.close()
+        commit_offsets(
+            self.bootstrap, self.group, self.offsets(batch_id, end_offsets, slices, owner)
+        )

@@ -1,8 +1,5 @@
-"""Reading back what a Kafka sink already wrote: the record ids (header
-``spark_ext.record_id``) of a batch, from the end offsets recorded with the batch before
-(docs/design.md, "Kafka sinks"). A trimmed log is
-:class:`~spark_ext.sinks.errors.ReplayUnprovableError`, never a guess.
-"""
+"""Reading back the record ids (header ``spark_ext.record_id``) a Kafka sink already wrote for a
+batch, from the end offsets recorded before it; a trimmed log is ``ReplayUnprovableError``."""
 
 from __future__ import annotations
 
@@ -13,13 +10,7 @@ from connectors.kafka.records import RECORD_ID_HEADER
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
 
-__all__ = [
-    "assigned_consumer",
-    "check_not_trimmed",
-    "end_offsets",
-    "record_id",
-    "written_ids",
-]
+__all__ = ["assigned_consumer", "check_not_trimmed", "end_offsets", "record_id", "written_ids"]
 
 
 def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
@@ -68,12 +59,9 @@ def written_ids(
     read_committed: bool = False,
 ) -> set[str]:
     """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition;
-    ``None``: from the start of the log, when no batch recorded where its records can begin).
-
-    ``read_committed``: only committed (and non-transactional) records count. A log start
-    above ``since`` is :class:`ReplayUnprovableError`, an offset out of range raises; not at
-    the end offsets ``timeout_s`` later: :class:`ClientStalledError`.
-    """
+    ``None``: the log start); ``read_committed``: committed records only. A log start above
+    ``since`` is :class:`ReplayUnprovableError`; not at the end ``timeout_s`` later:
+    :class:`ClientStalledError`."""
     consumer, parts = assigned_consumer(
         bootstrap,
         topic,

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
+from connectors.kafka.digest import as_binary
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, SinkConfigError, TopicMissingError
 from spark_ext.sinks.task import current_batch_id, task_attempt
@@ -41,7 +42,6 @@ __all__ = [
 ]
 
 RECORD_ID_HEADER = "spark_ext.record_id"
-#: The optional column naming each row by its input coordinates (idempotent sink).
 RECORD_ID_COLUMN = "record_id"
 LINGER_MS = 20
 #: Producer settings of both sinks (throughput without giving up ordering or acks).
@@ -52,14 +52,12 @@ PRODUCER: dict[str, Any] = {
     "enable_idempotence": True,
 }
 
-
 #: How much longer than a call's own timeout :func:`bounded` waits before giving it up.
 STALL_GRACE_S = 5.0
 
 
 def call_timeout_s(delivery_timeout_ms: int) -> float:
-    """The timeout the sinks give a client call that waits on the broker (at least 30 s,
-    and longer than a record may wait for its acknowledgement)."""
+    """A client call's timeout: at least 30 s and 5 s over the delivery timeout."""
     return max(30.0, delivery_timeout_ms / 1000 + 5)
 
 
@@ -69,9 +67,8 @@ def client_deadline_s(delivery_timeout_ms: int) -> float:
 
 
 def bounded(call: Callable[[], object], what: str, timeout_s: float) -> None:
-    """Run ``call`` in a thread of its own; :class:`ClientStalledError` if it has not
-    returned ``timeout_s`` later (its exception is raised here). For client calls that ignore
-    or lack a timeout; the caller must drop the client (docs/design.md, "Kafka sinks")."""
+    """Run ``call`` in a thread of its own; :class:`ClientStalledError` if it has not returned
+    ``timeout_s`` later (the caller drops the client: docs/design.md, "Kafka sinks")."""
     outcome: list[BaseException | None] = []
     done = threading.Event()
 
@@ -112,10 +109,9 @@ def check_columns(schema: StructType, require_record_id: bool = False) -> None:
     if require_record_id and RECORD_ID_COLUMN not in types:
         raise SinkConfigError(
             f"df.{RECORD_ID_COLUMN}",
-            "the idempotent Kafka sink and the two-phase one with a transaction per slice need "
-            "a string column naming each row by its input "
-            "coordinates (e.g. concat_ws('/', topic, partition, offset)), unique within a batch "
-            "and the same when the batch is re-run",
+            "the Kafka sinks need a string column naming each row by its input coordinates "
+            "(e.g. concat_ws('/', topic, partition, offset)), unique within a batch and the "
+            "same when the batch is re-run",
         )
 
 
@@ -127,27 +123,9 @@ def to_bytes(value: Any) -> bytes | None:
     return str(value).encode()
 
 
-def arrow_rows(
-    batch: Any,
-) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
-    """``(key, value, partition, record_id)`` of every row of an Arrow record batch holding
-    the columns :func:`check_columns` allows (absent ones are ``None``)."""
-    names = batch.schema.names
-    values = batch.column("value").to_pylist()
-    n = len(values)
-
-    def column(name: str) -> list[Any]:
-        return batch.column(name).to_pylist() if name in names else [None] * n
-
-    keys, parts, ids = column("key"), column("partition"), column(RECORD_ID_COLUMN)
-    for k, v, p, r in zip(keys, values, parts, ids, strict=True):
-        yield to_bytes(k), to_bytes(v), p, r
-
-
 @dataclass(frozen=True)
 class RecordColumns:
-    """The rows of one Arrow record batch as Python lists, one per column (``None``: absent;
-    keys and values as bytes)."""
+    """An Arrow record batch's columns as lists (``None``: absent; keys and values bytes)."""
 
     values: list[bytes | None]
     keys: list[bytes | None] | None
@@ -155,37 +133,36 @@ class RecordColumns:
     record_ids: list[str | None] | None
 
 
-def _as_binary(column: pa.Array) -> pa.Array:
-    if pa.types.is_string(column.type):
-        return column.cast(pa.binary())
-    if pa.types.is_large_string(column.type):
-        return column.cast(pa.large_binary())
-    return column
-
-
 def arrow_columns(batch: pa.RecordBatch, record_ids: bool = True) -> RecordColumns:
-    """The columns :func:`check_columns` allows of ``batch`` as lists (converted in Arrow);
-    ``record_ids=False`` leaves the record ids out."""
+    """The columns :func:`check_columns` allows of ``batch`` as lists (converted in Arrow)."""
     names = batch.schema.names
 
     def column(name: str, binary: bool = False) -> list[Any] | None:
         if name not in names:
             return None
         col = batch.column(name)
-        return (_as_binary(col) if binary else col).to_pylist()
+        return (as_binary(col) if binary else col).to_pylist()
 
     return RecordColumns(
-        _as_binary(batch.column("value")).to_pylist(),
+        as_binary(batch.column("value")).to_pylist(),
         column("key", binary=True),
         column("partition"),
         column(RECORD_ID_COLUMN) if record_ids else None,
     )
 
 
+def arrow_rows(
+    batch: pa.RecordBatch,
+) -> Iterator[tuple[bytes | None, bytes | None, int | None, str | None]]:
+    """``(key, value, partition, record_id)`` of every row (absent columns: ``None``)."""
+    c = arrow_columns(batch)
+    none = [None] * len(c.values)
+    return zip(c.keys or none, c.values, c.partitions or none, c.record_ids or none, strict=True)
+
+
 @dataclass(frozen=True)
 class NamedRows:
-    """Rows of one task as columns, each with its record id (``names``: the header value,
-    and the key of a row without one)."""
+    """Rows as columns, each with its record id (``names``: the header, a keyless row's key)."""
 
     values: list[bytes | None]
     keys: list[bytes | None]

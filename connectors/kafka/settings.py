@@ -1,8 +1,5 @@
-"""Typed settings of the two-phase Kafka sink (a transaction per task slice).
-
-Validated once when the query is built; passed to the data source as string options
-(:meth:`KafkaSinkSettings.as_options`) and read back on the executors. No Kafka client here.
-"""
+"""Typed settings of the two-phase Kafka sink, validated when the query is built and passed to
+the data source as string options (:meth:`KafkaSinkSettings.as_options`)."""
 
 from __future__ import annotations
 
@@ -25,20 +22,14 @@ class KafkaSinkSettings:
     topic: str
     sink_id: str
     transaction_timeout_ms: int = 300_000
-    #: How long a record may wait for its acknowledgement (librdkafka ``message.timeout.ms``).
     delivery_timeout_ms: int = 120_000
-    #: The run epoch of this start of the query (:meth:`KafkaCommitter.recover` with
-    #: ``fence=True``); ``None``: no run-epoch check (commits made outside a query).
+    #: This start's run epoch and the owner's query id (``None``: unchecked, outside a query).
     run_epoch: int | None = None
-    #: The streaming query id that owns the sink (:mod:`connectors.kafka.owner`), checked
-    #: against the progress record of every commit; ``None``: unchecked (commits made outside
-    #: a query).
     owner: str | None = None
-    #: What the start found (:func:`connectors.kafka.slices.replay_state`): the recorded batch,
+    #: What the start found (:func:`~connectors.kafka.slices.replay_state`): the recorded batch,
+    #: the next batch if partly committed, and the offsets per partition its records lie from.
     recorded: int | None = None
-    #: the next batch if partly committed,
     partial: int | None = None
-    #: and the offsets per output partition its records lie from.
     replay_from: dict[int, int] = field(default_factory=dict)
     #: Keep a slice's producer in the Python worker for the slice's next task.
     reuse_producers: bool = True
@@ -70,60 +61,40 @@ class KafkaSinkSettings:
 
     @property
     def transactional_id(self) -> str:
-        """The driver's transactional id (:attr:`KafkaSinkNames.commit_id`)."""
         return self.names.commit_id
 
     def slice_transactional_id(self, index: int) -> str:
-        """The transactional id of task slice ``index`` (:meth:`KafkaSinkNames.slice_id`: one
-        transaction per task; a retried or speculative attempt fences the other)."""
         return self.names.slice_id(index)
 
     def slice_group(self, index: int) -> str:
-        """The group recording what slice ``index`` committed last
-        (:meth:`KafkaSinkNames.slice_group`)."""
         return self.names.slice_group(index)
 
     def as_options(self) -> dict[str, str]:
-        return {
+        replay_from = ",".join(f"{p}:{o}" for p, o in sorted(self.replay_from.items()))
+        options = {
             "bootstrap": self.bootstrap,
             "topic": self.topic,
             "sink_id": self.sink_id,
-            "transaction_timeout_ms": str(self.transaction_timeout_ms),
-            "delivery_timeout_ms": str(self.delivery_timeout_ms),
-            **({"run_epoch": str(self.run_epoch)} if self.run_epoch is not None else {}),
-            **({"owner": self.owner} if self.owner is not None else {}),
-            **({"recorded": str(self.recorded)} if self.recorded is not None else {}),
-            **({"partial": str(self.partial)} if self.partial is not None else {}),
-            **(
-                {"replay_from": ",".join(f"{p}:{o}" for p, o in sorted(self.replay_from.items()))}
-                if self.replay_from
-                else {}
-            ),
+            "transaction_timeout_ms": self.transaction_timeout_ms,
+            "delivery_timeout_ms": self.delivery_timeout_ms,
+            "run_epoch": self.run_epoch,
+            "owner": self.owner,
+            "recorded": self.recorded,
+            "partial": self.partial,
+            "replay_from": replay_from or None,
         }
+        return {k: str(v) for k, v in options.items() if v is not None}
 
     @classmethod
     def from_options(cls, options: Any) -> KafkaSinkSettings:
-        timeouts: dict[str, int] = {}
-        for name, default in (
-            ("transaction_timeout_ms", 300_000),
-            ("delivery_timeout_ms", 120_000),
-        ):
+        def number(name: str, default: int | None = None) -> int | None:
+            value = options.get(name, default)
             try:
-                timeouts[name] = int(options.get(name, default))
+                return int(value) if value is not None else None
             except ValueError as exc:
                 raise SinkConfigError(name, "must be an integer") from exc
 
-        def number(name: str) -> int | None:
-            value = options.get(name)
-            return int(value) if value is not None else None
-
-        replay_from = dict(
-            (int(p), int(o))
-            for p, _, o in (
-                item.partition(":") for item in options.get("replay_from", "").split(",")
-            )
-            if p
-        )
+        pairs = (item.partition(":") for item in options.get("replay_from", "").split(","))
         return cls(
             bootstrap=options.get("bootstrap", ""),
             topic=options.get("topic", ""),
@@ -132,7 +103,7 @@ class KafkaSinkSettings:
             owner=options.get("owner"),
             recorded=number("recorded"),
             partial=number("partial"),
-            replay_from=replay_from,
-            transaction_timeout_ms=timeouts["transaction_timeout_ms"],
-            delivery_timeout_ms=timeouts["delivery_timeout_ms"],
+            replay_from={int(p): int(o) for p, _, o in pairs if p},
+            transaction_timeout_ms=number("transaction_timeout_ms", 300_000) or 0,
+            delivery_timeout_ms=number("delivery_timeout_ms", 120_000) or 0,
         )

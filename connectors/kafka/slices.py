@@ -1,24 +1,15 @@
-"""The two-phase Kafka sink, one transaction per task slice: records never pass the driver.
+"""The two-phase Kafka sink, one transaction per task slice: records never pass the driver (model,
+replay by record id, what consumers see: docs/design.md, "Kafka sinks"). Every record carries the
+header ``spark_ext.record_id`` = ``<sink id>/<batch id>/<record_id>``. Steps of
+:data:`~spark_ext.sinks.protocol.KAFKA_SLICED` (fault points ``kafka_tx.<n>.<step>``):
 
-Model, replay by record id, why not Flink's model and what consumers see: docs/design.md,
-"Kafka sinks". Every record carries the header ``spark_ext.record_id`` =
-``<sink id>/<batch id>/<record_id>``; the slice record is the offset of group
-``spark_ext.sink:<sink id>:s<i>`` on the topic's partition 0 (offset = batch id, metadata = the
-digests committed under ``i`` for that batch).
-
-Steps (fault points ``kafka_tx.<n>.<step>``, :data:`~spark_ext.sinks.protocol.KAFKA_SLICED`)
-1. ``initialised`` (task): run epoch checked (else ``DriverFencedError``),
-   ``init_transactions`` (or a kept producer probed, :meth:`SliceTransaction._begin`), slice
-   record read; a batch below it is ``BatchRegressionError``. An empty slice, or a task of a
-   batch at or below the one recorded at start, opens no transaction. In the batch the start
-   found partly committed the task reads back the ids already committed.
-2. ``in_transaction`` (task): the records not read back flushed, every future checked
-   (``ProduceFailedError``); nothing committed.
-3. ``sliced`` (task): aborted if the digest is already committed under this index or every
-   record was read back; else committed with the slice record. Past ``transaction_timeout_ms``:
-   ``TransactionExpiredError``.
-4. ``recorded`` (driver): batch id, end offsets and slices used, in a transaction of the
-   driver's transactional id (:func:`record_batch`).
+1. ``initialised`` (task): run epoch checked, ``init_transactions`` (or a kept producer
+   probed), slice record read (a batch below it: ``BatchRegressionError``); in the batch the
+   start found partly committed, the ids already committed read back;
+2. ``in_transaction`` (task): the other records flushed, every delivery checked;
+3. ``sliced`` (task): aborted if this digest or every record is committed already, else
+   committed with the slice record;
+4. ``recorded`` (driver, :func:`record_batch`): batch id, end offsets and slices used.
 
 At start :func:`recover_slices` fences older drivers, aborts this sink's open slice
 transactions and hands the tasks :func:`replay_state`.
@@ -47,10 +38,9 @@ from connectors.kafka.clients import ConfluentProducer, SliceFenced
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.digest import SliceDigest
 from connectors.kafka.owner import check_still_owner
-from connectors.kafka.progress import SinkProgress
+from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import (
-    RECORD_ID_HEADER,
     NamedRows,
     check_columns,
     current_batch_id,
@@ -65,22 +55,20 @@ from spark_ext.sinks.errors import (
     TransactionExpiredError,
     WriterFencedError,
 )
-from spark_ext.sinks.protocol import KAFKA_SLICED, check_batch_order
+from spark_ext.sinks.protocol import KAFKA_SLICED
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "FORMAT",
-    "KafkaSliceWriter",
     "KafkaSlicedDataSource",
-    "SliceDigest",
     "SliceTransaction",
     "SliceWritten",
-    "committed_slices",
     "lingering_slices",
     "record_batch",
     "recover_slices",
     "replay_state",
+    "write_slice",
 ]
 
 FORMAT = "spark_ext_kafka_tx"
@@ -90,8 +78,7 @@ PROBE = '{"probe": true}'
 
 @dataclass(frozen=True)
 class SliceWritten(WriterCommitMessage):
-    """Commit message of one task; ``skipped``: every row was committed before (nothing of
-    this attempt is visible to ``read_committed`` consumers)."""
+    """Commit message of one task; ``skipped``: every row was committed before."""
 
     index: int
     batch_id: int
@@ -102,7 +89,7 @@ class SliceWritten(WriterCommitMessage):
 
 @dataclass(frozen=True)
 class SliceRecord:
-    """A slice group's record: the batch its index last committed and that batch's digests."""
+    """A slice group's record: the batch it last committed and that batch's digests."""
 
     batch_id: int
     digests: tuple[str, ...]
@@ -111,8 +98,7 @@ class SliceRecord:
     def parse(
         cls, sink_id: str, metadata: str | None, owner: str | None = None
     ) -> SliceRecord | None:
-        """The record in ``metadata``, or ``None`` if it is not this sink's or (``owner``
-        given) another owner's."""
+        """The record in ``metadata``; ``None`` if not this sink's or (given) ``owner``'s."""
         # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
         text = (metadata or "").rstrip("\x00")
         meta = json.loads(text) if text else {}
@@ -145,12 +131,9 @@ class SliceTransaction:
         self.transactional_id = settings.slice_transactional_id(index)
         self.group = settings.slice_group(index)
         self._producer: ConfluentProducer | None = None
-        #: Whether the producer was kept from an earlier task of this slice in this worker.
-        self._reused = False
-        #: Whether the producer's last transaction ended cleanly (it may serve the next task).
-        self._clean = False
-        #: The output topic's partition ids, looked up by :meth:`open`.
-        self.partitions: set[int] = set()
+        self._reused = False  # kept from an earlier task of this slice in this worker
+        self._clean = False  # its last transaction ended cleanly: it may serve the next task
+        self.partitions: set[int] = set()  # the output topic's, looked up by open()
 
     def __enter__(self) -> SliceTransaction:
         return self
@@ -213,18 +196,7 @@ class SliceTransaction:
 
     def recorded(self) -> SliceRecord | None:
         """The batch this slice last committed (read after :meth:`open`, so stable)."""
-        from kafka import TopicPartition
-
-        consumer = kafka_clients.consumer(
-            self.settings.bootstrap,
-            group_id=self.group,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-        try:
-            got = consumer.committed(TopicPartition(self.settings.topic, 0), metadata=True)
-        finally:
-            consumer.close()
+        got = committed_offset(self.settings.bootstrap, self.group, self.settings.topic)
         if got is None:
             return None
         return SliceRecord.parse(self.settings.sink_id, got.metadata, self.settings.owner)
@@ -253,10 +225,8 @@ class SliceTransaction:
                     self._check_partitions(rows.partitions)
                 if written:
                     rows = rows.without(written)
-                if rows.values:
-                    header = (RECORD_ID_HEADER, rows.names)
-                    producer.send_many(rows.values, rows.keys, rows.partitions, header)
-                    sent += len(rows.values)
+                producer.send_rows(rows)
+                sent += len(rows.values)
             producer.flush(s.sink_id, batch_id)
             KAFKA_SLICED.reached(2, batch_id)
             if digest.value in own or not sent:
@@ -342,22 +312,29 @@ class SliceTransaction:
             )
 
 
+def write_slice(
+    settings: KafkaSinkSettings, batch_id: int, batches: Iterator[pa.RecordBatch]
+) -> SliceWritten | None:
+    """Steps 1-3 for this task's slice of ``batch_id``; ``None`` for an empty slice (it opens
+    no transaction)."""
+    rows = (b for b in batches if b.num_rows)
+    first = next(rows, None)
+    if first is None:
+        return None
+    with SliceTransaction(settings, task_attempt()[0]) as tx:
+        return tx.write(batch_id, chain([first], rows))
+
+
 class KafkaSliceWriter(DataSourceStreamArrowWriter):
     """Each task produces its slice in its own transaction; the driver records the batch."""
 
-    def __init__(self, settings: KafkaSinkSettings, schema: StructType) -> None:
+    def __init__(self, settings: KafkaSinkSettings) -> None:
         self.settings = settings
-        self.schema = schema
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SliceWritten:
-        index, _attempt = task_attempt()
         batch_id = current_batch_id()
-        batches = (b for b in iterator if b.num_rows)
-        first = next(batches, None)
-        if first is None:
-            return SliceWritten(index, batch_id, 0, SliceDigest().value, skipped=False)
-        with SliceTransaction(self.settings, index) as tx:
-            return tx.write(batch_id, chain([first], batches))
+        written = write_slice(self.settings, batch_id, iterator)
+        return written or SliceWritten(task_attempt()[0], batch_id, 0, SliceDigest().value, False)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         """Step 4: record the batch (every slice is committed once Spark calls this)."""
@@ -404,10 +381,8 @@ def _record(
     """:func:`record_batch` with ``committer``; returns it to be kept (closed if it raised)."""
     try:
         committer.producer()
-        progress = committer.progress
-        recorded = progress.read()
-        check_still_owner(progress, recorded, settings.owner)
-        if check_batch_order(settings.sink_id, batch_id, recorded.batch_id if recorded else None):
+        recorded, done = check_still_owner(committer.progress, batch_id, settings.owner)
+        if done:
             return committer
         used = max((m.index + 1 for m in written), default=0)
         slices = max(recorded.slices if recorded else 0, used)
@@ -435,9 +410,8 @@ class KafkaSlicedDataSource(DataSource):
         return FORMAT
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        check_columns(schema)
         check_columns(schema, require_record_id=True)
-        return KafkaSliceWriter(KafkaSinkSettings.from_options(self.options), schema)
+        return KafkaSliceWriter(KafkaSinkSettings.from_options(self.options))
 
 
 def lingering_slices(settings: KafkaSinkSettings) -> list[str]:

@@ -14,7 +14,9 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import connectors.delta.log as delta_log
-from connectors.delta.two_phase import DeltaCommitter, ensure_table, stage_batches
+from connectors.delta.staging import stage_batches
+from connectors.delta.table import ensure_table
+from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import commit_batch
 

@@ -15,14 +15,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta.two_phase import (
-    DeltaCommitter,
-    StagedFile,
-    current_batch_id,
-    ensure_table,
-    stage_batches,
-    staged_name,
-)
+from connectors.delta.staging import StagedFile, current_batch_id, stage_batches, staged_name
+from connectors.delta.table import ensure_table
+from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.crash import FAULT_ENV
 from spark_ext.sinks.errors import (
     BatchRegressionError,

@@ -17,8 +17,9 @@ from deltalake import DeltaTable
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 from test_delta_committed_files import spark_commit
 
-from connectors.delta.table import check_writable
-from connectors.delta.two_phase import DeltaCommitter, StagedFile, ensure_table, stage_batches
+from connectors.delta.staging import StagedFile, stage_batches
+from connectors.delta.table import check_writable, ensure_table
+from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.sinks.errors import (
     DeltaTargetPathError,
     SinkConfigError,

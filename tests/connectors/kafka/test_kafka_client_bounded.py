@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from connectors.kafka.clients import bounded
+from connectors.kafka.records import bounded
 from spark_ext.sinks import ClientStalledError
 
 

@@ -12,7 +12,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import StringType, StructField, StructType
 
-from connectors.delta.two_phase import DeltaCommitter, StagedFile, schema_shape, staged_name
+from connectors.delta.staging import StagedFile, staged_name
+from connectors.delta.table import schema_shape
+from connectors.delta.two_phase import DeltaCommitter
 from connectors.sinks import Trigger, exactly_once_to_delta
 from spark_ext.sinks import ConcurrentWriterError, SchemaMismatchError
 from spark_ext.sinks.protocol import Outcome, commit_batch

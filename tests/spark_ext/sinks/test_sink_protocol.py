@@ -104,7 +104,7 @@ def test_bad_sink_id_is_a_config_error_naming_the_setting(bad):
 def test_schema_shape_ignores_nullability_but_not_types():
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from connectors.delta.two_phase import schema_shape
+    from connectors.delta.table import schema_shape
 
     a = StructType([StructField("x", StringType(), True)])
     b = StructType([StructField("x", StringType(), False)])
