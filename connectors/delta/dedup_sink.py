@@ -44,8 +44,8 @@ from spark_ext.dedup.errors import DedupInputError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.state import BucketStateStore
 from spark_ext.errors import ConfigError
-from spark_ext.sinks.delta_txn import marker_app_id, owner_of
-from spark_ext.sinks.owner import OwnerDecision, SinkOwner
+from spark_ext.sinks.delta_txn import marker_app_id
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner, owner_of
 from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
 
 log = logging.getLogger(__name__)

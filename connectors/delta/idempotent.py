@@ -14,8 +14,8 @@ import logging
 from pyspark.sql import DataFrame
 
 from connectors.delta.table import arrow_schema, check_table_schema
-from spark_ext.sinks.delta_txn import DeltaTxnAppender, owner_of
-from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.delta_txn import DeltaTxnAppender
+from spark_ext.sinks.owner import SinkOwner, owner_of
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT
 
 __all__ = ["DeltaIdempotentWriter"]

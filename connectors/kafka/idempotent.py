@@ -44,9 +44,8 @@ from connectors.kafka.records import (
     task_attempt,
 )
 from spark_ext import kafka_clients
-from spark_ext.sinks.delta_txn import owner_of
 from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
-from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.owner import SinkOwner, owner_of
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
 
 __all__ = [

@@ -17,8 +17,7 @@ from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import check_columns, require_topic
 from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceWritten, record_batch, recover_slices, write_slice
-from spark_ext.sinks.delta_txn import owner_of
-from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.owner import SinkOwner, owner_of
 
 __all__ = ["KafkaTwoPhaseWriter", "slice_settings", "slice_task"]
 

@@ -14,9 +14,9 @@ from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import LateRowsWithoutQuarantineError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.tags import KIND_LATE, KIND_METRICS, KIND_NEW
-from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, claim_all, owner_of
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, claim_all
 from spark_ext.sinks.names import derived_name
-from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.owner import SinkOwner, owner_of
 
 __all__ = ["AFTER_CATALOG", "AFTER_OUTPUT", "DedupSink"]
 

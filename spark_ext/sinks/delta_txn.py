@@ -20,11 +20,10 @@ from spark_ext.sinks.errors import (
     ConcurrentWriterError,
     DeltaTargetPathError,
     DeltaTxnExpiredError,
-    SinkConfigError,
     SinkOwnerError,
 )
 from spark_ext.sinks.names import derived_name
-from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner, owner_of_batch
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner
 from spark_ext.sinks.protocol import check_batch_order, validate_sink_id
 
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ __all__ = [
     "commit_marks",
     "marker_app_id",
     "owner_app_id",
-    "owner_of",
     "owner_property",
     "owner_record",
     "run_app_id",
@@ -252,19 +250,6 @@ def commit_marks(
         table.create_write_transaction(
             [], mode="append", schema=table.schema(), commit_properties=props
         )
-
-
-def owner_of(df: DataFrame, explicit: SinkOwner | None, name: str) -> SinkOwner:
-    """The owner of a ``foreachBatch`` writer: ``explicit``, else the query running ``df``;
-    :class:`SinkConfigError` naming ``owner`` outside a streaming query without one."""
-    owner = explicit or owner_of_batch(df)
-    if owner is None:
-        raise SinkConfigError(
-            "owner",
-            f"{name} runs outside a streaming query: pass owner=SinkOwner(<query id>) to say "
-            "which query owns the sink",
-        )
-    return owner
 
 
 class DeltaTxnAppender:

@@ -28,6 +28,7 @@ __all__ = [
     "OwnerDecision",
     "SinkOwner",
     "check_owner",
+    "owner_of",
     "owner_of_batch",
     "owner_of_checkpoint",
 ]
@@ -127,4 +128,17 @@ def owner_of_checkpoint(checkpoint: str | os.PathLike[str]) -> SinkOwner:
         f.write(json.dumps({"id": owner.query_id}, separators=(",", ":")).encode())
     filesystem.move(tmp, path)
     log.info("%s: new checkpoint, query id %s written for Spark to use", location, owner)
+    return owner
+
+
+def owner_of(df: DataFrame, explicit: SinkOwner | None, name: str) -> SinkOwner:
+    """The owner of a ``foreachBatch`` writer: ``explicit``, else the query running ``df``;
+    :class:`SinkConfigError` naming ``owner`` outside a streaming query without one."""
+    owner = explicit or owner_of_batch(df)
+    if owner is None:
+        raise SinkConfigError(
+            "owner",
+            f"{name} runs outside a streaming query: pass owner=SinkOwner(<query id>) to say "
+            "which query owns the sink",
+        )
     return owner
