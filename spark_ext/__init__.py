@@ -4,7 +4,8 @@ The layers, top to bottom (docs/design.md, "Layers"; imports point downward only
 
 ===========  ==========================================================================
 application  ``jobs`` (a job per guarantee, notebooks, harness cases, ``jobs.cli``), ``scripts``
-connectors   ``connectors.sinks``, ``connectors.delta``, ``connectors.kafka`` (I/O, the sinks)
+connectors   ``connectors.sinks``, ``connectors.delta``, ``connectors.kafka`` (I/O, the sinks),
+             ``connectors.s3`` (the local S3 store), ``connectors.demo_events``
 harness      :mod:`spark_ext.recovery` (matrix, campaign, classes), :mod:`spark_ext.jobrun`
 core         :mod:`spark_ext.sinks` (commit protocol), :mod:`spark_ext.streaming` (tracked
              queries), :mod:`spark_ext.operators`, :mod:`spark_ext.tracker`,
@@ -12,7 +13,8 @@ core         :mod:`spark_ext.sinks` (commit protocol), :mod:`spark_ext.streaming
              :mod:`spark_ext.config`, :mod:`spark_ext.session`, :mod:`spark_ext.metrics`,
              :mod:`spark_ext.state_inspect`
 base         :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
-             :mod:`spark_ext.hashing`, :mod:`spark_ext.jvm`, :mod:`spark_ext.kafka_clients`
+             :mod:`spark_ext.hashing`, :mod:`spark_ext.jvm`, :mod:`spark_ext.kafka_clients`,
+             :mod:`spark_ext.storage` (a location on any store)
 ===========  ==========================================================================
 
 The names most pipelines need are importable from here, each loaded on first use (``import

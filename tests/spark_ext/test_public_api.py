@@ -84,3 +84,15 @@ def test_every_module_declares_its_public_names_and_each_exists():
         stale += [f"{module.name}.{n}" for n in public.__all__ if not hasattr(public, n)]
     assert not missing, f"modules without __all__: {missing}"
     assert not stale, f"__all__ names that do not exist: {stale}"
+
+
+def test_help_of_spark_ext_maps_every_package_and_module():
+    """``help(spark_ext)`` names each package of spark_ext and connectors and each flat module
+    of spark_ext (a new one left off the map fails here)."""
+    repo = ROOT.parent
+    units = {f"spark_ext.{p.stem}" for p in ROOT.glob("[a-z]*.py")}
+    units |= {f"spark_ext.{p.parent.name}" for p in ROOT.glob("[a-z]*/__init__.py")}
+    units |= {f"connectors.{p.parent.name}" for p in (repo / "connectors").glob("*/__init__.py")}
+    units |= {f"connectors.{p.stem}" for p in (repo / "connectors").glob("[a-z]*.py")}
+    unmapped = sorted(u for u in units if u not in (spark_ext.__doc__ or ""))
+    assert unmapped == []
