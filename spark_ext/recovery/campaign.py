@@ -47,7 +47,8 @@ class CampaignOutcome:
 
     @property
     def replay(self) -> str:
-        return f"spark-ext campaign --seed {self.plan.seed} --runs 1 --job {self.plan.job}"
+        lane = " --lane ci" if self.plan.ci else ""
+        return f"spark-ext campaign{lane} --seed {self.plan.seed} --runs 1 --job {self.plan.job}"
 
     def as_json(self) -> str:
         return json.dumps(

@@ -72,6 +72,7 @@ class CampaignPlan:
     workload: Workload
     steps: tuple[RunStep, ...]
     second_query: RunStep | None = None  # on the same output and sink id, checkpoint deleted
+    ci: bool = False  # drawn for the CI lane (smaller workload, one faulted run)
 
     def describe(self) -> str:
         lines = [f"seed {self.seed} {self.job}: {self.workload.describe()}"]
@@ -132,4 +133,4 @@ def draw(seed: int, job: str, points: Sequence[str], ci: bool = False) -> Campai
         steps.append(dataclasses.replace(session, fault=fault, kill_after_s=after))
     steps.append(_session(rng, ci))
     second = _session(rng, ci) if rng.random() < 0.25 else None
-    return CampaignPlan(seed, job, workload, tuple(steps), second)
+    return CampaignPlan(seed, job, workload, tuple(steps), second, ci)

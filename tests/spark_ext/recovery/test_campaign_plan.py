@@ -102,3 +102,15 @@ def test_a_derived_profile_replaces_the_master_and_shuffle_partitions(tmp_path: 
     profile = load_profile(dest)
     assert profile.spark.master == "local[1,2]" and profile.spark.shuffle_partitions == 3
     assert profile.spark.conf["spark.spark_ext.kafka.minPartitions"] == "5"
+
+
+@pytest.mark.parametrize("ci", [True, False])
+def test_the_replay_line_of_a_run_draws_the_same_plan_again(ci: bool) -> None:
+    from jobs.cli import build_parser
+    from spark_ext.recovery.campaign import CampaignOutcome
+
+    case = registry.get("exactly_once_delta")
+    plan = draw(7, case.name, fault_points(case), ci=ci)
+    line = CampaignOutcome(plan, "fail", "", 0.0).replay
+    args = build_parser().parse_args(line.split()[1:])
+    assert draw(args.seed, args.job, fault_points(case), ci=args.lane == "ci") == plan
