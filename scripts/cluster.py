@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connectors.kafka.local_broker import port_open  # noqa: E402
+from connectors.processes import alive, port_open  # noqa: E402
 
 log = logging.getLogger("cluster")
 HOST = "127.0.0.1"
@@ -105,7 +105,7 @@ class StandaloneCluster:
 
     def start(self, timeout_s: float = 180.0) -> None:
         a = self.args
-        if any(_alive(p) for p in self.pids().values()):
+        if any(alive(p) for p in self.pids().values()):
             raise SystemExit(f"a cluster is already running from {self.folder}; stop it first")
         self.folder.mkdir(parents=True, exist_ok=True)
         master = ["org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(a.port)]
@@ -130,7 +130,7 @@ class StandaloneCluster:
             if len(self.alive_worker_hosts() or []) == self.workers:
                 log.info("cluster up: %s with %d workers", self.master_url, self.workers)
                 return
-            dead = [n for n, p in pids.items() if not _alive(p)]
+            dead = [n for n, p in pids.items() if not alive(p)]
             if dead:
                 self.stop()
                 raise SystemExit(f"{dead} exited; see {self.folder / 'logs'}")
@@ -145,7 +145,7 @@ class StandaloneCluster:
             _signal_group(pid, signal.SIGTERM)
             log.info("stopping %s (pid %d)", name, pid)
         deadline = time.monotonic() + timeout_s
-        while any(_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+        while any(alive(p) for p in pids.values()) and time.monotonic() < deadline:
             time.sleep(0.5)
         for pid in pids.values():
             _signal_group(pid, signal.SIGKILL)
@@ -155,20 +155,6 @@ class StandaloneCluster:
             shutil.rmtree(app, ignore_errors=True)
         if apps:
             log.info("removed %d application folders (their jars) from the work dirs", len(apps))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return True
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -5,7 +5,8 @@ The layers, top to bottom (docs/design.md, "Layers"; imports point downward only
 ===========  ==========================================================================
 application  ``jobs`` (a job per guarantee, notebooks, harness cases, ``jobs.cli``), ``scripts``
 connectors   ``connectors.sinks``, ``connectors.delta``, ``connectors.kafka`` (I/O, the sinks),
-             ``connectors.s3`` (the local S3 store), ``connectors.demo_events``
+             ``connectors.s3`` (the local S3 store), ``connectors.processes`` (local servers'
+             processes), ``connectors.demo_events``
 harness      :mod:`spark_ext.recovery` (matrix, campaign, classes), :mod:`spark_ext.jobrun`
 core         :mod:`spark_ext.sinks` (commit protocol), :mod:`spark_ext.streaming` (tracked
              queries), :mod:`spark_ext.operators`, :mod:`spark_ext.tracker`,

@@ -8,7 +8,6 @@ import base64
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectors.processes import java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
 
@@ -27,7 +27,6 @@ __all__ = [
     "LocalKafkaBroker",
     "main",
     "new_cluster_id",
-    "port_open",
     "private_broker",
 ]
 
@@ -108,20 +107,6 @@ logger.server.level = INFO
 """
 
 
-def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """Whether something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin" / "java") if home else "java"
-
-
 def _classpath() -> str:
     return os.pathsep.join(str(p) for p in jvm.kafka_broker_classpath())
 
@@ -144,29 +129,7 @@ class LocalKafkaBroker:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def pid(self) -> int | None:
-        try:
-            pid = int(self.config.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if self._alive(pid) else None
-
-    def _alive(self, pid: int) -> bool:
-        """Whether ``pid`` still runs (a zombie does not; a dead child of ours is reaped)."""
-        if self._proc is not None and self._proc.pid == pid:
-            return self._proc.poll() is None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        try:  # a zombie child started by another LocalKafkaBroker object of this process
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            return done == 0
-        except ChildProcessError:  # not our child: read its state
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                return False
-            return stat.rpartition(")")[2].split()[0] != "Z"
+        return read_pid(self.config.pid_file, child=self._proc)
 
     def is_running(self) -> bool:
         return port_open(self.config.host, self.config.port)
@@ -183,7 +146,7 @@ class LocalKafkaBroker:
         if (c.log_dir / "meta.properties").exists():
             return
         cmd = [
-            _java(),
+            java(),
             "-cp",
             _classpath(),
             "kafka.tools.StorageTool",
@@ -213,7 +176,7 @@ class LocalKafkaBroker:
         self.format_storage()
         env = self._env()
         cmd = [
-            _java(),
+            java(),
             f"-Xmx{c.heap}",
             f"-Xms{c.heap}",
             "-XX:+UseSerialGC",
@@ -223,13 +186,8 @@ class LocalKafkaBroker:
             "kafka.Kafka",
             str(c.properties_file),
         ]
-        out = open(c.data_dir / "stdout.log", "ab")
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        out.close()  # the child holds its own descriptor
+        proc = spawn(cmd, env, c.data_dir / "stdout.log", c.pid_file)
         self._proc = proc
-        c.pid_file.write_text(f"{proc.pid}\n")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -264,15 +222,7 @@ class LocalKafkaBroker:
         if pid is None:
             self.config.pid_file.unlink(missing_ok=True)
             return
-        if not hard:
-            os.kill(pid, signal.SIGCONT)  # a paused broker cannot handle SIGTERM
-        os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while self._alive(pid):
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                deadline = float("inf")
-            time.sleep(0.1)
+        stop_pid(pid, timeout, hard, self._proc)
         while port_open(self.config.host, self.config.port):
             time.sleep(0.2)
         self.config.pid_file.unlink(missing_ok=True)

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.kafka.local_broker import REPO, _java, port_open
+from connectors.kafka.local_broker import REPO
+from connectors.processes import java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, storage
 from spark_ext.storage import StorageSettings
 
@@ -105,14 +104,9 @@ class LocalS3Store:
         self.config = config or StoreConfig()
 
     def pid(self) -> int | None:
-        """The PID of this store's S3Proxy, or None (no file, or a stale one: the process is
-        gone or the PID now belongs to another program)."""
-        try:
-            pid = int(self.config.pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (FileNotFoundError, ValueError, ProcessLookupError):
-            return None
-        return pid if MAIN_CLASS.encode() in cmdline else None
+        """The pid of this store's S3Proxy, or None (no file, the process gone, or its pid now
+        another program's)."""
+        return read_pid(self.config.pid_file, MAIN_CLASS)
 
     def is_running(self) -> bool:
         return self.pid() is not None and port_open(self.config.host, self.config.port)
@@ -148,7 +142,7 @@ class LocalS3Store:
         logback.write_text(LOGBACK.format(log=c.data_dir / "s3proxy.log"))
         classpath = os.pathsep.join(str(p) for p in jvm._complete_jars(libs_dir()))
         cmd = [
-            _java(),
+            java(),
             f"-Xmx{c.heap}",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
@@ -160,11 +154,7 @@ class LocalS3Store:
             str(props),
         ]
         env = dict(os.environ, JAVA_TOOL_OPTIONS="")
-        with open(c.data_dir / "stdout.log", "ab") as out:
-            proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        c.pid_file.write_text(f"{proc.pid}\n")
+        proc = spawn(cmd, env, c.data_dir / "stdout.log", c.pid_file)
         started = time.monotonic()
         while not port_open(c.host, c.port):
             if proc.poll() is not None:
@@ -180,16 +170,7 @@ class LocalS3Store:
         """Stop the store by its PID (SIGTERM, then SIGKILL past ``timeout``)."""
         pid = self.pid()
         if pid is not None:
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while self.pid() is not None:
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                try:
-                    os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
-                except ChildProcessError:
-                    pass
-                time.sleep(0.1)
+            stop_pid(pid, timeout)
         self.config.pid_file.unlink(missing_ok=True)
 
 
