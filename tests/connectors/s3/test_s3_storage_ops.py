@@ -32,6 +32,7 @@ def test_write_read_list_size_delete_round_trip(
     assert storage.read_bytes(a, s3_settings) == b"second"
     assert storage.size(b, s3_settings) == 1000
     assert storage.list_prefix(s3_root.join("state"), s3_settings) == ["a.bin", "sub/b.bin"]
+    assert storage.file_sizes(s3_root.join("state"), s3_settings) == {"a.bin": 6, "sub/b.bin": 1000}
 
     storage.delete(a, s3_settings)
     assert not storage.exists(a, s3_settings)
