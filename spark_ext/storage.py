@@ -384,8 +384,9 @@ def write_bytes(
 
 
 def file_sizes(location: Location | str, settings: StorageSettings | None = None) -> dict[str, int]:
-    """Every file under ``location`` (recursively, one listing) by path relative to it, with
-    its size; a local file removed while listed (a live query's clean-up) is left out."""
+    """Every file under ``location`` (recursively, one listing; one more request when empty, to
+    tell a missing bucket) by path relative to it, with its size; a local file removed while
+    listed (a live query's clean-up) is left out."""
     import pyarrow.fs as pafs
 
     loc = Location.parse(location)
@@ -403,6 +404,8 @@ def file_sizes(location: Location | str, settings: StorageSettings | None = None
         return found
     with _opened(loc, settings) as (_, fs, path):
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    if not infos:  # a missing bucket lists as empty too
+        check(loc, settings)
     base = path.rstrip("/") + "/"
     return {
         i.path[len(base) :]: int(i.size or 0)

@@ -59,6 +59,8 @@ def test_uri_forms_name_the_same_object(s3_root: Location, s3_settings: StorageS
 def test_missing_bucket_is_a_typed_error(s3_settings: StorageSettings) -> None:
     with pytest.raises(BucketNotFound, match="no-such-bucket"):
         storage.check("s3a://no-such-bucket/t", s3_settings)
+    with pytest.raises(BucketNotFound, match="no-such-bucket"):
+        storage.list_prefix("s3a://no-such-bucket/t", s3_settings)  # not an empty listing
 
 
 def test_wrong_credentials_are_a_typed_error(
