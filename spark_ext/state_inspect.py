@@ -9,17 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_ext.errors import SparkExtError
+from spark_ext import storage
+from spark_ext.errors import ConfigError, SparkExtError
 
 __all__ = [
     "CheckpointNotFound",
@@ -131,17 +130,22 @@ class StateReport:
 
 
 class StateInspector:
-    """Read the state of the checkpoint (a local path or a Hadoop URI) with Spark's state data
-    sources, from any session (the store settings come from the checkpoint's offset log)."""
+    """Read the state of the checkpoint (a :mod:`spark_ext.storage` location, on S3 with the
+    session's ``fs.s3a`` settings, or another Hadoop URI) with Spark's state data sources, from
+    any session (the store settings come from the checkpoint's offset log)."""
 
     def __init__(self, spark: SparkSession, checkpoint: str | Path) -> None:
         self.spark = spark
-        self.checkpoint = str(checkpoint)
+        try:
+            self._location: storage.Location | None = storage.Location.parse(checkpoint)
+        except ConfigError:  # read through Hadoop (hdfs://, abfss://, ...)
+            self._location = None
+        self.checkpoint = storage.spark_uri(self._location) if self._location else str(checkpoint)
         _ = spark.streams.active  # creates the StateStoreCoordinator the reader reports to
 
     def last_committed_batch(self) -> int:
         """The newest batch id in the commit log (:class:`CheckpointNotFound` if none)."""
-        names = _list_names(self.spark, _join(self.checkpoint, "commits"))
+        names = self._files("commits")
         ids = [int(n) for n in names if n.isdigit()]
         if not ids:
             raise CheckpointNotFound(f"{self.checkpoint} has no committed batch")
@@ -195,19 +199,20 @@ class StateInspector:
         if not operators:
             raise StateOperatorNotFound(f"{self.checkpoint} holds no stateful operator")
         partitions: list[PartitionState] = []
+        files = self._files("state")  # one listing for every operator and partition
         for op in operators:
             rows = self._rows_per_partition(op, batch)
             for pid in range(op.num_partitions):
-                folder = _join(self.checkpoint, "state", str(op.operator_id), str(pid))
+                folder = f"{op.operator_id}/{pid}/"
                 if op.store_name != "default":
-                    folder = _join(folder, op.store_name)
+                    folder += f"{op.store_name}/"
                 partitions.append(
                     PartitionState(
                         operator_id=op.operator_id,
                         store_name=op.store_name,
                         partition_id=pid,
                         rows=rows.get(pid, 0),
-                        bytes_on_disk=_folder_bytes(self.spark, folder),
+                        bytes_on_disk=sum(n for f, n in files.items() if f.startswith(folder)),
                     )
                 )
         report = StateReport(self.checkpoint, batch, tuple(operators), tuple(partitions))
@@ -220,6 +225,24 @@ class StateInspector:
         )
         return report
 
+    def _files(self, folder: str) -> dict[str, int]:
+        """Size of every file under the checkpoint's ``folder``, by path relative to it."""
+        if self._location is not None:
+            settings = storage.session_settings(self.spark)
+            return storage.file_sizes(self._location.join(folder), settings)
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        path = jvm.org.apache.hadoop.fs.Path(f"{self.checkpoint.rstrip('/')}/{folder}")
+        fs = path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        found: dict[str, int] = {}
+        if fs.exists(path):
+            files = fs.listFiles(path, True)
+            base = len(str(fs.makeQualified(path).toUri().getPath()).rstrip("/")) + 1
+            while files.hasNext():
+                status = files.next()
+                found[str(status.getPath().toUri().getPath())[base:]] = int(status.getLen())
+        return found
+
     def _rows_per_partition(self, op: StateOperator, batch_id: int) -> dict[int, int]:
         variables: Sequence[str | None] = op.state_variables or (None,)
         if op.operator_name in TRANSFORM_WITH_STATE and not op.state_variables:
@@ -231,52 +254,6 @@ class StateInspector:
                 pid = int(r["partition_id"])
                 counts[pid] = counts.get(pid, 0) + int(r["count"])
         return counts
-
-
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
-
-
-def _local_path(location: str) -> Path | None:
-    """A local filesystem path for ``location``, or ``None`` for a remote Hadoop URI."""
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else location)
-    return None
-
-
-def _list_names(spark: SparkSession, location: str) -> list[str]:
-    local = _local_path(location)
-    if local is not None:
-        return sorted(os.listdir(local)) if local.is_dir() else []
-    path, fs = _hadoop(spark, location)
-    if not fs.exists(path):
-        return []
-    return sorted(str(s.getPath().getName()) for s in fs.listStatus(path))
-
-
-def _folder_bytes(spark: SparkSession, location: str) -> int:
-    local = _local_path(location)
-    if local is not None:
-        return sum(_file_sizes(local))
-    path, fs = _hadoop(spark, location)
-    return int(fs.getContentSummary(path).getLength()) if fs.exists(path) else 0
-
-
-def _file_sizes(folder: Path) -> Iterable[int]:
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                yield (Path(root) / name).stat().st_size
-            except FileNotFoundError:  # removed by the query's maintenance meanwhile
-                continue
-
-
-def _hadoop(spark: SparkSession, location: str) -> tuple[Any, Any]:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(location)
-    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from spark_ext.errors import ConfigError, SparkExtError
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "S3_CHECKPOINT_FILE_MANAGER",
@@ -40,11 +42,13 @@ __all__ = [
     "delete",
     "delta_storage",
     "exists",
+    "file_sizes",
     "filesystem",
     "hadoop_conf",
     "list_prefix",
     "read_bytes",
     "s3_jars",
+    "session_settings",
     "size",
     "spark_conf",
     "spark_uri",
@@ -204,6 +208,39 @@ def spark_conf(settings: StorageSettings) -> dict[str, str]:
     return {f"spark.hadoop.{k}": v for k, v in hadoop_conf(settings).items()}
 
 
+def session_settings(spark: SparkSession | None = None) -> StorageSettings:
+    """The settings ``spark`` (default: the active or default session) reaches ``s3a://``
+    with, read back from its Hadoop configuration; empty settings without a session (an
+    executor's Python worker: docs/design.md, "Object storage", settings in tasks)."""
+    if spark is None:
+        if "pyspark.sql" not in sys.modules:
+            return StorageSettings()
+        from pyspark.errors import PySparkRuntimeError
+        from pyspark.sql import SparkSession
+
+        try:
+            spark = SparkSession.active()
+        except PySparkRuntimeError:  # no session in this process
+            return StorageSettings()
+    if getattr(spark, "_jsparkSession", None) is None:  # Spark Connect: no Hadoop conf here
+        return StorageSettings()
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+
+    def get(key: str) -> str:
+        return str(conf.get(f"fs.s3a.{key}") or "")
+
+    endpoint = get("endpoint")
+    if endpoint and "://" not in endpoint:
+        secure = get("connection.ssl.enabled").lower() != "false"
+        endpoint = f"{'https' if secure else 'http'}://{endpoint}"
+    return StorageSettings(
+        endpoint=endpoint,
+        region=get("endpoint.region") or StorageSettings.region,
+        access_key_id=get("access.key"),
+        secret_access_key=get("secret.key"),
+    )
+
+
 def s3_jars_dir() -> Path:
     """Folder of hadoop-aws and the AWS SDK modules it loads."""
     return jvm.cache_root() / "jars" / S3_JARS_SET
@@ -242,7 +279,8 @@ def delta_storage(
 def filesystem(
     location: Location | str, settings: StorageSettings | None = None
 ) -> tuple[pafs.FileSystem, str]:
-    """A ``pyarrow.fs`` filesystem and the path in it for ``location``.
+    """A ``pyarrow.fs`` filesystem and the path in it for ``location`` (no ``settings``: the
+    active session's, :func:`session_settings`).
 
     For S3, checksums are computed and validated only where a request requires one
     (``AWS_REQUEST_CHECKSUM_CALCULATION`` and ``AWS_RESPONSE_CHECKSUM_VALIDATION`` set to
@@ -253,7 +291,7 @@ def filesystem(
     loc = Location.parse(location)
     if not loc.is_s3:
         return pafs.LocalFileSystem(), loc.path
-    settings = settings or StorageSettings()
+    settings = settings or session_settings()
     os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "WHEN_REQUIRED")
     os.environ.setdefault("AWS_RESPONSE_CHECKSUM_VALIDATION", "WHEN_REQUIRED")
     key, secret, token = settings.credentials()
@@ -279,6 +317,8 @@ def _opened(
     """The location, its filesystem and path; a client error inside becomes the
     :class:`StorageError` it is, naming the location (``FileNotFoundError`` passes as it is)."""
     loc = Location.parse(location)
+    if loc.is_s3 and settings is None:
+        settings = session_settings()
     fs, path = filesystem(loc, settings)
     try:
         yield loc, fs, path
@@ -291,7 +331,7 @@ def _opened(
             raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist") from exc
         if any(code in text for code in _ACCESS_CODES):
             raise AccessDenied(f"{loc}: the store refused the credentials ({first})") from exc
-        if "NETWORK_CONNECTION" in text or "curlCode: 7" in text or "curlCode: 28" in text:
+        if "NETWORK_CONNECTION" in text or any(f"curlCode: {c}," in text for c in (6, 7, 28)):
             endpoint = (settings.endpoint if settings else "") or "AWS"
             raise EndpointUnreachable(f"{loc}: no answer from {endpoint}") from exc
         raise
@@ -325,33 +365,59 @@ def write_bytes(
     location: Location | str, data: bytes, settings: StorageSettings | None = None
 ) -> None:
     """Replace the content at ``location`` with ``data`` atomically: a reader sees the old or
-    the new content, never a part (S3: one PUT, visible when complete; local: a temporary file
-    renamed over it)."""
+    the new content, never a part (S3: one PUT, visible when complete; local: a temporary file,
+    synced, renamed over it)."""
     with _opened(location, settings) as (loc, fs, path):
         if loc.is_s3:
             with fs.open_output_stream(path) as f:
                 f.write(data)
             return
-        fs.create_dir(os.path.dirname(path), recursive=True)
-        tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-        with fs.open_output_stream(tmp) as f:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # A temporary file of its own: two writers of one target (a task and its speculative
+        # copy) each replace it whole.
+        tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        with open(tmp, "wb") as f:
             f.write(data)
-        fs.move(tmp, path)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+def file_sizes(location: Location | str, settings: StorageSettings | None = None) -> dict[str, int]:
+    """Every file under ``location`` (recursively, one listing; one more request when empty, to
+    tell a missing bucket) by path relative to it, with its size; a local file removed while
+    listed (a live query's clean-up) is left out."""
+    import pyarrow.fs as pafs
+
+    loc = Location.parse(location)
+    if not loc.is_s3:
+        found = {}
+        for root, _, names in os.walk(loc.path):
+            for name in names:
+                full = os.path.join(root, name)
+                try:
+                    found[os.path.relpath(full, loc.path).replace(os.sep, "/")] = os.stat(
+                        full
+                    ).st_size
+                except FileNotFoundError:
+                    continue
+        return found
+    with _opened(loc, settings) as (_, fs, path):
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    if not infos:  # a missing bucket lists as empty too
+        check(loc, settings)
+    base = path.rstrip("/") + "/"
+    return {
+        i.path[len(base) :]: int(i.size or 0)
+        for i in infos
+        if i.type == pafs.FileType.File and i.path.startswith(base)
+    }
 
 
 def list_prefix(location: Location | str, settings: StorageSettings | None = None) -> list[str]:
     """Every file under ``location`` (recursively) as paths relative to it, sorted; empty
     when there is none."""
-    import pyarrow.fs as pafs
-
-    with _opened(location, settings) as (_, fs, path):
-        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    base = path.rstrip("/") + "/"
-    return sorted(
-        i.path[len(base) :]
-        for i in infos
-        if i.type == pafs.FileType.File and i.path.startswith(base)
-    )
+    return sorted(file_sizes(location, settings))
 
 
 def delete(location: Location | str, settings: StorageSettings | None = None) -> None:

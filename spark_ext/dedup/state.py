@@ -1,17 +1,18 @@
 """The filters' versioned state outside Spark, one atomic file per batch (:class:`BloomStateStore`),
 for ``DeltaDedupSink``'s tasks (docs/design.md, "Dedup"); each file carries a CRC32 and its version.
+The folder is any :mod:`spark_ext.storage` location (local or ``s3a://``).
 """
 
 from __future__ import annotations
 
-import os
 import struct
-import uuid
 import zlib
 from pathlib import Path
 
+from spark_ext import storage
 from spark_ext.dedup.errors import DedupStateError
 from spark_ext.errors import ConfigError
+from spark_ext.storage import Location, StorageSettings
 
 __all__ = ["BloomStateStore", "BucketStateStore"]
 
@@ -24,19 +25,26 @@ class BloomStateStore:
     """The filters after each batch, one file per version (= batch id), written atomically;
     pruning and a version ahead of the batch: docs/design.md, "Dedup", ``DeltaDedupSink``."""
 
-    def __init__(self, path: str | Path, keep: int = 3) -> None:
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: str | Path | Location,
+        keep: int = 3,
+        settings: StorageSettings | None = None,
+    ) -> None:
+        self.path = Location.parse(path)
         if keep < 2:
             raise ConfigError("dedup.state_versions_kept", f"must be >= 2, got {keep}")
         self.keep = keep
+        #: Carried into the tasks that use this store (docs/design.md, "Object storage").
+        self.settings = settings
 
     def versions(self) -> list[int]:
-        if not self.path.exists():
-            return []
-        return sorted(int(p.stem) for p in self.path.glob("*.bloom") if p.stem.isdigit())
+        names = storage.list_prefix(self.path, self.settings)
+        stems = [n[: -len(".bloom")] for n in names if "/" not in n and n.endswith(".bloom")]
+        return sorted(int(stem) for stem in stems if stem.isdigit())
 
-    def _file(self, version: int) -> Path:
-        return self.path / f"{version:020d}.bloom"
+    def _file(self, version: int) -> Location:
+        return self.path.join(f"{version:020d}.bloom")
 
     def load_before(self, batch_id: int) -> tuple[int | None, dict[int, bytes]]:
         """``(version, {bucket: filter bytes})`` of the newest version below ``batch_id``."""
@@ -52,7 +60,9 @@ class BloomStateStore:
         if not below:
             return None, {}
         version = below[-1]
-        return version, self._decode(self._file(version).read_bytes(), version)
+        return version, self._decode(
+            storage.read_bytes(self._file(version), self.settings), version
+        )
 
     def save(self, batch_id: int, buckets: dict[int, bytes]) -> None:
         parts = [_STATE_HEADER.pack(_STATE_MAGIC, batch_id, len(buckets))]
@@ -60,22 +70,14 @@ class BloomStateStore:
             parts += [_BUCKET_HEADER.pack(bucket, len(buckets[bucket])), buckets[bucket]]
         body = b"".join(parts)
         data = body + struct.pack("<I", zlib.crc32(body))
-        self.path.mkdir(parents=True, exist_ok=True)
-        target = self._file(batch_id)
-        # A temporary file of its own: two attempts of one task (a speculative copy) may
-        # save the same version at once; each replaces the target whole.
-        tmp = target.with_suffix(f".{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-        with open(tmp, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
+        # Atomic: two attempts of one task (a speculative copy) each replace the file whole.
+        storage.write_bytes(self._file(batch_id), data, self.settings)
         versions = self.versions()
         # The version this batch started from stays, however old (docs/design.md, "Dedup").
         base = max((v for v in versions if v < batch_id), default=None)
         for old in versions:
             if old <= batch_id - self.keep and base is not None and old < base:
-                self._file(old).unlink(missing_ok=True)
+                storage.delete(self._file(old), self.settings)
 
     def _decode(self, data: bytes, version: int) -> dict[int, bytes]:
         where = self._file(version)
@@ -99,13 +101,19 @@ class BloomStateStore:
 class BucketStateStore:
     """One :class:`BloomStateStore` per bucket under ``<root>/bucket-<b>``, for a task per bucket."""
 
-    def __init__(self, root: str | Path, keep: int = 3) -> None:
-        self.root = Path(root)
+    def __init__(
+        self,
+        root: str | Path | Location,
+        keep: int = 3,
+        settings: StorageSettings | None = None,
+    ) -> None:
+        self.root = Location.parse(root)
         self.keep = BloomStateStore(self.root, keep).keep  # validates keep
+        self.settings = settings
 
     def bucket(self, bucket: int) -> BloomStateStore:
         """The versioned store of one bucket."""
-        return BloomStateStore(self.root / f"bucket-{bucket:05d}", self.keep)
+        return BloomStateStore(self.root.join(f"bucket-{bucket:05d}"), self.keep, self.settings)
 
     def load_before(self, bucket: int, batch_id: int) -> tuple[int | None, bytes | None]:
         """``(version, filter bytes)`` of ``bucket`` newest below ``batch_id`` (or ``None``s)."""
@@ -118,6 +126,5 @@ class BucketStateStore:
 
     def buckets(self) -> list[int]:
         """Buckets with saved state."""
-        if not self.root.exists():
-            return []
-        return sorted(int(p.name.split("-")[1]) for p in self.root.glob("bucket-*") if p.is_dir())
+        folders = {n.split("/")[0] for n in storage.list_prefix(self.root, self.settings)}
+        return sorted(int(f[len("bucket-") :]) for f in folders if f.startswith("bucket-"))

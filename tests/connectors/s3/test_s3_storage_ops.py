@@ -32,6 +32,7 @@ def test_write_read_list_size_delete_round_trip(
     assert storage.read_bytes(a, s3_settings) == b"second"
     assert storage.size(b, s3_settings) == 1000
     assert storage.list_prefix(s3_root.join("state"), s3_settings) == ["a.bin", "sub/b.bin"]
+    assert storage.file_sizes(s3_root.join("state"), s3_settings) == {"a.bin": 6, "sub/b.bin": 1000}
 
     storage.delete(a, s3_settings)
     assert not storage.exists(a, s3_settings)
@@ -58,6 +59,8 @@ def test_uri_forms_name_the_same_object(s3_root: Location, s3_settings: StorageS
 def test_missing_bucket_is_a_typed_error(s3_settings: StorageSettings) -> None:
     with pytest.raises(BucketNotFound, match="no-such-bucket"):
         storage.check("s3a://no-such-bucket/t", s3_settings)
+    with pytest.raises(BucketNotFound, match="no-such-bucket"):
+        storage.list_prefix("s3a://no-such-bucket/t", s3_settings)  # not an empty listing
 
 
 def test_wrong_credentials_are_a_typed_error(

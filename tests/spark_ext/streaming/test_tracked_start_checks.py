@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from spark_ext import storage
 from spark_ext.errors import ConfigError
 from spark_ext.operators import Count, WindowAggregate
+from spark_ext.storage import Location, StorageSettings
 from spark_ext.streaming import Closing
 from spark_ext.streaming.checks import (
     LAYOUT_FILE,
@@ -38,19 +40,26 @@ def agent_after(query: str, batches: int, ends: int = 0) -> TrackerState:
     return state
 
 
-def checkpoint(tmp_path, committed: int | None, end_seq: int = 0, planned: int | None = None):
-    """A checkpoint whose batches up to ``committed`` are committed and up to ``planned``
-    (default: ``committed``) are in the offset log."""
-    (tmp_path / "commits").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "offsets").mkdir(exist_ok=True)
+def checkpoint(
+    root,
+    committed: int | None,
+    end_seq: int = 0,
+    planned: int | None = None,
+    settings: StorageSettings | None = None,
+) -> str:
+    """A checkpoint at ``root`` (any storage location) whose batches up to ``committed`` are
+    committed and up to ``planned`` (default: ``committed``) are in the offset log; its URI."""
+    loc = Location.parse(root)
     planned = committed if planned is None else planned
     for b in range((planned if planned is not None else -1) + 1):
         if committed is not None and b <= committed:
-            (tmp_path / "commits" / str(b)).write_text("v1\n{}\n")
+            storage.write_bytes(loc.join("commits", str(b)), b"v1\n{}\n", settings)
         lines = ["v1", json.dumps({"batchWatermarkMs": 0}), json.dumps({"t": {"0": b}})]
         lines.append(json.dumps({"seq": end_seq}))
-        (tmp_path / "offsets" / str(b)).write_text("\n".join(lines) + "\n")
-    return str(tmp_path)
+        storage.write_bytes(
+            loc.join("offsets", str(b)), ("\n".join(lines) + "\n").encode(), settings
+        )
+    return storage.spark_uri(loc)
 
 
 def test_a_reset_checkpoint_with_the_agent_kept_is_a_typed_error_at_start(tmp_path):
@@ -148,4 +157,4 @@ def test_a_checkpoint_with_batches_and_no_layout_record_is_a_typed_error(tmp_pat
     chk = checkpoint(tmp_path, 2)  # an older spark_ext version's, or an untracked query's
     with pytest.raises(CheckpointLayoutMismatch, match=r"no spark_ext_tracked\.json"):
         check_layout(chk, layout())
-    check_layout("s3://bucket/chk", layout())  # remote: not read here (module docstring)
+    check_layout("hdfs://nn/chk", layout())  # a scheme spark_ext.storage does not read: skipped
