@@ -7,29 +7,29 @@ from __future__ import annotations
 
 import posixpath
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta.staging import StagedFile, stage_batches
 from connectors.delta.table import ensure_table
 from connectors.delta.two_phase import DeltaCommitter
 from connectors.sinks import Trigger, exactly_once_to_delta
 from jobs.exactly_once_delta import events_stream
 from spark_ext import storage
 from spark_ext.crash import FAULT_ENV
-from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome, abort_batch, commit_batch
+from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome
 from spark_ext.storage import Location, StorageSettings
 from tests.conftest import await_done
 from tests.connectors.conftest import EVENTS, MAX_OFFSETS
+from tests.connectors.delta.test_delta_committed_files import (
+    BATCH0,
+    BATCH1,
+    SCHEMA,
+    SINK,
+    spark_commit,
+    stage,
+)
 
 pytestmark = pytest.mark.integration
-
-SCHEMA = StructType([StructField("id", StringType()), StructField("n", LongType())])
-SINK = "s"
-BATCH0 = [f"a{i}" for i in range(6)]
-BATCH1 = [f"b{i}" for i in range(6)]
 
 
 def delta_table(table: Location, settings: StorageSettings) -> DeltaTable:
@@ -77,28 +77,6 @@ def test_two_phase_sink_streams_to_a_table_on_s3(
     assert_staged_files_are_the_referenced(table, s3_settings, "events")
 
 
-def stage(table: Location, settings: StorageSettings, batch_id: int, ids: list[str]):
-    """What two tasks of ``batch_id`` stage for ``ids`` on the store."""
-    out: list[StagedFile] = []
-    for p in range(2):
-        part = ids[p::2]
-        rb = pa.record_batch(
-            [pa.array(part, pa.string()), pa.array(range(len(part)), pa.int64())],
-            names=["id", "n"],
-        )
-        out.append(stage_batches([rb], str(table), SINK, SCHEMA, batch_id, p, 0, None, settings))
-    return out
-
-
-def spark_commit(committer: DeltaCommitter, batch_id: int, messages: list[StagedFile]) -> Outcome:
-    """What Spark does with a stream writer: ``commit``, and ``abort`` if ``commit`` raised."""
-    try:
-        return commit_batch(committer, batch_id, messages)
-    except Exception:
-        abort_batch(committer, batch_id, messages)
-        raise
-
-
 def assert_reads_back(spark, table: Location, settings: StorageSettings, ids: list[str]) -> None:
     dt = delta_table(table, settings)
     gone = [u for u in dt.file_uris() if not storage.exists(u, settings)]
@@ -115,17 +93,20 @@ def test_abort_and_replay_on_s3_delete_only_unreferenced_staged_files(
     ensure_table(str(table), SCHEMA, s3_settings)
     committer = DeltaCommitter(str(table), SINK, settings=s3_settings)
     committer.recover(fence=True)
-    assert spark_commit(committer, 0, stage(table, s3_settings, 0, BATCH0)) is Outcome.COMMITTED
+    assert (
+        spark_commit(committer, 0, stage(str(table), 0, BATCH0, settings=s3_settings))
+        is Outcome.COMMITTED
+    )
 
     # The commit of batch 1 is durable, then step 3 raises: abort keeps every referenced file.
     monkeypatch.setenv(FAULT_ENV, f"{DELTA_TWO_PHASE.point(3)}@1:raise")
     with pytest.raises(Exception, match="injected fault"):
-        spark_commit(committer, 1, stage(table, s3_settings, 1, BATCH1))
+        spark_commit(committer, 1, stage(str(table), 1, BATCH1, settings=s3_settings))
     monkeypatch.delenv(FAULT_ENV)
     assert_reads_back(s3_spark, table, s3_settings, BATCH0 + BATCH1)
 
     # Spark replays batch 1: skipped, and the replay's staged files are removed.
-    replay = stage(table, s3_settings, 1, BATCH1)
+    replay = stage(str(table), 1, BATCH1, settings=s3_settings)
     assert spark_commit(committer, 1, replay) is Outcome.SKIPPED_REPLAY
     names = storage.list_prefix(table, s3_settings)
     assert not any(m.path in names for m in replay)
@@ -133,7 +114,7 @@ def test_abort_and_replay_on_s3_delete_only_unreferenced_staged_files(
     assert_staged_files_are_the_referenced(table, s3_settings, SINK)
 
     # A batch staged but never committed (its driver died) is removed by the next start.
-    orphan = stage(table, s3_settings, 2, ["c0", "c1"])
+    orphan = stage(str(table), 2, ["c0", "c1"], settings=s3_settings)
     DeltaCommitter(str(table), SINK, settings=s3_settings).recover(fence=True)
     names = storage.list_prefix(table, s3_settings)
     assert not any(m.path in names for m in orphan)
