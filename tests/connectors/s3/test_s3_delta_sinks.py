@@ -1,7 +1,7 @@
 """The two-phase Delta sink with its table on the local S3 store (docs/design.md, "Object
 storage"): a stream of three batches read back by Spark (``s3a://``) and delta-rs, every row
 once; an abort after a durable commit and the skipped replay delete no committed file and leave
-no staged one."""
+no staged one; the dedup Delta sink's output on the store."""
 
 from __future__ import annotations
 
@@ -120,3 +120,40 @@ def test_abort_and_replay_on_s3_delete_only_unreferenced_staged_files(
     assert not any(m.path in names for m in orphan)
     assert_reads_back(s3_spark, table, s3_settings, BATCH0 + BATCH1)
     assert_staged_files_are_the_referenced(table, s3_settings, SINK)
+
+
+def test_dedup_sink_writes_its_output_to_s3_once(
+    s3_spark, s3_root: Location, s3_settings, tmp_path
+) -> None:
+    """The dedup sink's output on the store (its catalog and filters stay local: the catalog
+    and bucket state readers of ``spark_ext.dedup`` are not on object storage yet); a batch and
+    its replay, each reading kept once."""
+    from connectors.delta.dedup_sink import DeltaDedupSink
+    from spark_ext.dedup import DedupConfig
+    from spark_ext.sinks.owner import SinkOwner
+    from tests.connectors.delta.test_dedup_delta_sink_batch_order import readings
+
+    out = s3_root.join("unique")
+    config = DedupConfig(
+        catalog_path=str(tmp_path / "catalog"),
+        capacity=1_000,
+        buckets=2,
+        id_column="reading_id",
+        coordinate_columns=("topic", "partition", "offset"),
+    )
+    owner = SinkOwner("2f4e8d52-0b51-4b57-9a0e-2c1d1e0f7a10")
+    sink = DeltaDedupSink(
+        config, str(out), "orders", tmp_path / "state", owner=owner, storage=s3_settings
+    )
+    batches = [readings(s3_spark, b) for b in range(3)]
+    for batch_id, batch in enumerate(batches):
+        sink(batch, batch_id)
+    sink(batches[2], 2)  # a replay: skipped
+
+    expected = sorted({r.reading_id for b in batches for r in b.collect()})
+    rows = s3_spark.read.format("delta").load(storage.spark_uri(out)).collect()
+    assert sorted(r.reading_id for r in rows) == expected
+    dt = delta_table(out, s3_settings)
+    assert sorted(dt.to_pyarrow_table()["reading_id"].to_pylist()) == expected
+    assert dt.transaction_version("orders") == 2
+    assert_staged_files_are_the_referenced(out, s3_settings, "orders")
