@@ -129,21 +129,16 @@ def test_dedup_sink_writes_its_output_to_s3_once(
     and bucket state readers of ``spark_ext.dedup`` are not on object storage yet); a batch and
     its replay, each reading kept once."""
     from connectors.delta.dedup_sink import DeltaDedupSink
-    from spark_ext.dedup import DedupConfig
-    from spark_ext.sinks.owner import SinkOwner
-    from tests.connectors.delta.test_dedup_delta_sink_batch_order import readings
+    from tests.connectors.delta.test_dedup_delta_sink_batch_order import (
+        OWNER,
+        dedup_config,
+        readings,
+    )
 
     out = s3_root.join("unique")
-    config = DedupConfig(
-        catalog_path=str(tmp_path / "catalog"),
-        capacity=1_000,
-        buckets=2,
-        id_column="reading_id",
-        coordinate_columns=("topic", "partition", "offset"),
-    )
-    owner = SinkOwner("2f4e8d52-0b51-4b57-9a0e-2c1d1e0f7a10")
+    config = dedup_config(tmp_path)
     sink = DeltaDedupSink(
-        config, str(out), "orders", tmp_path / "state", owner=owner, storage=s3_settings
+        config, str(out), "orders", tmp_path / "state", owner=OWNER, storage=s3_settings
     )
     batches = [readings(s3_spark, b) for b in range(3)]
     for batch_id, batch in enumerate(batches):
