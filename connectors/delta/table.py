@@ -84,12 +84,13 @@ def schema_shape(schema_json: str) -> str:
 
 
 def _check_target(path: str | Path, settings: StorageSettings | None) -> None:
-    """:func:`check_target_path` for a local path; on object storage, a prefix holding objects
-    but no ``_delta_log`` is refused the same way."""
+    """:func:`check_target_path` for a local path; on object storage, :func:`storage.check`'s
+    typed errors, and a prefix holding objects but no ``_delta_log`` is refused the same way."""
     loc = Location.parse(path)
     if not loc.is_s3:
         check_target_path(path)
         return
+    storage.check(loc, settings)
     if storage.exists(loc.join("_delta_log"), settings):
         return
     if storage.exists(loc, settings):

@@ -152,3 +152,8 @@ def test_dedup_sink_writes_its_output_to_s3_once(
     assert sorted(dt.to_pyarrow_table()["reading_id"].to_pylist()) == expected
     assert dt.transaction_version("orders") == 2
     assert_staged_files_are_the_referenced(out, s3_settings, "orders")
+
+
+def test_a_table_in_a_missing_bucket_is_refused_at_start_naming_it(s3_settings) -> None:
+    with pytest.raises(storage.BucketNotFound, match="no-such-bucket"):
+        ensure_table("s3a://no-such-bucket/t", SCHEMA, s3_settings)
