@@ -19,6 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from spark_ext.sinks.errors import SinkConfigError
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
+from spark_ext.storage import StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ def exactly_once_to_delta(
     trigger: Trigger = DEFAULT_TRIGGER,
     query_name: str | None = None,
     take_over: bool = False,
+    storage: StorageSettings | None = None,
 ) -> StreamingQuery:
     """Append a streaming DataFrame to the Delta table at ``path`` (created with ``df``'s schema
     if missing), one Delta version per batch.
@@ -68,18 +70,26 @@ def exactly_once_to_delta(
     (tasks stage Parquet, the driver makes one delta-rs commit per batch) or ``"idempotent"``
     (Spark's Delta writer in ``foreachBatch`` with ``txnAppId``); ``take_over``: hand
     ``sink_id`` over from the query that owns it (else ``SinkOwnerError``), batch ids restart
-    at 0. Refusals (``SchemaMismatchError``, ``UnsupportedTableFeatureError``,
+    at 0; ``storage``: the profile's ``[storage]`` for a table on object storage (two-phase
+    mode; docs/design.md, "Object storage"). Refusals (``SchemaMismatchError``, ``UnsupportedTableFeatureError``,
     ``DeltaTxnExpiredError``, ``DeltaTargetPathError``) and fencing: docs/design.md, "Delta sinks".
     """
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from connectors.delta.table import ensure_table
-    from connectors.delta.two_phase import FORMAT, DeltaCommitter, DeltaTwoPhaseDataSource
+    from connectors.delta.two_phase import (
+        FORMAT,
+        DeltaCommitter,
+        DeltaTwoPhaseDataSource,
+        storage_options,
+    )
 
     table = str(path)
     writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger)
     if mode == "two_phase":
-        ensure_table(table, df.schema)
-        committer = DeltaCommitter(table, sink_id, owner=owner, take_over=take_over)
+        ensure_table(table, df.schema, storage)
+        committer = DeltaCommitter(
+            table, sink_id, owner=owner, take_over=take_over, settings=storage
+        )
         committer.recover(fence=True)
         df.sparkSession.dataSource.register(DeltaTwoPhaseDataSource)
         query = (
@@ -87,6 +97,7 @@ def exactly_once_to_delta(
             .option("sink_id", sink_id)
             .option("run_epoch", str(committer.run_epoch))
             .option("owner", owner.query_id)
+            .options(**storage_options(storage))
             .start(table)
         )
     else:

@@ -24,6 +24,7 @@ from spark_ext.sinks.errors import (
     ConcurrentWriterError,
     DeltaCommitRefusedError,
 )
+from spark_ext.storage import StorageSettings, delta_storage
 
 if TYPE_CHECKING:
     from deltalake import Transaction
@@ -46,11 +47,12 @@ def commit_files(
     partition_by: Sequence[str] = (),
     commit_empty: bool = True,
     max_conflicts: int = 5,
+    settings: StorageSettings | None = None,
 ) -> bool:
     """Commit ``adds`` and ``txns`` (with ``txn(marker, batch_id)``) to the table at ``path``;
     ``False`` if ``check(snapshot)`` found the batch recorded (it raises to refuse a snapshot).
     ``commit_empty=False``: no commit without adds; ``max_conflicts + 1`` lost races in a row:
-    :class:`ConcurrentWriterError`."""
+    :class:`ConcurrentWriterError`; ``settings``: of a table on object storage."""
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
@@ -78,7 +80,7 @@ def commit_files(
                 commit_properties=properties,
             )
         except CommitFailedError as exc:  # 3.
-            _check_lost_race(path, table, batch_id, exc)
+            _check_lost_race(path, table, batch_id, exc, settings)
             log.warning(
                 "%s batch %d: commit lost a race (%s), re-checking (%d)",
                 marker,
@@ -88,7 +90,7 @@ def commit_files(
             )
             continue
         except Exception as exc:  # 4.
-            if not _landed(path, marker, batch_id, adds, exc):
+            if not _landed(path, marker, batch_id, adds, exc, settings):
                 raise
             log.warning(
                 "%s batch %d: committed, then the commit call raised (%s); the batch is committed",
@@ -102,12 +104,20 @@ def commit_files(
     )
 
 
-def _check_lost_race(path: str, table: Any, batch_id: int, exc: Exception) -> None:
-    """:class:`DeltaCommitRefusedError` unless another commit landed since the snapshot ``table``."""
+def _open(path: str, settings: StorageSettings | None) -> Any:
+    """The Delta table at ``path`` (local or on object storage) at its newest version."""
     from deltalake import DeltaTable
 
+    uri, options = delta_storage(path, settings or StorageSettings())
+    return DeltaTable(uri, storage_options=options or None)
+
+
+def _check_lost_race(
+    path: str, table: Any, batch_id: int, exc: Exception, settings: StorageSettings | None
+) -> None:
+    """:class:`DeltaCommitRefusedError` unless another commit landed since the snapshot ``table``."""
     try:
-        moved = DeltaTable(path).version() > table.version()
+        moved = _open(path, settings).version() > table.version()
     except Exception:
         moved = True  # cannot tell: treat as a race, re-checked on the next snapshot
     if not moved:
@@ -115,14 +125,17 @@ def _check_lost_race(path: str, table: Any, batch_id: int, exc: Exception) -> No
 
 
 def _landed(
-    path: str, marker: str, batch_id: int, adds: Sequence[AddAction], exc: Exception
+    path: str,
+    marker: str,
+    batch_id: int,
+    adds: Sequence[AddAction],
+    exc: Exception,
+    settings: StorageSettings | None,
 ) -> bool:
     """After a commit call raised: did this commit of ``batch_id`` land? (re-read the log)"""
     try:
-        from deltalake import DeltaTable
-
-        recorded = DeltaTable(path).transaction_version(marker)
-        referenced = referenced_files(path)
+        recorded = _open(path, settings).transaction_version(marker)
+        referenced = referenced_files(path, settings)
     except Exception as again:
         raise CommitUncertainError(
             f"{path}: batch {batch_id}: commit raised ({exc}) and the table could "

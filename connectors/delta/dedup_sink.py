@@ -47,6 +47,7 @@ from spark_ext.errors import ConfigError
 from spark_ext.sinks.delta_txn import marker_app_id
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, owner_of
 from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
+from spark_ext.storage import Location, StorageSettings, exists
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,9 @@ class DeltaDedupSink:
     filters' versions (with the query's checkpoint); rows with a null id, event time or
     coordinate go to ``quarantine_path`` with ``_reason`` (none given:
     :class:`DedupInputError`); ``owner`` and ``take_over`` as for the other ``foreachBatch``
-    sinks (docs/design.md, "Delta sinks"). Paths must be reachable from driver and executors.
+    sinks (docs/design.md, "Delta sinks"); ``storage``: the profile's ``[storage]`` for an
+    output on object storage (docs/design.md, "Object storage"). Paths must be reachable from
+    driver and executors.
 
     >>> sink = DeltaDedupSink(DedupConfig(catalog_path="var/o/_catalog"), "var/o/unique", "orders",
     ...                       "var/o/_dedup_state")  # doctest: +SKIP
@@ -105,8 +108,10 @@ class DeltaDedupSink:
         *,
         owner: SinkOwner | None = None,
         take_over: bool = False,
+        storage: StorageSettings | None = None,
     ) -> None:
         self.config = config
+        self.storage = storage  # reaches the tasks inside :func:`decider`'s function
         self.output_path = str(output_path)
         self.sink_id = validate_sink_id(sink_id)
         self.state = BucketStateStore(Path(state_path) / "filters")
@@ -137,7 +142,11 @@ class DeltaDedupSink:
         :meth:`_start`'s fence)."""
         if self._output is None or (owner is not None and self._output.owner != owner):
             self._output = DeltaCommitter(
-                self.output_path, self.sink_id, owner=owner, take_over=self.take_over
+                self.output_path,
+                self.sink_id,
+                owner=owner,
+                take_over=self.take_over,
+                settings=self.storage,
             )
         return self._output
 
@@ -148,21 +157,25 @@ class DeltaDedupSink:
             raise ConfigError("dedup.columns", f"columns {missing} are not in {batch.columns}")
         return columns
 
+    def _output_exists(self) -> bool:
+        """Whether the output table has a log yet."""
+        return exists(Location.parse(self.output_path).join("_delta_log"), self.storage)
+
     def _decide_owner(self, owner: SinkOwner) -> bool:
         """Decide the owner on the output and the catalog before anything is written (a
         stranger: :class:`~spark_ext.sinks.errors.SinkOwnerError`); whether it takes over."""
         decisions: list[OwnerDecision | None] = [self.catalog_marks.decide(owner)]
-        if (Path(self.output_path) / "_delta_log").is_dir():
+        if self._output_exists():
             output = self._committer(owner)
             decisions.append(output._decide(output._table()))
         return OwnerDecision.TAKE_OVER in decisions
 
     def _start(self, batch: DataFrame, columns: list[str], owner: SinkOwner) -> None:
         """At the first batch of a run: create the output, record the owner, drop orphans."""
-        ensure_table(self.output_path, batch.select(*columns).schema)
+        ensure_table(self.output_path, batch.select(*columns).schema, self.storage)
         self.catalog_marks.claim(owner, CATALOG_SCHEMA)
         self._committer(owner).recover(fence=True)
-        clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id))
+        clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id), None, self.storage)
         self._routes = _route_keys(batch.sparkSession, self.config.buckets)
         self._quarantine = None  # made with this run's owner when first needed
         self._recovered = owner
@@ -170,7 +183,7 @@ class DeltaDedupSink:
     def _recorded(self) -> tuple[int | None, int | None]:
         """The batch recorded on the output and on the catalog (``None``: none yet)."""
         output = None
-        if (Path(self.output_path) / "_delta_log").is_dir():
+        if self._output_exists():
             output = self._committer().last_committed_batch()
         return output, self.catalog.last_batch(self.catalog_app_id)
 
@@ -207,7 +220,7 @@ class DeltaDedupSink:
 
         # 2. the catalog: one delta-rs commit with txn(<sink id>:catalog, batch id).
         files = [f for r in results for f in r.catalog]
-        if not commit_catalog(c.catalog_path, self.sink_id, batch_id, files, owner):
+        if not commit_catalog(c.catalog_path, self.sink_id, batch_id, files, owner, self.storage):
             log.info("%s batch %d: catalog already has it (replay)", self.sink_id, batch_id)
         DEDUP_DELTA.reached(2, batch_id)
 
@@ -216,7 +229,7 @@ class DeltaDedupSink:
         DEDUP_DELTA.reached(3, batch_id)
 
         # 4. leftovers of the batch, and the catalog's generations outside the window.
-        clean_catalog(c.catalog_path, catalog_file_tag(self.sink_id), batch_id)
+        clean_catalog(c.catalog_path, catalog_file_tag(self.sink_id), batch_id, self.storage)
         metrics = DedupMetrics.of_buckets(r.metrics for r in results)
         self.catalog.purge_outside(metrics.newest_generation, c.generations)
         DEDUP_DELTA.reached(4, batch_id)
@@ -260,6 +273,7 @@ class DeltaDedupSink:
             str(self.state.root),
             (id_source, et_source, *c.coordinate_columns),
             self._recovered.code if self._recovered else None,
+            self.storage,
         )
         routes = F.array(*[F.lit(v) for v in self._routes or range(c.buckets)])
         bucket = F.pmod(F.col(KEY_HASH), F.lit(c.buckets)).cast("int")
@@ -292,7 +306,8 @@ class DeltaDedupSink:
         keys = self._key_columns()
         if self.quarantine_path is None:
             self._committer().clean(batch_id, staged, committed=False)
-            clean_catalog(self.config.catalog_path, catalog_file_tag(self.sink_id), batch_id)
+            tag = catalog_file_tag(self.sink_id)
+            clean_catalog(self.config.catalog_path, tag, batch_id, self.storage)
             raise DedupInputError(
                 f"batch {batch_id}: {count} rows have a null in {keys}; give the sink a "
                 "quarantine_path to keep them aside"

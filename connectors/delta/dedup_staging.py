@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import struct
 import time
@@ -19,7 +18,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from connectors.delta.commit import commit_files
-from connectors.delta.log import remove_unreferenced
+from connectors.delta.log import list_files, remove_unreferenced
 from connectors.delta.staging import stage_batches, staged_name
 from connectors.delta.table import check_snapshot
 from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, decide_batch
@@ -30,6 +29,7 @@ from spark_ext.dedup.state import BucketStateStore
 from spark_ext.sinks.delta_txn import LatestTable, Marks, owner_app_id
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
+from spark_ext.storage import Location, StorageSettings, delta_storage, filesystem
 
 __all__ = [
     "DEDUP_DELTA",
@@ -119,22 +119,32 @@ def catalog_file_tag(sink_id: str) -> str:
 
 
 def stage_catalog(
-    catalog_path: str, tag: str, rows: pa.Table, batch_id: int, bucket: int, attempt: int
+    catalog_path: str,
+    tag: str,
+    rows: pa.Table,
+    batch_id: int,
+    bucket: int,
+    attempt: int,
+    settings: StorageSettings | None = None,
 ) -> list[CatalogFile]:
     """Stage ``rows`` (:data:`~spark_ext.dedup.catalog.CATALOG_SCHEMA`) as one Parquet file per
     generation under ``catalog_path``; no Delta version references them yet."""
     import pyarrow.parquet as pq
 
+    fs, root = filesystem(catalog_path, settings)
+    local = not Location.parse(catalog_path).is_s3
     out = []
     generations = rows.column("generation").to_numpy()
     for gen in np.unique(generations):
         part = rows.filter(pa.array(generations == gen)).select(_FILE_SCHEMA.names)
         part = part.cast(_FILE_SCHEMA)
         name = f"generation={int(gen)}/" + staged_name(tag, batch_id, bucket, attempt)
-        full = os.path.join(catalog_path, name)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        pq.write_table(part, full, compression="snappy", row_group_size=ROW_GROUP)
-        out.append(CatalogFile(int(gen), name, os.path.getsize(full), part.num_rows, _stats(part)))
+        full = f"{root}/{name}"
+        if local:  # object storage has no folders to make
+            fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
+        pq.write_table(part, full, compression="snappy", row_group_size=ROW_GROUP, filesystem=fs)
+        size = fs.get_file_info(full).size
+        out.append(CatalogFile(int(gen), name, size, part.num_rows, _stats(part)))
     return out
 
 
@@ -147,11 +157,13 @@ def decider(
     state_root: str,
     key_sources: tuple[str, ...],
     owner: int | None = None,
+    settings: StorageSettings | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function of step 1: decide each bucket of the task's rows, stage the
     kept rows and their catalog rows, save the bucket's filters; one message per bucket.
     ``key_sources``: the columns of the id (string), event time (timestamp) and coordinates;
-    rows with a null key are left out and counted (the driver quarantines them)."""
+    rows with a null key are left out and counted (the driver quarantines them); ``settings``:
+    of the output and catalog on object storage (they reach the tasks with the function)."""
     out_names = schema.fieldNames()
     id_source, et_source, *coordinates = key_sources
     key_names = [config.id_column, config.event_time_column, *config.coordinate_columns]
@@ -209,6 +221,7 @@ def decider(
                 b,
                 attempt,
                 owner,
+                settings,
             )
             catalog_rows = pa.table(
                 {
@@ -221,7 +234,7 @@ def decider(
                 }
             )
             files = stage_catalog(
-                config.catalog_path, catalog_tag, catalog_rows, batch_id, b, attempt
+                config.catalog_path, catalog_tag, catalog_rows, batch_id, b, attempt, settings
             )
             store.save(b, batch_id, bloom.to_bytes())
             for name, value in (
@@ -252,6 +265,7 @@ def commit_catalog(
     batch_id: int,
     files: list[CatalogFile],
     owner: SinkOwner | None = None,
+    settings: StorageSettings | None = None,
 ) -> bool:
     """Step 2: one :func:`~connectors.delta.commit.commit_files` adds ``files`` with
     ``txn(<sink id>:catalog, batch_id)`` and the owner's; ``False`` for a replay, nothing for an
@@ -260,7 +274,14 @@ def commit_catalog(
     from deltalake.transaction import AddAction
 
     app_id = catalog_app_id(sink_id)
-    DeltaTable.create(catalog_path, CATALOG_SCHEMA, mode="ignore", partition_by=PARTITION_BY)
+    uri, options = delta_storage(catalog_path, settings or StorageSettings())
+    DeltaTable.create(
+        uri,
+        CATALOG_SCHEMA,
+        mode="ignore",
+        partition_by=PARTITION_BY,
+        storage_options=options or None,
+    )
     now_ms = int(time.time() * 1000)
     adds = [
         AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
@@ -278,7 +299,7 @@ def commit_catalog(
 
     return commit_files(
         catalog_path,
-        LatestTable(catalog_path).get,
+        LatestTable(catalog_path, settings).get,
         app_id,
         batch_id,
         adds,
@@ -287,18 +308,27 @@ def commit_catalog(
         partition_by=PARTITION_BY,
         commit_empty=False,
         max_conflicts=MAX_CONFLICTS,
+        settings=settings,
     )
 
 
-def clean_catalog(catalog_path: str, tag: str, batch_id: int | None = None) -> None:
+def clean_catalog(
+    catalog_path: str,
+    tag: str,
+    batch_id: int | None = None,
+    settings: StorageSettings | None = None,
+) -> None:
     """Remove staged catalog files named by ``tag`` (:func:`catalog_file_tag`; of
     ``batch_id`` only, when given) that no snapshot of the catalog references."""
+    import pyarrow.fs as pafs
+
+    fs, root = filesystem(catalog_path, settings)
     staged = []
-    for folder in os.listdir(catalog_path) if os.path.isdir(catalog_path) else []:
-        if not folder.startswith("generation="):
+    for folder in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
+        if folder.type != pafs.FileType.Directory or not folder.base_name.startswith("generation="):
             continue
-        for name in os.listdir(os.path.join(catalog_path, folder)):
-            match = _CATALOG_STAGED.match(f"{folder}/{name}")
+        for info in list_files(fs, folder.path):
+            match = _CATALOG_STAGED.match(f"{folder.base_name}/{info.base_name}")
             if match and match["sink"] == tag and batch_id in (None, int(match["batch"])):
                 staged.append(match.string)
-    remove_unreferenced(catalog_path, staged)
+    remove_unreferenced(catalog_path, staged, settings)

@@ -3,7 +3,6 @@ Parquet file in the table folder (:data:`STAGED_NAME`), unreferenced until the d
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -15,7 +14,9 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from connectors.delta.table import arrow_schema, schema_shape
+from spark_ext import storage
 from spark_ext.sinks.task import BATCH_ID_PROPERTY, current_batch_id
+from spark_ext.storage import StorageSettings
 
 __all__ = [
     "BATCH_ID_PROPERTY",
@@ -71,21 +72,23 @@ def stage_batches(
     partition: int,
     attempt: int,
     owner: int | None = None,
+    settings: StorageSettings | None = None,
 ) -> StagedFile:
-    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder (an
-    empty partition stages nothing: ``path`` is ``""``)."""
+    """Step 1 for one task: write ``batches`` as one Parquet file in the table folder (local or
+    object storage: ``settings``; an empty partition stages nothing: ``path`` is ``""``)."""
     target = arrow_schema(schema)
     name = staged_name(sink_id, batch_id, partition, attempt, owner)
-    full = os.path.join(path, name)
+    fs, root = storage.filesystem(path, settings)
+    full = f"{root}/{name}"
     rows = 0
-    with pq.ParquetWriter(full, target, compression="snappy") as out:
+    with pq.ParquetWriter(full, target, compression="snappy", filesystem=fs) as out:
         for batch in batches:
             if batch.num_rows:
                 out.write_batch(batch.cast(target) if batch.schema != target else batch)
                 rows += batch.num_rows
-    size = os.path.getsize(full)
+    size = fs.get_file_info(full).size
     if rows == 0:
-        os.remove(full)
+        fs.delete_file(full)
         name, size = "", 0
     rows_json = schema.json()
     return StagedFile(name, size, rows, batch_id, partition, schema_shape(rows_json), rows_json)

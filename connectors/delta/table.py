@@ -12,8 +12,14 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
+from spark_ext import storage
 from spark_ext.sinks.delta_txn import arrow_schema, check_target_path
-from spark_ext.sinks.errors import SchemaMismatchError, UnsupportedTableFeatureError
+from spark_ext.sinks.errors import (
+    DeltaTargetPathError,
+    SchemaMismatchError,
+    UnsupportedTableFeatureError,
+)
+from spark_ext.storage import Location, StorageSettings
 
 __all__ = [
     "arrow_schema",
@@ -22,6 +28,7 @@ __all__ = [
     "check_target_path",
     "check_writable",
     "ensure_table",
+    "open_table",
     "schema_shape",
     "unsupported_features",
 ]
@@ -76,23 +83,42 @@ def schema_shape(schema_json: str) -> str:
     return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
 
 
-def _open(path: str | Path) -> Any:
-    """The Delta table at ``path``, ``None`` if there is none yet (:func:`check_target_path`
-    refuses a path that is no table and cannot become one)."""
+def _check_target(path: str | Path, settings: StorageSettings | None) -> None:
+    """:func:`check_target_path` for a local path; on object storage, :func:`storage.check`'s
+    typed errors, and a prefix holding objects but no ``_delta_log`` is refused the same way."""
+    loc = Location.parse(path)
+    if not loc.is_s3:
+        check_target_path(path)
+        return
+    storage.check(loc, settings)
+    if storage.exists(loc.join("_delta_log"), settings):
+        return
+    if storage.exists(loc, settings):
+        raise DeltaTargetPathError(
+            str(path), "holds objects but no _delta_log: it is no Delta table"
+        )
+
+
+def open_table(path: str | Path, settings: StorageSettings | None = None) -> Any:
+    """The Delta table at ``path`` (local, or on object storage with ``settings``), ``None`` if
+    there is none yet (a path that is no table and cannot become one: ``DeltaTargetPathError``)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    check_target_path(path)
+    _check_target(path, settings)
+    uri, options = storage.delta_storage(str(path), settings or StorageSettings())
     try:
-        return DeltaTable(str(path))
+        return DeltaTable(uri, storage_options=options or None)
     except TableNotFoundError:
         return None
 
 
-def check_table_schema(path: str | Path, schema: StructType) -> None:
+def check_table_schema(
+    path: str | Path, schema: StructType, settings: StorageSettings | None = None
+) -> None:
     """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` (if any) cannot take
     ``schema``."""
-    table = _open(path)
+    table = open_table(path, settings)
     if table is None:
         return
     expected = schema_shape(table.schema().to_json())
@@ -198,21 +224,29 @@ def check_snapshot(
         raise UnsupportedTableFeatureError(str(path), feature, detail)
 
 
-def check_writable(path: str | Path, schema: StructType) -> None:
+def check_writable(
+    path: str | Path, schema: StructType, settings: StorageSettings | None = None
+) -> None:
     """Raise :class:`UnsupportedTableFeatureError` if staged Parquet cannot be added to the
     table at ``path`` (if any)."""
-    table = _open(path)
+    table = open_table(path, settings)
     if table is not None:
         check_snapshot(table, path, schema.json())
 
 
-def ensure_table(path: str | Path, schema: StructType) -> None:
+def ensure_table(
+    path: str | Path, schema: StructType, settings: StorageSettings | None = None
+) -> None:
     """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits:
     else :class:`SchemaMismatchError`, :class:`UnsupportedTableFeatureError`, or
     ``DeltaTargetPathError`` for a file or a folder of other files)."""
     from deltalake import DeltaTable
 
-    check_table_schema(path, schema)
-    check_writable(path, schema)
-    Path(path).mkdir(parents=True, exist_ok=True)
-    DeltaTable.create(str(path), schema=arrow_schema(schema), mode="ignore")
+    check_table_schema(path, schema, settings)
+    check_writable(path, schema, settings)
+    if not Location.parse(path).is_s3:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    uri, options = storage.delta_storage(str(path), settings or StorageSettings())
+    DeltaTable.create(
+        uri, schema=arrow_schema(schema), mode="ignore", storage_options=options or None
+    )

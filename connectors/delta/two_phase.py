@@ -12,10 +12,8 @@ which tables: docs/design.md, "Delta sinks"). Steps of :data:`~spark_ext.sinks.p
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -30,7 +28,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connectors.delta.commit import commit_files
-from connectors.delta.log import referenced_files, remove_unreferenced
+from connectors.delta.log import delete_files, list_files, referenced_files, remove_unreferenced
 from connectors.delta.staging import STAGED_NAME, StagedFile, owner_tag, stage_batches
 from connectors.delta.table import check_snapshot, schema_shape
 from spark_ext.sinks.delta_txn import (
@@ -59,12 +57,38 @@ from spark_ext.sinks.protocol import (
     validate_sink_id,
 )
 from spark_ext.sinks.task import current_batch_id, task_attempt
+from spark_ext.storage import StorageSettings, filesystem
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FORMAT", "DeltaCommitter", "DeltaStagingWriter", "DeltaTwoPhaseDataSource"]
+__all__ = [
+    "FORMAT",
+    "DeltaCommitter",
+    "DeltaStagingWriter",
+    "DeltaTwoPhaseDataSource",
+    "storage_options",
+]
 
 FORMAT = "spark_ext_delta_2pc"
+#: The data source options that carry the table's :class:`StorageSettings` to the tasks (the
+#: secret's name matches Spark's ``spark.redaction.regex``: redacted in plans and the UI).
+_STORAGE_OPTION = "storage."
+
+
+def storage_options(settings: StorageSettings | None) -> dict[str, str]:
+    """``settings`` as options of :class:`DeltaTwoPhaseDataSource` (none for ``None``)."""
+    if settings is None:
+        return {}
+    fields = ("endpoint", "region", "access_key_id", "secret_access_key")
+    return {f"{_STORAGE_OPTION}{f}": getattr(settings, f) for f in fields}
+
+
+def _settings_of(options: Any) -> StorageSettings | None:
+    """The :class:`StorageSettings` that :func:`storage_options` put in ``options``."""
+    values = {
+        k[len(_STORAGE_OPTION) :]: v for k, v in options.items() if k.startswith(_STORAGE_OPTION)
+    }
+    return StorageSettings(**values) if values else None
 
 
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
@@ -77,12 +101,14 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
         schema: StructType,
         run_epoch: int | None = None,
         owner: SinkOwner | None = None,
+        settings: StorageSettings | None = None,
     ) -> None:
         self.path = path
         self.sink_id = sink_id
         self.schema = schema
         self.run_epoch = run_epoch
         self.owner = owner
+        self.settings = settings  # reaches the tasks with the writer (never logged)
 
     # 1. staged (executor)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
@@ -90,7 +116,15 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
         owner = self.owner.code if self.owner else None
         batch_id = current_batch_id()
         staged = stage_batches(
-            iterator, self.path, self.sink_id, self.schema, batch_id, partition, attempt, owner
+            iterator,
+            self.path,
+            self.sink_id,
+            self.schema,
+            batch_id,
+            partition,
+            attempt,
+            owner,
+            self.settings,
         )
         DELTA_TWO_PHASE.reached(1, staged.batch_id)
         return staged
@@ -102,7 +136,13 @@ class DeltaStagingWriter(DataSourceStreamArrowWriter):
         abort_batch(self.committer(), batchId, [m for m in messages if isinstance(m, StagedFile)])
 
     def committer(self) -> DeltaCommitter:
-        return DeltaCommitter(self.path, self.sink_id, run_epoch=self.run_epoch, owner=self.owner)
+        return DeltaCommitter(
+            self.path,
+            self.sink_id,
+            run_epoch=self.run_epoch,
+            owner=self.owner,
+            settings=self.settings,
+        )
 
 
 class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
@@ -111,7 +151,8 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
     ``max_conflicts``: lost races re-checked and retried before :class:`ConcurrentWriterError`;
     ``run_epoch``: the epoch this driver's start recorded (a newer one is
     :class:`DriverFencedError`); ``owner``: recorded by :meth:`recover`'s fence, re-checked by
-    every commit (``None`` for either: unchecked); ``take_over``: at :meth:`recover`.
+    every commit (``None`` for either: unchecked); ``take_over``: at :meth:`recover`;
+    ``settings``: of a table on object storage (docs/design.md, "Object storage").
     """
 
     protocol: Protocol = DELTA_TWO_PHASE
@@ -125,6 +166,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         *,
         owner: SinkOwner | None = None,
         take_over: bool = False,
+        settings: StorageSettings | None = None,
     ) -> None:
         self.path = path
         self.sink_id = validate_sink_id(sink_id)
@@ -132,7 +174,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         self.run_epoch = run_epoch
         self.owner = owner
         self.take_over = take_over
-        self._latest = LatestTable(path)
+        self.settings = settings
+        self._latest = LatestTable(path, settings)
+        self._fs, self._root = filesystem(path, settings)
 
     @property
     def run_app_id(self) -> str:
@@ -160,7 +204,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         """Files of this sink that some loadable snapshot references."""
         return [
             n
-            for n in referenced_files(self.path)
+            for n in referenced_files(self.path, self.settings)
             if (m := STAGED_NAME.match(n)) and m["sink"] == self.sink_id
         ]
 
@@ -223,20 +267,33 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
                 raise StagedDataMissingError(f"{self.path}: {missing} of batch {batch_id} gone")
             return False
 
-        commit_files(self.path, self._table, self.sink_id, batch_id, adds, txns, check)
+        commit_files(
+            self.path,
+            self._table,
+            self.sink_id,
+            batch_id,
+            adds,
+            txns,
+            check,
+            settings=self.settings,
+        )
         rows = sum(m.rows for m in messages)
         log.info(
             "%s batch %d: committed %d files, %d rows", self.sink_id, batch_id, len(adds), rows
         )
 
     def _exists(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.path, name))
+        return bool(self._fs.get_file_info(f"{self._root}/{name}").is_file)
+
+    def _names(self) -> list[str]:
+        """Names of the files directly in the table folder."""
+        return [i.base_name for i in list_files(self._fs, self._root)]
 
     def staged_files(self) -> list[tuple[str, int]]:
         """``(file name, batch id)`` of every file this sink staged in the table folder."""
         prefix = f"spark_ext-{self.sink_id}-"
         out = []
-        for name in os.listdir(self.path):
+        for name in self._names():
             if not name.startswith(prefix):
                 continue
             match = STAGED_NAME.match(name)
@@ -249,19 +306,17 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         prefix test per name, no parse (the clean-up after each commit lists the folder)."""
         owner = self.owner.code if self.owner else None
         prefix = f"spark_ext-{self.sink_id}{owner_tag(owner)}-b{batch_id:012d}-"
-        return {n for n in os.listdir(self.path) if n.startswith(prefix)}
+        return {n for n in self._names() if n.startswith(prefix)}
 
     def clean(self, batch_id: int, messages: Sequence[StagedFile], committed: bool) -> None:
         named = {m.path for m in messages if m.path}
         if committed:
             # only this commit added files of this owner's batch (docs/design.md, deletion rule)
-            for name in sorted(self._owned_attempts(batch_id) - named):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.path, name))
+            delete_files(self._fs, self._root, sorted(self._owned_attempts(batch_id) - named))
         else:
             # abort or skipped replay: keep every file a loadable snapshot references
             ours = {n for n, b in self.staged_files() if b == batch_id}
-            remove_unreferenced(self.path, named | ours)
+            remove_unreferenced(self.path, named | ours, self.settings)
 
     def recover(self, fence: bool = False) -> None:
         """At start: check the owner and the ``txn`` (before anything is touched), with
@@ -271,7 +326,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         self.last_committed_batch()
         if fence:
             self.run_epoch = self._fence()
-        doomed = remove_unreferenced(self.path, [n for n, _ in self.staged_files()])
+        doomed = remove_unreferenced(self.path, [n for n, _ in self.staged_files()], self.settings)
         if doomed:
             log.warning("%s: removed %d unreferenced staged files", self.sink_id, len(doomed))
 
@@ -303,7 +358,8 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
 class DeltaTwoPhaseDataSource(DataSource):
     """Python data source ``spark_ext_delta_2pc``: options ``path``, ``sink_id``, ``run_epoch``,
     ``owner`` (the last two as :meth:`DeltaCommitter.recover` recorded them; without them
-    commits are not fenced nor owner-checked)."""
+    commits are not fenced nor owner-checked), and :func:`storage_options` for a table on
+    object storage."""
 
     @classmethod
     def name(cls) -> str:
@@ -326,4 +382,5 @@ class DeltaTwoPhaseDataSource(DataSource):
             schema,
             int(epoch) if epoch else None,
             SinkOwner(owner) if owner else None,
+            _settings_of(self.options),
         )

@@ -25,6 +25,7 @@ from spark_ext.sinks.errors import (
 from spark_ext.sinks.names import derived_name
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner
 from spark_ext.sinks.protocol import check_batch_order, validate_sink_id
+from spark_ext.storage import Location, StorageSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,13 +108,24 @@ class LatestTable:
     "Delta sinks", cost per commit); a table made again at the same path is opened afresh.
     Not shared between threads."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], settings: StorageSettings | None = None
+    ) -> None:
         self.path = os.fspath(path)
+        self.settings = settings  # of a table on object storage
         self._table: Any = None
         self._identity: tuple[int, int] | None = None
 
     def identity(self) -> tuple[int, int] | None:
-        """(inode, mtime) of the table's first commit file; ``None`` if it is not there."""
+        """(inode, mtime) of the table's first commit file (on object storage: size, mtime);
+        ``None`` if it is not there."""
+        from spark_ext import storage
+
+        loc = Location.parse(self.path)
+        if loc.is_s3:
+            fs, first = storage.filesystem(loc.join("_delta_log", f"{0:020d}.json"), self.settings)
+            info = fs.get_file_info(first)
+            return (info.size, info.mtime_ns or 0) if info.is_file else None
         try:
             st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
         except OSError:
@@ -133,8 +145,11 @@ class LatestTable:
             except DeltaError as exc:  # e.g. a commit file gone: open the table afresh
                 log.info("%s: reopening the table (%s)", self.path, exc)
         self._table = None
+        from spark_ext.storage import delta_storage
+
+        uri, options = delta_storage(self.path, self.settings or StorageSettings())
         try:
-            table = DeltaTable(self.path)
+            table = DeltaTable(uri, storage_options=options or None)
         except TableNotFoundError:
             return None
         self._table, self._identity = table, identity

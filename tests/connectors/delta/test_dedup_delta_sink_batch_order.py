@@ -34,15 +34,19 @@ def readings(spark, batch_id: int, n: int = 6):
 OWNER = SinkOwner("2f4e8d52-0b51-4b57-9a0e-2c1d1e0f7a10")
 
 
-def make_sink(root: Path, state: str = "state", owner: SinkOwner = OWNER) -> DeltaDedupSink:
-    config = DedupConfig(
+def dedup_config(root: Path) -> DedupConfig:
+    """Two buckets, the catalog in ``root``."""
+    return DedupConfig(
         catalog_path=str(root / "catalog"),
         capacity=1_000,
         buckets=2,
         id_column="reading_id",
         coordinate_columns=("topic", "partition", "offset"),
     )
-    return DeltaDedupSink(config, root / "out", "orders", root / state, owner=owner)
+
+
+def make_sink(root: Path, state: str = "state", owner: SinkOwner = OWNER) -> DeltaDedupSink:
+    return DeltaDedupSink(dedup_config(root), root / "out", "orders", root / state, owner=owner)
 
 
 def snapshot(root: Path) -> dict[str, object]:

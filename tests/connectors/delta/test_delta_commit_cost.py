@@ -63,9 +63,9 @@ def test_referenced_files_parses_each_commit_file_once(table, monkeypatch):
     parsed: list[str] = []
     real = delta_log._paths_of_json
 
-    def counting(path, out):
-        parsed.append(path.name)
-        real(path, out)
+    def counting(fs, path, out):
+        parsed.append(path.rsplit("/", 1)[-1])
+        real(fs, path, out)
 
     monkeypatch.setattr(delta_log, "_paths_of_json", counting)
     first = delta_log.referenced_files(table)

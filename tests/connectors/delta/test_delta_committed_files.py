@@ -26,13 +26,21 @@ from spark_ext.sinks.errors import (
     NotAStreamTaskError,
 )
 from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome, abort_batch, commit_batch
+from spark_ext.storage import StorageSettings
 
 SCHEMA = StructType([StructField("id", StringType()), StructField("n", LongType())])
 SINK = "s"
 
 
-def stage(table: str, batch_id: int, ids: list[str], partitions: int = 2) -> list[StagedFile]:
-    """What ``partitions`` tasks of ``batch_id`` stage for ``ids`` (split round-robin)."""
+def stage(
+    table: str,
+    batch_id: int,
+    ids: list[str],
+    partitions: int = 2,
+    settings: StorageSettings | None = None,
+) -> list[StagedFile]:
+    """What ``partitions`` tasks of ``batch_id`` stage for ``ids`` (split round-robin; a table
+    on object storage: ``settings``)."""
     out = []
     for p in range(partitions):
         part = ids[p::partitions]
@@ -40,7 +48,7 @@ def stage(table: str, batch_id: int, ids: list[str], partitions: int = 2) -> lis
             [pa.array(part, pa.string()), pa.array(range(len(part)), pa.int64())],
             names=["id", "n"],
         )
-        out.append(stage_batches([rb], table, SINK, SCHEMA, batch_id, p, 0))
+        out.append(stage_batches([rb], table, SINK, SCHEMA, batch_id, p, 0, None, settings))
     return out
 
 
