@@ -114,7 +114,7 @@ class DeltaDedupSink:
         self.storage = storage  # reaches the tasks inside :func:`decider`'s function
         self.output_path = str(output_path)
         self.sink_id = validate_sink_id(sink_id)
-        self.state = BucketStateStore(Path(state_path) / "filters")
+        self.state = BucketStateStore(Location.parse(state_path).join("filters"), settings=storage)
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
         self.catalog = DedupCatalog(config.catalog_path)

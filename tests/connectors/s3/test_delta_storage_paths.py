@@ -1,6 +1,6 @@
 """The Delta sinks reach table and staging locations only through ``spark_ext.storage`` (issue
 #26, item 2; docs/design.md, "Object storage"): no ``os``, ``open``, ``Path`` or ``shutil`` file
-access in ``connectors/delta`` beyond the two lines allowed below."""
+access in ``connectors/delta`` beyond the line allowed below."""
 
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ import re
 from pathlib import Path
 
 LOCAL_FILE_ACCESS = re.compile(r"\bos\.\w|\bshutil\b|(?<![\w.])open\(|\bPath\(")
-#: (file, line) pairs allowed: a local table's folder made before delta-rs creates the table;
-#: the dedup filters' folder, read by ``spark_ext.dedup.state`` (local until that moves).
-ALLOWED = {
-    ("table.py", "Path(path).mkdir(parents=True, exist_ok=True)"),
-    ("dedup_sink.py", 'self.state = BucketStateStore(Path(state_path) / "filters")'),
-}
+#: (file, line) pairs allowed: a local table's folder made before delta-rs creates the table.
+ALLOWED = {("table.py", "Path(path).mkdir(parents=True, exist_ok=True)")}
 
 
 def test_delta_sinks_touch_locations_only_through_spark_ext_storage() -> None:

@@ -125,9 +125,9 @@ def test_abort_and_replay_on_s3_delete_only_unreferenced_staged_files(
 def test_dedup_sink_writes_its_output_to_s3_once(
     s3_spark, s3_root: Location, s3_settings, tmp_path
 ) -> None:
-    """The dedup sink's output on the store (its catalog and filters stay local: the catalog
-    and bucket state readers of ``spark_ext.dedup`` are not on object storage yet); a batch and
-    its replay, each reading kept once."""
+    """The dedup sink's output and bucket filters on the store (its catalog stays local: the
+    catalog's table reader is not on object storage yet); a batch and its replay, each reading
+    kept once."""
     from connectors.delta.dedup_sink import DeltaDedupSink
     from tests.connectors.delta.test_dedup_delta_sink_batch_order import (
         OWNER,
@@ -138,7 +138,7 @@ def test_dedup_sink_writes_its_output_to_s3_once(
     out = s3_root.join("unique")
     config = dedup_config(tmp_path)
     sink = DeltaDedupSink(
-        config, str(out), "orders", tmp_path / "state", owner=OWNER, storage=s3_settings
+        config, str(out), "orders", str(s3_root.join("state")), owner=OWNER, storage=s3_settings
     )
     batches = [readings(s3_spark, b) for b in range(3)]
     for batch_id, batch in enumerate(batches):
@@ -152,6 +152,8 @@ def test_dedup_sink_writes_its_output_to_s3_once(
     assert sorted(dt.to_pyarrow_table()["reading_id"].to_pylist()) == expected
     assert dt.transaction_version("orders") == 2
     assert_staged_files_are_the_referenced(out, s3_settings, "orders")
+    filters = storage.list_prefix(s3_root.join("state", "filters"), s3_settings)
+    assert filters, "the buckets' filters are saved on the store"
 
 
 def test_a_table_in_a_missing_bucket_is_refused_at_start_naming_it(s3_settings) -> None:
