@@ -1,23 +1,85 @@
-"""The Delta sinks reach table and staging locations only through ``spark_ext.storage`` (issue
-#26, item 2; docs/design.md, "Object storage"): no ``os``, ``open``, ``Path`` or ``shutil`` file
-access in ``connectors/delta`` beyond the line allowed below."""
+"""Tables, checkpoints and state are reached only through ``spark_ext.storage`` (issue #26,
+item 2; docs/design.md, "Object storage"): no ``open``, ``Path``, ``os`` or ``shutil`` file
+access in the modules that handle such a location, except where :data:`NOT_YET` says why."""
 
 from __future__ import annotations
 
-import re
+import ast
 from pathlib import Path
 
-LOCAL_FILE_ACCESS = re.compile(r"\bos\.\w|\bshutil\b|(?<![\w.])open\(|\bPath\(")
-#: (file, line) pairs allowed: a local table's folder made before delta-rs creates the table.
-ALLOWED = {("table.py", "Path(path).mkdir(parents=True, exist_ok=True)")}
+REPO = Path(__file__).resolve().parents[2]
+#: The modules that read or write a table, checkpoint, catalog or state location.
+SCOPE = (
+    "connectors/delta",
+    "connectors/sinks.py",
+    "spark_ext/dedup",
+    "spark_ext/sinks",
+    "spark_ext/streaming",
+    "spark_ext/state_inspect.py",
+    "spark_ext/tracker",
+)
+#: (file, call) allowed: a local table's folder made before delta-rs creates the table.
+ALLOWED = {("connectors/delta/table.py", "Path")}
+#: Modules still on local files, each with what is left (a fixed one left here fails too).
+NOT_YET = {
+    "spark_ext/sinks/delta_txn.py": "LatestTable tells a re-created local table by its log folder",
+    "spark_ext/sinks/owner.py": "owner_of_checkpoint names a local checkpoint by its absolute path",
+    "spark_ext/tracker/agent.py": "the local tracking agent's folder (KafkaTrackingAgent on S3)",
+    "spark_ext/tracker/snapshot.py": "the local tracking agent's snapshots",
+}
+_ALLOWED_OS = {"os.environ.get", "os.environ.setdefault", "os.getpid", "os.fspath"}
 
 
-def test_delta_sinks_touch_locations_only_through_spark_ext_storage() -> None:
-    root = Path(__file__).resolve().parents[3] / "connectors" / "delta"
-    found = [
-        f"{py.name}:{n}: {line.strip()}"
-        for py in sorted(root.glob("*.py"))
-        for n, line in enumerate(py.read_text(encoding="utf-8").splitlines(), 1)
-        if LOCAL_FILE_ACCESS.search(line) and (py.name, line.strip()) not in ALLOWED
-    ]
-    assert not found, "local file access in connectors/delta:\n" + "\n".join(found)
+def local_file_calls(path: Path) -> set[str]:
+    """The names of the local file calls in ``path`` (``open``, ``Path``, ``os.*``, ``shutil.*``)."""
+    calls = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func, chain = node.func, []
+        while isinstance(func, ast.Attribute):
+            chain.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name):
+            continue
+        name = ".".join([func.id, *reversed(chain)])
+        if (not chain and func.id in ("open", "Path")) or (
+            chain and func.id in ("os", "shutil") and name not in _ALLOWED_OS
+        ):
+            calls.add(name)
+    return calls
+
+
+def scoped_files() -> list[Path]:
+    found = []
+    for entry in SCOPE:
+        path = REPO / entry
+        found += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+def test_locations_are_reached_only_through_spark_ext_storage() -> None:
+    found = {}
+    for path in scoped_files():
+        name = str(path.relative_to(REPO))
+        calls = {c for c in local_file_calls(path) if (name, c) not in ALLOWED}
+        if calls:
+            found[name] = sorted(calls)
+    assert {k: v for k, v in found.items() if k not in NOT_YET} == {}
+    assert sorted(set(NOT_YET) - set(found)) == [], "fixed: take it off NOT_YET"
+
+
+def test_the_check_sees_each_kind_of_local_call(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import os, shutil\nfrom pathlib import Path\n"
+        "open('x'); Path('y'); os.path.join('a'); os.remove('b'); shutil.rmtree('c')\n"
+        "os.environ.get('HOME')\n"
+    )
+    assert local_file_calls(module) == {
+        "open",
+        "Path",
+        "os.path.join",
+        "os.remove",
+        "shutil.rmtree",
+    }
