@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from spark_ext.sinks.errors import SinkConfigError
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
-from spark_ext.storage import StorageSettings
+from spark_ext.storage import Location, StorageSettings, session_settings
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ def exactly_once_to_delta(
     (tasks stage Parquet, the driver makes one delta-rs commit per batch) or ``"idempotent"``
     (Spark's Delta writer in ``foreachBatch`` with ``txnAppId``); ``take_over``: hand
     ``sink_id`` over from the query that owns it (else ``SinkOwnerError``), batch ids restart
-    at 0; ``storage``: the profile's ``[storage]`` for a table on object storage (two-phase
-    mode; docs/design.md, "Object storage"). Refusals (``SchemaMismatchError``, ``UnsupportedTableFeatureError``,
+    at 0; ``storage``: of a table on object storage (two-phase mode; default: the
+    session's, i.e. the profile's ``[storage]``; docs/design.md, "Object storage"). Refusals (``SchemaMismatchError``, ``UnsupportedTableFeatureError``,
     ``DeltaTxnExpiredError``, ``DeltaTargetPathError``) and fencing: docs/design.md, "Delta sinks".
     """
     from connectors.delta.idempotent import DeltaIdempotentWriter
@@ -84,6 +84,8 @@ def exactly_once_to_delta(
     )
 
     table = str(path)
+    if storage is None and Location.parse(table).is_s3:
+        storage = session_settings(df.sparkSession)  # the profile's [storage], as built
     writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger)
     if mode == "two_phase":
         ensure_table(table, df.schema, storage)

@@ -59,8 +59,7 @@ def test_two_phase_sink_streams_to_a_table_on_s3(
         sink_id="events",
         checkpoint=str(tmp_path / "chk"),
         trigger=Trigger(available_now=True),
-        storage=s3_settings,
-    )
+    )  # no storage=: the session's settings (the profile's [storage]) reach the tasks
     await_done(q, 300)
     assert q.exception() is None
 
