@@ -11,13 +11,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from spark_ext.jvm import java
+
 __all__ = ["alive", "java", "port_open", "read_pid", "spawn", "stop_pid"]
-
-
-def java() -> str:
-    """The ``java`` of ``$JAVA_HOME``, else the one on ``PATH``."""
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin" / "java") if home else "java"
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

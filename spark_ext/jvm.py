@@ -17,6 +17,7 @@ __all__ = [
     "cache_root",
     "class_archive",
     "class_archive_options",
+    "java",
     "kafka_broker_classpath",
     "kafka_broker_libs_dir",
     "spark_jars",
@@ -63,14 +64,18 @@ def kafka_broker_classpath() -> list[Path]:
     return _complete_jars(kafka_broker_libs_dir())
 
 
+def java() -> str:
+    """The ``java`` of ``$JAVA_HOME``, else the one on ``PATH``."""
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
 def class_archive() -> Path:
     """Where ``scripts/class_archive.py`` keeps the driver JVM's class-data archive for this
     pyspark and this Java (docs/design.md, "JVM start-up")."""
     import pyspark
 
-    home = os.environ.get("JAVA_HOME")
-    java = shutil.which("java", path=os.path.join(home, "bin") if home else None) or "java"
-    real = os.path.realpath(java)
+    real = os.path.realpath(shutil.which(java()) or java())
     stamp = os.stat(real).st_mtime_ns if os.path.exists(real) else 0
     key = f"{pyspark.__version__}|{real}|{stamp}|{SPARK_JARS_SET}"
     return cache_root() / "cds" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
