@@ -24,17 +24,12 @@ from spark_ext import jvm  # noqa: E402
 
 WARM_UP = """
 import sys, tempfile
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import functions as F
 from spark_ext.config import load_profile
-from spark_ext.session import prepare_environment, spark_conf
+from spark_ext.session import build_session
 
-prepare_environment()
-conf = spark_conf(load_profile("test", spark={"class_archive": False}))
-conf["spark.driver.extraJavaOptions"] += " " + sys.argv[1]
-builder = SparkSession.builder
-for key, value in conf.items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
+options = f"{load_profile('test').spark.java_options} {sys.argv[1]}"
+spark = build_session("test", spark={"class_archive": False, "java_options": options})
 print(spark.sparkContext._jvm.ProcessHandle.current().pid(), flush=True)
 with tempfile.TemporaryDirectory() as tmp:
     df = spark.range(500).select((F.col("id") % 7).alias("k"), F.col("id").alias("v"))
