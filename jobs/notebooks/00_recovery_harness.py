@@ -19,7 +19,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
+# MAGIC %pip install --no-deps -r ./requirements.txt
 
 # COMMAND ----------
 
@@ -40,7 +40,7 @@ JOBS = os.environ.get("NB_JOBS", "exactly_once_delta").split(",")
 
 # COMMAND ----------
 
-from jobs import registry
+from spark_ext.jobs import registry
 
 for case in registry.JOBS.values():
     classes = ", ".join(f"{o.name}: {o.expected}" for o in case.outputs)

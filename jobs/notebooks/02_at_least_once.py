@@ -11,7 +11,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
+# MAGIC %pip install --no-deps -r ./requirements.txt
 
 # COMMAND ----------
 
@@ -20,7 +20,7 @@
 # COMMAND ----------
 
 # ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from connectors.demo_events import produce_events
+from spark_ext.connectors.demo_events import produce_events
 
 TOPIC = new_topic("nb-alo", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
@@ -36,8 +36,8 @@ produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
 
 # COMMAND ----------
 
-from connectors.kafka import read_stream
-from jobs.at_least_once import AtLeastOncePaths, start
+from spark_ext.connectors.kafka import read_stream
+from spark_ext.jobs.at_least_once import AtLeastOncePaths, start
 from spark_ext.recovery import forget_last_commit
 
 
@@ -57,7 +57,7 @@ show(spark.read.format("delta").load(str(crashed.ewma)).orderBy("user_id"))
 
 # COMMAND ----------
 
-from jobs.cases.kafka_to_delta import EVENTS, EWMA
+from spark_ext.jobs.cases.kafka_to_delta import EVENTS, EWMA
 from spark_ext.recovery import RecoveryClass, classify, read_delta_rows
 
 events = classify(

@@ -11,7 +11,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
+# MAGIC %pip install --no-deps -r ./requirements.txt
 
 # COMMAND ----------
 
@@ -20,7 +20,7 @@
 # COMMAND ----------
 
 # ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from connectors.demo_events import produce_events
+from spark_ext.connectors.demo_events import produce_events
 
 TOPIC = new_topic("nb-eod", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200)
@@ -32,7 +32,7 @@ produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
 
-from jobs.exactly_once_delta import events_stream, start
+from spark_ext.jobs.exactly_once_delta import events_stream, start
 
 
 def run(folder: Path) -> None:
@@ -66,7 +66,7 @@ print(table.transaction_version("events"), "at table version", table.version())
 
 # COMMAND ----------
 
-from jobs.cases.kafka_to_delta import EVENTS
+from spark_ext.jobs.cases.kafka_to_delta import EVENTS
 from spark_ext.recovery import RecoveryClass, classify, read_delta_rows
 
 result = classify(

@@ -12,7 +12,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
+# MAGIC %pip install --no-deps -r ./requirements.txt
 
 # COMMAND ----------
 
@@ -21,15 +21,15 @@
 # COMMAND ----------
 
 # ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from connectors.demo_events import produce_events
-from connectors.kafka import read_stream
+from spark_ext.connectors.demo_events import produce_events
+from spark_ext.connectors.kafka import read_stream
 
 TOPIC = new_topic("nb-eok", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200)
 
 # COMMAND ----------
 
-from jobs.exactly_once_kafka import start
+from spark_ext.jobs.exactly_once_kafka import start
 
 
 def run(name: str) -> str:
@@ -57,7 +57,7 @@ print(f"batch {replayed} replayed")
 
 # COMMAND ----------
 
-from connectors.kafka import consume_json_rows
+from spark_ext.connectors.kafka import consume_json_rows
 from spark_ext.recovery import OutputSpec, RecoveryClass, classify
 
 # Each output record's JSON names the input record it forwards: compare by those.

@@ -10,7 +10,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
+# MAGIC %pip install --no-deps -r ./requirements.txt
 
 # COMMAND ----------
 
@@ -19,15 +19,15 @@
 # COMMAND ----------
 
 # ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from connectors.kafka import produce
-from jobs.tracker_windows import demo_records
+from spark_ext.connectors.kafka import produce
+from spark_ext.jobs.tracker_windows import demo_records
 
 TOPIC = new_topic("nb-trk", partitions=3)
 produce(BOOTSTRAP, TOPIC, demo_records(90, 3))
 
 # COMMAND ----------
 
-from jobs.tracker_windows import run_until_complete, start_windows
+from spark_ext.jobs.tracker_windows import run_until_complete, start_windows
 
 query, agent = start_windows(spark, BOOTSTRAP, TOPIC, 3, ROOT / "tracker", 60)
 try:
@@ -63,8 +63,8 @@ assert total == 90 and agent.state().open_substreams() == []
 
 # COMMAND ----------
 
-from jobs.tracker_two_queries import DOWN, start_two_queries
-from jobs.tracker_two_queries import run_until_complete as run_both
+from spark_ext.jobs.tracker_two_queries import DOWN, start_two_queries
+from spark_ext.jobs.tracker_two_queries import run_until_complete as run_both
 
 TOPIC2 = new_topic("nb-trk2", partitions=3)
 produce(BOOTSTRAP, TOPIC2, demo_records(45, 3))

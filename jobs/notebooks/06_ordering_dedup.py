@@ -11,7 +11,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install /Volumes/main/default/wheels/spark_ext-0.1.0-py3-none-any.whl
+# MAGIC %pip install --no-deps -r ./requirements.txt
 
 # COMMAND ----------
 
@@ -20,14 +20,14 @@
 # COMMAND ----------
 
 # ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from jobs.ordering_dedup import produce_readings
+from spark_ext.jobs.ordering_dedup import produce_readings
 
 TOPIC = new_topic("nb-ord", partitions=2)
 produced = produce_readings(BOOTSTRAP, TOPIC, sensors=3, per_sensor=20, duplicate_every=4)
 
 # COMMAND ----------
 
-from jobs.ordering_dedup import PipelineOptions, PipelinePaths, start_pipeline
+from spark_ext.jobs.ordering_dedup import PipelineOptions, PipelinePaths, start_pipeline
 
 
 def run(name: str, limit: int | None):

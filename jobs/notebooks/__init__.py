@@ -1,26 +1,33 @@
 """Databricks-style notebooks of the guarantees, their shared set-up, and a local runner.
 
 Notebooks are ``.py`` files in Databricks' source format; each opens with its text, ``%pip
-install`` (skipped locally) and ``%run ./_setup`` (:func:`setup`). :func:`run_notebook` runs
-one here cell by cell (``python -m jobs.notebooks 07_dedup_delta``). Workspace settings:
+install`` (skipped locally) and ``%run ./_setup`` (:func:`setup`), and imports the project by the
+names the wheel installs (``spark_ext.connectors``, ``spark_ext.jobs``). :func:`run_notebook`
+runs one here cell by cell (``python -m jobs.notebooks 07_dedup_delta``). Workspace settings:
 README, "Notebooks".
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
 import logging
 import os
 import re
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import spark_ext
 from spark_ext import kafka_clients
 from spark_ext.errors import ConfigError
 
-__all__ = ["NotebookSetupError", "cells", "check_root", "run_notebook", "setup"]
+__all__ = ["ROOT_PLACEHOLDER", "NotebookSetupError", "cells", "check_root", "run_notebook", "setup"]
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +49,43 @@ def cells(path: Path) -> list[str]:
     return [c.strip() for c in body.split(SEPARATOR)]
 
 
+#: The checkout's top-level packages that the wheel installs under ``spark_ext`` (setup.py).
+_BUNDLED = ("connectors", "jobs")
+
+
+class _CheckoutNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """In a checkout, ``spark_ext.<package>.x`` is the checkout's ``<package>.x``: the same
+    module object, so a notebook's imports mean what they mean where the wheel is installed."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        top = fullname.split(".")
+        if top[0] == "spark_ext" and len(top) > 1 and top[1] in _BUNDLED:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec: Any) -> None:
+        return None  # a placeholder, replaced in sys.modules by exec_module
+
+    def exec_module(self, module: ModuleType) -> None:
+        checkout = module.__name__.removeprefix("spark_ext.")
+        sys.modules[module.__name__] = importlib.import_module(checkout)
+
+
+def _import_installed_names() -> None:
+    """Make the wheel's names importable in a checkout (a no-op where the wheel is installed)."""
+    installed = Path(spark_ext.__file__).parent / _BUNDLED[0]
+    if not installed.is_dir() and not any(isinstance(f, _CheckoutNames) for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutNames())
+
+
 def run_notebook(path: str | Path, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run a notebook cell by cell in ``namespace`` (a new one by default) and return it.
 
     ``%run <relative path>`` runs that notebook in the same namespace (as Databricks does);
-    ``%md`` and ``%pip`` cells are skipped (the project is installed where this runs).
+    ``%md`` and ``%pip`` cells are skipped (the project is installed where this runs; in a
+    checkout ``spark_ext.connectors``/``spark_ext.jobs`` import ``connectors``/``jobs``).
     """
+    _import_installed_names()
     path = Path(path)
     if path.suffix != ".py":
         path = path.with_suffix(".py")
@@ -64,8 +102,17 @@ def run_notebook(path: str | Path, namespace: dict[str, Any] | None = None) -> d
     return ns
 
 
+#: The ``root`` widget's default: a placeholder to replace (the workspace's volumes differ).
+ROOT_PLACEHOLDER = "/Volumes/<catalog>/<schema>/<volume>/spark_ext"
+
+
 def check_root(root: str) -> Path:
-    """The run root given in the ``root`` widget: an absolute path Spark and Python share."""
+    """The run root given in the ``root`` widget: a Unity Catalog volume path, which Spark on
+    every executor and Python on the driver read alike."""
+    if not root or root == ROOT_PLACEHOLDER:
+        raise NotebookSetupError(
+            "root", f"set the widget to a folder of a Unity Catalog volume, {ROOT_PLACEHOLDER}"
+        )
     if root.startswith(("dbfs:/", "/dbfs/")):
         raise NotebookSetupError(
             "root",
@@ -73,8 +120,12 @@ def check_root(root: str) -> Path:
             "path to both (Spark and delta-rs); use a Unity Catalog volume, "
             "'/Volumes/<catalog>/<schema>/<volume>/spark_ext'",
         )
-    if not root.startswith("/"):
-        raise NotebookSetupError("root", f"{root!r} must be an absolute path")
+    if not root.startswith("/Volumes/"):
+        raise NotebookSetupError(
+            "root",
+            f"{root!r} is not on a Unity Catalog volume: the executors do not share the "
+            f"driver's disk; use {ROOT_PLACEHOLDER} with your volume",
+        )
     return Path(root)
 
 
@@ -82,17 +133,21 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
     """The names every notebook uses: ``spark``, ``BOOTSTRAP``, ``ROOT``, ``show``,
     ``new_topic(prefix, partitions)`` and ``cleanup()`` (deletes the topics it created).
 
-    On Databricks (``dbutils`` in ``namespace``) they come from the widgets ``bootstrap``
-    (required) and ``root``; locally from ``NB_PROFILE``, ``NB_BOOTSTRAP``, ``NB_ROOT``.
+    On Databricks (``dbutils`` in ``namespace``) they come from the widgets ``bootstrap`` and
+    ``root``, both required (no default names a broker or a volume: :class:`NotebookSetupError`
+    names the widget left unset); locally from ``NB_PROFILE``, ``NB_BOOTSTRAP``, ``NB_ROOT``.
     """
     dbutils = namespace.get("dbutils")
     if dbutils is not None:
         dbutils.widgets.text("bootstrap", "", "Kafka bootstrap servers (host:port,...)")
-        dbutils.widgets.text("root", "/Volumes/main/default/spark_ext", "Unity Catalog volume")
+        dbutils.widgets.text("root", ROOT_PLACEHOLDER, "Unity Catalog volume folder")
         bootstrap = dbutils.widgets.get("bootstrap").strip()
-        if not bootstrap:
+        hosts = [server.rsplit(":", 1)[0].strip("[]") for server in bootstrap.split(",")]
+        if not bootstrap or any(h in ("localhost", "::1") or h.startswith("127.") for h in hosts):
             raise NotebookSetupError(
-                "bootstrap", "set the widget to your Kafka brokers; the driver runs none"
+                "bootstrap",
+                f"{bootstrap!r}: set the widget to your Kafka brokers (host:port,...); "
+                "no broker runs on the driver's loopback",
             )
         spark = namespace["spark"]
         root = check_root(dbutils.widgets.get("root").strip()) / f"run-{uuid.uuid4().hex[:8]}"

@@ -11,7 +11,7 @@
 
 # COMMAND ----------
 
-from jobs.notebooks import setup
+from spark_ext.jobs.notebooks import setup
 
 globals().update(setup(globals()))
 print(f"brokers {BOOTSTRAP}, run folder {ROOT}")  # noqa: F821  (defined by setup)
