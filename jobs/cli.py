@@ -103,9 +103,16 @@ def _cases(args: argparse.Namespace) -> list[RecoveryCase]:
     return [registry.get(name) for name in (args.jobs or registry.names())]
 
 
+def _require_plots() -> None:
+    """The reports' plots need the ``plot`` extra: say so before any job runs."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("matplotlib", "the report's plots need it: pip install 'spark-ext[plot]'")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from spark_ext.recovery import format_table, write_report
 
+    _require_plots()
     cases = _cases(args)
     harness, report = _harness(args)
     results = []
@@ -137,6 +144,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         write_matrix_report,
     )
 
+    _require_plots()
     cases = _cases(args)
     faults = _faults(args.faults)
     harness, report = _harness(args)

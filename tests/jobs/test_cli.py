@@ -73,3 +73,13 @@ def test_console_script_is_installed():
     assert script.exists()
     out = subprocess.run([str(script), "list"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "at_least_once" in out.stdout
+
+
+def test_check_and_matrix_without_the_plot_extra_stop_before_any_job(monkeypatch, capsys):
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli.importlib.util, "find_spec", lambda n, *a: None if n == "matplotlib" else real(n, *a)
+    )
+    for command in (["check", "at_most_once"], ["matrix", "at_most_once"]):
+        assert cli.main(command) == 2
+        assert "spark-ext[plot]" in capsys.readouterr().err
