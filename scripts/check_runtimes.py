@@ -52,7 +52,8 @@ def resolve(version: str, pinned: dict[str, str]) -> dict[str, list[str]]:
                "--no-deps", "--only-binary=:all:", "--python-version", version,
                "--target", str(Path(tmp) / "t"), "--report", str(report), "-q",
                "-r", str(requirements)]  # fmt: skip
-        subprocess.run(cmd, check=True)
+        if subprocess.run(cmd).returncode != 0:
+            return {}  # pip said which pin has no wheel for this version
         items = json.loads(report.read_text())["install"]
     found = {}
     for item in items:
@@ -74,6 +75,8 @@ def check(version: str) -> list[str]:
     """What fails for Python ``version`` (nothing: the pins install there as a closed set)."""
     pinned = pins()
     found = resolve(version, pinned)
+    if not found:
+        return [f"pip resolves no wheel set for {version} (its error above)"]
     problems = [f"{n}: no wheel for {version}" for n in pinned if n not in found]
     env = {**default_environment(), "python_version": version, "python_full_version": version}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
