@@ -295,19 +295,7 @@ class IsolatedCluster(StandaloneCluster):
 
     def start(self, timeout_s: float = 180.0) -> None:
         a = self.args
-        self._check_range_free()
-        owner = _owner()
-        if owner is not None and alive(owner[0]):
-            raise SystemExit(
-                f"an isolated cluster runs (owner pid {owner[0]}, {owner[1]}): stop it first"
-            )
-        clean_leftovers()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        settings = {"hosts": self.workers, "port": a.port, "webui_port": a.webui_port}
-        settings |= {"cores": a.cores, "memory": a.memory, "hide": [str(h) for h in self.hide]}
-        settings |= {"store": a.store, "owner": a.owner_pid}
-        self.settings_file.write_text(json.dumps(settings))
-        self._make_network()
+        self.make_hosts()
         try:
             broker, store = self._services()
             broker.start()  # type: ignore[attr-defined]
@@ -320,19 +308,36 @@ class IsolatedCluster(StandaloneCluster):
         self._record_owner(a.owner_pid or self.pids()["master"])
         (self.folder / "isolated.toml").write_text(self.profile(a.store))
         if a.owner_pid:
-            watch = [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "watch",
-                "--dir",
-                str(self.folder),
-            ]
-            with open(self.folder / "logs" / "watchdog.log", "ab") as out:
-                proc = subprocess.Popen(
-                    watch, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            settings["watchdog"] = proc.pid
-            self.settings_file.write_text(json.dumps(settings))
+            self.start_watchdog()
+
+    def make_hosts(self) -> None:
+        """Refuse a range in use or a cluster whose owner lives, remove what a dead one left,
+        record the settings, make the bridge and the hosts."""
+        a = self.args
+        self._check_range_free()
+        owner = _owner()
+        if owner is not None and alive(owner[0]):
+            raise SystemExit(
+                f"an isolated cluster runs (owner pid {owner[0]}, {owner[1]}): stop it first"
+            )
+        clean_leftovers()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        settings = {"hosts": self.workers, "port": a.port, "webui_port": a.webui_port}
+        settings |= {"cores": a.cores, "memory": a.memory, "hide": [str(h) for h in self.hide]}
+        self.settings_file.write_text(json.dumps({**settings, "owner": a.owner_pid}))
+        self._make_network()
+
+    def start_watchdog(self) -> int:
+        """Start the process that stops the cluster once its owner is gone (:func:`watch`)."""
+        watch = [sys.executable, str(Path(__file__).resolve()), "watch", "--dir", str(self.folder)]
+        (self.folder / "logs").mkdir(parents=True, exist_ok=True)
+        with open(self.folder / "logs" / "watchdog.log", "ab") as out:
+            proc = subprocess.Popen(
+                watch, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        settings = json.loads(self.settings_file.read_text())
+        self.settings_file.write_text(json.dumps({**settings, "watchdog": proc.pid}))
+        return proc.pid
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop the workers, the master and the services, then remove the hosts and the bridge."""

@@ -1,15 +1,17 @@
-"""An isolated cluster for the whole session: 2 worker hosts (network and mount namespaces on
+"""An isolated cluster per test module: 2 worker hosts (network and mount namespaces on
 a bridge, scripts/cluster.py ``--isolated``), its broker on the bridge, stopped at the end and
 by its watchdog should this process die first (docs/design.md, "Isolated hosts")."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +45,15 @@ class ClusterHosts:
         cluster("start-host", "--dir", str(self.folder), "--host", index)
 
 
+def load_script() -> Any:
+    """scripts/cluster.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("cluster_script", CLUSTER)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
 def cluster(*args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [sys.executable, CLUSTER, *args], cwd=REPO, capture_output=True, text=True, timeout=300
@@ -51,7 +62,7 @@ def cluster(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHosts]:
     folder = tmp_path_factory.mktemp("isolated")
     try:  # a partial start is stopped too

@@ -3,7 +3,6 @@ test_isolated_hosts.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
@@ -12,7 +11,7 @@ from spark_ext.crash import declare
 from spark_ext.recovery import FaultCell, FaultClass, HarnessContext, RecoveryClass
 from spark_ext.recovery.faults import HOST_HOLD_S
 from spark_ext.recovery.host_faults import first_commit_after
-from tests.cluster.conftest import CLUSTER
+from tests.cluster.conftest import load_script
 
 TASK = declare("hosts.1.in_task", "executor", "test: a task's step")
 DRIVER = declare("hosts.2.on_driver", "driver", "test: a driver step")
@@ -47,10 +46,7 @@ def test_liveness_is_the_first_commit_written_after_the_heal(tmp_path):
 
 
 def test_isolated_hosts_take_no_loopback_worker_hosts(tmp_path):
-    spec = importlib.util.spec_from_file_location("cluster_script", CLUSTER)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script()
     hosts = ["--worker-hosts", "127.0.0.2,127.0.0.3"]
     with pytest.raises(SystemExit, match="drop --worker-hosts"):
         script.main(["start", "--isolated", "--dir", str(tmp_path), *hosts])
