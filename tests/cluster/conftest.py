@@ -1,5 +1,5 @@
 """An isolated cluster per test module: 2 worker hosts (network and mount namespaces on
-a bridge, scripts/cluster.py ``--isolated``), its broker on the bridge, stopped at the end and
+a bridge, scripts/cluster.py ``--isolated``), its broker and S3 store on the bridge, stopped at the end and
 by its watchdog should this process die first (docs/design.md, "Isolated hosts")."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from connectors.s3.local_store import StoreConfig
 from spark_ext.jobrun import REPO
 from spark_ext.recovery import network
 
@@ -39,6 +40,10 @@ class ClusterHosts:
     @property
     def bootstrap(self) -> str:
         return f"{network.SERVICE_ADDRESS}:9092"
+
+    @property
+    def store(self) -> StoreConfig:
+        return StoreConfig(data_dir=self.folder / "s3", host=network.SERVICE_ADDRESS)
 
     def restart(self, host: str) -> None:
         index = host.removeprefix(f"{network.PREFIX}-w")
@@ -69,6 +74,7 @@ def isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHosts]
         cluster(
             "start",
             "--isolated",
+            "--store",
             "--hosts",
             str(HOSTS),
             "--dir",
