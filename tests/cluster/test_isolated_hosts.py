@@ -75,6 +75,7 @@ def test_no_task_reads_the_drivers_files_and_delta_two_phase_on_s3_equals_local_
     assert tables[0].equals(tables[1])
 
 
+@pytest.mark.timeout(1800)  # three job runs and a host restart: 506 s at load 30
 def test_host_loss_and_partition_leave_the_kafka_job_precise_and_live(isolated, tmp_path):
     """Clean run in local mode (``O_e``); faulted run and restart on the cluster: ``precise``
     is local mode's output, after a host lost inside a transaction and a host cut from the
