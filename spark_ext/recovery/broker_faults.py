@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from spark_ext.crash import fault_log_entries
+from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.errors import FaultNotFired
 from spark_ext.recovery.faults import FaultCell, FaultClass
@@ -96,7 +96,8 @@ def run_broker_cell(
             _act(cell, broker)
             return True
 
-        faulted, acted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+        env = {FAULT_LOG_ENV: str(fault_log)}
+        faulted, acted = runs.run_acting(case, cell, case.job_args(ctx, slot), env, act)
         if not acted:
             raise FaultNotFired(case.name, cell.describe(), faulted)
         return runs.restart_and_compare(

@@ -83,12 +83,12 @@ class RecoveryHarness(JobRuns):
         runner: Runner = run_job,
         timeout_s: float = 600.0,
         parallel: bool = True,
+        hosts: IsolatedHosts | None = None,
         clean_runner: Runner | None = None,
         fault_profile: str = "faults",
         broker_port: int = 19192,
         brokers: BrokerFactory | None = None,
         speculation_profile: str = "faults",
-        hosts: IsolatedHosts | None = None,
     ) -> None:
         self.clean_runner = clean_runner or runner
         self.workdir = Path(workdir).resolve()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from spark_ext.crash import fault_log_entries
+from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.errors import FaultNotFired, RecoveryError
 from spark_ext.recovery.faults import HOST_FAULTS, FaultCell, FaultClass
@@ -109,7 +109,8 @@ def run_host_cell(
     acted = _Acted()
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
     args = case.job_args(ctx, slot)
-    faulted, _ = runs.run_acting(case, cell, args, fault_log, lambda: _act(cell, fault_log, acted))
+    env = {FAULT_LOG_ENV: str(fault_log)}
+    faulted, _ = runs.run_acting(case, cell, args, env, lambda: _act(cell, fault_log, acted))
     try:
         if acted.at is None:
             raise FaultNotFired(case.name, cell.describe(), faulted)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spark_ext.crash import FAULT_LOG_ENV
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import Comparison, classify
@@ -105,18 +104,18 @@ class JobRuns:
         case: RecoveryCase,
         cell: FaultCell,
         args: Sequence[str],
-        fault_log: Path,
+        env: Mapping[str, str],
         act: Callable[[], bool],
     ) -> tuple[JobRun, bool]:
-        """Run ``case`` with ``args`` under ``cell``, its fault log at ``fault_log``, calling
-        ``act`` every 0.2 s until it returns ``True`` (it acted); the run and whether it did."""
+        """Run ``case`` with ``args`` and ``env`` (its fault log) under ``cell``, calling ``act``
+        every 0.2 s until it returns ``True`` (it acted); the run and whether it did."""
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(
                 self.runner,
                 case.module,
                 args,
                 fault=cell.spec(),
-                env={FAULT_LOG_ENV: str(fault_log)},
+                env=env,
                 timeout_s=self.timeout_s,
             )
             acted = False
