@@ -38,6 +38,11 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from connectors.kafka.local_broker import LocalKafkaBroker
+    from connectors.s3.local_store import LocalS3Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -264,7 +269,8 @@ class IsolatedCluster(StandaloneCluster):
     def _launch(self, name: str, args: list[str], host: str, prefix: tuple[str, ...] = ()) -> int:
         return super()._launch(name, args, host, prefix or self._prefix)
 
-    def _services(self) -> tuple[object, object | None]:
+    def _services(self) -> tuple[LocalKafkaBroker, LocalS3Store]:
+        """The cluster's broker and store on the bridge (the store runs only with ``--store``)."""
         from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
         from connectors.s3.local_store import LocalS3Store, StoreConfig
 
@@ -298,9 +304,9 @@ class IsolatedCluster(StandaloneCluster):
         self.make_hosts()
         try:
             broker, store = self._services()
-            broker.start()  # type: ignore[attr-defined]
+            broker.start()
             if a.store:
-                store.start()  # type: ignore[union-attr]
+                store.start()
             super().start(timeout_s)
         except BaseException:
             self.stop()
@@ -350,8 +356,8 @@ class IsolatedCluster(StandaloneCluster):
             os.kill(watchdog, signal.SIGKILL)
         super().stop(timeout_s)
         broker, store = self._services()
-        broker.stop(hard=True)  # type: ignore[attr-defined]
-        store.stop()  # type: ignore[union-attr]
+        broker.stop(hard=True)
+        store.stop()
         removed = network.remove_hosts()
         if removed:
             log.info("removed %s", ", ".join(removed))
