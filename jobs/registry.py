@@ -22,6 +22,7 @@ from jobs.cases import (
     broker_cells,
     cells,
     driver_cells,
+    host_cells,
     sink_cells,
 )
 from jobs.cases.kafka_to_delta import (
@@ -134,7 +135,15 @@ CASES: tuple[RecoveryCase, ...] = (
     KafkaToKafkaCase(
         name="exactly_once_kafka",
         kill=CrashPlan.at(KAFKA_SLICED.fault(3), 1),
-        cells=sink_cells(KAFKA_SLICED, task=3, driver=4, speculation=2, broker=4, trim=3),
+        cells=sink_cells(
+            KAFKA_SLICED,
+            *host_cells(KAFKA_SLICED.fault(2)),  # lost or cut inside its transaction
+            task=3,
+            driver=4,
+            speculation=2,
+            broker=4,
+            trim=3,
+        ),
         description="two-phase Kafka sink, a transaction per task: committed slices are recognised",
         extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
     ),

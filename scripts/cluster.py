@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""A Spark standalone cluster on 127.0.0.1: one master and N workers, from the pyspark install.
+"""A Spark standalone cluster on this machine: one master and N workers, from the pyspark install.
 
 Usage::
 
     python scripts/cluster.py start [--port 7077] [--workers 2] [--cores 1] [--memory 1g]
     python scripts/cluster.py start --worker-hosts 127.0.0.2,127.0.0.3   # a host per worker
+    python scripts/cluster.py start --isolated --hosts 3 [--store] [--owner-pid PID]
     python scripts/cluster.py status|stop
     python scripts/cluster.py check --master spark://127.0.0.1:7077   # exit 0 if it answers
+    python scripts/cluster.py start-host --dir DIR --host 1   # relaunch a lost isolated host
+    python scripts/cluster.py clean       # remove what a killed isolated run left
+
+``--isolated`` (Linux, root): each worker on a host of its own, a network and a mount
+namespace joined by a bridge (10.231.0.0/24), with a private ``/tmp`` and a tmpfs over each
+``--hide`` folder; a Kafka broker (and with ``--store`` the S3 store) of the cluster's own on
+the bridge; ``DIR/isolated.toml`` is the profile that reaches them. With ``--owner-pid`` a
+watchdog stops everything once that process is gone. Why and how: docs/design.md, "Isolated
+hosts".
 
 JVMs started with pyspark's ``bin/spark-class``, each in its own process group, pid and log
 files under ``--dir``; ``start`` returns once every worker is ALIVE; ``stop`` also removes the
@@ -20,6 +30,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -27,14 +38,22 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from connectors.kafka.local_broker import LocalKafkaBroker
+    from connectors.s3.local_store import LocalS3Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from connectors.processes import alive, port_open  # noqa: E402
+from spark_ext.recovery import network  # noqa: E402
 
 log = logging.getLogger("cluster")
 HOST = "127.0.0.1"
+#: Where the isolated cluster keeps its settings (beside ``cluster.json``'s pids).
+ISOLATED = "isolated.json"
 
 
 def spark_home() -> Path:
@@ -59,10 +78,11 @@ class StandaloneCluster:
                 f"({','.join(self.hosts)}): give one host per worker"
             )
         self.hosts = self.hosts or [HOST] * self.workers
+        self.host = HOST  # the master's
         self.master_url = f"spark://{HOST}:{args.port}"
         self.state_file = self.folder / "cluster.json"
 
-    def _launch(self, name: str, args: list[str], host: str) -> int:
+    def _launch(self, name: str, args: list[str], host: str, prefix: tuple[str, ...] = ()) -> int:
         logs = self.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         python = ROOT / ".venv" / "bin" / "python"
@@ -77,7 +97,7 @@ class StandaloneCluster:
         )
         with open(logs / f"{name}.log", "ab") as out:
             proc = subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), *args],
+                [*prefix, str(spark_home() / "bin" / "spark-class"), *args],
                 cwd=self.folder,
                 env=env,
                 stdout=out,
@@ -95,7 +115,7 @@ class StandaloneCluster:
 
     def alive_worker_hosts(self) -> list[str] | None:
         """The host of each worker the master lists as ALIVE; ``None`` when no master answers."""
-        url = f"http://{HOST}:{self.args.webui_port}/json/"
+        url = f"http://{self.host}:{self.args.webui_port}/json/"
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 workers = json.load(resp).get("workers", [])
@@ -108,23 +128,27 @@ class StandaloneCluster:
         if any(alive(p) for p in self.pids().values()):
             raise SystemExit(f"a cluster is already running from {self.folder}; stop it first")
         self.folder.mkdir(parents=True, exist_ok=True)
-        master = ["org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(a.port)]
-        pids = {
-            "master": self._launch("master", [*master, "--webui-port", str(a.webui_port)], HOST)
-        }
-        for i, host in enumerate(self.hosts):
-            work = self.folder / f"worker-{i}"
-            work.mkdir(exist_ok=True)
-            pids[f"worker-{i}"] = self._launch(
-                f"worker-{i}",
-                [
-                    "org.apache.spark.deploy.worker.Worker",
-                    *("--host", host, "--cores", str(a.cores), "--memory", a.memory),
-                    *("--work-dir", str(work), "--webui-port", "0", self.master_url),
-                ],
-                host,
-            )
+        master = ["org.apache.spark.deploy.master.Master", "--host", self.host]
+        master += ["--port", str(a.port), "--webui-port", str(a.webui_port)]
+        pids = {"master": self._launch("master", master, self.host)}
+        for i in range(self.workers):
+            pids[f"worker-{i}"] = self.launch_worker(i)
         self.state_file.write_text(json.dumps(pids))
+        self.wait_alive(pids, timeout_s)
+
+    def launch_worker(self, index: int) -> int:
+        """Start worker ``index`` on its host; returns the launcher's pid."""
+        a, host = self.args, self.hosts[index]
+        work = self.folder / f"worker-{index}"
+        work.mkdir(exist_ok=True)
+        worker = ["org.apache.spark.deploy.worker.Worker", "--host", host]
+        worker += ["--cores", str(a.cores), "--memory", a.memory, "--work-dir", str(work)]
+        return self._launch(
+            f"worker-{index}", [*worker, "--webui-port", "0", self.master_url], host
+        )
+
+    def wait_alive(self, pids: dict[str, int], timeout_s: float) -> None:
+        """Return once every worker is ALIVE; stop everything if one exits or time runs out."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if len(self.alive_worker_hosts() or []) == self.workers:
@@ -157,6 +181,246 @@ class StandaloneCluster:
             log.info("removed %d application folders (their jars) from the work dirs", len(apps))
 
 
+class IsolatedCluster(StandaloneCluster):
+    """The cluster with each worker on an isolated host (:mod:`spark_ext.recovery.network`):
+    the master and the driver on the bridge's first address, a broker (and a store) of the
+    cluster's own on its second; docs/design.md, "Isolated hosts"."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        if args.worker_hosts:
+            raise SystemExit("--isolated gives each worker its own host: drop --worker-hosts")
+        args.workers = args.hosts or args.workers or 2
+        super().__init__(args)
+        self.hosts = [network.host_address(i) for i in range(self.workers)]
+        self.host = network.DRIVER_ADDRESS
+        self.master_url = f"spark://{self.host}:{args.port}"
+        self.settings_file = self.folder / ISOLATED
+        self.hide = [Path(h).resolve() for h in args.hide or [ROOT / "var"]]
+        self._prefix: tuple[str, ...] = ()  # how the next process launched is wrapped
+
+    # -- the network
+    def _check_range_free(self) -> None:
+        used = [
+            line.split()[1]
+            for line in network.ip("-o", "-4", "addr", "show").splitlines()
+            if f" {network.SUBNET}." in line and line.split()[1] != network.BRIDGE
+        ]
+        if used:
+            raise SystemExit(f"{network.SUBNET}.0/24 is in use on {used}: isolated hosts need it")
+
+    def _make_network(self) -> None:
+        ip, bridge = network.ip, network.BRIDGE
+        ip("link", "add", bridge, "type", "bridge")
+        for address in (network.DRIVER_ADDRESS, network.SERVICE_ADDRESS):
+            ip("addr", "add", f"{address}/24", "dev", bridge)
+        ip("link", "set", bridge, "up")
+        self._record_owner(self.args.owner_pid or os.getpid())
+        for i in range(self.workers):
+            self._make_host(i)
+
+    def _make_host(self, index: int) -> None:
+        ip, name = network.ip, network.host_name(index)
+        ip("netns", "add", name)
+        ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name)
+        ip("link", "set", name, "master", network.BRIDGE, "up")
+        ip("-n", name, "addr", "add", f"{network.host_address(index)}/24", "dev", "eth0")
+        ip("-n", name, "link", "set", "eth0", "up")
+        ip("-n", name, "link", "set", "lo", "up")
+
+    def _record_owner(self, pid: int) -> None:
+        """Write on the bridge who owns the cluster and where its records are (:func:`_owner`)."""
+        network.ip("link", "set", network.BRIDGE, "alias", f"owner={pid} dir={self.folder}")
+
+    # -- the processes
+    def _mounts(self, index: int) -> str:
+        """The shell lines giving a host its own view of the files: a private ``/tmp``, a tmpfs
+        over each hidden folder, and only its work folder and ``shared/`` from the machine."""
+        q = shlex.quote
+        keep = [self.folder / f"worker-{index}", self.shared]
+        lines = ["mount -t tmpfs sxh-stage /mnt"]  # the kept folders wait here meanwhile
+        lines += [
+            f"mkdir /mnt/{j} && mount --bind {q(str(k))} /mnt/{j}" for j, k in enumerate(keep)
+        ]
+        lines += ["mount -t tmpfs sxh-tmp /tmp"]
+        lines += [
+            f"mkdir -p {q(str(h))} && mount -t tmpfs sxh-hidden {q(str(h))}" for h in self.hide
+        ]
+        lines += [
+            f"mkdir -p {q(str(k))} && mount --move /mnt/{j} {q(str(k))}" for j, k in enumerate(keep)
+        ]
+        return "\n".join([*lines, "umount /mnt", 'exec "$@"'])
+
+    @property
+    def shared(self) -> Path:
+        """The one folder every host and the driver see: the harness's fault logs, never data."""
+        return self.folder / "shared"
+
+    def launch_worker(self, index: int) -> int:
+        (self.folder / f"worker-{index}").mkdir(parents=True, exist_ok=True)
+        self.shared.mkdir(parents=True, exist_ok=True)
+        name = network.host_name(index)
+        prefix = ("ip", "netns", "exec", name, "unshare", "--mount", "--propagation", "private")
+        self._prefix = (*prefix, "sh", "-ec", self._mounts(index), "sh")
+        try:
+            return super().launch_worker(index)
+        finally:
+            self._prefix = ()
+
+    def _launch(self, name: str, args: list[str], host: str, prefix: tuple[str, ...] = ()) -> int:
+        return super()._launch(name, args, host, prefix or self._prefix)
+
+    def _services(self) -> tuple[LocalKafkaBroker, LocalS3Store]:
+        """The cluster's broker and store on the bridge (the store runs only with ``--store``)."""
+        from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
+        from connectors.s3.local_store import LocalS3Store, StoreConfig
+
+        host = network.SERVICE_ADDRESS
+        broker = LocalKafkaBroker(BrokerConfig(data_dir=self.folder / "broker", host=host))
+        store = LocalS3Store(StoreConfig(data_dir=self.folder / "s3", host=host))
+        return broker, store
+
+    def profile(self, store: bool) -> str:
+        """``conf/cluster.toml`` pointed at this cluster (master, driver address, broker, store)."""
+        text = (ROOT / "conf" / "cluster.toml").read_text()
+        text = text.replace("spark://127.0.0.1:7077", self.master_url)
+        text = text.replace("127.0.0.1:9092", f"{network.SERVICE_ADDRESS}:9092")
+        cores = self.workers * self.args.cores
+        text = text.replace('"spark.cores.max" = 2', f'"spark.cores.max" = {cores}')
+        driver = network.DRIVER_ADDRESS
+        text = text.replace(
+            "[spark.conf]\n",
+            f'[spark.conf]\n"spark.driver.host" = "{driver}"\n'
+            f'"spark.driver.bindAddress" = "{driver}"\n',
+        )
+        text = text.replace('data_root = "var/cluster-data"', f'data_root = "{self.folder}/data"')
+        if store:
+            s3 = (ROOT / "conf" / "s3.toml").read_text()
+            storage = s3[s3.index("[storage]") :].split("\n[", 1)[0]
+            text += "\n" + storage.replace("127.0.0.1:9000", f"{network.SERVICE_ADDRESS}:9000")
+        return text
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        a = self.args
+        self.make_hosts()
+        try:
+            broker, store = self._services()
+            broker.start()
+            if a.store:
+                store.start()
+            super().start(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        self._record_owner(a.owner_pid or self.pids()["master"])
+        (self.folder / "isolated.toml").write_text(self.profile(a.store))
+        if a.owner_pid:
+            self.start_watchdog()
+
+    def make_hosts(self) -> None:
+        """Refuse a range in use or a cluster whose owner lives, remove what a dead one left,
+        record the settings, make the bridge and the hosts."""
+        a = self.args
+        self._check_range_free()
+        owner = _owner()
+        if owner is not None and alive(owner[0]):
+            raise SystemExit(
+                f"an isolated cluster runs (owner pid {owner[0]}, {owner[1]}): stop it first"
+            )
+        clean_leftovers()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        settings = {"hosts": self.workers, "port": a.port, "webui_port": a.webui_port}
+        settings |= {"cores": a.cores, "memory": a.memory, "hide": [str(h) for h in self.hide]}
+        self.settings_file.write_text(json.dumps({**settings, "owner": a.owner_pid}))
+        self._make_network()
+
+    def start_watchdog(self) -> int:
+        """Start the process that stops the cluster once its owner is gone (:func:`watch`)."""
+        watch = [sys.executable, str(Path(__file__).resolve()), "watch", "--dir", str(self.folder)]
+        (self.folder / "logs").mkdir(parents=True, exist_ok=True)
+        with open(self.folder / "logs" / "watchdog.log", "ab") as out:
+            proc = subprocess.Popen(
+                watch, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        settings = json.loads(self.settings_file.read_text())
+        self.settings_file.write_text(json.dumps({**settings, "watchdog": proc.pid}))
+        return proc.pid
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the workers, the master and the services, then remove the hosts and the bridge."""
+        try:
+            settings = json.loads(self.settings_file.read_text())
+        except FileNotFoundError:
+            settings = {}
+        watchdog = settings.get("watchdog")
+        if watchdog and watchdog != os.getpid() and alive(watchdog):
+            os.kill(watchdog, signal.SIGKILL)
+        super().stop(timeout_s)
+        broker, store = self._services()
+        broker.stop(hard=True)
+        store.stop()
+        removed = network.remove_hosts()
+        if removed:
+            log.info("removed %s", ", ".join(removed))
+        self.settings_file.unlink(missing_ok=True)
+
+    def start_host(self, index: int, timeout_s: float = 120.0) -> None:
+        """Relaunch worker ``index`` in its host (after a host loss) and wait until ALIVE."""
+        network.kill_host(network.host_name(index))
+        pids = self.pids()
+        pids[f"worker-{index}"] = self.launch_worker(index)
+        self.state_file.write_text(json.dumps(pids))
+        deadline = time.monotonic() + timeout_s
+        address = network.host_address(index)
+        while address not in (self.alive_worker_hosts() or []):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"host {index} not ALIVE after {timeout_s}s")
+            time.sleep(1)
+
+
+def _owner() -> tuple[int, str] | None:
+    """The owner pid and folder the bridge records (``None``: no bridge or no record)."""
+    shown = network.ip("-o", "link", "show", network.BRIDGE, check=False)
+    fields = dict(f.split("=", 1) for f in shown.partition(" alias ")[2].split() if "=" in f)
+    if "owner" not in fields:
+        return None
+    return int(fields["owner"]), fields.get("dir", "")
+
+
+def clean_leftovers() -> list[str]:
+    """Stop whatever an isolated cluster whose owner is gone left: its processes (by its
+    folder's records), its hosts and its bridge. A live owner's cluster is left alone."""
+    owner = _owner()
+    if owner is not None and alive(owner[0]):
+        raise SystemExit(f"the isolated cluster of pid {owner[0]} ({owner[1]}) still runs")
+    left: list[str] = []
+    if owner is not None and (Path(owner[1]) / ISOLATED).exists():
+        isolated_from(Path(owner[1])).stop(timeout_s=5.0)
+        left.append(owner[1])
+    return left + network.remove_hosts()
+
+
+def isolated_from(folder: Path) -> IsolatedCluster:
+    """The isolated cluster whose settings ``folder`` holds."""
+    settings = json.loads((folder / ISOLATED).read_text())
+    args = parser().parse_args(
+        ["start", "--isolated", "--dir", str(folder), "--hosts", str(settings["hosts"])]
+        + ["--port", str(settings["port"]), "--webui-port", str(settings["webui_port"])]
+        + ["--cores", str(settings["cores"]), "--memory", settings["memory"]]
+        + [f"--hide={h}" for h in settings["hide"]]
+    )
+    return IsolatedCluster(args)
+
+
+def watch(folder: Path) -> None:
+    """Stop the isolated cluster of ``folder`` once its owner process is gone."""
+    owner = json.loads((folder / ISOLATED).read_text())["owner"]
+    while alive(owner) and (folder / ISOLATED).exists():
+        time.sleep(0.5)
+    if (folder / ISOLATED).exists():
+        log.info("owner %d gone: stopping the isolated cluster of %s", owner, folder)
+        isolated_from(folder).stop(timeout_s=5.0)
+
+
 def _signal_group(pid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pid, sig)  # the launcher's whole group: bash spark-class and its JVM
@@ -164,9 +428,11 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["start", "stop", "status", "check"])
+    parser.add_argument(
+        "command", choices=["start", "stop", "status", "check", "start-host", "clean", "watch"]
+    )
     parser.add_argument("--master", default=None, help="check: the spark:// URL to try")
     parser.add_argument("--dir", type=Path, default=ROOT / "var" / "cluster")
     parser.add_argument("--port", type=int, default=7077)
@@ -179,15 +445,51 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="comma-separated loopback addresses, one per worker (default: the master's host)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument("--isolated", action="store_true", help="each worker on a host of its own")
+    parser.add_argument("--hosts", type=int, default=None, help="--isolated: how many hosts")
+    parser.add_argument("--host", type=int, default=None, help="start-host: which host")
+    parser.add_argument(
+        "--hide",
+        action="append",
+        help="--isolated: a folder the hosts see empty (repeatable; default: the repo's var/)",
+    )
+    parser.add_argument("--store", action="store_true", help="--isolated: an S3 store too")
+    parser.add_argument(
+        "--owner-pid", type=int, default=None, help="--isolated: stop everything once it is gone"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    cluster = StandaloneCluster(args)
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    folder = args.dir.resolve()
+    if args.command == "clean":
+        removed = clean_leftovers()
+        print(f"removed {', '.join(removed)}" if removed else "nothing left to remove")
+        return 0
+    if args.command == "watch":
+        watch(folder)
+        return 0
+    cluster: StandaloneCluster
+    if args.command != "start" and (folder / ISOLATED).exists():
+        cluster = isolated_from(folder)  # the settings it was started with
+    else:
+        cluster = IsolatedCluster(args) if args.isolated else StandaloneCluster(args)
+    if args.command == "start-host":
+        if not isinstance(cluster, IsolatedCluster):
+            raise SystemExit(f"no isolated cluster in {folder}")
+        cluster.start_host(args.host or 0)
+        return 0
     if args.command == "start":
         cluster.start()
         hosts = ",".join(sorted(set(cluster.alive_worker_hosts() or [])))
         print(
             f"master {cluster.master_url}, {cluster.workers} workers x {args.cores} core on {hosts}"
         )
+        if args.isolated:
+            print(f"profile {cluster.folder / 'isolated.toml'}")
     elif args.command == "stop":
         cluster.stop()
         print("cluster stopped")

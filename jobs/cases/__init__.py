@@ -6,6 +6,7 @@ The cases themselves, with their cells, are one table in :mod:`jobs.registry`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -52,6 +53,10 @@ PRECISE = RecoveryClass.PRECISE
 #: ``delivery_timeout_ms`` of 120 s) or down.
 BROKER_PAUSE_S = 130.0
 BROKER_DOWN_S = 5.0
+#: How long ``partition`` cuts a host from the broker and the store, and the liveness bound of
+#: the host faults: the next batch commits within it after the heal or the loss.
+PARTITION_S = 10.0
+HOST_LIVENESS_S = 90.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -68,6 +73,14 @@ def broker_cells(trigger: FaultPoint, batch: int = 0) -> tuple[FaultCell, FaultC
         FaultCell(FaultClass.BROKER_PAUSE, trigger, batch, PRECISE, seconds=BROKER_PAUSE_S),
         FaultCell(FaultClass.BROKER_RESTART, trigger, batch, PRECISE, seconds=BROKER_DOWN_S),
     )
+
+
+def host_cells(point: FaultPoint, batch: int = 1) -> tuple[FaultCell, FaultCell]:
+    """Host loss and partition, acting on the host whose task of partition 0 reached ``point``."""
+    lost = FaultCell(
+        FaultClass.HOST_LOSS, point, batch, PRECISE, partition=0, bound_s=HOST_LIVENESS_S
+    )
+    return lost, dataclasses.replace(lost, fault=FaultClass.PARTITION, seconds=PARTITION_S)
 
 
 def driver_cells(

@@ -9,7 +9,6 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -89,23 +88,16 @@ def run_broker_cell(
         clean = runs.clean_run(case, ctx, runner=runs.runner)
         slot = ctx.slot(str(cell.fault))
         fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(
-                runs.runner,
-                case.module,
-                case.job_args(ctx, slot),
-                fault=cell.spec(),
-                env={FAULT_LOG_ENV: str(fault_log)},
-                timeout_s=runs.timeout_s,
-            )
-            acted = False
-            while not pending.done():
-                if not acted and fault_log_entries(fault_log):
-                    log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
-                    _act(cell, broker)
-                    acted = True
-                time.sleep(0.2)
-            faulted = pending.result()
+
+        def act() -> bool:
+            if not fault_log_entries(fault_log):
+                return False
+            log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
+            _act(cell, broker)
+            return True
+
+        env = {FAULT_LOG_ENV: str(fault_log)}
+        faulted, acted = runs.run_acting(case, cell, case.job_args(ctx, slot), env, act)
         if not acted:
             raise FaultNotFired(case.name, cell.describe(), faulted)
         return runs.restart_and_compare(

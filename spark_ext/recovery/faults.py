@@ -23,6 +23,8 @@ __all__ = [
     "DRIVER_FAULTS",
     "EXECUTOR_FAULTS",
     "FAULT_DOCS",
+    "HOST_FAULTS",
+    "HOST_HOLD_S",
     "POINT_OPTIONAL_FAULTS",
     "RETENTION_FAULTS",
     "Expectation",
@@ -48,6 +50,8 @@ class FaultClass(StrEnum):
     TXN_RETENTION = "txn-retention"
     LOG_RETENTION = "log-retention"
     DISORDER = "disorder"
+    HOST_LOSS = "host-loss"
+    PARTITION = "partition"
 
 
 #: One line per fault class, for the CLI and the report.
@@ -63,10 +67,16 @@ FAULT_DOCS: dict[FaultClass, str] = {
     FaultClass.TXN_RETENTION: "killed at the point, Delta txn expired (retention), restart",
     FaultClass.LOG_RETENTION: "killed at the point, Delta log trimmed to a checkpoint, restart",
     FaultClass.DISORDER: "input event times out of order beyond the partition's promise",
+    FaultClass.HOST_LOSS: "every process of the host running a task at the point killed",
+    FaultClass.PARTITION: "the host running a task at the point cut from broker and store, healed",
 }
 
+#: Fault classes acting on the isolated host whose task reached the point (docs/design.md,
+#: "Isolated hosts"): the task holds there :data:`HOST_HOLD_S` while the harness acts.
+HOST_FAULTS = frozenset({FaultClass.HOST_LOSS, FaultClass.PARTITION})
+HOST_HOLD_S = 5.0
 #: Fault classes whose point runs in a task, and those whose point runs on the driver.
-EXECUTOR_FAULTS = frozenset({FaultClass.TASK_RAISE, FaultClass.SPECULATION})
+EXECUTOR_FAULTS = frozenset({FaultClass.TASK_RAISE, FaultClass.SPECULATION}) | HOST_FAULTS
 DRIVER_FAULTS = frozenset({FaultClass.DRIVER_RAISE})
 #: Fault classes that need a broker of the harness's own.
 BROKER_FAULTS = frozenset({FaultClass.BROKER_PAUSE, FaultClass.BROKER_RESTART})
@@ -113,8 +123,10 @@ class FaultCell:
     restart); none for ``speculation`` in a job that refuses it (``expected``: its typed
     error). ``batch``: ``None`` fires the first time the point is reached. ``expected``: for
     every output or per output, ``None``: each output's class under ``kill``. ``seconds``: the
-    straggler's sleep, or how long the broker stays paused or down. ``partition``: an executor
-    point fires only in that partition's task (one straggler among quick tasks).
+    straggler's sleep, how long the broker stays paused or down, or the host cut.
+    ``partition``: an executor point fires only in that partition's task (one straggler among
+    quick tasks). ``bound_s`` (host faults): the liveness bound, the most seconds from the
+    heal (or the host's loss) to the first batch committed after it.
     """
 
     fault: FaultClass
@@ -123,6 +135,7 @@ class FaultCell:
     expected: Expectation | Mapping[str, Expectation] | None = None
     seconds: float = 0.0
     partition: int | None = None
+    bound_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.fault is FaultClass.CHECKPOINT_RESET and self.point is not None:
@@ -135,8 +148,11 @@ class FaultCell:
             if self.fault in DRIVER_FAULTS and self.point.side == "executor":
                 raise ValueError(f"{self.fault} needs a driver point, not {self.point.name}")
         straggler = self.fault is FaultClass.SPECULATION and self.point is not None
-        if (self.fault in BROKER_FAULTS or straggler) and self.seconds <= 0:
+        cut = self.fault is FaultClass.PARTITION
+        if (self.fault in BROKER_FAULTS or straggler or cut) and self.seconds <= 0:
             raise ValueError(f"{self.fault} needs seconds > 0")
+        if self.fault in HOST_FAULTS and self.bound_s <= 0:
+            raise ValueError(f"{self.fault} needs a liveness bound: bound_s > 0")
         if self.fault is FaultClass.SPECULATION and self.point is None:
             if not isinstance(self.expected, ExpectedError):
                 raise ValueError("speculation without a straggler point expects a typed error")
@@ -156,8 +172,9 @@ class FaultCell:
         """The ``SPARK_EXT_FAULT`` value of the cell (``None`` when no point is involved)."""
         if self.point is None or self.kind is None:
             return None
-        # Broker faults hold the job at the point while the harness acts on the broker.
+        # Broker and host faults hold the job at the point while the harness acts.
         seconds = self.seconds if self.fault is FaultClass.SPECULATION else 1.0
+        seconds = HOST_HOLD_S if self.fault in HOST_FAULTS else seconds
         spec = FaultSpec(
             self.point.name,
             self.batch,

@@ -29,6 +29,7 @@ from spark_ext.recovery.classification import classify
 from spark_ext.recovery.disorder import run_disorder_cell
 from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired, RecoveryError
 from spark_ext.recovery.faults import BROKER_FAULTS, RETENTION_FAULTS, FaultCell, FaultClass
+from spark_ext.recovery.host_faults import HOST_FAULTS, IsolatedHosts, run_host_cell
 from spark_ext.recovery.profiles import derive_profile, resolve_profile
 from spark_ext.recovery.retention import run_retention_cell
 from spark_ext.recovery.runs import CleanRun, JobRuns, Runner, judge, typed_error
@@ -69,7 +70,8 @@ class RecoveryHarness(JobRuns):
     or killed; broker cells run on a broker ``brokers`` makes (from ``broker_port`` on; none:
     those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
     kills, ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
-    speculation cells. ``runner`` runs one job process (``clean_runner``: the clean runs, e.g.
+    speculation cells. ``hosts``: an isolated cluster the host faults run on (none: those
+    cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs, e.g.
     :class:`InProcessRunner`); ``parallel`` runs the clean run beside the killed one.
     """
 
@@ -81,6 +83,7 @@ class RecoveryHarness(JobRuns):
         runner: Runner = run_job,
         timeout_s: float = 600.0,
         parallel: bool = True,
+        hosts: IsolatedHosts | None = None,
         clean_runner: Runner | None = None,
         fault_profile: str = "faults",
         broker_port: int = 19192,
@@ -98,6 +101,7 @@ class RecoveryHarness(JobRuns):
         self.timeout_s = timeout_s
         self.broker_port = broker_port
         self.brokers = brokers
+        self.hosts = hosts
 
     def check(self, case: RecoveryCase) -> list[RecoveryResult]:
         """Run ``case`` clean, then killed at its crash plan and restarted; classify each output."""
@@ -151,12 +155,16 @@ class RecoveryHarness(JobRuns):
             return run_broker_cell(self, case, cell, self.brokers, self.broker_port)
         if fault is FaultClass.DISORDER:
             return run_disorder_cell(self, case, cell)
+        if fault in HOST_FAULTS and self.hosts is None:
+            raise FaultNotApplicable(case.name, str(fault), "no isolated cluster (hosts=)")
         if clean is None:
             ctx = self.context(case)
             case.prepare(ctx)
             clean = self.clean_run(case, ctx)
         if fault is FaultClass.CHECKPOINT_RESET:
             return self._checkpoint_reset(case, cell, clean)
+        if fault in HOST_FAULTS and self.hosts is not None:
+            return run_host_cell(self, case, cell, self.hosts, clean)
         if fault in RETENTION_FAULTS:
             return run_retention_cell(self, case, cell, clean)
         if fault is FaultClass.SPECULATION and cell.point is None:

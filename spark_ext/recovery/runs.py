@@ -6,8 +6,10 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,31 @@ class JobRuns:
         )
         assert_fired(case.name, cell, run)
         return run
+
+    def run_acting(
+        self,
+        case: RecoveryCase,
+        cell: FaultCell,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        act: Callable[[], bool],
+    ) -> tuple[JobRun, bool]:
+        """Run ``case`` with ``args`` and ``env`` (its fault log) under ``cell``, calling ``act``
+        every 0.2 s until it returns ``True`` (it acted); the run and whether it did."""
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(
+                self.runner,
+                case.module,
+                args,
+                fault=cell.spec(),
+                env=env,
+                timeout_s=self.timeout_s,
+            )
+            acted = False
+            while not pending.done():
+                acted = acted or act()
+                time.sleep(0.2)
+            return pending.result(), acted
 
     def restart(self, case: RecoveryCase, fault: FaultClass, args: Sequence[str]) -> JobRun:
         """Run ``case`` again after ``fault``; :class:`JobRunFailed` unless it finishes."""

@@ -50,6 +50,8 @@ MATRIX = {
         "broker-pause": "kafka_tx.4.recorded@0 130s: forwarded=precise",
         "broker-restart": "kafka_tx.4.recorded@0 5s: forwarded=precise",
         "output-trim": "kafka_tx.3.sliced@1: forwarded=ReplayUnprovableError",
+        "host-loss": "kafka_tx.2.in_transaction@1 #0: forwarded=precise",
+        "partition": "kafka_tx.2.in_transaction@1 #0 10s: forwarded=precise",
     },
     "exactly_once_kafka_idempotent": {
         "kill": "kafka_idem.3.written@1: forwarded=precise",

@@ -24,6 +24,7 @@ import pytest
 from connectors.kafka.local_broker import private_broker
 from jobs import registry
 from spark_ext.recovery import FaultClass, RecoveryHarness
+from spark_ext.recovery.faults import HOST_FAULTS
 from spark_ext.recovery.matrix import (
     CellStatus,
     MatrixCell,
@@ -52,7 +53,7 @@ def _runs_here(job: str, fault: FaultClass) -> bool:
     """A declared cell this machine can inject: a straggler's speculative copy needs executors
     on two hosts (tests/scripts/test_standalone_cluster.py runs those cells), a local master never starts one."""
     cell = registry.get(job).cell(fault)
-    if cell is None:
+    if cell is None or fault in HOST_FAULTS:  # host faults: tests/cluster/test_isolated_hosts.py
         return False  # the job declares no point for the fault class: no cell to test
     return not (fault is FaultClass.SPECULATION and cell.point is not None)
 

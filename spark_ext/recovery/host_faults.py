@@ -1,0 +1,128 @@
+"""The host faults of the matrix on isolated hosts (:mod:`spark_ext.recovery.network`): the host
+whose task reached the cell's point is lost, or cut from the broker and the store and healed,
+while the task holds there; the liveness figure is the time from then to the next committed
+batch (docs/design.md, "Isolated hosts").
+
+The clean run (``O_e``) is the harness's own (local mode); the faulted run and its restart run
+on the cluster, so a ``precise`` cell also says the cluster's output equals local mode's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
+from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.errors import FaultNotFired, RecoveryError
+from spark_ext.recovery.faults import HOST_FAULTS, FaultCell, FaultClass
+from spark_ext.recovery.network import cut, heal, host_of, kill_host
+from spark_ext.recovery.runs import CleanRun, JobRuns
+
+__all__ = [
+    "HOST_FAULTS",
+    "IsolatedHosts",
+    "LivenessExceeded",
+    "first_commit_after",
+    "run_host_cell",
+]
+
+log = logging.getLogger(__name__)
+
+
+class IsolatedHosts(Protocol):
+    """A running isolated cluster, as the harness needs it."""
+
+    #: The profile whose runs execute on the cluster (its broker and store on the bridge).
+    profile: str
+    #: The folder every host sees (the fault logs go there; never job data).
+    shared: Path
+
+    def restart(self, host: str) -> None:
+        """Start the lost ``host``'s worker again (it is ALIVE when this returns)."""
+        ...
+
+
+class LivenessExceeded(RecoveryError):
+    """No batch committed within the job's declared bound after the heal (or host loss)."""
+
+    def __init__(self, job: str, fault: str, seconds: float | None, bound_s: float) -> None:
+        took = "no batch committed after it" if seconds is None else f"{seconds:.1f}s"
+        super().__init__(f"{job} under {fault}: first commit after the heal: {took} > {bound_s:g}s")
+
+
+@dataclass
+class _Acted:
+    host: str | None = None
+    at: float | None = None  # wall clock, comparable with file times
+
+
+def first_commit_after(
+    case: RecoveryCase, ctx: HarnessContext, slot: RunSlot, at: float
+) -> float | None:
+    """Seconds from ``at`` (wall clock) to the first entry of ``slot``'s commit logs written
+    after it (``None``: none was)."""
+    times = [
+        entry.stat().st_mtime
+        for checkpoint in case.checkpoints(ctx, slot)
+        for entry in (checkpoint / "commits").iterdir()
+        if entry.name.isdigit()
+    ]
+    later = [t - at for t in times if t >= at]
+    return min(later) if later else None
+
+
+def _act(cell: FaultCell, fault_log: Path, acted: _Acted) -> bool:
+    """Act on the host of the first task that reached the point; ``True`` once done."""
+    tasks = [e for e in fault_log_entries(fault_log) if e["side"] == "executor"]
+    if not tasks:
+        return False
+    host = host_of(int(str(tasks[0]["pid"])))
+    if host is None:
+        raise RecoveryError(f"{cell.describe()}: the task (pid {tasks[0]['pid']}) is on no host")
+    acted.host = host
+    if cell.fault is FaultClass.HOST_LOSS:
+        kill_host(host)
+    else:
+        cut(host)
+        try:
+            time.sleep(cell.seconds)
+        finally:
+            heal(host)
+    acted.at = time.time()
+    return True
+
+
+def run_host_cell(
+    runs: JobRuns, case: RecoveryCase, cell: FaultCell, hosts: IsolatedHosts, clean: CleanRun
+) -> list[RecoveryResult]:
+    """Run ``case`` on the cluster under ``cell`` (a host fault), restart it unless it finished,
+    classify against ``clean``; :class:`LivenessExceeded` past the cell's bound."""
+    ctx = dataclasses.replace(clean.ctx, profile=hosts.profile)
+    slot = ctx.slot(str(cell.fault))
+    fault_log = hosts.shared / f"{case.name}-{cell.fault}-{uuid.uuid4().hex[:8]}.jsonl"
+    acted = _Acted()
+    log.info("%s: %s on the isolated cluster", case.name, cell.describe())
+    args = case.job_args(ctx, slot)
+    env = {FAULT_LOG_ENV: str(fault_log)}
+    faulted, _ = runs.run_acting(case, cell, args, env, lambda: _act(cell, fault_log, acted))
+    try:
+        if acted.at is None:
+            raise FaultNotFired(case.name, cell.describe(), faulted)
+        described = f"{cell.describe()} on {acted.host}"
+        results = runs.restart_and_compare(case, ctx, slot, clean, faulted, cell.fault, described)
+    finally:
+        if cell.fault is FaultClass.HOST_LOSS and acted.host is not None:
+            hosts.restart(acted.host)
+    liveness = first_commit_after(case, ctx, slot, acted.at)
+    log.info("%s under %s: first commit %ss after", case.name, cell.fault, liveness)
+    if liveness is None or liveness > cell.bound_s:
+        raise LivenessExceeded(case.name, str(cell.fault), liveness, cell.bound_s)
+    return [
+        dataclasses.replace(r, run_seconds={**r.run_seconds, "liveness": liveness}) for r in results
+    ]

@@ -1,0 +1,157 @@
+"""Hosts on one machine (network namespaces on a bridge) and the faults only a network brings:
+a host lost, a host cut from the broker and the store (docs/design.md, "Isolated hosts").
+
+Every name carries :data:`PREFIX` and every address is in :data:`SUBNET`: nothing else on the
+machine is touched, and :func:`remove_hosts` finds what a killed run left. Linux, as root,
+with ``ip`` (iproute2); no iptables or netem needed.
+
+>>> host_name(1), host_address(1)
+('sxh-w1', '10.231.0.11')
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+
+from spark_ext.recovery.errors import RecoveryError
+
+__all__ = [
+    "BRIDGE",
+    "DRIVER_ADDRESS",
+    "PREFIX",
+    "SERVICE_ADDRESS",
+    "SUBNET",
+    "NetworkError",
+    "cut",
+    "heal",
+    "host_address",
+    "host_name",
+    "host_of",
+    "host_pids",
+    "hosts",
+    "ip",
+    "kill_host",
+    "remove_hosts",
+]
+
+log = logging.getLogger(__name__)
+
+#: Every network namespace, interface and tmpfs of the isolated hosts starts with this.
+PREFIX = "sxh"
+#: The bridge joining the hosts; the machine's side holds the driver's and the services'
+#: addresses on it.
+BRIDGE = f"{PREFIX}-br0"
+#: The project's own range (a /24 no other interface of the machine uses).
+SUBNET = "10.231.0"
+#: The Spark master and the driver listen here (the machine's side of the bridge).
+DRIVER_ADDRESS = f"{SUBNET}.1"
+#: The Kafka broker and the object store listen here: a second address of the bridge, so a
+#: host can be cut from the services and still reach the driver.
+SERVICE_ADDRESS = f"{SUBNET}.2"
+#: A MAC address no interface has: a host whose neighbour entry for an address points here
+#: sends every packet to that address into the void (dropped, never refused).
+VOID_MAC = "02:00:00:00:0e:0e"
+
+
+class NetworkError(RecoveryError):
+    """An ``ip`` command on the isolated hosts failed (not root, no ``ip``, a name taken)."""
+
+
+def host_name(index: int) -> str:
+    """The network namespace (and veth) of worker host ``index``."""
+    return f"{PREFIX}-w{index}"
+
+
+def host_address(index: int) -> str:
+    """The address of worker host ``index`` on the bridge."""
+    return f"{SUBNET}.{10 + index}"
+
+
+def ip(*args: str, check: bool = True) -> str:
+    """Run ``ip args`` and return its output; :class:`NetworkError` if it fails (``check``)."""
+    try:
+        done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise NetworkError("no `ip` command: install iproute2 (isolated hosts need it)") from None
+    if check and done.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+def hosts() -> list[str]:
+    """The network namespaces carrying :data:`PREFIX` (a running or a leftover cluster's)."""
+    names = (line.split()[0] for line in ip("netns", "list").splitlines() if line.strip())
+    return sorted(n for n in names if n.startswith(f"{PREFIX}-"))
+
+
+def host_pids(host: str) -> list[int]:
+    """Every process in ``host``'s network namespace (a host's processes, all of them)."""
+    out = ip("netns", "pids", host, check=False)
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def host_of(pid: int) -> str | None:
+    """The isolated host ``pid`` runs on (``None``: the machine's own namespace, or gone)."""
+    name = ip("netns", "identify", str(pid), check=False).strip()
+    return name if name.startswith(f"{PREFIX}-") else None
+
+
+def kill_host(host: str, timeout_s: float = 10.0) -> int:
+    """SIGKILL every process of ``host`` until none is left; returns how many were killed."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while pids := host_pids(host):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise NetworkError(f"{host}: processes {pids} still alive after SIGKILL")
+        time.sleep(0.1)
+    log.info("%s: %d processes killed", host, len(killed))
+    return len(killed)
+
+
+def cut(host: str, address: str = SERVICE_ADDRESS) -> None:
+    """Drop every packet ``host`` sends to ``address`` (its neighbour entry points nowhere):
+    connections hang as behind a broken link, none is refused."""
+    ip(
+        "-n",
+        host,
+        "neigh",
+        "replace",
+        address,
+        "lladdr",
+        VOID_MAC,
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    )
+    log.info("%s cut from %s", host, address)
+
+
+def heal(host: str, address: str = SERVICE_ADDRESS) -> None:
+    """Undo :func:`cut`: ``host`` resolves ``address`` again."""
+    ip("-n", host, "neigh", "del", address, "dev", "eth0", check=False)
+    log.info("%s healed (reaches %s again)", host, address)
+
+
+def remove_hosts() -> list[str]:
+    """Kill every process of every :data:`PREFIX` host, delete the namespaces and the bridge
+    (what a killed run left, or a cluster being stopped); returns what was removed."""
+    removed = []
+    for host in hosts():
+        kill_host(host)
+        ip("netns", "delete", host, check=False)
+        removed.append(host)
+    if ip("link", "show", BRIDGE, check=False):
+        ip("link", "delete", BRIDGE, check=False)  # its veths went with their namespaces
+        removed.append(BRIDGE)
+    return removed

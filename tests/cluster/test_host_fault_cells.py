@@ -1,0 +1,53 @@
+"""Host-fault cells as data and their liveness figure, without a cluster (the cells on one:
+test_isolated_hosts.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from spark_ext.crash import declare
+from spark_ext.recovery import FaultCell, FaultClass, HarnessContext, RecoveryClass
+from spark_ext.recovery.faults import HOST_HOLD_S
+from spark_ext.recovery.host_faults import first_commit_after
+from tests.cluster.conftest import load_script
+
+TASK = declare("hosts.1.in_task", "executor", "test: a task's step")
+DRIVER = declare("hosts.2.on_driver", "driver", "test: a driver step")
+
+
+def test_host_faults_need_a_task_point_a_liveness_bound_and_a_partition_its_seconds():
+    with pytest.raises(ValueError, match="executor point"):
+        FaultCell(FaultClass.HOST_LOSS, DRIVER, 1, bound_s=60)
+    with pytest.raises(ValueError, match="liveness bound"):
+        FaultCell(FaultClass.HOST_LOSS, TASK, 1)
+    with pytest.raises(ValueError, match="seconds"):
+        FaultCell(FaultClass.PARTITION, TASK, 1, bound_s=60)
+    cut = FaultCell(FaultClass.PARTITION, TASK, 1, RecoveryClass.PRECISE, 10, 0, bound_s=60)
+    # The task holds at the point while the harness finds its host and acts on it.
+    assert cut.spec() == f"hosts.1.in_task@1#0:sleep={HOST_HOLD_S:g}"
+
+
+def test_liveness_is_the_first_commit_written_after_the_heal(tmp_path):
+    class Case:
+        def checkpoints(self, ctx, slot):
+            return [tmp_path / "_chk"]
+
+    commits = tmp_path / "_chk" / "commits"
+    commits.mkdir(parents=True)
+    for batch, written_at in ((0, 100.0), (1, 130.0), (2, 112.5)):
+        (commits / str(batch)).write_text("v1")
+        os.utime(commits / str(batch), (written_at, written_at))
+    (commits / ".2.crc").write_text("")
+    ctx = HarnessContext(tmp_path, "b", "p", "t")
+    assert first_commit_after(Case(), ctx, ctx.slot("x"), at=110.0) == 2.5  # type: ignore[arg-type]
+    assert first_commit_after(Case(), ctx, ctx.slot("x"), at=131.0) is None  # type: ignore[arg-type]
+
+
+def test_isolated_hosts_take_no_loopback_worker_hosts(tmp_path):
+    script = load_script()
+    hosts = ["--worker-hosts", "127.0.0.2,127.0.0.3"]
+    with pytest.raises(SystemExit, match="drop --worker-hosts"):
+        script.main(["start", "--isolated", "--dir", str(tmp_path), *hosts])
+    assert not (tmp_path / "cluster.json").exists()
