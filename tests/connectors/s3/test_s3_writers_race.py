@@ -1,0 +1,119 @@
+"""Writers racing for the same Delta version on the local S3 store (docs/design.md, "Object
+storage", writers sharing a table).
+
+delta-rs 1.x commits a version with a conditional put (``If-None-Match: *``), so the two-phase
+sink's commits and a second delta-rs writer's lose nothing: every commit reported done is one
+version, every row is read back once by Spark and by delta-rs. Spark's Delta 4.4 commits on
+``s3a://`` with ``S3SingleDriverLogStore`` (a lock inside its JVM, then an existence check and
+an unconditional PUT), which can overwrite a delta-rs commit and cannot be made safe beside
+one: each kind of sink refuses a table the other kind wrote (``MixedDeltaWritersError``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from deltalake.exceptions import CommitFailedError
+
+from connectors.delta.table import ensure_table
+from connectors.delta.two_phase import DeltaCommitter
+from spark_ext import storage
+from spark_ext.sinks.delta_txn import DeltaTxnAppender
+from spark_ext.sinks.errors import MixedDeltaWritersError
+from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.protocol import Outcome
+from spark_ext.storage import Location, StorageSettings
+from tests.connectors.delta.test_delta_committed_files import SCHEMA, SINK, spark_commit, stage
+from tests.connectors.s3.test_s3_delta_sinks import delta_table
+
+pytestmark = pytest.mark.integration
+
+
+def race(
+    spark, table: Location, settings: StorageSettings, batches: int, others: int, caplog
+) -> None:
+    """The two-phase sink commits ``batches`` batches while ``others`` delta-rs writers append
+    ``batches`` rows each, one commit per row; then every commit and row is checked."""
+    ensure_table(str(table), SCHEMA, settings)
+    uri, options = storage.delta_storage(table, settings)
+    committer = DeltaCommitter(str(table), SINK, max_conflicts=50, settings=settings)
+    committer.recover(fence=True)
+    start = threading.Barrier(1 + others)
+    written: list[list[str]] = [[] for _ in range(others)]
+    refused: list[str] = []  # delta-rs's retries exhausted: refused, so the row must be absent
+    errors: list[BaseException] = []
+
+    def append(k: int) -> None:
+        start.wait()
+        for i in range(batches):
+            rid = f"w{k}-{i}"
+            row = pa.table({"id": [rid], "n": pa.array([i], pa.int64())})
+            try:
+                write_deltalake(uri, row, mode="append", storage_options=options)
+            except CommitFailedError:
+                refused.append(rid)
+                continue
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            written[k].append(rid)
+
+    threads = [threading.Thread(target=append, args=(k,)) for k in range(others)]
+    for t in threads:
+        t.start()
+    ours: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="connectors.delta.commit"):
+        start.wait()
+        for b in range(batches):
+            ids = [f"s{b}-{i}" for i in range(4)]
+            outcome = spark_commit(committer, b, stage(str(table), b, ids, settings=settings))
+            assert outcome is Outcome.COMMITTED
+            ours += ids
+    for t in threads:
+        t.join()
+    assert not errors
+
+    dt = delta_table(table, settings)
+    theirs = [r for w in written for r in w]
+    # one version per commit reported done (creation, the sink's fence, its batches, theirs)
+    assert dt.version() == 1 + 1 + batches + len(theirs) - 1
+    assert [h["version"] for h in dt.history()] == list(range(dt.version(), -1, -1))
+    assert dt.transaction_version(SINK) == batches - 1
+    committed = sorted(
+        int(h["spark_ext.batch_id"]) for h in dt.history() if "spark_ext.batch_id" in h
+    )
+    assert committed == list(range(batches))
+    expected = sorted(ours + theirs)
+    assert sorted(dt.to_pyarrow_table()["id"].to_pylist()) == expected
+    rows = spark.read.format("delta").load(storage.spark_uri(table)).collect()
+    assert sorted(r.id for r in rows) == expected
+    lost = sum("lost a race" in r.getMessage() for r in caplog.records)
+    print(
+        f"{batches} batches vs {others}x{batches} appends: the sink lost {lost} races, "
+        f"{len(refused)} appends refused by delta-rs"
+    )
+
+
+def test_two_phase_sink_racing_a_delta_rs_writer_on_s3_loses_no_commit(
+    s3_spark, s3_root: Location, s3_settings, caplog
+) -> None:
+    table = s3_root.join("t")
+    race(s3_spark, table, s3_settings, batches=6, others=1, caplog=caplog)
+
+    # A Spark writer cannot share this table: the idempotent mode refuses it at start.
+    spark_writer = DeltaTxnAppender(str(table), "idem", settings=s3_settings)
+    version = delta_table(table, s3_settings).version()
+    with pytest.raises(MixedDeltaWritersError, match="a delta-rs writer"):
+        spark_writer.claim(SinkOwner("6c1f0a52-5d0e-4a53-9d55-0d4f3b7e2a11"), pa.schema([]))
+    assert delta_table(table, s3_settings).version() == version  # nothing written
+
+
+@pytest.mark.heavy
+def test_two_phase_sink_racing_three_delta_rs_writers_on_s3_loses_no_commit(
+    s3_spark, s3_root: Location, s3_settings, caplog
+) -> None:
+    race(s3_spark, s3_root.join("t"), s3_settings, batches=30, others=3, caplog=caplog)
