@@ -16,8 +16,6 @@ import threading
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
-from deltalake.exceptions import CommitFailedError
 
 from connectors.delta.table import ensure_table
 from connectors.delta.two_phase import DeltaCommitter
@@ -28,6 +26,7 @@ from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Outcome
 from spark_ext.storage import Location, StorageSettings
 from tests.connectors.delta.test_delta_committed_files import SCHEMA, SINK, spark_commit, stage
+from tests.connectors.delta.test_delta_writers_race import RacingAppends
 from tests.connectors.s3.test_s3_delta_sinks import delta_table
 
 pytestmark = pytest.mark.integration
@@ -42,29 +41,11 @@ def race(
     uri, options = storage.delta_storage(table, settings)
     committer = DeltaCommitter(str(table), SINK, max_conflicts=50, settings=settings)
     committer.recover(fence=True)
+    appends = RacingAppends(
+        uri, others, lambda rid, i: pa.table({"id": [rid], "n": pa.array([i], pa.int64())}), options
+    )
     start = threading.Barrier(1 + others)
-    written: list[list[str]] = [[] for _ in range(others)]
-    refused: list[str] = []  # delta-rs's retries exhausted: refused, so the row must be absent
-    errors: list[BaseException] = []
-
-    def append(k: int) -> None:
-        start.wait()
-        for i in range(batches):
-            rid = f"w{k}-{i}"
-            row = pa.table({"id": [rid], "n": pa.array([i], pa.int64())})
-            try:
-                write_deltalake(uri, row, mode="append", storage_options=options)
-            except CommitFailedError:
-                refused.append(rid)
-                continue
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            written[k].append(rid)
-
-    threads = [threading.Thread(target=append, args=(k,)) for k in range(others)]
-    for t in threads:
-        t.start()
+    threads = appends.start(lambda i: i < batches, start)
     ours: list[str] = []
     with caplog.at_level(logging.WARNING, logger="connectors.delta.commit"):
         start.wait()
@@ -75,10 +56,10 @@ def race(
             ours += ids
     for t in threads:
         t.join()
-    assert not errors
+    assert not appends.errors
 
     dt = delta_table(table, settings)
-    theirs = [r for w in written for r in w]
+    theirs = [r for w in appends.committed for r in w]
     # one version per commit reported done (creation, the sink's fence, its batches, theirs)
     assert dt.version() == 1 + 1 + batches + len(theirs) - 1
     assert [h["version"] for h in dt.history()] == list(range(dt.version(), -1, -1))
@@ -94,7 +75,7 @@ def race(
     lost = sum("lost a race" in r.getMessage() for r in caplog.records)
     print(
         f"{batches} batches vs {others}x{batches} appends: the sink lost {lost} races, "
-        f"{len(refused)} appends refused by delta-rs"
+        f"{len(appends.refused)} appends refused by delta-rs"
     )
 
 
