@@ -1,12 +1,17 @@
-"""Writers racing for the same Delta version on the local S3 store (docs/design.md, "Object
-storage", writers sharing a table).
+"""Writers sharing a Delta table on the local S3 store (docs/design.md, "Object storage",
+writers sharing a table).
 
-delta-rs 1.x commits a version with a conditional put (``If-None-Match: *``), so the two-phase
-sink's commits and a second delta-rs writer's lose nothing: every commit reported done is one
-version, every row is read back once by Spark and by delta-rs. Spark's Delta 4.4 commits on
-``s3a://`` with ``S3SingleDriverLogStore`` (a lock inside its JVM, then an existence check and
-an unconditional PUT), which can overwrite a delta-rs commit and cannot be made safe beside
-one: each kind of sink refuses a table the other kind wrote (``MixedDeltaWritersError``).
+delta-rs 1.x commits a version with a conditional put (``If-None-Match: *``), so on a store whose
+conditional put is atomic (AWS S3 documents it) the two-phase sink's commits and a second
+delta-rs writer's lose nothing: every commit reported done is one version, every row is read
+back once by Spark and by delta-rs. The local store is not such a store: S3Proxy 2.6 checks
+that the key is absent and then writes it (gaul/s3proxy PR #893), and 4 delta-rs writers
+racing 25 appends each on it kept 58 of 100 commits reported done. So the racing test is
+heavy (it can lose commits by the store's fault here; run it against a store with atomic
+conditional writes); CI runs the same checks with the writers taking turns. Spark's Delta 4.4
+commits on ``s3a://`` with ``S3SingleDriverLogStore`` (a lock inside its JVM, then an
+existence check and an unconditional PUT), which cannot be made safe beside a delta-rs writer
+on any store: each kind of sink refuses a table the other kind wrote (``MixedDeltaWritersError``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import threading
 
 import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from connectors.delta.table import ensure_table
 from connectors.delta.two_phase import DeltaCommitter
@@ -79,13 +85,17 @@ def race(
     )
 
 
-def test_two_phase_sink_racing_a_delta_rs_writer_on_s3_loses_no_commit(
+def test_idempotent_mode_refuses_a_table_the_two_phase_sink_and_delta_rs_wrote_on_s3(
     s3_spark, s3_root: Location, s3_settings, caplog
 ) -> None:
+    """The two-phase sink's batches and a delta-rs writer's appends, taking turns, each one
+    version; then the idempotent mode (Spark's Delta writer) refuses the table at start."""
     table = s3_root.join("t")
-    race(s3_spark, table, s3_settings, batches=6, others=1, caplog=caplog)
+    race(s3_spark, table, s3_settings, batches=3, others=0, caplog=caplog)
+    uri, options = storage.delta_storage(table, s3_settings)
+    write_deltalake(uri, pa.table({"id": ["w"], "n": pa.array([0], pa.int64())}),
+                    mode="append", storage_options=options)  # fmt: skip
 
-    # A Spark writer cannot share this table: the idempotent mode refuses it at start.
     spark_writer = DeltaTxnAppender(str(table), "idem", settings=s3_settings)
     version = delta_table(table, s3_settings).version()
     with pytest.raises(MixedDeltaWritersError, match="a delta-rs writer"):
@@ -94,7 +104,8 @@ def test_two_phase_sink_racing_a_delta_rs_writer_on_s3_loses_no_commit(
 
 
 @pytest.mark.heavy
-def test_two_phase_sink_racing_three_delta_rs_writers_on_s3_loses_no_commit(
+def test_two_phase_sink_racing_a_delta_rs_writer_on_s3_loses_no_commit(
     s3_spark, s3_root: Location, s3_settings, caplog
 ) -> None:
-    race(s3_spark, s3_root.join("t"), s3_settings, batches=30, others=3, caplog=caplog)
+    """Needs a store with atomic conditional writes (see the module docstring)."""
+    race(s3_spark, s3_root.join("t"), s3_settings, batches=6, others=1, caplog=caplog)
