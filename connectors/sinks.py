@@ -70,7 +70,7 @@ def exactly_once_to_delta(
     (tasks stage Parquet, the driver makes one delta-rs commit per batch) or ``"idempotent"``
     (Spark's Delta writer in ``foreachBatch`` with ``txnAppId``); ``take_over``: hand
     ``sink_id`` over from the query that owns it (else ``SinkOwnerError``), batch ids restart
-    at 0; ``storage``: of a table on object storage (two-phase mode; default: the
+    at 0; ``storage``: of a table on object storage (default: the
     session's, i.e. the profile's ``[storage]``; docs/design.md, "Object storage"). Refusals (``SchemaMismatchError``, ``UnsupportedTableFeatureError``,
     ``DeltaTxnExpiredError``, ``DeltaTargetPathError``) and fencing: docs/design.md, "Delta sinks".
     """
@@ -103,7 +103,9 @@ def exactly_once_to_delta(
             .start(table)
         )
     else:
-        idempotent = DeltaIdempotentWriter(table, sink_id, owner=owner, take_over=take_over)
+        idempotent = DeltaIdempotentWriter(
+            table, sink_id, owner=owner, take_over=take_over, settings=storage
+        )
         idempotent.claim(df)  # refuses a stranger (or takes over) before the query starts
         query = writer.foreachBatch(idempotent).start()
     log.info("exactly-once Delta sink %s (%s) -> %s started", sink_id, mode, table)

@@ -38,6 +38,9 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs, variants interleaved; the median and min-max"
     )
+    parser.add_argument(
+        "--storage", choices=("local", "s3"), default="local", help="tables on local disk or S3"
+    )
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be >= 1")
@@ -51,7 +54,7 @@ def main() -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; known: {sorted(known)}")
-    ctx = BenchContext(scale=args.scale)
+    ctx = BenchContext(scale=args.scale, storage=args.storage)
     runs: list[list[Figure]] = [[] for _ in range(args.repeat)]
     with LoadMonitor() as load:
         print(load.verdict(), flush=True)

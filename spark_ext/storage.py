@@ -45,7 +45,10 @@ __all__ = [
     "file_sizes",
     "filesystem",
     "hadoop_conf",
+    "identity",
+    "is_file",
     "list_prefix",
+    "make_folder",
     "read_bytes",
     "s3_jars",
     "session_settings",
@@ -430,6 +433,38 @@ def delete(location: Location | str, settings: StorageSettings | None = None) ->
             fs.delete_file(path)
         elif kind == pafs.FileType.Directory:
             fs.delete_dir(path)
+
+
+def is_file(location: Location | str, settings: StorageSettings | None = None) -> bool:
+    """Whether a file (an object, not a prefix of others) is at ``location``."""
+    import pyarrow.fs as pafs
+
+    with _opened(location, settings) as (_, fs, path):
+        return fs.get_file_info(path).type == pafs.FileType.File
+
+
+def identity(
+    location: Location | str, settings: StorageSettings | None = None
+) -> tuple[int, int] | None:
+    """What tells the file at ``location`` from one written again in its place: (inode, mtime)
+    locally, (size, mtime) on object storage (no inode there); ``None`` if there is none."""
+    loc = Location.parse(location)
+    if not loc.is_s3:
+        try:
+            st = os.stat(loc.path)
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+    with _opened(loc, settings) as (_, fs, path):
+        info = fs.get_file_info(path)
+    return (int(info.size or 0), info.mtime_ns or 0) if info.is_file else None
+
+
+def make_folder(location: Location | str) -> None:
+    """Make the local folder ``location`` (and its parents); object storage has no folders."""
+    loc = Location.parse(location)
+    if not loc.is_s3:
+        os.makedirs(loc.path, exist_ok=True)
 
 
 def size(location: Location | str, settings: StorageSettings | None = None) -> int:

@@ -111,19 +111,22 @@ class DeltaDedupSink:
         storage: StorageSettings | None = None,
     ) -> None:
         self.config = config
-        self.storage = storage  # reaches the tasks inside :func:`decider`'s function
+        # of output, state and catalog; reaches the tasks inside :func:`decider`'s function
+        self.storage = storage or config.storage
         self.output_path = str(output_path)
         self.sink_id = validate_sink_id(sink_id)
-        self.state = BucketStateStore(Location.parse(state_path).join("filters"), settings=storage)
+        self.state = BucketStateStore(
+            Location.parse(state_path).join("filters"), settings=self.storage
+        )
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
-        self.catalog = DedupCatalog(config.catalog_path)
+        self.catalog = DedupCatalog(config.catalog_path, self.storage)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
         self.last_results: list[BucketResult] = []  # the last batch's, one per bucket with rows
         self.owner = owner
         self.take_over = take_over
-        self.catalog_marks = self.catalog.appender(self.sink_id, take_over)
+        self.catalog_marks = self.catalog.appender(self.sink_id, take_over, spark_writes=False)
         self._recovered: SinkOwner | None = None
         self._output: DeltaCommitter | None = None
         self._quarantine: DeltaIdempotentWriter | None = None
@@ -326,6 +329,7 @@ class DeltaDedupSink:
                 owner=self._recovered,
                 take_over=self.take_over,
                 marker=marker_app_id(self.sink_id, "quarantine"),
+                settings=self.storage,
             )
         self._quarantine(batch.where(~valid).withColumn("_reason", reason), batch_id)
         log.warning("%s batch %d: %d rows quarantined (null key)", self.sink_id, batch_id, count)

@@ -184,7 +184,7 @@ def decider(
         hashes = table.column(KEY_HASH).to_numpy().view(np.uint64)
         buckets = (hashes % np.uint64(config.buckets)).astype(np.int64)
         store = BucketStateStore(state_root, settings=settings)
-        catalog = DedupCatalog(config.catalog_path)
+        catalog = DedupCatalog(config.catalog_path, settings)
         messages: dict[str, list[object]] = {f.name: [] for f in MESSAGE_SCHEMA.fields}
         for b in (int(x) for x in np.unique(buckets)):
             mine = buckets == b

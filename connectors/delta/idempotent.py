@@ -17,6 +17,7 @@ from connectors.delta.table import arrow_schema, check_table_schema
 from spark_ext.sinks.delta_txn import DeltaTxnAppender
 from spark_ext.sinks.owner import SinkOwner, owner_of
 from spark_ext.sinks.protocol import DELTA_IDEMPOTENT
+from spark_ext.storage import StorageSettings
 
 __all__ = ["DeltaIdempotentWriter"]
 
@@ -28,7 +29,8 @@ class DeltaIdempotentWriter:
 
     ``owner``: default the streaming query calling it (outside one, required); ``take_over``:
     hand the sink over from another query; ``marker``: the batch marker's app id when this is
-    one table of a larger sink (default ``sink_id``).
+    one table of a larger sink (default ``sink_id``); ``settings``: of a table on object
+    storage (default: the session's; docs/design.md, "Object storage").
     """
 
     def __init__(
@@ -39,14 +41,18 @@ class DeltaIdempotentWriter:
         owner: SinkOwner | None = None,
         take_over: bool = False,
         marker: str | None = None,
+        settings: StorageSettings | None = None,
     ) -> None:
-        self.appender = DeltaTxnAppender(path, sink_id, marker=marker, take_over=take_over)
+        self.appender = DeltaTxnAppender(
+            path, sink_id, marker=marker, take_over=take_over, settings=settings
+        )
+        self.settings = settings
         self.path = self.appender.path
         self.sink_id = self.appender.sink_id
         self.owner = owner
 
     def _owner(self, df: DataFrame) -> SinkOwner:
-        check_table_schema(self.path, df.schema)
+        check_table_schema(self.path, df.schema, self.settings)
         return owner_of(df, self.owner, f"DeltaIdempotentWriter({self.sink_id!r})")
 
     def claim(self, df: DataFrame) -> None:

@@ -13,13 +13,12 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from spark_ext import storage
-from spark_ext.sinks.delta_txn import arrow_schema, check_target_path
+from spark_ext.sinks.delta_txn import arrow_schema, check_target_path, create_table
 from spark_ext.sinks.errors import (
-    DeltaTargetPathError,
     SchemaMismatchError,
     UnsupportedTableFeatureError,
 )
-from spark_ext.storage import Location, StorageSettings
+from spark_ext.storage import StorageSettings
 
 __all__ = [
     "arrow_schema",
@@ -83,29 +82,13 @@ def schema_shape(schema_json: str) -> str:
     return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
 
 
-def _check_target(path: str | Path, settings: StorageSettings | None) -> None:
-    """:func:`check_target_path` for a local path; on object storage, :func:`storage.check`'s
-    typed errors, and a prefix holding objects but no ``_delta_log`` is refused the same way."""
-    loc = Location.parse(path)
-    if not loc.is_s3:
-        check_target_path(path)
-        return
-    storage.check(loc, settings)
-    if storage.exists(loc.join("_delta_log"), settings):
-        return
-    if storage.exists(loc, settings):
-        raise DeltaTargetPathError(
-            str(path), "holds objects but no _delta_log: it is no Delta table"
-        )
-
-
 def open_table(path: str | Path, settings: StorageSettings | None = None) -> Any:
     """The Delta table at ``path`` (local, or on object storage with ``settings``), ``None`` if
     there is none yet (a path that is no table and cannot become one: ``DeltaTargetPathError``)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
-    _check_target(path, settings)
+    check_target_path(path, settings)
     uri, options = storage.delta_storage(str(path), settings or StorageSettings())
     try:
         return DeltaTable(uri, storage_options=options or None)
@@ -240,13 +223,6 @@ def ensure_table(
     """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits:
     else :class:`SchemaMismatchError`, :class:`UnsupportedTableFeatureError`, or
     ``DeltaTargetPathError`` for a file or a folder of other files)."""
-    from deltalake import DeltaTable
-
     check_table_schema(path, schema, settings)
     check_writable(path, schema, settings)
-    if not Location.parse(path).is_s3:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    uri, options = storage.delta_storage(str(path), settings or StorageSettings())
-    DeltaTable.create(
-        uri, schema=arrow_schema(schema), mode="ignore", storage_options=options or None
-    )
+    create_table(str(path), arrow_schema(schema), settings)

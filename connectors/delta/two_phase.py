@@ -34,6 +34,7 @@ from connectors.delta.table import check_snapshot, schema_shape
 from spark_ext.sinks.delta_txn import (
     LatestTable,
     Marks,
+    check_writers,
     commit_marks,
     owner_app_id,
     owner_record,
@@ -322,7 +323,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         """At start: check the owner and the ``txn`` (before anything is touched), with
         ``fence`` record a new run epoch and the owner in one commit, delete staged files no
         snapshot references."""
-        self._decide(self._table())
+        table = self._table()
+        self._decide(table)
+        check_writers(table, self.path, spark_writes=False)
         self.last_committed_batch()
         if fence:
             self.run_epoch = self._fence()

@@ -47,6 +47,8 @@ class BenchContext:
     """What a benchmark runs with: the input scale, a scratch folder, the session and broker."""
 
     scale: float = 1.0
+    storage: str = "local"  # where tables go: "local", or "s3" (the s3 profile's store)
+    storage_warm: bool = False  # the S3 sinks had their untimed warm-up
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="spark_ext_bench_")))
 
     def n(self, rows: int) -> int:

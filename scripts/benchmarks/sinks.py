@@ -2,14 +2,26 @@
 
 ``SPARK_EXT_BENCH_SINKS=kafka`` (or ``delta``) runs one half only. The Kafka half measures the
 two-phase sink (a transaction per task, records never pass the driver) and the idempotent one.
+``--storage s3``: the Delta sinks and Spark's Delta sink writing tables to the S3 store of the
+``s3`` profile, each with its batch time (median, p95) and the object-store requests per batch,
+counted by a proxy every client (S3A, delta-rs, pyarrow) reaches the store through.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import statistics
+import threading
 import time
+import urllib.request
+import uuid
+from collections import Counter
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from benchmarks.common import BenchContext, Figure, timed, until_done
 from benchmarks.ingest import events_topic
@@ -17,6 +29,7 @@ from connectors import kafka
 from connectors.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
 from jobs.exactly_once_delta import parse_events
 from jobs.exactly_once_kafka import forward
+from spark_ext.storage import StorageSettings
 
 EVENTS = 1_000_000
 #: Same micro-batches for every variant: 5 batches at full scale.
@@ -25,7 +38,130 @@ BATCH_FRACTION = 5
 WARM_EVENTS = 3000
 
 
+#: Micro-batches of the S3 half (its p95 is the 95th percentile of these).
+S3_BATCHES = 6
+#: The proxy's own path: its counts since the last call.
+COUNTS_PATH = "/__counts__"
+#: Request headers not passed on by the counting proxy (it reads the body itself).
+_HOP = {"connection", "keep-alive", "expect", "proxy-connection", "transfer-encoding"}
+
+
+def request_kind(method: str, target: str) -> str:
+    """The S3 operation of a request: ``LIST`` (a GET of a bucket with ``list-type``,
+    ``prefix`` or ``delimiter``), else its HTTP method (``POST ?delete``: a multi-delete;
+    ``POST ?uploads`` / ``?uploadId``: the start and end of a multipart upload, a ``PUT``)."""
+    parts = urlsplit(target)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    if method == "GET" and ({"list-type", "prefix", "delimiter"} & set(query)):
+        return "LIST"
+    if method == "POST" and "delete" in query:
+        return "DELETE"
+    if method == "POST" and ({"uploads", "uploadId"} & set(query)):
+        return "PUT"
+    return method
+
+
+class CountingProxy:
+    """An HTTP proxy in front of an S3 endpoint that counts requests by :func:`request_kind`.
+    Clients sign for the proxy's host, which it passes on unchanged, so signatures hold."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream).netloc
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                if self.path == COUNTS_PATH:  # the counts since the last call, as JSON
+                    data = json.dumps(proxy.take()).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                with proxy._lock:
+                    proxy.counts[request_kind(self.command, self.path)] += 1
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                try:
+                    conn.putrequest(
+                        self.command, self.path, skip_host=True, skip_accept_encoding=True
+                    )
+                    for key, value in self.headers.items():
+                        if key.lower() not in _HOP:
+                            conn.putheader(key, value)
+                    conn.endheaders(body)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                except OSError:  # the store did not answer: the client retries
+                    conn.close()
+                    self.send_error(502)
+                    return
+                self.send_response_only(resp.status, resp.reason)
+                for key, value in resp.getheaders():
+                    if key.lower() not in _HOP and not (
+                        key.lower() == "content-length" and self.command != "HEAD"
+                    ):
+                        self.send_header(key, value)
+                if self.command != "HEAD":
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        ThreadingHTTPServer.request_queue_size = 256  # many parallel connections (delta-rs)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def take(self) -> Counter[str]:
+        """The counts since the last call."""
+        with self._lock:
+            counts, self.counts = self.counts, Counter()
+        return counts
+
+
+def _serve(upstream: str, endpoint: Any) -> None:
+    endpoint.put(CountingProxy(upstream).endpoint)
+    threading.Event().wait()
+
+
+class ProxyProcess:
+    """A :class:`CountingProxy` in a process of its own: a delta-rs call that holds the GIL
+    while it waits for the store would otherwise stall a proxy in the same process."""
+
+    def __init__(self, upstream: str) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        queue = context.Queue()
+        self.process = context.Process(target=_serve, args=(upstream, queue), daemon=True)
+        self.process.start()
+        self.endpoint: str = queue.get(timeout=300)
+
+    def take(self) -> Counter[str]:
+        """The counts since the last call."""
+        with urllib.request.urlopen(self.endpoint + COUNTS_PATH, timeout=60) as r:
+            return Counter(json.loads(r.read()))
+
+
 def run(ctx: BenchContext) -> list[Figure]:
+    if ctx.storage == "s3":
+        return run_s3(ctx)
     n = ctx.n(EVENTS)
     topic = events_topic(ctx, n)
     per_trigger = max(1000, n // BATCH_FRACTION)
@@ -102,4 +238,94 @@ def run(ctx: BenchContext) -> list[Figure]:
     measure("kafka rows/s", "spark kafka sink", spark_kafka, baseline=True)
     measure("kafka rows/s", "two-phase kafka (1 txn/task)", ours_kafka("two_phase"))
     measure("kafka rows/s", "idempotent kafka (record ids)", ours_kafka("idempotent"))
+    return figures
+
+
+_PROXIES: dict[str, ProxyProcess] = {}
+
+
+def run_s3(ctx: BenchContext) -> list[Figure]:
+    """The Delta half with every table on the ``s3`` profile's store (checkpoints local: the
+    same for every variant), through a :class:`CountingProxy`."""
+    from connectors.s3.local_store import LocalS3Store
+    from spark_ext import storage
+    from spark_ext.config import load_profile
+
+    LocalS3Store().start()  # a store already answering is used as it is
+    store = load_profile("s3").storage
+    # one proxy for every run: S3A keeps the file system (and its endpoint) it made first
+    if store.endpoint not in _PROXIES:
+        _PROXIES[store.endpoint] = ProxyProcess(store.endpoint)
+    proxy = _PROXIES[store.endpoint]
+    settings = StorageSettings(
+        endpoint=proxy.endpoint,
+        region=store.region,
+        access_key_id=store.access_key_id,
+        secret_access_key=store.secret_access_key,
+    )
+    for key, value in storage.hadoop_conf(settings).items():
+        ctx.spark.conf.set(key, value)  # before the session's first s3a:// access
+    n = ctx.n(EVENTS)
+    topic = events_topic(ctx, n)
+    per_trigger = max(100, n // S3_BATCHES)
+    root = storage.Location("spark-ext", f"bench/{uuid.uuid4().hex[:8]}")
+    once = Trigger(available_now=True)
+    figures: list[Figure] = []
+
+    def source(per: int = per_trigger) -> Any:
+        return kafka.read_stream(ctx.spark, ctx.bootstrap, topic, max_offsets_per_trigger=per)
+
+    def measure(variant: str, start: Callable[[str], Any], baseline: bool = False) -> None:
+        table = storage.spark_uri(root.join(variant.split()[0], uuid.uuid4().hex[:6]))
+        proxy.take()
+        began = time.perf_counter()
+        query = start(table)
+        query.awaitTermination()
+        seconds = time.perf_counter() - began
+        counts = proxy.take()
+        batches = [p for p in query.recentProgress if p["numInputRows"]]
+        times = sorted(p["durationMs"]["addBatch"] for p in batches)
+        k = len(batches) or 1
+        p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))] if times else 0.0
+        note = f"{n:,} rows, {len(batches)} batches"
+        values = [
+            ("delta rows/s", n / seconds, "rows/s"),
+            ("batch ms median", statistics.median(times or [0]), "ms"),
+            ("batch ms p95", p95, "ms"),
+            ("requests/batch", sum(counts.values()) / k, ""),
+            ("LIST/batch", counts["LIST"] / k, ""),
+            ("GET+HEAD/batch", (counts["GET"] + counts["HEAD"]) / k, ""),
+            ("PUT/batch", counts["PUT"] / k, ""),
+        ]
+        figures.extend(
+            Figure("sinks-s3", variant, metric, value, unit, baseline, note)
+            for metric, value, unit in values
+        )
+        print(f"  {variant}: {seconds:.1f}s {dict(counts)}", flush=True)
+
+    def spark_delta(table: str, per: int = per_trigger) -> Any:
+        out = ctx.folder(f"s3-spark-delta-{uuid.uuid4().hex[:6]}")
+        writer = parse_events(source(per)).writeStream.format("delta")
+        writer = writer.option("checkpointLocation", str(out / "chk")).trigger(availableNow=True)
+        return writer.start(table)
+
+    def ours(mode: Any, per: int = per_trigger) -> Callable[[str], Any]:
+        def start(table: str) -> Any:
+            out = ctx.folder(f"s3-eo-{mode}-{uuid.uuid4().hex[:6]}")
+            return exactly_once_to_delta(
+                parse_events(source(per)), table, sink_id="bench", checkpoint=str(out / "chk"),
+                mode=mode, trigger=once, storage=settings,
+            )  # fmt: skip
+
+        return start
+
+    if not ctx.storage_warm:  # one batch through each sink, not timed: JIT, classes, workers
+        spark_delta(storage.spark_uri(root.join("warm-spark")), n).awaitTermination()
+        for mode in ("two_phase", "idempotent"):
+            ours(mode, n)(storage.spark_uri(root.join(f"warm-{mode}"))).awaitTermination()
+        ctx.storage_warm = True
+    measure("spark delta sink", spark_delta, baseline=True)
+    measure("two-phase delta (delta-rs commit)", ours("two_phase"))
+    measure("idempotent delta (txnAppId)", ours("idempotent"))
+    storage.delete(root, settings)
     return figures

@@ -14,9 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_ext.sinks.delta_txn import DeltaTxnAppender, LatestTable, marker_app_id
+from spark_ext.storage import StorageSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from spark_ext.dedup.config import DedupConfig
 
 __all__ = ["CATALOG_SCHEMA", "DedupCatalog", "catalog_app_id"]
 
@@ -47,18 +50,25 @@ _OPEN_TABLES: dict[str, LatestTable] = {}
 
 class DedupCatalog:
     """The catalog table at ``path`` (created by the first append; delta-rs reads it in
-    executors too)."""
+    executors too); ``settings``: of a ``path`` on object storage (docs/design.md, "Object
+    storage", settings in tasks)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, settings: StorageSettings | None = None) -> None:
         self.path = str(path)
+        self.settings = settings
         self._purged_below = 0
+
+    @classmethod
+    def of(cls, config: DedupConfig) -> DedupCatalog:
+        """The catalog ``config`` names, reached with its settings."""
+        return cls(config.catalog_path, config.storage)
 
     def _open(self) -> Any:
         """The table at its newest version (kept open for the process), ``None`` before the
         first append."""
         latest = _OPEN_TABLES.get(self.path)
         if latest is None:
-            latest = _OPEN_TABLES[self.path] = LatestTable(self.path)
+            latest = _OPEN_TABLES[self.path] = LatestTable(self.path, self.settings)
         return latest.get()
 
     def _changed(self) -> None:
@@ -108,15 +118,20 @@ class DedupCatalog:
         table = self._open()
         return None if table is None else table.transaction_version(app_id)
 
-    def appender(self, sink_id: str, take_over: bool = False) -> DeltaTxnAppender:
+    def appender(
+        self, sink_id: str, take_over: bool = False, spark_writes: bool = True
+    ) -> DeltaTxnAppender:
         """The writer of ``sink_id``'s catalog rows with Spark's Delta writer (batch marker
-        ``<sink id>:catalog``)."""
+        ``<sink id>:catalog``; ``spark_writes=False``: only its marks, the rows committed with
+        delta-rs)."""
         return DeltaTxnAppender(
             self.path,
             sink_id,
             marker=catalog_app_id(sink_id),
             partition_by=PARTITION_BY,
             take_over=take_over,
+            settings=self.settings,
+            spark_writes=spark_writes,
         )
 
     def append_spark(self, appender: DeltaTxnAppender, rows: DataFrame, batch_id: int) -> None:
@@ -127,9 +142,13 @@ class DedupCatalog:
 
     def purge(self, older_than_generation: int) -> None:
         """Delete the ids of generations the filters no longer keep (bounds the catalog)."""
+        from deltalake import CommitProperties
+
         table = self._open()
         if table is not None:
-            table.delete(f"generation < {int(older_than_generation)}")
+            floor = int(older_than_generation)
+            mark = CommitProperties(custom_metadata={"spark_ext.catalog_purge": str(floor)})
+            table.delete(f"generation < {floor}", commit_properties=mark)
             self._changed()
 
     def purge_outside(self, newest_generation: int, generations: int) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from spark_ext.dedup.filters import RotatingBloom
 from spark_ext.errors import ConfigError
+from spark_ext.storage import StorageSettings
 
 __all__ = ["DedupConfig"]
 
@@ -25,6 +26,9 @@ class DedupConfig:
     event_time_column: str = "event_time"  # a timestamp
     #: Columns that identify one delivery of a record, compared as their string form.
     coordinate_columns: tuple[str, ...] = ("topic", "partition", "offset")
+    #: Of a ``catalog_path`` on object storage (the profile's ``[storage]``): the catalog is
+    #: read in tasks, which have no session to take them from.
+    storage: StorageSettings | None = None
 
     def __post_init__(self) -> None:
         if self.buckets < 1:

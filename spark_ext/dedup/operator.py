@@ -52,7 +52,7 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
             raise ConfigError("dedup.columns", f"column {col!r} is not in {df.columns}")
     out_schema = StructType([*df.schema.fields, *TAG_FIELDS])
     names = out_schema.fieldNames()
-    catalog = DedupCatalog(config.catalog_path)
+    catalog = DedupCatalog.of(config)
     buckets = config.buckets
     id_col, et_col, coord_cols = (
         config.id_column,

@@ -59,7 +59,7 @@ class DedupSink:
         self.output_columns = list(output_columns) if output_columns else None
         self.quarantine_path = quarantine_path
         self.owner = owner
-        self.catalog = DedupCatalog(config.catalog_path) if config else None
+        self.catalog = DedupCatalog.of(config) if config else None
         self.catalog_writer = (
             self.catalog.appender(self.sink_id, take_over) if self.catalog else None
         )

@@ -138,7 +138,7 @@ class ShardProcessor:
         candidates["_coords"] = coords_string(candidates, ["topic", "partition", "offset"])
         keep = np.ones(len(candidates), dtype=bool)
         if self.dedup is not None:
-            catalog = DedupCatalog(self.dedup.config.catalog_path)
+            catalog = DedupCatalog.of(self.dedup.config)
             keep, metrics = self.dedup.decide(
                 candidates["record_id"].astype(str).to_numpy(),
                 candidates["event_time_ms"].to_numpy(),

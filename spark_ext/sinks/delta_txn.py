@@ -13,19 +13,19 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_ext.sinks.errors import (
     ConcurrentWriterError,
     DeltaTargetPathError,
     DeltaTxnExpiredError,
+    MixedDeltaWritersError,
     SinkOwnerError,
 )
 from spark_ext.sinks.names import derived_name
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner
 from spark_ext.sinks.protocol import check_batch_order, validate_sink_id
-from spark_ext.storage import Location, StorageSettings
+from spark_ext.storage import Location, StorageSettings, spark_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,8 +39,10 @@ __all__ = [
     "Marks",
     "arrow_schema",
     "check_target_path",
+    "check_writers",
     "claim_all",
     "commit_marks",
+    "create_table",
     "marker_app_id",
     "owner_app_id",
     "owner_property",
@@ -91,46 +93,104 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def check_target_path(path: str | os.PathLike[str]) -> None:
+def check_target_path(
+    path: str | os.PathLike[str], settings: StorageSettings | None = None
+) -> None:
     """Raise :class:`DeltaTargetPathError` unless ``path`` is a Delta table, missing or an
-    empty folder (docs/design.md, "Delta sinks", target path)."""
-    location = os.fspath(path).removeprefix("file:")
-    if not os.path.exists(location):
+    empty folder (docs/design.md, "Delta sinks", target path); on object storage, a missing
+    bucket, refused credentials or a silent endpoint first raise :func:`storage.check`'s
+    typed errors."""
+    from spark_ext import storage
+
+    loc = Location.parse(os.fspath(path))
+    if storage.exists(loc.join("_delta_log"), settings):
         return
-    if not os.path.isdir(location):
+    storage.check(loc, settings)
+    if not storage.exists(loc, settings):
+        return
+    if storage.is_file(loc, settings):
         raise DeltaTargetPathError(str(path), "is a file, not a Delta table folder")
-    if not os.path.isdir(os.path.join(location, "_delta_log")) and os.listdir(location):
+    if storage.list_prefix(loc, settings):
         raise DeltaTargetPathError(str(path), "holds files but no _delta_log: it is no Delta table")
+
+
+#: The two kinds of Delta writer on object storage (docs/design.md, "Object storage").
+SPARK_WRITER = "Spark's Delta writer (S3SingleDriverLogStore, no lock across processes)"
+DELTA_RS_WRITER = "a delta-rs writer (conditional put)"
+
+
+def check_writers(table: Any, path: str, spark_writes: bool) -> None:
+    """On object storage, raise :class:`MixedDeltaWritersError` if the delta-rs snapshot
+    ``table``'s log holds a commit of the other kind of writer than ours (``spark_writes``:
+    we commit with Spark's Delta; else with delta-rs). A spark_ext Spark-writer's own delta-rs
+    commits (the table's creation, owner records, catalog purges) are ours; why:
+    docs/design.md, "Object storage", writers sharing a table."""
+    if not Location.parse(path).is_s3:
+        return
+    for commit in table.history():
+        version = int(commit.get("version", 0))
+        spark = str(commit.get("engineInfo", "")).startswith("Apache-Spark")
+        if not spark_writes and spark:
+            raise MixedDeltaWritersError(path, DELTA_RS_WRITER, SPARK_WRITER, version)
+        ours = version == 0 or (
+            any(k.startswith("spark_ext.") for k in commit) and "spark_ext.batch_id" not in commit
+        )
+        if spark_writes and not spark and not ours:
+            raise MixedDeltaWritersError(path, SPARK_WRITER, DELTA_RS_WRITER, version)
+
+
+def _settings(path: str, settings: StorageSettings | None) -> StorageSettings:
+    """``settings``, else (a location on object storage) the active session's."""
+    from spark_ext.storage import session_settings
+
+    if settings is None and Location.parse(path).is_s3:
+        return session_settings()
+    return settings or StorageSettings()
+
+
+def create_table(
+    path: str,
+    schema: pa.Schema,
+    settings: StorageSettings | None = None,
+    partition_by: Sequence[str] = (),
+) -> None:
+    """Create an empty Delta table at ``path`` with delta-rs unless one is there."""
+    from deltalake import DeltaTable
+
+    from spark_ext.storage import delta_storage, make_folder
+
+    make_folder(path)  # delta-rs writes a local table into an existing folder
+    uri, options = delta_storage(path, _settings(path, settings))
+    DeltaTable.create(
+        uri,
+        schema=schema,
+        mode="ignore",
+        partition_by=list(partition_by) or None,
+        storage_options=options or None,
+    )
 
 
 class LatestTable:
     """The newest snapshot of the Delta table at ``path``, read incrementally (docs/design.md,
     "Delta sinks", cost per commit); a table made again at the same path is opened afresh.
-    Not shared between threads."""
+    ``settings``: of a table on object storage (default: the active session's; an executor
+    has none, so task-side code passes them). Not shared between threads."""
 
     def __init__(
         self, path: str | os.PathLike[str], settings: StorageSettings | None = None
     ) -> None:
         self.path = os.fspath(path)
-        self.settings = settings  # of a table on object storage
+        self.settings = settings
         self._table: Any = None
         self._identity: tuple[int, int] | None = None
 
     def identity(self) -> tuple[int, int] | None:
-        """(inode, mtime) of the table's first commit file (on object storage: size, mtime);
-        ``None`` if it is not there."""
+        """:func:`spark_ext.storage.identity` of the table's first commit file; ``None`` if it
+        is not there."""
         from spark_ext import storage
 
-        loc = Location.parse(self.path)
-        if loc.is_s3:
-            fs, first = storage.filesystem(loc.join("_delta_log", f"{0:020d}.json"), self.settings)
-            info = fs.get_file_info(first)
-            return (info.size, info.mtime_ns or 0) if info.is_file else None
-        try:
-            st = os.stat(os.path.join(self.path, "_delta_log", f"{0:020d}.json"))
-        except OSError:
-            return None
-        return st.st_ino, st.st_mtime_ns
+        first = Location.parse(self.path).join("_delta_log", f"{0:020d}.json")
+        return storage.identity(first, _settings(self.path, self.settings))
 
     def get(self) -> Any:
         """The table at its newest version, or ``None`` when there is no table yet."""
@@ -147,7 +207,7 @@ class LatestTable:
         self._table = None
         from spark_ext.storage import delta_storage
 
-        uri, options = delta_storage(self.path, self.settings or StorageSettings())
+        uri, options = delta_storage(self.path, _settings(self.path, self.settings))
         try:
             table = DeltaTable(uri, storage_options=options or None)
         except TableNotFoundError:
@@ -270,6 +330,8 @@ def commit_marks(
 class DeltaTxnAppender:
     """Appends one sink's batches to the Delta table ``path`` with Spark's Delta writer, keyed
     by ``txn(marker, batch id)`` (``marker``: default ``sink_id``, else :func:`marker_app_id`).
+    ``settings``: of a table on object storage (default: the session's); ``spark_writes=False``
+    for a table only marked here and written by delta-rs (:func:`check_writers`).
 
     Steps (docs/design.md, "Delta sinks"): 1. :meth:`claim` the owner at a run's first call;
     2. :meth:`check` each batch (owner, expiry, order); 3. :meth:`write` it in one Spark commit.
@@ -284,8 +346,12 @@ class DeltaTxnAppender:
         partition_by: Sequence[str] = (),
         take_over: bool = False,
         max_conflicts: int = 3,
+        settings: StorageSettings | None = None,
+        spark_writes: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        self.settings = settings
+        self.spark_writes = spark_writes
         self.sink_id = validate_sink_id(sink_id)
         self.marker = marker or sink_id
         self.partition_by = tuple(partition_by)
@@ -293,10 +359,10 @@ class DeltaTxnAppender:
         self.max_conflicts = max_conflicts
         #: The owner this writer recorded (its claim), ``None`` before.
         self.owner: SinkOwner | None = None
-        self._latest = LatestTable(self.path)
+        self._latest = LatestTable(self.path, settings)
 
     def _table(self) -> Any:
-        check_target_path(self.path)
+        check_target_path(self.path, self.settings)
         return self._latest.get()
 
     def marks(self, table: Any) -> Marks:
@@ -323,6 +389,7 @@ class DeltaTxnAppender:
                 continue
             marks = self.marks(table)
             decision = marks.decide(self.path, owner, self.take_over)
+            check_writers(table, self.path, self.spark_writes)
             if refuse_expired and decision is not OwnerDecision.TAKE_OVER:
                 self._refuse_expired(table, marks)  # before the record: nothing written
             if decision is not OwnerDecision.SAME or marks.owner_code is None:
@@ -341,12 +408,7 @@ class DeltaTxnAppender:
 
     def _create(self, schema: pa.Schema) -> None:
         """Create the missing table, empty (the owner is recorded by the next commit)."""
-        from deltalake import DeltaTable
-
-        Path(self.path).mkdir(parents=True, exist_ok=True)
-        DeltaTable.create(
-            self.path, schema=schema, mode="ignore", partition_by=list(self.partition_by) or None
-        )
+        create_table(self.path, schema, self.settings, self.partition_by)
 
     def check(self, batch_id: int, *, known_new: bool = False) -> bool:
         """Step 2: whether ``batch_id`` is a replay (skip it); raises if it must not be written.
@@ -392,7 +454,7 @@ class DeltaTxnAppender:
             if self.partition_by:
                 writer = writer.partitionBy(*self.partition_by)
             try:
-                writer.save(self.path)
+                writer.save(spark_uri(self.path))
                 return
             except ConcurrentTransactionException as exc:
                 raise ConcurrentWriterError(

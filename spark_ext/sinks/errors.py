@@ -19,6 +19,7 @@ __all__ = [
     "DeltaTargetPathError",
     "DeltaTxnExpiredError",
     "DriverFencedError",
+    "MixedDeltaWritersError",
     "NotAStreamTaskError",
     "PartitionOutOfRangeError",
     "ProduceFailedError",
@@ -145,6 +146,21 @@ class DeltaTargetPathError(SinkConfigError):
         self.path, self.reason = path, reason
         super().__init__(
             "path", f"{path} {reason}; give the sink a Delta table or a missing or empty folder"
+        )
+
+
+class MixedDeltaWritersError(SinkConfigError):
+    """A Delta table on object storage was written by a kind of writer whose commits this
+    sink's cannot exclude (docs/design.md, "Object storage", writers sharing a table); at
+    start, nothing written. Fix: one kind of writer per table on S3 (README)."""
+
+    def __init__(self, target: str, ours: str, theirs: str, version: int) -> None:
+        self.target, self.ours, self.theirs, self.version = target, ours, theirs, version
+        super().__init__(
+            "path",
+            f"{target}: {ours} cannot share a table on object storage with {theirs} (it wrote "
+            f"version {version}): their commits can overwrite each other's; write this table "
+            "with one kind of writer, or use another table",
         )
 
 

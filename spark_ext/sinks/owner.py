@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spark_ext.sinks.errors import SinkConfigError, SinkOwnerError
+from spark_ext.storage import Location, StorageSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -102,31 +103,33 @@ def owner_of_batch(df: DataFrame) -> SinkOwner | None:
     return SinkOwner(query_id) if query_id else None
 
 
-def owner_of_checkpoint(checkpoint: str | os.PathLike[str]) -> SinkOwner:
-    """The query id in ``<checkpoint>/metadata``, written in Spark's format if the checkpoint
-    is new; :class:`SinkConfigError` for an unreadable file."""
-    from pyarrow import fs as pafs
+def owner_of_checkpoint(
+    checkpoint: str | os.PathLike[str] | Location, settings: StorageSettings | None = None
+) -> SinkOwner:
+    """The query id in ``<checkpoint>/metadata`` (a local path or a URI such as
+    ``s3a://bucket/chk``; ``settings``: of object storage, default the session's), written in
+    Spark's format if the checkpoint is new; :class:`SinkConfigError` for an unreadable file."""
+    from spark_ext import storage
 
-    location = os.fspath(checkpoint)
-    if "://" not in location:
-        location = os.path.abspath(location.removeprefix("file:"))
-    filesystem, root = pafs.FileSystem.from_uri(location)
-    path = f"{root.rstrip('/')}/metadata"
-    if filesystem.get_file_info(path).type == pafs.FileType.File:
-        with filesystem.open_input_stream(path) as f:
-            raw = f.read().decode()
+    location = Location.parse(
+        checkpoint if isinstance(checkpoint, Location) else os.fspath(checkpoint)
+    )
+    metadata = location.join("metadata")
+    try:
+        raw = storage.read_bytes(metadata, settings).decode()
+    except FileNotFoundError:
+        raw = None
+    if raw is not None:
         try:
             return SinkOwner(json.loads(raw.splitlines()[0])["id"])
         except (ValueError, KeyError, IndexError) as e:
             raise SinkConfigError(
-                "checkpoint", f"{location}/metadata is not a Spark query metadata file: {e}"
+                "checkpoint", f"{metadata} is not a Spark query metadata file: {e}"
             ) from e
     owner = SinkOwner(str(uuid.uuid4()))
-    filesystem.create_dir(root, recursive=True)
-    tmp = f"{root.rstrip('/')}/.metadata.{uuid.uuid4().hex}.tmp"
-    with filesystem.open_output_stream(tmp) as f:
-        f.write(json.dumps({"id": owner.query_id}, separators=(",", ":")).encode())
-    filesystem.move(tmp, path)
+    storage.write_bytes(
+        metadata, json.dumps({"id": owner.query_id}, separators=(",", ":")).encode(), settings
+    )
     log.info("%s: new checkpoint, query id %s written for Spark to use", location, owner)
     return owner
 

@@ -18,12 +18,8 @@ SCOPE = (
     "spark_ext/state_inspect.py",
     "spark_ext/tracker",
 )
-#: (file, call) allowed: a local table's folder made before delta-rs creates the table.
-ALLOWED = {("connectors/delta/table.py", "Path")}
 #: Modules still on local files, each with what is left (a fixed one left here fails too).
 NOT_YET = {
-    "spark_ext/sinks/delta_txn.py": "LatestTable tells a re-created local table by its log folder",
-    "spark_ext/sinks/owner.py": "owner_of_checkpoint names a local checkpoint by its absolute path",
     "spark_ext/tracker/agent.py": "the local tracking agent's folder (KafkaTrackingAgent on S3)",
     "spark_ext/tracker/snapshot.py": "the local tracking agent's snapshots",
 }
@@ -62,7 +58,7 @@ def test_locations_are_reached_only_through_spark_ext_storage() -> None:
     found = {}
     for path in scoped_files():
         name = str(path.relative_to(REPO))
-        calls = {c for c in local_file_calls(path) if (name, c) not in ALLOWED}
+        calls = local_file_calls(path)
         if calls:
             found[name] = sorted(calls)
     assert {k: v for k, v in found.items() if k not in NOT_YET} == {}

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pytest
@@ -28,36 +30,58 @@ pytestmark = pytest.mark.integration
 WRITERS, SECONDS = 4, 8.0
 
 
+@dataclass
+class RacingAppends:
+    """delta-rs writers appending to ``uri``, one commit per row (``row(id, i)``), each in a
+    thread started by :meth:`start` and writing while ``more(i)``."""
+
+    uri: str
+    writers: int
+    row: Callable[[str, int], pa.Table] = lambda rid, i: pa.table({"id": [rid]})
+    options: dict[str, str] | None = None
+    committed: list[list[str]] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # retries exhausted: nothing committed
+    errors: list[BaseException] = field(default_factory=list)
+
+    def start(
+        self, more: Callable[[int], bool], barrier: threading.Barrier
+    ) -> list[threading.Thread]:
+        self.committed = [[] for _ in range(self.writers)]
+
+        def write(k: int) -> None:
+            barrier.wait()
+            i = 0
+            while more(i):
+                rid = f"w{k}-{i}"
+                try:
+                    write_deltalake(
+                        self.uri, self.row(rid, i), mode="append", storage_options=self.options
+                    )
+                except CommitFailedError:
+                    self.refused.append(rid)
+                    continue
+                except BaseException as exc:
+                    self.errors.append(exc)
+                    return
+                finally:
+                    i += 1
+                self.committed[k].append(rid)
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(self.writers)]
+        for t in threads:
+            t.start()
+        return threads
+
+
 def test_delta_rs_writers_racing_for_each_version_lose_no_commit(spark, tmp_path):
     table = str(tmp_path / "t")
     write_deltalake(table, pa.table({"id": pa.array([], pa.string())}))
-    committed: list[list[str]] = [[] for _ in range(WRITERS)]
-    refused: list[str] = []  # retries exhausted: delta-rs says so and commits nothing
-    errors: list[BaseException] = []
-    start = threading.Barrier(WRITERS)
-
-    def write(k: int) -> None:
-        start.wait()
-        stop = time.monotonic() + SECONDS
-        i = 0
-        while time.monotonic() < stop:
-            rid = f"w{k}-{i}"
-            i += 1
-            try:
-                write_deltalake(table, pa.table({"id": [rid]}), mode="append")
-            except CommitFailedError:
-                refused.append(rid)
-                continue
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            committed[k].append(rid)
-
-    threads = [threading.Thread(target=write, args=(k,)) for k in range(WRITERS)]
-    for t in threads:
-        t.start()
+    appends = RacingAppends(table, WRITERS)
+    stop = time.monotonic() + SECONDS
+    threads = appends.start(lambda i: time.monotonic() < stop, threading.Barrier(WRITERS))
     for t in threads:
         t.join()
+    committed, refused, errors = appends.committed, appends.refused, appends.errors
 
     done = sorted(rid for ids in committed for rid in ids)
     assert not errors, errors[:3]

@@ -5,6 +5,7 @@ no staged one; the dedup Delta sink's output on the store."""
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 
 import pytest
@@ -16,6 +17,8 @@ from connectors.sinks import Trigger, exactly_once_to_delta
 from jobs.exactly_once_delta import events_stream
 from spark_ext import storage
 from spark_ext.crash import FAULT_ENV
+from spark_ext.dedup.catalog import DedupCatalog, catalog_app_id
+from spark_ext.sinks.errors import MixedDeltaWritersError
 from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome
 from spark_ext.storage import Location, StorageSettings
 from tests.conftest import await_done
@@ -124,9 +127,9 @@ def test_abort_and_replay_on_s3_delete_only_unreferenced_staged_files(
 def test_dedup_sink_writes_its_output_to_s3_once(
     s3_spark, s3_root: Location, s3_settings, tmp_path
 ) -> None:
-    """The dedup sink's output and bucket filters on the store (its catalog stays local: the
-    catalog's table reader is not on object storage yet); a batch and its replay, each reading
-    kept once."""
+    """The dedup sink's output, catalog and bucket filters on the store, its settings given
+    once in the ``DedupConfig`` (the tasks read the catalog with them); a batch and its replay,
+    each reading kept once."""
     from connectors.delta.dedup_sink import DeltaDedupSink
     from tests.connectors.delta.test_dedup_delta_sink_batch_order import (
         OWNER,
@@ -134,11 +137,11 @@ def test_dedup_sink_writes_its_output_to_s3_once(
         readings,
     )
 
-    out = s3_root.join("unique")
-    config = dedup_config(tmp_path)
-    sink = DeltaDedupSink(
-        config, str(out), "orders", str(s3_root.join("state")), owner=OWNER, storage=s3_settings
+    out, catalog = s3_root.join("unique"), s3_root.join("catalog")
+    config = dataclasses.replace(
+        dedup_config(tmp_path), catalog_path=storage.spark_uri(catalog), storage=s3_settings
     )
+    sink = DeltaDedupSink(config, str(out), "orders", str(s3_root.join("state")), owner=OWNER)
     batches = [readings(s3_spark, b) for b in range(3)]
     for batch_id, batch in enumerate(batches):
         sink(batch, batch_id)
@@ -153,6 +156,47 @@ def test_dedup_sink_writes_its_output_to_s3_once(
     assert_staged_files_are_the_referenced(out, s3_settings, "orders")
     filters = storage.list_prefix(s3_root.join("state", "filters"), s3_settings)
     assert filters, "the buckets' filters are saved on the store"
+    kept = delta_table(catalog, s3_settings).to_pyarrow_table(columns=["record_id"])
+    assert sorted(kept["record_id"].to_pylist()) == expected  # every kept id, once
+    assert DedupCatalog.of(config).last_batch(catalog_app_id("orders")) == 2
+    assert not [n for n in storage.list_prefix(catalog, s3_settings) if n.startswith("/")]
+
+
+def test_idempotent_mode_writes_a_table_on_s3_once_and_refuses_a_delta_rs_sink(
+    s3_spark, s3_root: Location, s3_settings
+) -> None:
+    """The idempotent mode (Spark's Delta writer, ``s3a://``) on the store: two batches and a
+    replay that writes nothing, read back by Spark and delta-rs; the owner's checkpoint record
+    on the store; a two-phase sink (delta-rs) then refuses the table Spark's Delta wrote
+    (docs/design.md, "Object storage", writers sharing a table)."""
+    from connectors.delta.idempotent import DeltaIdempotentWriter
+    from spark_ext.sinks.owner import owner_of_checkpoint
+
+    table = s3_root.join("idem")
+    owner = owner_of_checkpoint(s3_root.join("chk"), s3_settings)  # a new checkpoint on S3
+    assert owner_of_checkpoint(storage.spark_uri(s3_root.join("chk")), s3_settings) == owner
+    writer = DeltaIdempotentWriter(
+        storage.spark_uri(table), "idem", owner=owner, settings=s3_settings
+    )
+    batches = [
+        s3_spark.createDataFrame([(f"b{b}-{i}", i) for i in range(3)], SCHEMA) for b in range(2)
+    ]
+    for batch_id, batch in enumerate(batches):
+        writer(batch, batch_id)
+    before = delta_table(table, s3_settings).version()
+    writer(batches[1], 1)  # a replay: skipped, nothing written
+    dt = delta_table(table, s3_settings)
+    assert dt.version() == before
+    assert dt.transaction_version("idem") == 1
+    expected = sorted(f"b{b}-{i}" for b in range(2) for i in range(3))
+    assert sorted(dt.to_pyarrow_table()["id"].to_pylist()) == expected
+    rows = s3_spark.read.format("delta").load(storage.spark_uri(table)).collect()
+    assert sorted(r.id for r in rows) == expected
+
+    committer = DeltaCommitter(str(table), "other", settings=s3_settings)
+    with pytest.raises(MixedDeltaWritersError, match="Spark's Delta writer"):
+        committer.recover(fence=True)
+    assert delta_table(table, s3_settings).version() == before  # nothing written
 
 
 def test_a_table_in_a_missing_bucket_is_refused_at_start_naming_it(s3_settings) -> None:
