@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext.errors import ConfigError
+from spark_ext.kafka_clients import KafkaProperties
 from spark_ext.storage import StorageSettings
 
 __all__ = [
@@ -50,6 +52,9 @@ def _conf_dir() -> Path:
 CONF_DIR = _conf_dir()
 #: What a relative ``paths.data_root`` is under (none: the working folder of an installation).
 PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
+
+#: ``${env:NAME}`` in a ``[kafka.properties]`` value (Kafka's EnvVarConfigProvider form).
+_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 #: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``.
 KAFKA_MIN_PARTITIONS_CONF = "spark.spark_ext.kafka.minPartitions"
@@ -95,9 +100,27 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where the Kafka broker is."""
+    """Where the Kafka brokers are, and the client properties every client of them takes
+    (``[kafka.properties]``, Kafka's names; ``${env:NAME}`` is the environment variable
+    ``NAME``); see :func:`spark_ext.kafka_clients.configure`."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def client_properties(self) -> KafkaProperties:
+        """:attr:`properties` with ``${env:NAME}`` replaced, validated (a bad one or an unset
+        variable: :class:`~spark_ext.errors.ConfigError` naming it)."""
+        resolved = {}
+        for key, value in self.properties.items():
+
+            def env(found: re.Match[str], key: str = key) -> str:
+                name = found.group(1)
+                if name not in os.environ:
+                    raise ConfigError(f"kafka.properties.{key}", f"${{env:{name}}} is not set")
+                return os.environ[name]
+
+            resolved[key] = _ENV_REFERENCE.sub(env, value)
+        return KafkaProperties(resolved)
 
 
 @dataclass(frozen=True)
@@ -176,6 +199,7 @@ def validate(profile: Profile) -> None:
         host, _, port = server.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+    profile.kafka.client_properties()
 
 
 def profile_path(name_or_path: str | Path) -> Path:
