@@ -16,11 +16,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_ext.errors import ConfigError
-from spark_ext.kafka_clients import KafkaProperties
 from spark_ext.storage import StorageSettings
+
+if TYPE_CHECKING:
+    from spark_ext import kafka_clients
 
 __all__ = [
     "CONF_DIR",
@@ -107,7 +109,7 @@ class KafkaSettings:
     bootstrap_servers: str = "127.0.0.1:9092"
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
 
-    def client_properties(self) -> KafkaProperties:
+    def client_properties(self) -> kafka_clients.KafkaProperties:
         """:attr:`properties` with ``${env:NAME}`` replaced, validated (a bad one or an unset
         variable: :class:`~spark_ext.errors.ConfigError` naming it)."""
         resolved = {}
@@ -120,7 +122,19 @@ class KafkaSettings:
                 return os.environ[name]
 
             resolved[key] = _ENV_REFERENCE.sub(env, value)
-        return KafkaProperties(resolved)
+        from spark_ext import kafka_clients
+
+        return kafka_clients.KafkaProperties(resolved)
+
+    def configure_clients(self, bootstrap: str | None = None) -> str:
+        """Give the client properties to every client of ``bootstrap`` (default: this
+        section's) this process builds (:func:`spark_ext.kafka_clients.configure`); returns
+        the bootstrap servers."""
+        from spark_ext import kafka_clients
+
+        bootstrap = bootstrap or self.bootstrap_servers
+        kafka_clients.configure(bootstrap, self.client_properties())
+        return bootstrap
 
 
 @dataclass(frozen=True)

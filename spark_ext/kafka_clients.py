@@ -152,8 +152,9 @@ class KafkaProperties(Mapping[str, str]):
             for option in ("username", "password"):
                 if option in options:
                     props.setdefault(f"sasl.{option}", options[option])
-        protocol = props.setdefault("security.protocol", "PLAINTEXT").upper()
-        props["security.protocol"] = protocol
+        protocol = props.get("security.protocol", "PLAINTEXT").upper()
+        if "security.protocol" in props:
+            props["security.protocol"] = protocol
         if protocol not in PROTOCOLS:
             raise ConfigError(
                 "kafka.properties.security.protocol", f"{protocol!r} is not one of {PROTOCOLS}"
