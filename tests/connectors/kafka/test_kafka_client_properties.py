@@ -219,3 +219,22 @@ def test_the_profile_section_reads_secrets_from_the_environment(
         assert kafka_clients.properties_of(BOOTSTRAP).librdkafka()["sasl.password"] == SECRET
     finally:
         kafka_clients.configure(BOOTSTRAP, None)
+
+
+def test_a_derived_profile_keeps_the_kafka_properties(tmp_path: Path) -> None:
+    """The harness runs every job of ``check``/``matrix`` from a profile derived from the
+    user's: a secured cluster's ``[kafka.properties]`` must survive it."""
+    from spark_ext.recovery.profiles import derive_profile
+
+    base = tmp_path / "secured.toml"
+    base.write_text(
+        '[kafka]\nbootstrap_servers = "broker.example:9096"\n[kafka.properties]\n'
+        '"security.protocol" = "SSL"\n"ssl.truststore.location" = "/certs/ca.pem"\n'
+    )
+    derived = derive_profile(str(base), tmp_path / "derived.toml", bootstrap="other:9096")
+    kafka = load_profile(derived).kafka
+    assert kafka.bootstrap_servers == "other:9096"
+    assert kafka.client_properties().librdkafka() == {
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/certs/ca.pem",
+    }
