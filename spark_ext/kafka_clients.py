@@ -329,7 +329,8 @@ def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
     """Once per process and cluster: connect to a secured ``bootstrap`` with librdkafka, which
     names a refused login or a failed TLS handshake at once (kafka-python retries until its
     timeout), and raise :class:`KafkaAuthenticationError` or :class:`KafkaTlsError`. Any other
-    outcome (an answer, no answer within ``timeout_s``) returns: the clients report it."""
+    outcome returns, for the clients to report: an answer or none within ``timeout_s`` (then
+    not probed again), another error such as a refused connection (probed again next time)."""
     props = properties_of(bootstrap)
     if not props.secured or (bootstrap, props) in _CHECKED:
         return
@@ -362,9 +363,8 @@ def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
             )
         if errors:  # refused, unreachable, ...: what the clients and preflight checks report
             return
-    else:
+    else:  # not probed again: a paused broker must not cost every client the wait
         log.warning("Kafka %s did not answer within %.0f s", listener, timeout_s)
-        return
     _CHECKED.add((bootstrap, props))
 
 

@@ -49,8 +49,8 @@ class SecuredKafka:
         assert tls is not None
         return {"security.protocol": "SSL", "ssl.truststore.location": str(tls.ca_pem)}
 
-    def profile(self, folder: Path, listener: str) -> Path:
-        """conf/test.toml with ``[kafka]`` for ``listener`` (``scram``: the password from
+    def profile(self, folder: Path, listener: str, base: str = "test") -> Path:
+        """conf/<base>.toml with ``[kafka]`` for ``listener`` (``scram``: the password from
         :data:`PASSWORD_ENV`; ``ssl``)."""
         if listener == "scram":
             props = {
@@ -62,11 +62,11 @@ class SecuredKafka:
             bootstrap = self.scram
         else:
             props, bootstrap = self.ssl_properties(), self.ssl
-        test = (CONF_DIR / "test.toml").read_text()
+        test = (CONF_DIR / f"{base}.toml").read_text()
         head, _, tail = test.partition("[kafka]")
         rest = tail.split("\n[", 1)[1]
         section = "\n".join(f'"{k}" = "{v}"' for k, v in props.items())
-        path = folder / f"secured-{listener}.toml"
+        path = folder / f"secured-{listener}-{base}.toml"
         path.write_text(
             f'{head}[kafka]\nbootstrap_servers = "{bootstrap}"\n\n'
             f"[kafka.properties]\n{section}\n\n[{rest}"
