@@ -93,6 +93,15 @@ class KafkaTlsError(SparkExtError):
         self.fix = "check ssl.truststore.location (a PEM CA file) and the listener's protocol"
 
 
+class _Secret(str):
+    """A secret string that shows as ``'***'``: kafka-python logs its whole configuration."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
 def _unquote(value: str) -> str:
     return re.sub(r"\\(.)", r"\1", value)
 
@@ -220,7 +229,9 @@ class KafkaProperties(Mapping[str, str]):
     def kafka_python(self) -> dict[str, Any]:
         """The arguments kafka-python's clients take."""
         out: dict[str, Any] = {
-            _MAPPED[k][0]: v for k, v in self._props.items() if k in _MAPPED and v != ""
+            _MAPPED[k][0]: _Secret(v) if k in SECRETS else v
+            for k, v in self._props.items()
+            if k in _MAPPED and v != ""
         }
         if "ssl.keystore.location" in self._props:
             out["ssl_keyfile"] = self._props["ssl.keystore.location"]
