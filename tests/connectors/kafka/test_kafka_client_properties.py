@@ -244,4 +244,4 @@ def test_kafka_pythons_arguments_hide_the_secrets_when_logged(secured):
     """kafka-python's admin client logs its whole configuration at DEBUG."""
     arguments = kafka_clients.properties_of(BOOTSTRAP).kafka_python()
     assert arguments["sasl_plain_password"] == SECRET
-    assert "p\"w" not in repr(arguments) and "p\"w" not in str(arguments)
+    assert 'p"w' not in repr(arguments) and 'p"w' not in str(arguments)
