@@ -14,14 +14,17 @@ import pytest
 
 from connectors import kafka
 from connectors.demo_events import produce_events
+from connectors.sinks import Trigger, exactly_once_to_kafka
 from jobs.exactly_once_kafka import forward
 from spark_ext import kafka_clients
 from spark_ext.jobrun import run_job
 from tests.conftest import await_done
-from tests.connectors.conftest import EVENTS, MAX_OFFSETS, forward_events, output_records
+from tests.connectors.conftest import EVENTS, output_records
 from tests.connectors.kafka.secured_kafka import PASSWORD, PASSWORD_ENV, SecuredKafka, secured_kafka
 
 pytestmark = pytest.mark.integration
+
+ONCE = Trigger(available_now=True)
 
 #: Wrong credentials must be named within this many seconds of the first client (measured:
 #: about 0.5 s; kafka-python alone retries for 30 s, Spark's source for minutes).
@@ -46,9 +49,12 @@ def secured_events(secured: SecuredKafka) -> str:
 def test_exactly_once_kafka_end_to_end_over_scram(spark, secured, secured_events, tmp_path):
     out = f"secured-out-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(secured.scram, out, partitions=3)
-    forward_events(
-        spark, secured.scram, secured_events, out, sink_id="secured_eo", checkpoint=tmp_path
+    df = forward(kafka.read_stream(spark, secured.scram, secured_events))  # one batch: cheap
+    query = exactly_once_to_kafka(
+        df, out, bootstrap=secured.scram, sink_id="secured_eo", checkpoint=tmp_path, trigger=ONCE
     )
+    await_done(query, 300)
+    assert query.exception() is None
     rows = forward(kafka.read_batch(spark, secured.ssl, secured_events)).collect()  # over TLS
     expected = sorted((r.key.encode() if r.key else None, r.value.encode()) for r in rows)
     assert len(expected) == EVENTS
@@ -63,7 +69,7 @@ def test_the_delta_jobs_query_reads_its_kafka_source_over_tls(
 
     from jobs.exactly_once_delta import events_stream, start
 
-    events = events_stream(spark, secured.ssl, secured_events, max_offsets_per_trigger=MAX_OFFSETS)
+    events = events_stream(spark, secured.ssl, secured_events, max_offsets_per_trigger=None)
     query = start(events, tmp_path / "events", tmp_path / "checkpoint", "secured_delta")
     await_done(query, 300)
     assert query.exception() is None
