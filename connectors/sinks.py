@@ -9,13 +9,14 @@ is deterministic (guarantees and caveats: docs/design.md, "Delta sinks" and "Kaf
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
@@ -125,6 +126,7 @@ def exactly_once_to_kafka(
     delivery_timeout_ms: int = 120_000,
     query_name: str | None = None,
     take_over: bool = False,
+    kafka_properties: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Write a streaming DataFrame to the existing ``topic`` (else ``TopicMissingError``).
 
@@ -137,11 +139,17 @@ def exactly_once_to_kafka(
     ``transaction_timeout_ms`` (two-phase) must not exceed the broker's
     ``transaction.max.timeout.ms``; ``delivery_timeout_ms`` (at least 1000) bounds a record's
     acknowledgement and a stalled client call. ``take_over`` as for :func:`exactly_once_to_delta`.
+    ``kafka_properties`` (Kafka's names: ``security.protocol``, ``sasl.*``, ``ssl.*``) are given
+    to every client of ``bootstrap`` (:func:`spark_ext.kafka_clients.configure`; default: those
+    configured already, e.g. by the profile's ``[kafka.properties]``).
     Caveats (aborted records for ``read_uncommitted`` readers, offset retention):
     docs/design.md, "Kafka sinks".
     """
     from connectors.kafka.idempotent import KafkaIdempotentWriter, check_no_speculation
     from connectors.kafka.records import check_columns, require_topic
+
+    if kafka_properties is not None:
+        kafka_clients.configure(bootstrap, kafka_properties)
 
     def check() -> None:
         check_columns(df.schema, require_record_id=True)

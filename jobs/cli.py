@@ -80,7 +80,7 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
 
     profile_arg = resolve_profile(args.profile)
     profile = load_profile(profile_arg)
-    bootstrap = profile.kafka.bootstrap_servers
+    bootstrap = profile.kafka.configure_clients()
     if bootstrap == LocalKafkaBroker().config.bootstrap_servers:
         LocalKafkaBroker().ensure_running()
     root = profile.paths.resolved_data_root() / "recovery"

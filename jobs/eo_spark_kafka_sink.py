@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def write(df: DataFrame, batch_id: int) -> None:
-        df.write.format("kafka").option("kafka.bootstrap.servers", job.bootstrap).option(
+        df.write.format("kafka").options(**kafka.spark_options(job.bootstrap)).option(
             "topic", args.out
         ).save()
         WRITTEN.reached(batch_id)

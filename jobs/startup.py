@@ -119,6 +119,7 @@ def start_job(
 
     profile = load_profile(args.profile, **overrides)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
+    profile.kafka.configure_clients(bootstrap)
     if check is not None:
         check(bootstrap)
     spark = build_session(profile)

@@ -19,7 +19,7 @@ from spark_ext.config import load_profile  # noqa: E402
 
 def main() -> int:
     profile = load_profile("local")
-    bootstrap = profile.kafka.bootstrap_servers
+    bootstrap = profile.kafka.configure_clients()
     topic = f"demo-events-{int(time.time())}"
     out = profile.paths.resolved_data_root() / "demo"
     shutil.rmtree(out, ignore_errors=True)

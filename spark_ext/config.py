@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_ext.errors import ConfigError
 from spark_ext.storage import StorageSettings
+
+if TYPE_CHECKING:
+    from spark_ext import kafka_clients
 
 __all__ = [
     "CONF_DIR",
@@ -50,6 +54,9 @@ def _conf_dir() -> Path:
 CONF_DIR = _conf_dir()
 #: What a relative ``paths.data_root`` is under (none: the working folder of an installation).
 PROJECT_ROOT = CONF_DIR.parent if (CONF_DIR.parent / "spark_ext").is_dir() else None
+
+#: ``${env:NAME}`` in a ``[kafka.properties]`` value (Kafka's EnvVarConfigProvider form).
+_ENV_REFERENCE = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 
 #: A session setting (a profile's ``[spark.conf]``): the Kafka source's ``minPartitions``.
 KAFKA_MIN_PARTITIONS_CONF = "spark.spark_ext.kafka.minPartitions"
@@ -95,9 +102,39 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where the Kafka broker is."""
+    """Where the Kafka brokers are, and the client properties every client of them takes
+    (``[kafka.properties]``, Kafka's names; ``${env:NAME}`` is the environment variable
+    ``NAME``); see :func:`spark_ext.kafka_clients.configure`."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def client_properties(self) -> kafka_clients.KafkaProperties:
+        """:attr:`properties` with ``${env:NAME}`` replaced, validated (a bad one or an unset
+        variable: :class:`~spark_ext.errors.ConfigError` naming it)."""
+        resolved = {}
+        for key, value in self.properties.items():
+
+            def env(found: re.Match[str], key: str = key) -> str:
+                name = found.group(1)
+                if name not in os.environ:
+                    raise ConfigError(f"kafka.properties.{key}", f"${{env:{name}}} is not set")
+                return os.environ[name]
+
+            resolved[key] = _ENV_REFERENCE.sub(env, value)
+        from spark_ext import kafka_clients
+
+        return kafka_clients.KafkaProperties(resolved)
+
+    def configure_clients(self, bootstrap: str | None = None) -> str:
+        """Give the client properties to every client of ``bootstrap`` (default: this
+        section's) this process builds (:func:`spark_ext.kafka_clients.configure`); returns
+        the bootstrap servers."""
+        from spark_ext import kafka_clients
+
+        bootstrap = bootstrap or self.bootstrap_servers
+        kafka_clients.configure(bootstrap, self.client_properties())
+        return bootstrap
 
 
 @dataclass(frozen=True)
@@ -176,6 +213,7 @@ def validate(profile: Profile) -> None:
         host, _, port = server.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+    profile.kafka.client_properties()
 
 
 def profile_path(name_or_path: str | Path) -> Path:

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from spark_ext import kafka_clients
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.kafka_clients import create_topic as create_topic  # re-exported
+from spark_ext.kafka_clients import spark_options as spark_options  # re-exported
 
 __all__ = [
     "consume_all",
@@ -22,6 +23,7 @@ __all__ = [
     "produce_json",
     "read_batch",
     "read_stream",
+    "spark_options",
     "stamp",
 ]
 
@@ -74,10 +76,11 @@ def produce_json(
 
 
 def _reader(reader: Any, bootstrap: str, topics: str | list[str], read_committed: bool) -> Any:
-    """``reader`` (``spark.read`` or ``spark.readStream``) of Kafka topic(s) from the start."""
+    """``reader`` (``spark.read`` or ``spark.readStream``) of Kafka topic(s) from the start,
+    with the cluster's client properties (:func:`spark_ext.kafka_clients.spark_options`)."""
     return (
         reader.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka_clients.spark_options(bootstrap))
         .option("subscribe", topics if isinstance(topics, str) else ",".join(topics))
         .option("kafka.isolation.level", "read_committed" if read_committed else "read_uncommitted")
     )
@@ -91,10 +94,15 @@ def read_stream(
     max_offsets_per_trigger: int | None = None,
     read_committed: bool = True,
     extra_options: Mapping[str, str] | None = None,
+    kafka_properties: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the topic(s) with its source coordinates (:func:`stamp`);
     ``read_committed`` hides aborted transactional records. The session setting
-    ``spark.spark_ext.kafka.minPartitions`` is the source's ``minPartitions``."""
+    ``spark.spark_ext.kafka.minPartitions`` is the source's ``minPartitions``.
+    ``kafka_properties`` (Kafka's names) are given to every client of ``bootstrap``
+    (:func:`spark_ext.kafka_clients.configure`; default: those configured already)."""
+    if kafka_properties is not None:
+        kafka_clients.configure(bootstrap, kafka_properties)
     reader = _reader(spark.readStream, bootstrap, topics, read_committed)
     reader = reader.option("startingOffsets", starting_offsets).option("failOnDataLoss", "true")
     if max_offsets_per_trigger:

@@ -195,6 +195,8 @@ class SliceWriter:
     region: OutputRegion
     run: str = ""
     delivery_timeout_ms: int = 120_000
+    #: The cluster's client properties, carried to the task (docs/design.md, "Kafka clients").
+    access: kafka_clients.KafkaAccess | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index, attempt = task_attempt()
@@ -365,6 +367,7 @@ class KafkaIdempotentWriter:
             region,
             self.run,
             self.delivery_timeout_ms,
+            kafka_clients.access(self.bootstrap),
         )
         # one row per task, summed here: no aggregation stage (and its shuffle) per batch
         sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())

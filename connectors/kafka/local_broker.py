@@ -12,9 +12,10 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from connectors.kafka.tls import TlsFiles, make_certificates
 from connectors.processes import java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
@@ -22,6 +23,7 @@ from spark_ext.errors import BrokerError
 __all__ = [
     "LOG4J2",
     "REPO",
+    "SCRAM",
     "TRANSACTION_MAX_TIMEOUT_MS",
     "BrokerConfig",
     "LocalKafkaBroker",
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 TRANSACTION_MAX_TIMEOUT_MS = 900_000
+#: The SASL mechanism of the local broker's SCRAM listener.
+SCRAM = "SCRAM-SHA-512"
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,25 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     heap: str = "1g"
     transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
+    #: For tests: a SASL_PLAINTEXT listener with SCRAM-SHA-512 for ``scram_users`` (name,
+    #: password), and an SSL listener whose certificate :meth:`tls` makes.
+    scram_port: int | None = None
+    ssl_port: int | None = None
+    scram_users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def scram_bootstrap(self) -> str:
+        """The SASL_PLAINTEXT/SCRAM-SHA-512 listener's address."""
+        return f"{self.host}:{self.scram_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The SSL listener's address."""
+        return f"{self.host}:{self.ssl_port}"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.data_dir / "tls"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -63,18 +86,45 @@ class BrokerConfig:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
+    def tls(self) -> TlsFiles | None:
+        """The SSL listener's certificates (made on first use in ``tls_dir``), if it has one."""
+        return make_certificates(self.tls_dir, self.host) if self.ssl_port is not None else None
+
+    def _secured_listeners(self) -> dict[str, str]:
+        """The properties of the SCRAM and SSL listeners (none without their ports)."""
+        props: dict[str, str] = {}
+        if self.scram_port is not None:
+            props["sasl.enabled.mechanisms"] = SCRAM
+            props["listener.name.scram.sasl.enabled.mechanisms"] = SCRAM
+            props[f"listener.name.scram.{SCRAM.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+        if (tls := self.tls()) is not None:
+            props["listener.name.tls.ssl.keystore.location"] = str(tls.keystore)
+            props["listener.name.tls.ssl.keystore.password"] = tls.keystore_password
+            props["listener.name.tls.ssl.keystore.type"] = "PKCS12"
+        return props
+
     def server_properties(self) -> str:
+        listeners = {"PLAINTEXT": (self.port, "PLAINTEXT")}
+        if self.scram_port is not None:
+            listeners["SCRAM"] = (self.scram_port, "SASL_PLAINTEXT")
+        if self.ssl_port is not None:
+            listeners["TLS"] = (self.ssl_port, "SSL")
+        advertised = ",".join(
+            f"{name}://{self.host}:{port}" for name, (port, _) in listeners.items()
+        )
+        protocols = ",".join(f"{name}:{protocol}" for name, (_, protocol) in listeners.items())
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
-            "listeners": (
-                f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}"
-            ),
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{protocols}",
+            **self._secured_listeners(),
             "log.dirs": str(self.log_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "true",
@@ -139,7 +189,8 @@ class LocalKafkaBroker:
         return new_cluster_id()
 
     def format_storage(self) -> None:
-        """Format the KRaft storage on first start (a no-op when already formatted)."""
+        """Format the KRaft storage on first start (a no-op when already formatted), with the
+        SCRAM users the broker's own storage tool creates."""
         c = self.config
         c.data_dir.mkdir(parents=True, exist_ok=True)
         c.properties_file.write_text(c.server_properties())
@@ -155,6 +206,8 @@ class LocalKafkaBroker:
             "-c",
             str(c.properties_file),
         ]
+        for name, password in c.scram_users:
+            cmd += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
         result = subprocess.run(cmd, capture_output=True, text=True, env=self._env())
         if result.returncode != 0:
             raise BrokerError(f"formatting {c.log_dir} failed: {result.stderr or result.stdout}")

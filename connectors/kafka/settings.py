@@ -8,6 +8,7 @@ from typing import Any
 
 from connectors.kafka.names import KafkaSinkNames
 from connectors.kafka.records import LINGER_MS, PRODUCER
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError
 from spark_ext.sinks.protocol import validate_sink_id
 
@@ -33,8 +34,13 @@ class KafkaSinkSettings:
     replay_from: dict[int, int] = field(default_factory=dict)
     #: Keep a slice's producer in the Python worker for the slice's next task.
     reuse_producers: bool = True
+    #: The cluster's client properties (default: those configured for ``bootstrap``), carried
+    #: to the tasks and the data source's options (docs/design.md, "Kafka clients").
+    access: kafka_clients.KafkaAccess | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.access is None:
+            object.__setattr__(self, "access", kafka_clients.access(self.bootstrap))
         validate_sink_id(self.sink_id)
         if not self.topic:
             raise SinkConfigError("topic", "the output topic is required")
@@ -70,6 +76,8 @@ class KafkaSinkSettings:
         return self.names.slice_group(index)
 
     def as_options(self) -> dict[str, str]:
+        """The settings as the data source's string options (client properties as
+        ``kafka.<property>``)."""
         replay_from = ",".join(f"{p}:{o}" for p, o in sorted(self.replay_from.items()))
         options = {
             "bootstrap": self.bootstrap,
@@ -83,10 +91,14 @@ class KafkaSinkSettings:
             "partial": self.partial,
             "replay_from": replay_from or None,
         }
-        return {k: str(v) for k, v in options.items() if v is not None}
+        access = self.access.options() if self.access is not None else {}
+        return {**{k: str(v) for k, v in options.items() if v is not None}, **access}
 
     @classmethod
     def from_options(cls, options: Any) -> KafkaSinkSettings:
+        """Settings from :meth:`as_options`; their client properties are applied to this
+        process (:meth:`~spark_ext.kafka_clients.KafkaAccess.from_options`)."""
+
         def number(name: str, default: int | None = None) -> int | None:
             value = options.get(name, default)
             try:
@@ -95,8 +107,10 @@ class KafkaSinkSettings:
                 raise SinkConfigError(name, "must be an integer") from exc
 
         pairs = (item.partition(":") for item in options.get("replay_from", "").split(","))
+        bootstrap = options.get("bootstrap", "")
         return cls(
-            bootstrap=options.get("bootstrap", ""),
+            bootstrap=bootstrap,
+            access=kafka_clients.KafkaAccess.from_options(bootstrap, options),
             topic=options.get("topic", ""),
             sink_id=options.get("sink_id", ""),
             run_epoch=number("run_epoch"),

@@ -215,7 +215,7 @@ def run(ctx: BenchContext) -> list[Figure]:
     def spark_kafka(name: str = topic, tag: str = "") -> Any:
         out = ctx.folder(f"spark-kafka{tag}")
         records = forward(source(name)).drop("record_id")  # the same key/value, nothing else
-        options = {"kafka.bootstrap.servers": ctx.bootstrap, "topic": target("spark", tag)}
+        options = {**kafka.spark_options(ctx.bootstrap), "topic": target("spark", tag)}
         return until_done(records, out, "kafka", **options)
 
     def ours_kafka(mode: Any, name: str = topic, tag: str = "") -> Callable[[], Any]:

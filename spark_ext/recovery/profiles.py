@@ -52,10 +52,16 @@ def derive_profile(
     lines = []
     for section, values in raw.items():
         lines.append(f"[{section}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
+        lines.extend(
+            f"{k} = {_toml_value(v)}" for k, v in values.items() if not isinstance(v, dict)
+        )
         if section == "spark":
             lines.append("[spark.conf]")
             lines.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in conf.items())
+        for name, table in values.items():  # [kafka.properties]
+            if isinstance(table, dict):
+                lines.append(f"[{section}.{name}]")
+                lines.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items())
     dest = Path(dest).resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("\n".join(lines) + "\n")

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from spark_ext import kafka_clients
 from spark_ext.crash import declare
 from spark_ext.kafka_clients import admin, consumer, create_topic, producer
 from spark_ext.tracker.agent import (
@@ -438,7 +439,8 @@ class KafkaTrackingAgent(TrackingAgent):
 
     # -- TrackingAgent -----------------------------------------------------------------------
     def source_options(self) -> dict[str, str]:
-        return {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
+        options = {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
+        return {**options, **kafka_clients.access(self.bootstrap).options()}
 
     @contextmanager
     def _synced(self) -> Iterator[TrackerState]:

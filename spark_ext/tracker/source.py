@@ -62,8 +62,10 @@ _LOCAL_AGENTS: dict[str, Any] = {}  # one per folder in the driver-side reader p
 
 
 def _kafka(options: dict[str, str]) -> KafkaEndLog:
+    from spark_ext.kafka_clients import KafkaAccess
     from spark_ext.tracker.kafka_agent import KafkaEndLog
 
+    KafkaAccess.from_options(options["bootstrap"], options)  # the client properties, here too
     return KafkaEndLog.shared(options["bootstrap"], options["ends_topic"])
 
 

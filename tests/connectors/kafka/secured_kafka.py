@@ -1,0 +1,104 @@
+"""A private broker with a SASL_PLAINTEXT/SCRAM-SHA-512 listener and an SSL listener (test
+certificates made at start), on free ports; the shared broker on 127.0.0.1:9092 is never
+touched (docs/design.md, "Kafka clients")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from connectors.kafka.local_broker import SCRAM, BrokerConfig, LocalKafkaBroker
+from spark_ext import kafka_clients
+from spark_ext.config import CONF_DIR
+from tests.conftest import free_ports
+
+USER = "spark-ext"
+PASSWORD = "scram-secret-7"
+#: The environment variable a profile of :meth:`SecuredKafka.profile` reads the password from.
+PASSWORD_ENV = "SPARK_EXT_TEST_KAFKA_PASSWORD"
+
+
+@dataclass(frozen=True)
+class SecuredKafka:
+    """The running broker and the client properties of each of its secured listeners."""
+
+    broker: LocalKafkaBroker
+
+    @property
+    def scram(self) -> str:
+        return self.broker.config.scram_bootstrap
+
+    @property
+    def ssl(self) -> str:
+        return self.broker.config.ssl_bootstrap
+
+    def scram_properties(self, password: str = PASSWORD) -> dict[str, str]:
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": SCRAM,
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{USER}" password="{password}";'
+            ),
+        }
+
+    def ssl_properties(self) -> dict[str, str]:
+        tls = self.broker.config.tls()
+        assert tls is not None
+        return {"security.protocol": "SSL", "ssl.truststore.location": str(tls.ca_pem)}
+
+    def profile(self, folder: Path, listener: str, base: str = "test") -> Path:
+        """conf/<base>.toml with ``[kafka]`` for ``listener`` (``scram``: the password from
+        :data:`PASSWORD_ENV`; ``ssl``)."""
+        if listener == "scram":
+            props = {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": SCRAM,
+                "sasl.username": USER,
+                "sasl.password": f"${{env:{PASSWORD_ENV}}}",
+            }
+            bootstrap = self.scram
+        else:
+            props, bootstrap = self.ssl_properties(), self.ssl
+        test = (CONF_DIR / f"{base}.toml").read_text()
+        head, _, tail = test.partition("[kafka]")
+        rest = tail.split("\n[", 1)[1]
+        section = "\n".join(f'"{k}" = "{v}"' for k, v in props.items())
+        path = folder / f"secured-{listener}-{base}.toml"
+        path.write_text(
+            f'{head}[kafka]\nbootstrap_servers = "{bootstrap}"\n\n'
+            f"[kafka.properties]\n{section}\n\n[{rest}"
+        )
+        return path
+
+
+@contextmanager
+def secured_kafka(folder: Path) -> Iterator[SecuredKafka]:
+    """Start the broker in ``folder``, configure this process's clients of both listeners;
+    stop it (SIGKILL if it does not stop) however the caller ends."""
+    plain, controller, scram, ssl = free_ports(4)
+    config = BrokerConfig(
+        data_dir=folder,
+        port=plain,
+        controller_port=controller,
+        scram_port=scram,
+        ssl_port=ssl,
+        scram_users=((USER, PASSWORD),),
+        heap="512m",
+    )
+    broker = LocalKafkaBroker(config)
+    secured = SecuredKafka(broker)
+    try:
+        broker.start(timeout=120)
+        kafka_clients.configure(secured.scram, secured.scram_properties())
+        kafka_clients.configure(secured.ssl, secured.ssl_properties())
+        yield secured
+    finally:
+        kafka_clients.configure(config.scram_bootstrap, None)
+        kafka_clients.configure(config.ssl_bootstrap, None)
+        try:
+            broker.stop(timeout=20)
+        except Exception:
+            broker.stop(hard=True)
