@@ -81,9 +81,10 @@ class FakeRunner:
         if slot == "clean":
             if rows:  # a second run of the clean slot: a checkpoint reset
                 return JobRun(1, 1.0, self.reset_output)
-            out.mkdir(parents=True, exist_ok=True)
-            for d in ("offsets", "commits"):
-                (out / "_chk" / d).mkdir(parents=True, exist_ok=True)
+            # A checkpoint as Spark leaves it: its metadata file, a batch in each log.
+            for name in ("metadata", "offsets/0", "commits/0"):
+                (out / "_chk" / name).parent.mkdir(parents=True, exist_ok=True)
+                (out / "_chk" / name).write_text("{}")
             rows.extend(self.clean_rows)
             return JobRun(0, 1.0, "")
         if fault:
