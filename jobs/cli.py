@@ -9,6 +9,7 @@ crash do to my output?".
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import logging
 import subprocess
@@ -103,7 +104,8 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
 
 def _out_root(kind: str, workdir: Path) -> tuple[str, StorageSettings | None]:
     """Where ``--storage kind`` puts the runs' tables and checkpoints, and its settings: for
-    ``s3``, ``<conf/s3.toml's data root>/recovery/<workdir's name>``, checked before any run."""
+    ``s3``, ``<conf/s3.toml's data root>/recovery/<workdir's name>-<digest of its path>`` (two
+    workdirs never share it), checked before any run."""
     from jobs.startup import storage_overrides, under
     from spark_ext import storage
 
@@ -111,7 +113,8 @@ def _out_root(kind: str, workdir: Path) -> tuple[str, StorageSettings | None]:
         return "", None
     sections = storage_overrides(kind)
     settings = storage.StorageSettings(**sections["storage"])
-    out_root = under(sections["paths"]["data_root"], "recovery", workdir.name)
+    digest = hashlib.sha256(str(workdir).encode()).hexdigest()[:8]
+    out_root = under(sections["paths"]["data_root"], "recovery", f"{workdir.name}-{digest}")
     storage.check(out_root, settings)
     return out_root, settings
 

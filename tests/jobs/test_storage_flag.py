@@ -77,3 +77,15 @@ def test_matrix_check_and_campaign_take_the_storage_flag() -> None:
     parser = cli.build_parser()
     for command in ("check", "matrix", "campaign"):
         assert parser.parse_args([command, "--storage", "s3"]).storage == "s3"
+
+
+def test_the_matrix_on_s3_runs_under_a_root_of_its_workdir_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("spark_ext.storage.check", lambda *a, **k: None)
+    one, same = (cli._out_root("s3", tmp_path / "a" / "work")[0] for _ in range(2))
+    other, settings = cli._out_root("s3", tmp_path / "b" / "work")
+    assert one == same != other
+    assert one.startswith("s3a://spark-ext/var/data/recovery/work-")
+    assert settings is not None and settings.endpoint == "http://127.0.0.1:9000"
+    assert cli._out_root("local", tmp_path) == ("", None)
