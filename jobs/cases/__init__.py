@@ -123,7 +123,7 @@ def expire_delta(
     if fault is FaultClass.TXN_RETENTION:
         expire_txns(table, TXN_RETENTION_WAIT_S, settings)
     elif fault is FaultClass.LOG_RETENTION:
-        trim_delta_log(table, TXN_RETENTION_WAIT_S, settings)
+        trim_delta_log(table, settings)
     else:
         raise ValueError(f"{fault} does not act on a Delta table")
 

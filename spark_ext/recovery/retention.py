@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -76,33 +77,26 @@ def expire_txns(
     log.info("txn retention of %s set to %s and waited out", table, TXN_RETENTION)
 
 
-def trim_delta_log(
-    table: str | Path,
-    wait_s: float = TXN_RETENTION_WAIT_S,
-    settings: storage.StorageSettings | None = None,
-) -> int:
-    """Checkpoint the Delta table at ``table``, delete every commit file before it (delta-rs's
-    clean-up: the store's own deletes); returns how many (at least one, or
-    :class:`RetentionNotApplied`)."""
+def trim_delta_log(table: str | Path, settings: storage.StorageSettings | None = None) -> int:
+    """Give the Delta table at ``table`` a log retention of :data:`TXN_RETENTION`, checkpoint
+    it and delete every commit file before the checkpoint, as the log clean-up does once they
+    expired: one delete per object through :mod:`spark_ext.storage` (delta-rs's
+    ``cleanup_metadata`` sends a bulk ``DeleteObjects`` the local S3 store refuses: 501);
+    returns how many (at least one, or :class:`RetentionNotApplied`)."""
     log_dir = storage.Location.parse(table).join("_delta_log")
-
-    def commits() -> int:
-        names = storage.list_prefix(log_dir, settings)
-        return sum(1 for n in names if "/" not in n and n.endswith(".json"))
-
-    before = commits()
     _delta(table, settings).alter.set_table_properties(
         {"delta.logRetentionDuration": TXN_RETENTION}
     )
     dt = _delta(table, settings)
     dt.create_checkpoint()
-    time.sleep(wait_s)
-    dt.cleanup_metadata()
-    deleted = before + 1 - commits()
-    if deleted < 1:
-        raise RetentionNotApplied(str(table), "the log clean-up deleted no commit file")
+    names = storage.list_prefix(log_dir, settings)
+    expired = [n for n in names if re.fullmatch(r"\d{20}\.json", n) and int(n[:20]) < dt.version()]
+    if not expired:
+        raise RetentionNotApplied(str(table), "no commit file before the checkpoint")
+    for name in expired:
+        storage.delete(log_dir.join(name), settings)
     log.info("log of %s trimmed to the checkpoint of version %d", table, dt.version())
-    return deleted
+    return len(expired)
 
 
 def run_retention_cell(
