@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -22,6 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs.ingest_events import append_events
 from jobs.startup import JobPaths, Under, job_parser, start_batches, start_job
+from spark_ext import storage
 from spark_ext.crash import declare
 
 log = logging.getLogger(__name__)
@@ -41,17 +40,17 @@ class AtMostOncePaths(JobPaths):
     offsets = Under("_offsets")
 
 
-def commit_offsets(folder: Path, batch_id: int, batch: DataFrame) -> None:
-    """Record the batch's ``{partition: [first, last] offset}`` as ``<batch_id>.json``."""
+def offsets_file(folder: str, batch_id: int) -> storage.Location:
+    """Where batch ``batch_id``'s offsets are recorded under ``folder`` (a path or URI)."""
+    return storage.Location.parse(folder).join(f"{batch_id}.json")
+
+
+def commit_offsets(folder: str, batch_id: int, batch: DataFrame) -> None:
+    """Record the batch's ``{partition: [first, last] offset}`` as ``<batch_id>.json``, whole
+    or not at all (:func:`spark_ext.storage.write_bytes`)."""
     rows = batch.groupBy("partition").agg(F.min("offset"), F.max("offset")).collect()
     ranges = {str(r[0]): [int(r[1]), int(r[2])] for r in sorted(rows)}
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{batch_id}.json.tmp"
-    with open(tmp, "w") as f:
-        json.dump(ranges, f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / f"{batch_id}.json")
+    storage.write_bytes(offsets_file(folder, batch_id), json.dumps(ranges, sort_keys=True).encode())
 
 
 class AtMostOnceWriter:
@@ -61,7 +60,7 @@ class AtMostOnceWriter:
         self.paths = paths
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if (self.paths.offsets / f"{batch_id}.json").exists():
+        if storage.exists(offsets_file(self.paths.offsets, batch_id)):
             log.warning("batch %d: offsets already committed, skipping it", batch_id)
             return
         batch = batch.persist()

@@ -9,6 +9,7 @@ crash do to my output?".
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import logging
 import subprocess
@@ -16,11 +17,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.startup import STORAGE_ENV, STORAGES, default_storage
 from spark_ext.errors import ConfigError, SparkExtError
 from spark_ext.jobrun import job_environment
 
 if TYPE_CHECKING:
     from spark_ext.recovery import FaultClass, RecoveryCase, RecoveryHarness
+    from spark_ext.storage import StorageSettings
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,7 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
         LocalKafkaBroker().ensure_running()
     root = profile.paths.resolved_data_root() / "recovery"
     workdir = Path(args.workdir).resolve() if args.workdir else root
+    out_root, settings = _out_root(args.storage or default_storage(), workdir)
     harness = RecoveryHarness(
         workdir,
         bootstrap,
@@ -92,8 +96,27 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
         fault_profile=resolve_profile(getattr(args, "fault_profile", "faults")),
         speculation_profile=resolve_profile(getattr(args, "speculation_profile", "faults")),
         brokers=private_broker,
+        out_root=out_root,
+        storage=settings,
     )
     return harness, Path(args.report).resolve() if args.report else root / "report"
+
+
+def _out_root(kind: str, workdir: Path) -> tuple[str, StorageSettings | None]:
+    """Where ``--storage kind`` puts the runs' tables and checkpoints, and its settings: for
+    ``s3``, ``<conf/s3.toml's data root>/recovery/<workdir's name>-<digest of its path>`` (two
+    workdirs never share it), checked before any run."""
+    from jobs.startup import storage_overrides, under
+    from spark_ext import storage
+
+    if kind == "local":
+        return "", None
+    sections = storage_overrides(kind)
+    settings = storage.StorageSettings(**sections["storage"])
+    digest = hashlib.sha256(str(workdir).encode()).hexdigest()[:8]
+    out_root = under(sections["paths"]["data_root"], "recovery", f"{workdir.name}-{digest}")
+    storage.check(out_root, settings)
+    return out_root, settings
 
 
 def _cases(args: argparse.Namespace) -> list[RecoveryCase]:
@@ -196,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
         report = argparse.SUPPRESS if cmd is campaign else "folder of the HTML report"
         cmd.add_argument("--report", type=Path, default=None, help=report)
+        cmd.add_argument(
+            "--storage",
+            choices=STORAGES,
+            default=None,
+            help=f"s3: the runs' tables and checkpoints in conf/s3.toml's store "
+            f"(default: ${STORAGE_ENV} or local)",
+        )
     for cmd in (check, matrix):
         cmd.add_argument("jobs", nargs="*", help="registered jobs (default: all)")
     matrix.add_argument("--faults", help="comma-separated fault classes (default: all)")

@@ -22,6 +22,7 @@ from connectors.delta.dedup_sink import DeltaDedupSink
 from jobs.ordering_dedup import add_dedup_flags, dedup_summary, parse_readings
 from jobs.startup import JobPaths, Under, job_parser, sink_id_for, start_batches, start_job
 from spark_ext.dedup import DedupConfig
+from spark_ext.storage import StorageSettings
 
 #: Columns of the ``unique`` table.
 OUTPUT_COLUMNS = ("reading_id", "sensor", "event_time", "temp_c", "topic", "partition", "offset")
@@ -62,8 +63,10 @@ def start(
     fp_rate: float = 0.01,
     rotation_ms: int = 3_600_000,
     buckets: int = 4,
+    storage: StorageSettings | None = None,
 ) -> tuple[StreamingQuery, DeltaDedupSink]:
-    """Start the query (trigger availableNow) and return it with its sink (for metrics)."""
+    """Start the query (trigger availableNow) and return it with its sink (for metrics);
+    ``storage``: the settings of locations on object storage (the profile's ``[storage]``)."""
     config = DedupConfig(
         catalog_path=str(paths.catalog),
         capacity=capacity,
@@ -81,6 +84,7 @@ def start(
         state_path=paths.state,
         quarantine_path=paths.quarantine,
         output_columns=OUTPUT_COLUMNS,
+        storage=storage,
     )
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
@@ -99,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = DedupPaths(job.out)
     dedup = (args.capacity, args.fp_rate, args.rotation_ms, args.buckets)
     limit = args.max_offsets_per_trigger
-    query, sink = start(job.spark, job.bootstrap, args.topic, paths, limit, *dedup)
+    query, sink = start(
+        job.spark, job.bootstrap, args.topic, paths, limit, *dedup, storage=job.profile.storage
+    )
     query.awaitTermination()
     job.print_tables("dedup_delta", unique=paths.unique)
     print(dedup_summary(sink.metrics))

@@ -9,13 +9,12 @@ Does not guarantee: no duplicates (the crash tests assert they appear).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 
 from connectors import kafka
 from jobs.exactly_once_kafka import forward
-from jobs.startup import job_parser, start_batches, start_job
+from jobs.startup import job_parser, location, start_batches, start_job
 from spark_ext.crash import declare
 
 WRITTEN = declare("spark_kafka.1.written", "driver", "in the topic, not in the commit log")
@@ -24,7 +23,7 @@ WRITTEN = declare("spark_kafka.1.written", "driver", "in the topic, not in the c
 def main(argv: list[str] | None = None) -> int:
     parser = job_parser(__doc__.splitlines()[0], topic="events", out=False)
     parser.add_argument("--out", required=True, help="the output topic")
-    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--checkpoint", type=location, required=True)
     args = parser.parse_args(argv)
     job = start_job(
         args, "spark_kafka", check=lambda bootstrap: kafka.create_topic(bootstrap, args.out, 3)

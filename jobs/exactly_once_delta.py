@@ -10,7 +10,6 @@ null fields, no quarantine), one Delta version per batch, across SIGKILLs and re
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -18,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from jobs.startup import job_parser, start_job
+from jobs.startup import job_parser, location, start_job
 from spark_ext.quarantine import EVENT_SCHEMA
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ def events_stream(
 
 
 def start(
-    events: DataFrame, table: Path, checkpoint: Path, sink_id: str, mode: DeltaMode = "two_phase"
+    events: DataFrame, table: str, checkpoint: str, sink_id: str, mode: DeltaMode = "two_phase"
 ) -> StreamingQuery:
     """Append ``events`` (:func:`events_stream`) to ``table`` exactly once (``availableNow``)."""
     from connectors.sinks import Trigger, exactly_once_to_delta
@@ -60,8 +59,8 @@ def start(
 
 def main(argv: list[str] | None = None) -> int:
     parser = job_parser(__doc__.splitlines()[0], topic="events", out=False)
-    parser.add_argument("--table", type=Path, required=True)
-    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--table", type=location, required=True)
+    parser.add_argument("--checkpoint", type=location, required=True)
     parser.add_argument("--sink-id", required=True)
     parser.add_argument("--mode", choices=["two_phase", "idempotent"], default="two_phase")
     args = parser.parse_args(argv)

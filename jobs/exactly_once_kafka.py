@@ -12,7 +12,6 @@ records; exactly-once if ``--sink-id`` or ``--checkpoint`` change.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -20,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from connectors import kafka
-from jobs.startup import job_parser, start_job
+from jobs.startup import job_parser, location, start_job
 
 if TYPE_CHECKING:
     from connectors.sinks import KafkaMode
@@ -45,7 +44,7 @@ def start(
     source: DataFrame,
     bootstrap: str,
     out: str,
-    checkpoint: Path,
+    checkpoint: str,
     sink_id: str,
     mode: KafkaMode = "two_phase",
     *,
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     add = parser.add_argument
     add("--out", required=True, help="output topic (created if missing)")
     add("--out-partitions", type=int, default=3)
-    add("--checkpoint", type=Path, required=True)
+    add("--checkpoint", type=location, required=True)
     add("--sink-id", required=True)
     add("--mode", choices=["two_phase", "idempotent"], default="two_phase")
     add("--processing-time", help="run continuously, not availableNow")

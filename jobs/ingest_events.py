@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -44,7 +43,7 @@ QUARANTINE_WRITTEN = declare(
 )
 
 
-def append_events(batch: DataFrame, events: Path, quarantine: Path) -> DataFrame:
+def append_events(batch: DataFrame, events: str, quarantine: str) -> DataFrame:
     """Parse ``batch`` by :data:`CONTRACT`, append its valid rows to ``events`` and its bad ones
     to ``quarantine`` (plain Delta appends, no replay check); return the valid rows."""
     parsed = parse_json(batch, CONTRACT)

@@ -2,18 +2,23 @@
 
 :func:`job_parser` declares the shared flags, :func:`start_job` turns them into a
 :class:`JobStart`, :class:`JobPaths` names the tables under ``--out``, :func:`start_batches`
-starts a ``foreachBatch`` query, :meth:`JobStart.print_tables` reports the tables.
+starts a ``foreachBatch`` query, :meth:`JobStart.print_tables` reports the tables. Tables and
+checkpoints are locations (:func:`location`): a local path or an ``s3a://`` URI; ``--storage
+s3`` puts them in conf/s3.toml's store (docs/design.md, "Object storage", jobs).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, overload
+
+from spark_ext import storage
+from spark_ext.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -22,14 +27,62 @@ if TYPE_CHECKING:
     from spark_ext.config import Profile
 
 __all__ = [
+    "STORAGES",
+    "STORAGE_ENV",
+    "JobLocation",
     "JobPaths",
     "JobStart",
     "Under",
     "job_parser",
+    "location",
     "sink_id_for",
     "start_batches",
     "start_job",
+    "storage_overrides",
+    "under",
 ]
+
+
+#: Spark's checkpoint file manager setting (set to S3's when every location is on S3).
+CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+#: ``--storage``: the profile's own paths, or the store of conf/s3.toml; its default's variable.
+STORAGES = ("local", "s3")
+STORAGE_ENV = "SPARK_EXT_STORAGE"
+
+
+class JobLocation(str):
+    """A table, checkpoint or output folder as Spark names it: an absolute local path or an
+    ``s3a://`` URI (what :func:`location` makes of a flag)."""
+
+
+def location(text: str) -> JobLocation:
+    """A location flag's value (``type=location``): a path made absolute, ``s3://`` and
+    ``s3n://`` as ``s3a://``; another scheme is a :class:`~spark_ext.errors.ConfigError`."""
+    return JobLocation(storage.spark_uri(storage.Location.parse(text)))
+
+
+def under(root: str, *names: str) -> JobLocation:
+    """The location ``names`` below ``root``."""
+    return JobLocation(storage.spark_uri(storage.Location.parse(root).join(*names)))
+
+
+def default_storage() -> str:
+    """``$SPARK_EXT_STORAGE``, else ``local``."""
+    value = os.environ.get(STORAGE_ENV) or "local"
+    if value not in STORAGES:
+        raise ConfigError(STORAGE_ENV, f"{value!r} is not one of {', '.join(STORAGES)}")
+    return value
+
+
+def storage_overrides(kind: str) -> dict[str, dict[str, Any]]:
+    """The profile sections ``--storage kind`` replaces: none for ``local``, conf/s3.toml's
+    ``[paths]`` and ``[storage]`` for ``s3``."""
+    from spark_ext.config import load_profile
+
+    if kind == "local":
+        return {}
+    s3 = load_profile("s3")
+    return {"paths": asdict(s3.paths), "storage": asdict(s3.storage)}
 
 
 def job_parser(
@@ -44,8 +97,16 @@ def job_parser(
     parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
     parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
     parser.add_argument("--topic", default=topic, help="the input topic")
+    parser.add_argument(
+        "--storage",
+        choices=STORAGES,
+        default=None,
+        help=f"s3: tables and checkpoints in conf/s3.toml's store (default: ${STORAGE_ENV} or local)",
+    )
     if out:
-        parser.add_argument("--out", type=Path, default=None, help="folder of tables + checkpoint")
+        parser.add_argument(
+            "--out", type=location, default=None, help="folder or URI of tables + checkpoint"
+        )
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=max_offsets, help="Kafka offsets per batch"
     )
@@ -61,9 +122,9 @@ class Under:
     @overload
     def __get__(self, paths: None, owner: type) -> Under: ...
     @overload
-    def __get__(self, paths: JobPaths, owner: type | None = None) -> Path: ...
-    def __get__(self, paths: JobPaths | None, owner: type | None = None) -> Path | Under:
-        return self if paths is None else paths.root / self.name
+    def __get__(self, paths: JobPaths, owner: type | None = None) -> JobLocation: ...
+    def __get__(self, paths: JobPaths | None, owner: type | None = None) -> JobLocation | Under:
+        return self if paths is None else under(paths.root, self.name)
 
 
 @dataclass(frozen=True)
@@ -71,7 +132,7 @@ class JobPaths:
     """A job's tables and Spark's checkpoint under one folder (``--out``); a job's subclass
     names its tables with :class:`Under`."""
 
-    root: Path
+    root: str
     checkpoint = Under("_checkpoint")
 
 
@@ -83,7 +144,7 @@ class JobStart:
     profile: Profile
     spark: SparkSession
     bootstrap: str
-    out: Path
+    out: JobLocation
     topic: str
     max_offsets_per_trigger: int | None
 
@@ -94,7 +155,7 @@ class JobStart:
         limit = self.max_offsets_per_trigger
         return read_stream(self.spark, self.bootstrap, self.topic, max_offsets_per_trigger=limit)
 
-    def print_tables(self, job: str, **tables: Path) -> None:
+    def print_tables(self, job: str, **tables: str) -> None:
         """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""
         for name, path in tables.items():
             rows = self.spark.read.format("delta").load(str(path)).count()
@@ -108,25 +169,35 @@ def start_job(
     check: Callable[[str], object] | None = None,
     **overrides: Any,
 ) -> JobStart:
-    """Logging, the profile (with ``overrides``, as :func:`~spark_ext.config.load_profile`
-    takes them), the brokers (given to ``check`` before any JVM starts), the session (with
-    :class:`~spark_ext.metrics.ProgressListener`) and the output folder (``--out`` or
-    ``<data root>/<default_folder>``)."""
+    """Logging, the profile (``--storage``'s sections, then ``overrides``, as
+    :func:`~spark_ext.config.load_profile` takes them), the output folder (``--out`` or
+    ``<data root>/<default_folder>``), every location checked (:func:`spark_ext.storage.check`)
+    and the brokers (given to ``check``) before any JVM starts, the session (with
+    :class:`~spark_ext.metrics.ProgressListener`; when every location is on S3, S3's
+    checkpoint file manager)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
 
-    profile = load_profile(args.profile, **overrides)
+    kind = getattr(args, "storage", None) or default_storage()
+    profile = load_profile(args.profile, **{**storage_overrides(kind), **overrides})
+    out = getattr(args, "out", None)
+    locations = [v for v in vars(args).values() if isinstance(v, JobLocation)]
+    if not isinstance(out, JobLocation):
+        out = under(profile.paths.data_root_uri(), default_folder)
+        if "out" in vars(args) and args.out is None:  # the job's --out, left to its default
+            locations.append(out)
+    for place in locations:  # a missing bucket, refused credentials, no endpoint: typed, here
+        storage.check(place, profile.storage)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
     profile.kafka.configure_clients(bootstrap)
     if check is not None:
         check(bootstrap)
     spark = build_session(profile)
+    if locations and all(storage.Location.parse(p).is_s3 for p in locations):
+        spark.conf.set(CHECKPOINT_MANAGER_CONF, storage.S3_CHECKPOINT_FILE_MANAGER)
     ProgressListener.attach(spark)
-    out = getattr(args, "out", None)
-    if not isinstance(out, Path):
-        out = profile.paths.resolved_data_root() / default_folder
     return JobStart(profile, spark, bootstrap, out, args.topic, args.max_offsets_per_trigger)
 
 
@@ -138,7 +209,7 @@ def sink_id_for(prefix: str, topic: str) -> str:
 def start_batches(
     df: DataFrame,
     write: Callable[[DataFrame, int], None],
-    checkpoint: Path,
+    checkpoint: str,
     name: str | None = None,
     every: str | None = None,
     output_mode: str = "append",

@@ -12,13 +12,12 @@ duplicated rows go to ``late_down``. Does not guarantee: release before the upst
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.startup import job_parser, start_job
+from jobs.startup import job_parser, start_job, under
 from jobs.tracker_windows import run_until
 
 UP, DOWN = "up", "down"
@@ -43,7 +42,7 @@ def start_two_queries(
     topic: str,
     partitions: int,
     mid_topic: str,
-    out: Path,
+    out: str,
     agent_name: str,
     max_offsets_per_trigger: int | None = 100,
 ) -> tuple[StreamingQuery, StreamingQuery, object]:
@@ -77,8 +76,8 @@ def start_two_queries(
         .forward_to(DOWN)
         .start(
             forward,
-            checkpoint=str(out / "_checkpoint_up"),
-            late=DeltaIdempotentWriter(str(out / "late_up"), f"{sink_id}.{UP}.late"),
+            checkpoint=under(out, "_checkpoint_up"),
+            late=DeltaIdempotentWriter(under(out, "late_up"), f"{sink_id}.{UP}.late"),
             trigger=trigger,
             topic_partitions=topic_partitions(bootstrap, topic),
         )
@@ -101,9 +100,9 @@ def start_two_queries(
             name=f"{agent_name}_{DOWN}",
         )
         .start(
-            DeltaIdempotentWriter(str(out / "totals"), f"{sink_id}.{DOWN}"),
-            checkpoint=str(out / "_checkpoint_down"),
-            late=DeltaIdempotentWriter(str(out / "late_down"), f"{sink_id}.{DOWN}.late"),
+            DeltaIdempotentWriter(under(out, "totals"), f"{sink_id}.{DOWN}"),
+            checkpoint=under(out, "_checkpoint_down"),
+            late=DeltaIdempotentWriter(under(out, "late_down"), f"{sink_id}.{DOWN}.late"),
             trigger=trigger,
         )
     )
@@ -146,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         up.stop()
         down.stop()
-    job.print_tables("tracker_two_queries", totals=job.out / "totals")
+    job.print_tables("tracker_two_queries", totals=under(job.out, "totals"))
     return 0
 
 

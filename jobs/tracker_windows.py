@@ -6,25 +6,26 @@ the promise or lack key or time, with the reason). Guarantees: every input row i
 of them under a driver kill at any step and a restart; each window emitted once, when every
 partition's frontier passed its end (docs/design.md, "Tracked queries"). Does not guarantee:
 release while a partition is idle without a close marker; a restart after the ``txn`` expired
-(``DeltaTxnExpiredError``, nothing written).
+(``DeltaTxnExpiredError``, nothing written). The tracker's agent: a local folder under ``--out``,
+or on object storage a Kafka agent named for ``--out`` (docs/design.md, "Object storage", jobs).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.startup import job_parser, start_job
-from spark_ext import kafka_clients
+from jobs.startup import job_parser, start_job, under
+from spark_ext import kafka_clients, storage
 
 if TYPE_CHECKING:
     from spark_ext.streaming import TrackedStream
@@ -119,12 +120,23 @@ def tracked_events(
     )
 
 
+def windows_agent(bootstrap: str, out: str) -> object:
+    """The tracker's agent of the run writing to ``out``: a local folder under it, or on object
+    storage (no durable local disk) a Kafka agent named for ``out``."""
+    from spark_ext.tracker import LocalTrackingAgent
+    from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
+
+    if not storage.Location.parse(out).is_s3:
+        return LocalTrackingAgent(under(out, "tracker"))
+    return KafkaTrackingAgent(bootstrap, "tw-" + hashlib.sha256(out.encode()).hexdigest()[:16])
+
+
 def start_windows(
     spark: SparkSession,
     bootstrap: str,
     topic: str,
     partitions: int,
-    out: Path,
+    out: str,
     max_offsets_per_trigger: int | None = 100,
     disorder_ms: int = 0,
 ) -> tuple[StreamingQuery, object]:
@@ -133,9 +145,9 @@ def start_windows(
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracker import LocalTrackingAgent, Tumbling
+    from spark_ext.tracker import Tumbling
 
-    agent = LocalTrackingAgent(out / "tracker")
+    agent = windows_agent(bootstrap, out)
     query = (
         tracked_events(
             spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger, disorder_ms
@@ -146,9 +158,9 @@ def start_windows(
             name="tracker_windows",
         )
         .start(
-            DeltaIdempotentWriter(str(out / "windows"), "tracker_windows"),
-            checkpoint=str(out / "_checkpoint"),
-            late=DeltaIdempotentWriter(str(out / "late"), "tracker_windows.late"),
+            DeltaIdempotentWriter(under(out, "windows"), "tracker_windows"),
+            checkpoint=under(out, "_checkpoint"),
+            late=DeltaIdempotentWriter(under(out, "late"), "tracker_windows.late"),
             trigger=Trigger(processing_time="0 seconds"),
             topic_partitions=topic_partitions(bootstrap, topic),
         )
@@ -193,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         run_until_complete(query, agent)
     finally:
         query.stop()
-    job.print_tables("tracker_windows", windows=job.out / "windows")
+    job.print_tables("tracker_windows", windows=under(job.out, "windows"))
     return 0
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spark_ext.errors import ConfigError
-from spark_ext.storage import StorageSettings
+from spark_ext.storage import Location, StorageSettings
 
 if TYPE_CHECKING:
     from spark_ext import kafka_clients
@@ -139,13 +139,18 @@ class KafkaSettings:
 
 @dataclass(frozen=True)
 class PathSettings:
-    """Where jobs keep their tables and checkpoints (relative paths are under the repo)."""
+    """Where jobs keep their tables and checkpoints: a local folder (relative paths are under
+    the repo) or an object-store URI (``s3a://bucket/prefix``)."""
 
     data_root: str = "var/data"
 
     def resolved_data_root(self) -> Path:
         root = Path(self.data_root)
         return root if root.is_absolute() else (PROJECT_ROOT or Path.cwd()) / root
+
+    def data_root_uri(self) -> str:
+        """The data root as Spark names it: the URI as it is, or the resolved local folder."""
+        return self.data_root if "://" in self.data_root else str(self.resolved_data_root())
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,11 @@ def validate(profile: Profile) -> None:
         )
     if not s.master:
         raise ConfigError("spark.master", "must not be empty")
+    if "://" in profile.paths.data_root:
+        try:
+            Location.parse(profile.paths.data_root)
+        except ConfigError as exc:  # a scheme the storage layer cannot reach
+            raise ConfigError("paths.data_root", str(exc)) from None
     for key in s.conf:
         if not key.startswith("spark."):
             raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")

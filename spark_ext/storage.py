@@ -68,6 +68,9 @@ S3_CHECKPOINT_FILE_MANAGER = (
 _S3_SCHEMES = {"s3", "s3a", "s3n"}
 #: Seconds before an endpoint that does not answer is reported (no retry).
 _TIMEOUT_S = 3
+#: Seconds :func:`check` waits for the answer of an endpoint that accepted its connection
+#: (a hung server; a loaded one answers well within it).
+_PROBE_TIMEOUT_S = 10
 #: AWS error codes (as pyarrow names them) of refused credentials.
 _ACCESS_CODES = ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH")
 
@@ -280,7 +283,9 @@ def delta_storage(
 
 
 def filesystem(
-    location: Location | str, settings: StorageSettings | None = None
+    location: Location | str,
+    settings: StorageSettings | None = None,
+    request_timeout: float = 30,
 ) -> tuple[pafs.FileSystem, str]:
     """A ``pyarrow.fs`` filesystem and the path in it for ``location`` (no ``settings``: the
     active session's, :func:`session_settings`).
@@ -301,7 +306,7 @@ def filesystem(
     kwargs: dict[str, object] = {
         "region": settings.region,
         "connect_timeout": _TIMEOUT_S,
-        "request_timeout": 30,
+        "request_timeout": request_timeout,
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=1),
     }
     if key and secret:
@@ -315,14 +320,14 @@ def filesystem(
 # -- file operations on any location ---------------------------------------------------------
 @contextmanager
 def _opened(
-    location: Location | str, settings: StorageSettings | None
+    location: Location | str, settings: StorageSettings | None, request_timeout: float = 30
 ) -> Iterator[tuple[Location, pafs.FileSystem, str]]:
     """The location, its filesystem and path; a client error inside becomes the
     :class:`StorageError` it is, naming the location (``FileNotFoundError`` passes as it is)."""
     loc = Location.parse(location)
     if loc.is_s3 and settings is None:
         settings = session_settings()
-    fs, path = filesystem(loc, settings)
+    fs, path = filesystem(loc, settings, request_timeout)
     try:
         yield loc, fs, path
     except FileNotFoundError:
@@ -345,7 +350,7 @@ def check(location: Location | str, settings: StorageSettings | None = None) -> 
     refused or the endpoint does not answer; a local location always passes."""
     import pyarrow.fs as pafs
 
-    with _opened(location, settings) as (loc, fs, _):
+    with _opened(location, settings, _PROBE_TIMEOUT_S) as (loc, fs, _):
         if loc.is_s3 and fs.get_file_info(loc.bucket).type == pafs.FileType.NotFound:
             raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
-from pathlib import Path
 from typing import Any
 
+from spark_ext import storage
 from spark_ext.crash import FaultPoint
 from spark_ext.recovery import (
     CrashPlan,
@@ -126,14 +126,17 @@ def sink_cells(
     return cells(reset, *steps, *brokers, *extra)
 
 
-def expire_delta(table: Path, fault: FaultClass) -> None:
-    """What retention does to the Delta table at ``table`` under ``fault``."""
-    from spark_ext.recovery.retention import expire_txns, trim_delta_log
+def expire_delta(
+    table: str, fault: FaultClass, settings: storage.StorageSettings | None = None
+) -> None:
+    """What retention does to the Delta table at ``table`` (reached with ``settings``) under
+    ``fault``."""
+    from spark_ext.recovery.retention import TXN_RETENTION_WAIT_S, expire_txns, trim_delta_log
 
     if fault is FaultClass.TXN_RETENTION:
-        expire_txns(table)
+        expire_txns(table, TXN_RETENTION_WAIT_S, settings)
     elif fault is FaultClass.LOG_RETENTION:
-        trim_delta_log(table)
+        trim_delta_log(table, settings)
     else:
         raise ValueError(f"{fault} does not act on a Delta table")
 
@@ -172,10 +175,12 @@ class JobCase(RecoveryCase):
 
     def out_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         """Where a run writes: ``--out`` (the tables and the checkpoint under it)."""
-        return ["--out", str(slot.out)]
+        return ["--out", slot.out]
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         args = ["--profile", ctx.profile, "--topic", ctx.topic("in"), *self.out_args(ctx, slot)]
+        if ctx.storage != "local":
+            args += ["--storage", ctx.storage]
         if self.limit:
             args += ["--max-offsets-per-trigger", str(self.limit)]
         return [*args, *self.extra_args]
@@ -186,10 +191,10 @@ class JobCase(RecoveryCase):
 
     def read_output(self, ctx: HarnessContext, slot: RunSlot, output: str) -> list[dict[str, Any]]:
         spec = next(o.spec for o in self.outputs if o.name == output)
-        return read_delta_rows(slot.out / output, spec.read_columns())
+        return read_delta_rows(slot.at(output), spec.read_columns(), ctx.settings)
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
         """Retention on every Delta table of :attr:`tables` the runs created."""
         for table in self.tables:
-            if (slot.out / table / "_delta_log").is_dir():
-                expire_delta(slot.out / table, fault)
+            if storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
+                expire_delta(slot.at(table), fault, ctx.settings)

@@ -56,5 +56,5 @@ class ExactlyOnceDeltaCase(EventsCase):
     tables: tuple[str, ...] = ("events",)
 
     def out_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        table, checkpoint = str(slot.out / "events"), str(slot.out / "_chk")
+        table, checkpoint = slot.at("events"), slot.at("_chk")
         return ["--table", table, "--checkpoint", checkpoint, "--sink-id", "events"]

@@ -25,7 +25,7 @@ class KafkaToKafkaCase(EventsCase):
     outputs: tuple[ExpectedOutput, ...] = (ExpectedOutput("forwarded", FORWARDED, PRECISE),)
 
     def out_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        return ["--out", ctx.topic(f"out-{slot.name}"), "--checkpoint", str(slot.out / "_chk")]
+        return ["--out", ctx.topic(f"out-{slot.name}"), "--checkpoint", slot.at("_chk")]
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
         """``output-trim``: every record written to the run's output topic so far is trimmed."""

@@ -92,8 +92,8 @@ class TrackerWindowsCase(JobCase):
         self, ctx: HarnessContext, slot: RunSlot
     ) -> tuple[list[dict[str, Any]], int]:
         (table, count), columns = self.counted, self.accounting.columns
-        counted = read_delta_rows(slot.out / table, (*columns, count))
-        late = read_delta_rows(slot.out / self.late, (*columns[1:], "event_time_ms"))
+        counted = read_delta_rows(slot.at(table), (*columns, count), ctx.settings)
+        late = read_delta_rows(slot.at(self.late), (*columns[1:], "event_time_ms"), ctx.settings)
         rows = [{c: w[c] for c in columns} for w in counted for _ in range(int(w[count]))]
         rows += [self._accounted(int(r["event_time_ms"]), r) for r in late]
         return rows, len(late)

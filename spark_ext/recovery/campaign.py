@@ -18,10 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from spark_ext import storage
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
-from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot
+from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot, under
 from spark_ext.recovery.classification import RecoveryClass, classify
 from spark_ext.recovery.faults import ExpectedError, FaultClass, observed_error
 from spark_ext.recovery.harness import RecoveryHarness
@@ -177,7 +178,7 @@ def _second_query(
     """Delete the checkpoint and run the job again on the same output and sink id: it must
     end as the job declares for ``checkpoint-reset``. Returns why not, or ``None``."""
     for path in case.checkpoints(ctx, slot):
-        shutil.rmtree(path)
+        storage.delete(path, ctx.settings)
     args = _step_args(harness, case, ctx, slot, step, len(ended))
     run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
     error = None if run.ok else observed_error(run.output_tail, errors)
@@ -211,7 +212,10 @@ def _judged(
             plan, "error", f"{type(exc).__name__}: {exc}", time.monotonic() - start
         )
     if not keep and outcome.status == "pass":
-        shutil.rmtree(harness.workdir / f"campaign-{plan.seed}-{plan.job}", ignore_errors=True)
+        folder = f"campaign-{plan.seed}-{plan.job}"
+        shutil.rmtree(harness.workdir / folder, ignore_errors=True)
+        if harness.out_root:
+            storage.delete(under(harness.out_root, folder), harness.storage)
     return outcome
 
 

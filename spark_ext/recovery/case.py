@@ -1,5 +1,8 @@
 """A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults
-(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`)."""
+(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`).
+
+A run's outputs are at a location (:attr:`RunSlot.out`): a local folder or an ``s3a://`` prefix,
+reached through :mod:`spark_ext.storage` with :attr:`HarnessContext.settings`."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spark_ext import storage
 from spark_ext.crash import FaultPoint, FaultSpec, lookup
 from spark_ext.recovery.classification import Comparison, OutputSpec, RecoveryClass
 from spark_ext.recovery.faults import (
@@ -27,6 +31,7 @@ __all__ = [
     "RecoveryResult",
     "RunSlot",
     "read_delta_rows",
+    "under",
 ]
 
 
@@ -61,28 +66,52 @@ class CrashPlan:
 
 @dataclass(frozen=True)
 class HarnessContext:
-    """What a case needs to prepare its input and build its runs' arguments."""
+    """What a case needs to prepare its input and build its runs' arguments: a local
+    ``workdir`` (profiles, logs), and ``out_root`` (default: ``workdir``), where the runs'
+    tables and checkpoints go, reached with ``settings`` (docs/design.md, "Object storage")."""
 
     workdir: Path
     bootstrap: str
     profile: str
     tag: str
+    out_root: str = ""
+    settings: storage.StorageSettings | None = None
+
+    @property
+    def root(self) -> str:
+        """Where the runs' outputs go: :attr:`out_root`, else :attr:`workdir`."""
+        return self.out_root or str(self.workdir)
+
+    @property
+    def storage(self) -> str:
+        """The jobs' ``--storage``: ``s3`` when the outputs are on object storage."""
+        return "s3" if storage.Location.parse(self.root).is_s3 else "local"
 
     def topic(self, name: str) -> str:
         """A topic name unique to this check (``name`` distinguishes input from outputs)."""
         return f"{self.tag}-{name}"
 
     def slot(self, name: str) -> RunSlot:
-        """The output location ``name`` in this context's folder."""
-        return RunSlot(name, self.workdir / name)
+        """The output location ``name`` under :attr:`root`."""
+        return RunSlot(name, under(self.root, name))
+
+
+def under(root: str, *names: str) -> str:
+    """The location ``names`` below ``root`` as Spark names it (a path or ``s3a://`` URI)."""
+    return storage.spark_uri(storage.Location.parse(root).join(*names))
 
 
 @dataclass(frozen=True)
 class RunSlot:
-    """One output location: ``clean`` (``O_e``) or a fault's (``O_f + O'``)."""
+    """One output location: ``clean`` (``O_e``) or a fault's (``O_f + O'``); ``out`` is a
+    local path or an ``s3a://`` URI."""
 
     name: str
-    out: Path
+    out: str
+
+    def at(self, *names: str) -> str:
+        """The location ``names`` below :attr:`out`."""
+        return under(self.out, *names)
 
 
 @dataclass(frozen=True)
@@ -159,17 +188,16 @@ class RecoveryCase(ABC):
         how many of them are late rows."""
         raise NotImplementedError(f"{self.name} has no late-rows output")
 
-    def checkpoints(self, ctx: HarnessContext, slot: RunSlot) -> list[Path]:
-        """The Spark checkpoints of the runs of ``slot`` (folders with ``offsets`` and
-        ``commits``), which ``checkpoint-reset`` deletes while the output is kept."""
-        if not slot.out.exists():
-            return []
-        return sorted(
-            p
-            for p in slot.out.rglob("offsets")
-            if p.is_dir() and (p.parent / "commits").is_dir()
-            for p in [p.parent]
-        )
+    def checkpoints(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
+        """The Spark checkpoints of the runs of ``slot`` (locations holding a ``metadata``
+        file and an ``offsets`` log), which ``checkpoint-reset`` deletes while the output is
+        kept."""
+        files = storage.list_prefix(slot.out, ctx.settings)
+        parents = {
+            name.rpartition("/")[0] for name in files if name.rpartition("/")[2] == "metadata"
+        }
+        logs = {f"/{n}".partition("/offsets/")[0][1:] for n in files if "/offsets/" in f"/{n}"}
+        return sorted(slot.at(p) if p else slot.out for p in parents & logs)
 
 
 @dataclass(frozen=True)
@@ -216,11 +244,15 @@ class RecoveryResult:
         return expectation_label(self.expected)
 
 
-def read_delta_rows(path: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Rows of the Delta table at ``path`` (read with delta-rs); empty if there is no table."""
+def read_delta_rows(
+    path: str | Path, columns: Sequence[str], settings: storage.StorageSettings | None = None
+) -> list[dict[str, Any]]:
+    """Rows of the Delta table at ``path`` (a path or URI reached with ``settings``, read with
+    delta-rs); empty if there is no table."""
     from deltalake import DeltaTable
 
-    if not DeltaTable.is_deltatable(str(path)):
+    uri, options = storage.delta_storage(str(path), settings or storage.StorageSettings())
+    if not DeltaTable.is_deltatable(uri, options):
         return []
-    frame = DeltaTable(str(path)).to_pandas(columns=list(columns))
+    frame = DeltaTable(uri, storage_options=options).to_pandas(columns=list(columns))
     return frame.to_dict("records")

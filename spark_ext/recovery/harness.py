@@ -5,7 +5,8 @@
 3. **restart**: an unfinished run restarted on its checkpoint and output; ``O_f + O'`` is
    classified against ``O_e`` (docs/design.md, "Recovery classes").
 
-Paths are the caller's, where the jobs run too. Usage: README, "What does a crash do to my output?".
+Paths are the caller's, where the jobs run too; the runs' outputs may be on object storage
+(``out_root``). Usage: README, "What does a crash do to my output?".
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-import shutil
 import time
 import traceback
 from collections.abc import Sequence
@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from spark_ext import storage
 from spark_ext.crash import FaultSpec
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
@@ -73,6 +74,8 @@ class RecoveryHarness(JobRuns):
     speculation cells. ``hosts``: an isolated cluster the host faults run on (none: those
     cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs, e.g.
     :class:`InProcessRunner`); ``parallel`` runs the clean run beside the killed one.
+    ``out_root``: where the runs' tables and checkpoints go (default: ``workdir``; an
+    ``s3a://`` prefix runs the jobs with ``--storage s3``), reached with ``storage``.
     """
 
     def __init__(
@@ -89,8 +92,12 @@ class RecoveryHarness(JobRuns):
         broker_port: int = 19192,
         brokers: BrokerFactory | None = None,
         speculation_profile: str = "faults",
+        out_root: str = "",
+        storage: storage.StorageSettings | None = None,
     ) -> None:
         self.clean_runner = clean_runner or runner
+        self.out_root = out_root
+        self.storage = storage
         self.workdir = Path(workdir).resolve()
         self.parallel = parallel
         self.bootstrap = bootstrap
@@ -190,7 +197,7 @@ class RecoveryHarness(JobRuns):
             )
         for path in checkpoints:
             log.info("%s: checkpoint reset: deleting %s, keeping the output", case.name, path)
-            shutil.rmtree(path)
+            storage.delete(path, clean.ctx.settings)
         return self._run_and_judge(case, cell, clean.ctx, clean.slot, clean.rows, clean.seconds)
 
     def _refused_speculation(
@@ -201,7 +208,7 @@ class RecoveryHarness(JobRuns):
         profile = derive_profile(self.speculation_profile, dest, SPECULATION_CONF)
         ctx = dataclasses.replace(clean.ctx, profile=str(profile))
         slot = ctx.slot(str(cell.fault))
-        shutil.rmtree(slot.out, ignore_errors=True)
+        storage.delete(slot.out, ctx.settings)
         log.info("%s: started with spark.speculation on; must refuse", case.name)
         nothing: dict[str, list[dict[str, Any]]] = {o.name: [] for o in case.outputs}
         return self._run_and_judge(case, cell, ctx, slot, nothing, clean.seconds)
@@ -231,14 +238,16 @@ class RecoveryHarness(JobRuns):
         return judge(case, cell.fault, cell.describe(), compared, seconds, note, error)
 
 
-def forget_last_commit(checkpoint: Path) -> int:
+def forget_last_commit(
+    checkpoint: str | Path, settings: storage.StorageSettings | None = None
+) -> int:
     """Delete the newest entry of a stopped query's commit log (the in-process stand-in for a
     SIGKILL between the sink's write and Spark's commit); returns its batch id."""
-    commits = Path(checkpoint) / "commits"
-    ids = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    commits = storage.Location.parse(checkpoint).join("commits")
+    ids = sorted(int(n) for n in storage.list_prefix(commits, settings) if n.isdigit())
     if not ids:
         raise RecoveryError(f"{commits} has no committed batch")
-    (commits / str(ids[-1])).unlink()
-    (commits / f".{ids[-1]}.crc").unlink(missing_ok=True)
+    storage.delete(commits.join(str(ids[-1])), settings)
+    storage.delete(commits.join(f".{ids[-1]}.crc"), settings)
     log.info("forgot the commit of batch %d in %s", ids[-1], checkpoint)
     return ids[-1]

@@ -125,6 +125,9 @@ def run_job_cells(
         except RecoveryError as exc:
             log.warning("%s under %s: %s", case.name, fault, exc)
             cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # the harness failed (a store refusing a request): this cell
+            log.exception("%s under %s: the harness failed", case.name, fault)
+            cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
     return cells
 
 

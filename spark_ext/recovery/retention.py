@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from pathlib import Path
+from typing import Any
 
+from spark_ext import storage
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.classification import classify, without
 from spark_ext.recovery.errors import RetentionNotApplied
@@ -53,34 +56,47 @@ def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
     return {tp.partition: o for tp, o in todo.items()}
 
 
-def expire_txns(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> None:
-    """Expire every ``txn`` of the Delta table at ``table`` (:data:`TXN_RETENTION`, waited out)."""
+def _delta(table: str | Path, settings: storage.StorageSettings | None) -> Any:
+    """The delta-rs table at ``table`` (a path or URI reached with ``settings``)."""
     from deltalake import DeltaTable
 
-    DeltaTable(str(table)).alter.set_table_properties(
+    uri, options = storage.delta_storage(str(table), settings or storage.StorageSettings())
+    return DeltaTable(uri, storage_options=options)
+
+
+def expire_txns(
+    table: str | Path,
+    wait_s: float = TXN_RETENTION_WAIT_S,
+    settings: storage.StorageSettings | None = None,
+) -> None:
+    """Expire every ``txn`` of the Delta table at ``table`` (:data:`TXN_RETENTION`, waited out)."""
+    _delta(table, settings).alter.set_table_properties(
         {"delta.setTransactionRetentionDuration": TXN_RETENTION}
     )
     time.sleep(wait_s)
     log.info("txn retention of %s set to %s and waited out", table, TXN_RETENTION)
 
 
-def trim_delta_log(table: Path, wait_s: float = TXN_RETENTION_WAIT_S) -> int:
-    """Checkpoint the Delta table at ``table``, delete every commit file before it; returns how
-    many (at least one, or :class:`RetentionNotApplied`)."""
-    from deltalake import DeltaTable
-
-    log_dir = Path(table) / "_delta_log"
-    before = len(list(log_dir.glob("*.json")))
-    DeltaTable(str(table)).alter.set_table_properties({"delta.logRetentionDuration": TXN_RETENTION})
-    dt = DeltaTable(str(table))
+def trim_delta_log(table: str | Path, settings: storage.StorageSettings | None = None) -> int:
+    """Give the Delta table at ``table`` a log retention of :data:`TXN_RETENTION`, checkpoint
+    it and delete every commit file before the checkpoint, as the log clean-up does once they
+    expired: one delete per object through :mod:`spark_ext.storage` (delta-rs's
+    ``cleanup_metadata`` sends a bulk ``DeleteObjects`` the local S3 store refuses: 501);
+    returns how many (at least one, or :class:`RetentionNotApplied`)."""
+    log_dir = storage.Location.parse(table).join("_delta_log")
+    _delta(table, settings).alter.set_table_properties(
+        {"delta.logRetentionDuration": TXN_RETENTION}
+    )
+    dt = _delta(table, settings)
     dt.create_checkpoint()
-    time.sleep(wait_s)
-    dt.cleanup_metadata()
-    deleted = before + 1 - len(list(log_dir.glob("*.json")))
-    if deleted < 1:
-        raise RetentionNotApplied(str(table), "the log clean-up deleted no commit file")
+    names = storage.list_prefix(log_dir, settings)
+    expired = [n for n in names if re.fullmatch(r"\d{20}\.json", n) and int(n[:20]) < dt.version()]
+    if not expired:
+        raise RetentionNotApplied(str(table), "no commit file before the checkpoint")
+    for name in expired:
+        storage.delete(log_dir.join(name), settings)
     log.info("log of %s trimmed to the checkpoint of version %d", table, dt.version())
-    return deleted
+    return len(expired)
 
 
 def run_retention_cell(

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spark_ext import storage
 from spark_ext.jobrun import JobRun
-from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot, under
 from spark_ext.recovery.classification import Comparison, classify
 from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFailed
 from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
@@ -49,14 +50,22 @@ class JobRuns:
     runner: Runner
     clean_runner: Runner
     timeout_s: float
+    #: Where the runs' outputs go ("": under ``workdir``), and the settings reaching it.
+    out_root: str
+    storage: storage.StorageSettings | None
 
     def context(self, case: RecoveryCase, folder: str | None = None) -> HarnessContext:
-        """A fresh, emptied context for ``case``: its folder and a unique topic tag."""
+        """A fresh, emptied context for ``case``: its folder (and its outputs' location) and
+        a unique topic tag."""
         tag = re.sub(r"[^a-zA-Z0-9-]", "-", f"rec-{case.name}-{uuid.uuid4().hex[:8]}")
+        name = folder or case.name
+        out = under(self.out_root, name) if self.out_root else ""
         ctx = HarnessContext(
-            self.workdir / (folder or case.name), self.bootstrap, self.profile, tag
+            self.workdir / name, self.bootstrap, self.profile, tag, out, self.storage
         )
         shutil.rmtree(ctx.workdir, ignore_errors=True)  # a previous check's checkpoints
+        if out:
+            storage.delete(out, self.storage)
         ctx.workdir.mkdir(parents=True)
         return ctx
 
@@ -86,7 +95,7 @@ class JobRuns:
         """Run ``case`` under ``cell`` on a fresh slot named for its fault, seen firing
         (``args``: the job's arguments, :meth:`RecoveryCase.job_args` by default)."""
         slot = ctx.slot(str(cell.fault))
-        shutil.rmtree(slot.out, ignore_errors=True)
+        storage.delete(slot.out, ctx.settings)
         log.info("%s: %s", case.name, cell.describe())
         traced = {"trace": True} if cell.fault is FaultClass.SPECULATION else {}
         run = self.runner(

@@ -24,6 +24,7 @@ from chispa import assert_df_equality
 
 from jobs.dedup_delta import DedupPaths, start
 from jobs.ordering_dedup import produce_readings
+from spark_ext import storage
 from spark_ext.jobrun import run_job
 from tests.conftest import await_done, kill_in_turn
 
@@ -74,9 +75,13 @@ def assert_catalog_and_folders_clean(spark, paths: DedupPaths) -> None:
 
     for table in (paths.unique, paths.catalog):
         referenced = {p.rsplit("/", 1)[-1] for p in DeltaTable(str(table)).file_uris()}
-        on_disk = {p.name for p in table.rglob("*.parquet") if "_delta_log" not in p.parts}
+        on_disk = {
+            n.rsplit("/", 1)[-1]
+            for n in storage.list_prefix(table)
+            if n.endswith(".parquet") and not n.startswith("_delta_log/")
+        }
         assert on_disk == referenced, table
-    assert not paths.quarantine.exists()
+    assert not storage.exists(paths.quarantine)
 
 
 def test_tasks_failing_after_saving_their_filters_are_retried_without_losing_or_doubling_keys(

@@ -1,8 +1,10 @@
 """Fixtures of the recovery tests: one harness per test run, its report written at the end;
-the in-memory case of the tests with a fake runner."""
+the in-memory case of the tests with a fake runner; harnesses whose runs write to the local S3
+store (:func:`store_harness`)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 
 from connectors.kafka.local_broker import private_broker
+from spark_ext import storage
 from spark_ext.recovery import (
     HarnessContext,
     InProcessRunner,
@@ -20,6 +23,20 @@ from spark_ext.recovery import (
     format_table,
     write_report,
 )
+from tests.connectors.s3.conftest import s3_settings, s3_store  # noqa: F401 (fixtures)
+
+
+def store_harness(
+    request: pytest.FixtureRequest, workdir: Path, bootstrap: str, **kwargs: Any
+) -> RecoveryHarness:
+    """A harness (``profile="test"``, ``kwargs``) whose runs write under a prefix of their own
+    in the local S3 store's bucket, deleted when ``request``'s scope ends."""
+    settings = request.getfixturevalue("s3_settings")
+    root = f"s3a://{request.getfixturevalue('s3_store').bucket}/tests/{uuid.uuid4().hex[:12]}"
+    request.addfinalizer(lambda: storage.delete(root, settings))
+    return RecoveryHarness(
+        workdir, bootstrap, profile="test", out_root=root, storage=settings, **kwargs
+    )
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,9 @@ cells with a straggler need executors on two hosts (:mod:`spark_ext.recovery.spe
 ``tests/scripts/test_standalone_cluster.py`` runs them on a standalone cluster whose workers sit
 on two loopback addresses. A cell whose outcome differs from its declaration fails its test
 with the rows that differ; a cell the harness cannot judge (fault not fired, empty clean
-output, failed restart) fails with that error.
+output, failed restart) fails with that error. Every cell runs a second time with its tables and
+checkpoints on the local S3 store (``-s3`` ids, heavy: ``spark-ext matrix --storage s3``);
+``test_s3_cells.py`` runs the Delta sink jobs' kill and driver-raise cells there in CI.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from spark_ext.recovery.matrix import (
     run_plan,
     write_matrix_report,
 )
+from tests.spark_ext.recovery.conftest import store_harness
 
 #: The matrix fixture runs every selected cell in one setup (measured: 16 min with the machine's
 #: load average at 11-15, so over the suite's default 900 s per test): its own guard.
@@ -60,37 +63,58 @@ def _runs_here(job: str, fault: FaultClass) -> bool:
 
 CI = [(job, fault) for job, faults in CI_CELLS.items() for fault in faults]
 #: Every cell this machine can inject, the CI ones first; the others are heavy.
+ALL = dict.fromkeys([*CI, *((j, f) for j in registry.names() for f in FaultClass)])
 CELLS = [
     pytest.param(
-        job, fault, id=f"{job}-{fault}", marks=() if (job, fault) in CI else pytest.mark.heavy
+        job,
+        fault,
+        where,
+        id=f"{job}-{fault}" + "-s3" * (where == "s3"),
+        marks=() if (job, fault, where) in [(*c, "local") for c in CI] else pytest.mark.heavy,
     )
-    for job, fault in dict.fromkeys([*CI, *((j, f) for j in registry.names() for f in FaultClass)])
+    for where in ("local", "s3")
+    for job, fault in ALL
     if _runs_here(job, fault)
 ]
+
+
+def _harness(
+    request: pytest.FixtureRequest, where: str, workdir: Path, bootstrap: str
+) -> RecoveryHarness:
+    """The matrix's harness: its runs' outputs under ``workdir``, or on the local S3 store."""
+    if where == "s3":
+        return store_harness(request, workdir, bootstrap, timeout_s=600, brokers=private_broker)
+    return RecoveryHarness(
+        workdir, bootstrap, profile="test", timeout_s=600, brokers=private_broker
+    )
 
 
 @pytest.fixture(scope="module")
 def matrix(
     request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
-) -> dict[tuple[str, FaultClass], MatrixCell]:
-    """Every selected cell of :data:`CELLS`, run once (jobs two at a time)."""
-    plan: dict[str, list[FaultClass]] = {}
+) -> dict[tuple[str, FaultClass, str], MatrixCell]:
+    """Every selected cell of :data:`CELLS`, run once (jobs two at a time), by storage."""
+    plan: dict[str, dict[str, list[FaultClass]]] = {}
     for item in request.session.items:
         if item.module is request.module:
-            plan.setdefault(item.callspec.params["job"], []).append(item.callspec.params["fault"])
-    workdir = tmp_path_factory.mktemp("matrix")
-    harness = RecoveryHarness(
-        workdir, kafka_bootstrap, profile="test", timeout_s=600, brokers=private_broker
-    )
-    cells = run_plan(harness, [(registry.get(j), f) for j, f in plan.items()], jobs_parallel=2)
-    index = write_matrix_report(cells, Path(workdir) / "report")
-    print(f"\n{format_matrix(cells)}\nfault matrix report: {index}")
-    return {(c.job, c.fault): c for c in cells}
+            params = item.callspec.params
+            jobs = plan.setdefault(params["where"], {})
+            jobs.setdefault(params["job"], []).append(params["fault"])
+    found = {}
+    for where, faults in plan.items():
+        workdir = tmp_path_factory.mktemp(f"matrix-{where}")
+        harness = _harness(request, where, workdir, kafka_bootstrap)
+        cases = [(registry.get(j), f) for j, f in faults.items()]
+        cells = run_plan(harness, cases, jobs_parallel=2)
+        index = write_matrix_report(cells, Path(workdir) / "report")
+        print(f"\n{where}:\n{format_matrix(cells)}\nfault matrix report: {index}")
+        found.update({(c.job, c.fault, where): c for c in cells})
+    return found
 
 
-@pytest.mark.parametrize(("job", "fault"), CELLS)
-def test_job_under_fault_gets_its_declared_outcome(matrix, job: str, fault: FaultClass):
-    cell = matrix[(job, fault)]
+@pytest.mark.parametrize(("job", "fault", "where"), CELLS)
+def test_job_under_fault_gets_its_declared_outcome(matrix, job: str, fault: FaultClass, where: str):
+    cell = matrix[(job, fault, where)]
     # A planned cell that turned n/a proves nothing: a failure, never a skip.
     assert cell.status is not CellStatus.NOT_APPLICABLE, f"n/a: {cell.error}"
     assert cell.status is not CellStatus.ERROR, cell.error

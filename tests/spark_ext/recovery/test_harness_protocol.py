@@ -81,9 +81,10 @@ class FakeRunner:
         if slot == "clean":
             if rows:  # a second run of the clean slot: a checkpoint reset
                 return JobRun(1, 1.0, self.reset_output)
-            out.mkdir(parents=True, exist_ok=True)
-            for d in ("offsets", "commits"):
-                (out / "_chk" / d).mkdir(parents=True, exist_ok=True)
+            # A checkpoint as Spark leaves it: its metadata file, a batch in each log.
+            for name in ("metadata", "offsets/0", "commits/0"):
+                (out / "_chk" / name).parent.mkdir(parents=True, exist_ok=True)
+                (out / "_chk" / name).write_text("{}")
             rows.extend(self.clean_rows)
             return JobRun(0, 1.0, "")
         if fault:
@@ -287,3 +288,25 @@ def test_derived_profiles_add_spark_settings_and_point_at_another_broker(tmp_pat
     )
     assert profile.spark.conf["spark.sql.adaptive.enabled"] == "false"  # kept from the base
     assert profile.kafka.bootstrap_servers == "127.0.0.1:19200"
+
+
+def test_a_cell_whose_harness_step_fails_is_an_error_and_the_other_cells_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    case = FakeCase(restart_ids=range(4, 10))
+    h = harness(tmp_path, FakeRunner(case))
+    run_cell = h.run_cell
+
+    def failing(case, fault, clean=None):
+        if fault is FaultClass.KILL:  # e.g. the store refused a request of the expiry
+            raise OSError("501 Not Implemented")
+        return run_cell(case, fault, clean)
+
+    monkeypatch.setattr(h, "run_cell", failing)
+    cells = run_matrix(h, [case], [FaultClass.KILL, FaultClass.CHECKPOINT_RESET])
+    status = {c.fault: c.status for c in cells}
+    assert status == {
+        FaultClass.KILL: CellStatus.ERROR,
+        FaultClass.CHECKPOINT_RESET: CellStatus.AS_EXPECTED,
+    }
+    assert "OSError: 501 Not Implemented" in format_matrix(cells)
