@@ -8,12 +8,14 @@ starts a ``foreachBatch`` query, :meth:`JobStart.print_tables` reports the table
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
+
+from jobs.console import watch_interrupts
+from jobs.preflight import add_output_flags, check_input, check_locations, talk
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +51,7 @@ def job_parser(
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=max_offsets, help="Kafka offsets per batch"
     )
+    add_output_flags(parser)
     return parser
 
 
@@ -109,23 +112,27 @@ def start_job(
     **overrides: Any,
 ) -> JobStart:
     """Logging, the profile (with ``overrides``, as :func:`~spark_ext.config.load_profile`
-    takes them), the brokers (given to ``check`` before any JVM starts), the session (with
-    :class:`~spark_ext.metrics.ProgressListener`) and the output folder (``--out`` or
-    ``<data root>/<default_folder>``)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    takes them), the brokers and input (:mod:`jobs.preflight`, then ``check``, before any JVM
+    starts), the session (with :class:`~spark_ext.metrics.ProgressListener` and Ctrl-C
+    handling) and the output folder (``--out`` or ``<data root>/<default_folder>``)."""
+    prog = talk(args)
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
 
     profile = load_profile(args.profile, **overrides)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
+    check_input(args, bootstrap)
     if check is not None:
         check(bootstrap)
-    spark = build_session(profile)
-    ProgressListener.attach(spark)
     out = getattr(args, "out", None)
     if not isinstance(out, Path):
         out = profile.paths.resolved_data_root() / default_folder
+    check_locations(args, out, remote=False)
+    spark = build_session(profile)
+    ProgressListener.attach(spark)
+    watch_interrupts(prog, spark)
+    check_locations(args, out, remote=True)
     return JobStart(profile, spark, bootstrap, out, args.topic, args.max_offsets_per_trigger)
 
 
