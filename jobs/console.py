@@ -7,7 +7,9 @@ handler, :func:`error_line` is the one line of an error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import signal
 import sys
@@ -17,6 +19,7 @@ import traceback
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
+from spark_ext.crash import STEP_FILE_ENV
 from spark_ext.errors import SparkExtError
 from spark_ext.jobrun import JOB_LOG_FORMAT
 
@@ -89,8 +92,9 @@ def install(prog: str, show_traceback: bool = False) -> None:
 
 
 def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
-    """Ctrl-C (SIGINT) stops every active query once its batch in flight is done, logs one
-    line and exits :data:`INTERRUPTED`; a second Ctrl-C exits at once."""
+    """Ctrl-C (SIGINT) stops every active query once its batch in flight is done, then the
+    session, logs one line and exits :data:`INTERRUPTED` at once (no clean-up of the job's
+    own runs after it); a second Ctrl-C exits at once."""
     stopping = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> NoReturn:
@@ -108,7 +112,14 @@ def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
             prog,
             where,
         )
-        raise SystemExit(INTERRUPTED)
+        if spark is None:
+            raise SystemExit(INTERRUPTED)
+        # Queries and session are stopped: the job's own clean-up (a ``finally`` stopping its
+        # queries) would only call a stopped gateway, maybe on a connection still waiting.
+        logging.shutdown()
+        with contextlib.suppress(OSError):
+            os.remove(os.environ.get(STEP_FILE_ENV, ""))
+        os._exit(INTERRUPTED)
 
     signal.signal(signal.SIGINT, handler)
 

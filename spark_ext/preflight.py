@@ -71,9 +71,10 @@ def require_topics(bootstrap: str, topics: Iterable[str]) -> None:
 
 
 def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[str] | None:
-    """The topics the newest entry of ``checkpoint``'s offset log names, sorted; ``None``
+    """The Kafka topics the newest entry of ``checkpoint``'s offset log names, sorted; ``None``
     when there is no entry (a new checkpoint). An entry is ``v1``, the batch's metadata, then
-    one line per source: a Kafka source's is ``{"topic": {"partition": offset}}``."""
+    one line per source: a Kafka source's is ``{"topic": {"partition": offset}}`` (another
+    source's line is left out)."""
     offsets = storage.Location.parse(checkpoint).join("offsets")
     entries = [n for n in storage.list_prefix(offsets) if n.isdigit()]
     if not entries:
@@ -85,19 +86,26 @@ def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[str] | 
             source = json.loads(line)
         except ValueError:
             continue
-        if isinstance(source, dict):
-            found.update(k for k, v in source.items() if isinstance(v, dict))
+        if isinstance(source, dict) and all(_partition_offsets(v) for v in source.values()):
+            found.update(source)
     return sorted(found)
+
+
+def _partition_offsets(value: object) -> bool:
+    """Whether ``value`` is a Kafka source's offsets of one topic: ``{"0": 5, "1": 7}``."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and k.isdigit() and isinstance(o, int) for k, o in value.items()
+    )
 
 
 def require_checkpoint_reads(
     checkpoint: str | Path | storage.Location, topics: Iterable[str]
 ) -> None:
     """:class:`~spark_ext.errors.CheckpointMismatchError` when ``checkpoint``'s offset log
-    names other topics than ``topics`` (a new checkpoint passes)."""
+    does not name each of ``topics`` (a new checkpoint passes; the query may read more)."""
     recorded = checkpoint_topics(checkpoint)
     wanted = sorted(set(topics))
-    if recorded is not None and recorded != wanted:
+    if recorded is not None and not set(wanted) <= set(recorded):
         raise CheckpointMismatchError(str(checkpoint), recorded, wanted)
 
 

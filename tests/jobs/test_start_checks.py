@@ -30,7 +30,7 @@ def test_a_checkpoint_of_another_topic_is_refused_naming_both(tmp_path):
     checkpoint = tmp_path / "cp"
     preflight.require_checkpoint_reads(checkpoint, ["events"])  # new: passes
     write_offsets(checkpoint, 0, {"orders": {"0": 3}})
-    write_offsets(checkpoint, 1, {"orders": {"0": 5, "1": 2}})
+    write_offsets(checkpoint, 1, {"orders": {"0": 5, "1": 2}}, {"agent": {"seq": "a"}})
     (checkpoint / "offsets" / ".1.crc").write_text("")
     assert preflight.checkpoint_topics(checkpoint) == ["orders"]
     preflight.require_checkpoint_reads(checkpoint, ["orders"])
