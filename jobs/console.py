@@ -7,10 +7,10 @@ handler, :func:`error_line` is the one line of an error.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -19,7 +19,7 @@ import traceback
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
-from spark_ext.crash import STEP_FILE_ENV
+from spark_ext.crash import STEP_DIR_ENV
 from spark_ext.errors import SparkExtError
 from spark_ext.jobrun import JOB_LOG_FORMAT
 
@@ -117,8 +117,7 @@ def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
         # Queries and session are stopped: the job's own clean-up (a ``finally`` stopping its
         # queries) would only call a stopped gateway, maybe on a connection still waiting.
         logging.shutdown()
-        with contextlib.suppress(OSError):
-            os.remove(os.environ.get(STEP_FILE_ENV, ""))
+        shutil.rmtree(os.environ.get(STEP_DIR_ENV, ""), ignore_errors=True)
         os._exit(INTERRUPTED)
 
     signal.signal(signal.SIGINT, handler)

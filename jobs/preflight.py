@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from jobs.console import configure_logging, install, watch_interrupts
 from spark_ext import preflight, storage
-from spark_ext.crash import STEP_FILE_ENV
+from spark_ext.crash import STEP_DIR_ENV
 
 __all__ = ["PATH_FLAGS", "add_output_flags", "check_input", "check_locations", "talk"]
 
@@ -32,22 +32,16 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def talk(args: argparse.Namespace) -> str:
-    """Logging, the typed-error hook, Ctrl-C and the step file (each batch's line names the
+    """Logging, the typed-error hook, Ctrl-C and the step folder (each batch's line names the
     last step its driver reached) for the job ``sys.argv[0]`` names; its name."""
     prog = Path(sys.argv[0]).stem
-    fd, steps = tempfile.mkstemp(prefix="spark-ext-steps-")
-    os.close(fd)
-    os.environ[STEP_FILE_ENV] = steps  # before the JVM starts: its Python workers see it
-    atexit.register(_remove, steps)
+    steps = tempfile.mkdtemp(prefix="spark-ext-steps-")
+    os.environ[STEP_DIR_ENV] = steps  # before the JVM starts: its Python workers see it
+    atexit.register(shutil.rmtree, steps, True)
     configure_logging(getattr(args, "verbose", False))
     install(prog, getattr(args, "traceback", False))
     watch_interrupts(prog, None)
     return prog
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.remove(path)
 
 
 def check_input(args: argparse.Namespace, bootstrap: str) -> None:

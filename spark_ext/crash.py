@@ -28,7 +28,7 @@ __all__ = [
     "FAULT_SETTINGS",
     "JOB_SESSION_ENV",
     "REACHED",
-    "STEP_FILE_ENV",
+    "STEP_DIR_ENV",
     "TRACE_ENV",
     "FaultKind",
     "FaultPoint",
@@ -56,8 +56,8 @@ TRACE_ENV = "SPARK_EXT_FAULT_TRACE"
 REACHED = "reached"
 #: Set by :func:`spark_ext.jobrun.run_job`: this process tree is a job session of its own.
 JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
-#: A file where every driver-side point reached writes ``<batch> <point>`` over the last.
-STEP_FILE_ENV = "SPARK_EXT_STEP_FILE"
+#: A folder where every driver-side point reached writes its name to a file named for its batch.
+STEP_DIR_ENV = "SPARK_EXT_STEP_DIR"
 #: The environment variables that ask a job for a fault (passed on to executors).
 FAULT_SETTINGS = (FAULT_ENV, FAULT_LOG_ENV, TRACE_ENV)
 
@@ -160,8 +160,8 @@ class FaultPoint:
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
-        if STEP_FILE_ENV in os.environ and _task() is None:  # a driver-side step
-            _note_step(os.environ[STEP_FILE_ENV], self.name, batch_id)
+        if STEP_DIR_ENV in os.environ and _task() is None:  # a driver-side step
+            _note_step(os.environ[STEP_DIR_ENV], self.name, batch_id)
         if os.environ.get(TRACE_ENV) == "1":
             _append(self, REACHED, batch_id, _task_attempt())
         spec = self._requested(batch_id)
@@ -182,25 +182,28 @@ class FaultPoint:
 _DECLARED: dict[str, FaultPoint] = {}
 
 
-def _note_step(path: str, point: str, batch_id: int | None) -> None:
-    """Replace the step file's ``<batch> <point>`` (read by :func:`last_reached`)."""
+def _note_step(folder: str, point: str, batch_id: int | None) -> None:
+    """Write ``point`` over the step file of ``batch_id`` (read by :func:`last_reached`)."""
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(f"{batch_id} {point}")
+        with open(os.path.join(folder, str(batch_id)), "w", encoding="utf-8") as f:
+            f.write(point)
     except OSError:
         pass  # the batch line shows no step; the step itself is unaffected
 
 
 def last_reached(batch_id: int) -> str | None:
-    """The last driver-side point reached (in any process of the driver's host: a Python
-    writer's commit runs in one of its own) if it was in batch ``batch_id``."""
-    path = os.environ.get(STEP_FILE_ENV)
+    """The last driver-side point reached in batch ``batch_id`` (in any process of the
+    driver's host: a Python writer's commit runs in one of its own); its file is removed."""
+    path = os.path.join(os.environ.get(STEP_DIR_ENV, ""), str(batch_id))
+    if STEP_DIR_ENV not in os.environ:
+        return None
     try:
-        with open(path or "", encoding="utf-8") as f:
-            batch, _, point = f.read().partition(" ")
+        with open(path, encoding="utf-8") as f:
+            point = f.read()
+        os.remove(path)
     except OSError:
         return None
-    return point or None if batch == str(batch_id) else None
+    return point or None
 
 
 def declare(name: str, side: Side, doc: str = "") -> FaultPoint:

@@ -12,7 +12,7 @@ import pytest
 
 from jobs.console import error_line
 from spark_ext import preflight
-from spark_ext.crash import STEP_FILE_ENV, declare, last_reached
+from spark_ext.crash import STEP_DIR_ENV, declare, last_reached
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
 from spark_ext.jobrun import JOB_LOG_FORMAT, relayed, run_job
 from spark_ext.metrics import source_lag
@@ -90,11 +90,12 @@ def test_a_batch_line_has_its_lag_and_the_last_step_its_driver_reached(tmp_path,
     latest = json.dumps({"t": {"0": 9, "1": 7}})
     assert source_lag([{"endOffset": end, "latestOffset": latest}]) == 4
     assert source_lag([{"endOffset": "{}", "latestOffset": None}]) is None
-    monkeypatch.setenv(STEP_FILE_ENV, str(tmp_path / "steps"))
-    point = declare("talk.1.done", "driver")
-    point.reached(3)
+    monkeypatch.setenv(STEP_DIR_ENV, str(tmp_path))
+    declare("talk.1.done", "driver").reached(3)
+    declare("talk.2.next", "driver").reached(4)  # the next batch began before 3's line
     assert last_reached(3) == "talk.1.done"
-    assert last_reached(4) is None
+    assert last_reached(3) is None, "read once"
+    assert last_reached(4) == "talk.2.next"
 
 
 def test_run_job_relays_the_jobs_own_lines_as_they_arrive(tmp_path, caplog):
