@@ -70,25 +70,29 @@ def require_topics(bootstrap: str, topics: Iterable[str]) -> None:
             )
 
 
-def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[str] | None:
-    """The Kafka topics the newest entry of ``checkpoint``'s offset log names, sorted; ``None``
-    when there is no entry (a new checkpoint). An entry is ``v1``, the batch's metadata, then
-    one line per source: a Kafka source's is ``{"topic": {"partition": offset}}`` (another
+def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[list[str]]:
+    """The Kafka topics of each entry of ``checkpoint``'s offset log a restart reads: the
+    newest committed batch's (or the oldest, none committed) and every newer one, each
+    sorted; empty for a new checkpoint. An entry is ``v1``, the batch's metadata, then one
+    line per source: a Kafka source's is ``{"topic": {"partition": offset}}`` (another
     source's line is left out)."""
-    offsets = storage.Location.parse(checkpoint).join("offsets")
-    entries = [n for n in storage.list_prefix(offsets) if n.isdigit()]
-    if not entries:
-        return None
-    lines = storage.read_bytes(offsets.join(max(entries, key=int))).decode().splitlines()
-    found: set[str] = set()
-    for line in lines[2:]:
-        try:
-            source = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(source, dict) and all(_partition_offsets(v) for v in source.values()):
-            found.update(source)
-    return sorted(found)
+    root = storage.Location.parse(checkpoint)
+    offsets = root.join("offsets")
+    batches = sorted(int(n) for n in storage.list_prefix(offsets) if n.isdigit())
+    commits = [int(n) for n in storage.list_prefix(root.join("commits")) if n.isdigit()]
+    since = max((b for b in commits if b in batches), default=batches[0] if batches else 0)
+    found = []
+    for batch in (b for b in batches if b >= since):
+        topics: set[str] = set()
+        for line in storage.read_bytes(offsets.join(str(batch))).decode().splitlines()[2:]:
+            try:
+                source = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(source, dict) and all(_partition_offsets(v) for v in source.values()):
+                topics.update(source)
+        found.append(sorted(topics))
+    return found
 
 
 def _partition_offsets(value: object) -> bool:
@@ -101,12 +105,14 @@ def _partition_offsets(value: object) -> bool:
 def require_checkpoint_reads(
     checkpoint: str | Path | storage.Location, topics: Iterable[str]
 ) -> None:
-    """:class:`~spark_ext.errors.CheckpointMismatchError` when ``checkpoint``'s offset log
-    does not name each of ``topics`` (a new checkpoint passes; the query may read more)."""
-    recorded = checkpoint_topics(checkpoint)
+    """:class:`~spark_ext.errors.CheckpointMismatchError` when an entry a restart reads from
+    ``checkpoint``'s offset log (:func:`checkpoint_topics`) does not name each of ``topics``
+    (a new checkpoint passes; the query may read more). Spark allows no other topics on a
+    restart: it would report their partitions as lost."""
     wanted = sorted(set(topics))
-    if recorded is not None and not set(wanted) <= set(recorded):
-        raise CheckpointMismatchError(str(checkpoint), recorded, wanted)
+    for recorded in checkpoint_topics(checkpoint):
+        if not set(wanted) <= set(recorded):
+            raise CheckpointMismatchError(str(checkpoint), recorded, wanted)
 
 
 def require_table_folder(table: str | Path | storage.Location) -> None:

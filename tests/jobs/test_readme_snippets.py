@@ -68,8 +68,8 @@ def snippet_runs(
     request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[int, tuple[Path, subprocess.CompletedProcess[str]]]:
     """Every selected snippet run once, two at a time (each is its own process with its own
-    Spark, topic and folder; measured idle, 115 s one after the other, 83 s two at a time),
-    by line. A snippet that times out fails its own test only."""
+    Spark, topic and folder; measured idle with the six snippets before #28, 115 s one after
+    the other, 83 s two at a time), by line. A snippet that times out fails its own test only."""
     assert kafka_bootstrap == "127.0.0.1:9092", "the snippets name the local broker"
     selected = {
         item.callspec.params["snippet"]

@@ -32,13 +32,21 @@ def test_a_checkpoint_of_another_topic_is_refused_naming_both(tmp_path):
     write_offsets(checkpoint, 0, {"orders": {"0": 3}})
     write_offsets(checkpoint, 1, {"orders": {"0": 5, "1": 2}}, {"agent": {"seq": "a"}})
     (checkpoint / "offsets" / ".1.crc").write_text("")
-    assert preflight.checkpoint_topics(checkpoint) == ["orders"]
+    assert preflight.checkpoint_topics(checkpoint) == [["orders"], ["orders"]]
     preflight.require_checkpoint_reads(checkpoint, ["orders"])
     with pytest.raises(CheckpointMismatchError) as err:
         preflight.require_checkpoint_reads(checkpoint, ["events"])
     line = error_line(err.value)
     assert line is not None and "reading orders; this job reads events" in line
     assert "fix: pass another --checkpoint" in line and "failOnDataLoss" not in line
+    # A run with another topic failed after planning batch 2: the checkpoint now fails both.
+    (checkpoint / "commits").mkdir()
+    (checkpoint / "commits" / "1").write_text("v1")
+    write_offsets(checkpoint, 2, {"events": {"0": 9}})
+    assert preflight.checkpoint_topics(checkpoint) == [["orders"], ["events"]]
+    for topic, other in (("orders", "events"), ("events", "orders")):
+        with pytest.raises(CheckpointMismatchError, match=f"reading {other}; this job reads"):
+            preflight.require_checkpoint_reads(checkpoint, [topic])
 
 
 def test_a_table_path_that_is_a_file_or_other_files_is_refused(tmp_path):
