@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs.console import error_line
+from jobs.preflight import absolute_paths
+from jobs.startup import job_parser
 from spark_ext import preflight
 from spark_ext.crash import STEP_DIR_ENV, declare, last_reached
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
@@ -127,3 +129,14 @@ def test_run_job_relays_the_jobs_own_lines_as_they_arrive(tmp_path, caplog):
     assert seen[0] == "talking_job: [q] batch 0: 3 rows"
     assert not any("not relayed" in r.getMessage() for r in caplog.records)
     assert relayed("26/11/28 02:13:10 WARN KafkaOffsetReaderAdmin: Error") is None
+
+
+def test_relative_path_flags_are_made_absolute_against_the_callers_folder(tmp_path, monkeypatch):
+    """Executors resolve a relative path in their own working folder (every task failed)."""
+    monkeypatch.chdir(tmp_path)
+    parser = job_parser("demo", topic="events")
+    parser.add_argument("--table", type=Path)
+    args = parser.parse_args(["--out", "var/out", "--table", "/abs/t", "--topic", "rel"])
+    absolute_paths(args)
+    assert args.out == tmp_path / "var" / "out" and args.table == Path("/abs/t")
+    assert args.topic == "rel" and not args.traceback and not args.verbose
