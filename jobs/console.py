@@ -98,8 +98,8 @@ def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
     stopping = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> NoReturn:
-        if stopping.is_set():
-            raise SystemExit(INTERRUPTED)
+        if stopping.is_set():  # the second: no wait, no clean-up
+            os._exit(INTERRUPTED)
         stopping.set()
         done: list[str] = []
         if spark is not None:  # from a thread: this one may be inside a gateway call
