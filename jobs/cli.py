@@ -2,8 +2,8 @@
 
 ``run`` starts ``python -m jobs.<JOB>`` in the caller's working directory (relative paths mean
 what they mean to the caller) and returns its exit code; ``check``, ``matrix`` and
-``campaign`` exit 1 when an outcome differs from the declared one. Usage: README, "What does a
-crash do to my output?".
+``campaign`` exit 1 when an outcome differs from the declared one, and log each job run's own
+lines (one per batch) as they come. Usage: README, "What does a crash do to my output?".
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ import importlib.util
 import logging
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.console import configure_logging, error_line
 from jobs.startup import STORAGE_ENV, STORAGES, default_storage
 from spark_ext.errors import ConfigError, SparkExtError
 from spark_ext.jobrun import job_environment
@@ -180,12 +182,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
+    from jobs import registry
     from jobs.cases.campaign import CAMPAIGN_JOBS, fault_points, variant
     from spark_ext.recovery.campaign import format_campaign, run_campaign
     from spark_ext.recovery.campaign_plan import draw, pick_job
-
-    logging.getLogger("kafka").setLevel(logging.WARNING)  # a line per fetch, per run
-    from jobs import registry
 
     jobs = [j.strip() for j in args.job.split(",")] if args.job else list(CAMPAIGN_JOBS)
     for name in jobs:
@@ -206,6 +206,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark-ext", description=__doc__.splitlines()[0])
+    parser.add_argument("--traceback", action="store_true", help="a typed error's whole trace")
+    parser.add_argument("--verbose", action="store_true", help="other libraries' INFO lines")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the registered jobs, their fault points and declared outcomes")
     run = sub.add_parser("run", help="run a job: python -m jobs.JOB ARGS...")
@@ -248,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.verbose)  # with each job run's own lines, relayed as they come
     commands = {
         "list": cmd_list,
         "run": cmd_run,
@@ -259,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return commands[args.command](args)
     except SparkExtError as exc:  # an unknown job, a bad profile, a job that failed
-        print(f"spark-ext: {exc}", file=sys.stderr)
+        if args.traceback:
+            traceback.print_exc()
+        print(f"spark-ext: {error_line(exc)}", file=sys.stderr)
         return 2
 
 

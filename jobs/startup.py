@@ -10,13 +10,14 @@ s3`` puts them in conf/s3.toml's store (docs/design.md, "Object storage", jobs).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, overload
 
+from jobs.console import watch_interrupts
+from jobs.preflight import add_output_flags, check_input, check_locations, talk
 from spark_ext import storage
 from spark_ext.errors import ConfigError
 
@@ -110,6 +111,7 @@ def job_parser(
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=max_offsets, help="Kafka offsets per batch"
     )
+    add_output_flags(parser)
     return parser
 
 
@@ -169,13 +171,14 @@ def start_job(
     check: Callable[[str], object] | None = None,
     **overrides: Any,
 ) -> JobStart:
-    """Logging, the profile (``--storage``'s sections, then ``overrides``, as
-    :func:`~spark_ext.config.load_profile` takes them), the output folder (``--out`` or
-    ``<data root>/<default_folder>``), every location checked (:func:`spark_ext.storage.check`)
-    and the brokers (given to ``check``) before any JVM starts, the session (with
-    :class:`~spark_ext.metrics.ProgressListener`; when every location is on S3, S3's
-    checkpoint file manager)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    """Logging and Ctrl-C (:func:`jobs.preflight.talk`), the profile (``--storage``'s sections,
+    then ``overrides``, as :func:`~spark_ext.config.load_profile` takes them), the output folder
+    (``--out`` or ``<data root>/<default_folder>``), every location checked
+    (:func:`spark_ext.storage.check`), the brokers and input (:mod:`jobs.preflight`, then
+    ``check``) and the local table and checkpoint before any JVM starts; the session (with
+    :class:`~spark_ext.metrics.ProgressListener`; when every location is on S3, S3's checkpoint
+    file manager), then the table and checkpoint on object storage."""
+    prog = talk(args)
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
     from spark_ext.session import build_session
@@ -192,12 +195,16 @@ def start_job(
         storage.check(place, profile.storage)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
     profile.kafka.configure_clients(bootstrap)
+    check_input(args, bootstrap)
     if check is not None:
         check(bootstrap)
+    check_locations(args, out, remote=False)
     spark = build_session(profile)
     if locations and all(storage.Location.parse(p).is_s3 for p in locations):
         spark.conf.set(CHECKPOINT_MANAGER_CONF, storage.S3_CHECKPOINT_FILE_MANAGER)
     ProgressListener.attach(spark)
+    watch_interrupts(prog, spark)
+    check_locations(args, out, remote=True)
     return JobStart(profile, spark, bootstrap, out, args.topic, args.max_offsets_per_trigger)
 
 

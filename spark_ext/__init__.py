@@ -12,7 +12,7 @@ core         :mod:`spark_ext.sinks` (commit protocol), :mod:`spark_ext.streaming
              queries), :mod:`spark_ext.operators`, :mod:`spark_ext.tracker`,
              :mod:`spark_ext.ordering`, :mod:`spark_ext.dedup`, :mod:`spark_ext.quarantine`,
              :mod:`spark_ext.config`, :mod:`spark_ext.session`, :mod:`spark_ext.metrics`,
-             :mod:`spark_ext.state_inspect`
+             :mod:`spark_ext.state_inspect`, :mod:`spark_ext.preflight` (start-up checks)
 base         :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
              :mod:`spark_ext.hashing`, :mod:`spark_ext.jvm`, :mod:`spark_ext.kafka_clients`,
              :mod:`spark_ext.storage` (a location on any store)

@@ -28,6 +28,7 @@ __all__ = [
     "FAULT_SETTINGS",
     "JOB_SESSION_ENV",
     "REACHED",
+    "STEP_DIR_ENV",
     "TRACE_ENV",
     "FaultKind",
     "FaultPoint",
@@ -39,6 +40,7 @@ __all__ = [
     "executor_environment",
     "fault_log_entries",
     "kill_job",
+    "last_reached",
     "lookup",
     "requested_fault",
 ]
@@ -54,6 +56,8 @@ TRACE_ENV = "SPARK_EXT_FAULT_TRACE"
 REACHED = "reached"
 #: Set by :func:`spark_ext.jobrun.run_job`: this process tree is a job session of its own.
 JOB_SESSION_ENV = "SPARK_EXT_JOB_SESSION"
+#: A folder where every driver-side point reached writes its name to a file named for its batch.
+STEP_DIR_ENV = "SPARK_EXT_STEP_DIR"
 #: The environment variables that ask a job for a fault (passed on to executors).
 FAULT_SETTINGS = (FAULT_ENV, FAULT_LOG_ENV, TRACE_ENV)
 
@@ -156,6 +160,8 @@ class FaultPoint:
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
+        if STEP_DIR_ENV in os.environ and _task() is None:  # a driver-side step
+            _note_step(os.environ[STEP_DIR_ENV], self.name, batch_id)
         if os.environ.get(TRACE_ENV) == "1":
             _append(self, REACHED, batch_id, _task_attempt())
         spec = self._requested(batch_id)
@@ -174,6 +180,30 @@ class FaultPoint:
 
 
 _DECLARED: dict[str, FaultPoint] = {}
+
+
+def _note_step(folder: str, point: str, batch_id: int | None) -> None:
+    """Write ``point`` over the step file of ``batch_id`` (read by :func:`last_reached`)."""
+    try:
+        with open(os.path.join(folder, str(batch_id)), "w", encoding="utf-8") as f:
+            f.write(point)
+    except OSError:
+        pass  # the batch line shows no step; the step itself is unaffected
+
+
+def last_reached(batch_id: int) -> str | None:
+    """The last driver-side point reached in batch ``batch_id`` (in any process of the
+    driver's host: a Python writer's commit runs in one of its own); its file is removed."""
+    path = os.path.join(os.environ.get(STEP_DIR_ENV, ""), str(batch_id))
+    if STEP_DIR_ENV not in os.environ:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            point = f.read()
+        os.remove(path)
+    except OSError:
+        return None
+    return point or None
 
 
 def declare(name: str, side: Side, doc: str = "") -> FaultPoint:

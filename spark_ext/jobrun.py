@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,11 +33,31 @@ from spark_ext.crash import (
     fault_log_entries,
 )
 
-__all__ = ["REPO", "JobRun", "job_environment", "run_job", "scratch_environment"]
+__all__ = [
+    "JOB_LOG_FORMAT",
+    "REPO",
+    "JobRun",
+    "job_environment",
+    "relayed",
+    "run_job",
+    "scratch_environment",
+]
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
+#: How a job logs (``jobs.console`` sets it): :func:`run_job` relays its project's lines.
+JOB_LOG_FORMAT = "%(asctime)s %(name)s %(message)s"
+_OWN_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d [\d:,]+ (?:spark_ext|connectors|jobs|__main__)[\w.]* (.*)$"
+)
+
+
+def relayed(line: str) -> str | None:
+    """The message of a job's output line its own loggers wrote (one per batch among them),
+    ``None`` for any other line (Spark's, a trace)."""
+    m = _OWN_LINE.match(line)
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -132,10 +154,13 @@ def run_job(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+            relay = _relay(Path(out.name), module.rpartition(".")[2], proc)
             try:
                 _wait(proc, module, start, timeout_s, kill_after_s, kill_when)
             finally:
                 _kill_group(proc)  # a timed-out job, or leftovers (a stray worker, the JVM)
+                if relay is not None:
+                    relay.join()
             out.seek(0)  # 40 kB: the cause, not only the query plan Spark prints after it
             tail = out.read()[-40000:].decode(errors="replace")
         entries = fault_log_entries(extra[FAULT_LOG_ENV])
@@ -147,6 +172,32 @@ def run_job(
         "%s %s -> rc %s in %.1fs%s", module, " ".join(args), run.returncode, run.seconds, landed
     )
     return run
+
+
+def _relay(output: Path, label: str, proc: subprocess.Popen[bytes]) -> threading.Thread | None:
+    """A thread that logs each of the job's own lines (:func:`relayed`) as it arrives, as
+    ``<label>: <message>``, until the job ended; none when INFO is not logged."""
+    if not log.isEnabledFor(logging.INFO):
+        return None
+
+    def follow() -> None:
+        with open(output, "rb") as f:
+            pending = b""
+            while True:
+                ended = proc.poll() is not None
+                pending += f.read()
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    message = relayed(line.decode(errors="replace"))
+                    if message is not None:
+                        log.info("%s: %s", label, message)
+                if ended:
+                    return
+                time.sleep(0.25)
+
+    thread = threading.Thread(target=follow, name=f"relay-{label}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _wait(

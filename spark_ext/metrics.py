@@ -1,4 +1,6 @@
-"""Per-batch progress: one log line per micro-batch, and the figures kept for tests and benchmarks.
+"""Per-batch progress: one log line per micro-batch (batch id, rows, the last commit step this
+driver reached, the offsets still to read), and the figures kept for tests and benchmarks
+(docs/design.md, "A job that talks").
 
 >>> listener = ProgressListener.attach(spark)     # doctest: +SKIP
 >>> q = df.writeStream...start(); q.awaitTermination()  # doctest: +SKIP
@@ -16,7 +18,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
-__all__ = ["BatchFigures", "ProgressListener", "figures_from_progress"]
+from spark_ext.crash import last_reached
+
+__all__ = ["BatchFigures", "ProgressListener", "figures_from_progress", "source_lag"]
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +37,50 @@ class BatchFigures:
     duration_ms: int
     state_rows: int
     state_bytes: int
+    #: Offsets between the batch's end and the newest the sources had (``None``: not known).
+    lag: int | None = None
+    #: The last fault point (commit step) this driver reached in the batch, if any.
+    step: str | None = None
 
     def line(self) -> str:
         name = self.query_name or self.query_id[:8]
+        lag = "-" if self.lag is None else f"{self.lag:,}"
         return (
             f"[{name}] batch {self.batch_id}: {self.input_rows} rows, "
-            f"{self.rows_per_second:,.0f} rows/s, {self.duration_ms} ms, "
-            f"state rows {self.state_rows}"
+            f"step {self.step or '-'}, lag {lag}, {self.duration_ms} ms, "
+            f"{self.rows_per_second:,.0f} rows/s, state rows {self.state_rows}"
         )
 
 
-def figures_from_progress(progress: dict[str, Any]) -> BatchFigures:
-    """Figures from a ``StreamingQueryProgress`` as JSON (``query.lastProgress``)."""
+def _offsets(value: Any) -> dict[str, dict[str, int]] | None:
+    """A Kafka source's offsets (``{"topic": {"partition": offset}}``, as JSON or parsed)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
+        return value
+    return None
+
+
+def source_lag(sources: list[dict[str, Any]]) -> int | None:
+    """Offsets from each source's ``endOffset`` to its ``latestOffset``, summed (``None`` when
+    a source does not report both, as a non-Kafka source does)."""
+    total = 0
+    for source in sources:
+        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+        if end is None or latest is None:
+            return None
+        for topic, parts in latest.items():
+            done = end.get(topic, {})
+            total += sum(max(0, int(o) - int(done.get(p, 0))) for p, o in parts.items())
+    return total
+
+
+def figures_from_progress(progress: dict[str, Any], step: str | None = None) -> BatchFigures:
+    """Figures from a ``StreamingQueryProgress`` as JSON (``query.lastProgress``) and the last
+    ``step`` reached in its batch."""
     ops = progress.get("stateOperators") or []
     return BatchFigures(
         query_id=str(progress["id"]),
@@ -55,6 +91,8 @@ def figures_from_progress(progress: dict[str, Any]) -> BatchFigures:
         duration_ms=int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
         state_rows=sum(int(op.get("numRowsTotal") or 0) for op in ops),
         state_bytes=sum(int(op.get("memoryUsedBytes") or 0) for op in ops),
+        lag=source_lag(progress.get("sources") or []),
+        step=step,
     )
 
 
@@ -76,7 +114,8 @@ class ProgressListener(StreamingQueryListener):
         log.info("query %s started (run %s)", event.name or event.id, event.runId)
 
     def onQueryProgress(self, event: Any) -> None:
-        figures = figures_from_progress(json.loads(event.progress.json))
+        progress = json.loads(event.progress.json)
+        figures = figures_from_progress(progress, last_reached(int(progress["batchId"])))
         with self._lock:
             self._figures.append(figures)
         if self.echo:
@@ -86,8 +125,8 @@ class ProgressListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        if event.exception:
-            log.error("query %s failed: %s", event.id, event.exception)
+        if event.exception:  # its first line: the job reports the cause (or the whole trace)
+            log.error("query %s failed: %s", event.id, str(event.exception).splitlines()[0][:300])
 
     def figures(self) -> list[BatchFigures]:
         with self._lock:

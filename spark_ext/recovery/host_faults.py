@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from spark_ext import storage
 from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.errors import FaultNotFired, RecoveryError
@@ -67,12 +68,14 @@ def first_commit_after(
 ) -> float | None:
     """Seconds from ``at`` (wall clock) to the first entry of ``slot``'s commit logs written
     after it (``None``: none was)."""
-    times = [
-        entry.stat().st_mtime
-        for checkpoint in case.checkpoints(ctx, slot)
-        for entry in (checkpoint / "commits").iterdir()
-        if entry.name.isdigit()
-    ]
+    import pyarrow.fs as pafs
+
+    times = []
+    for checkpoint in case.checkpoints(ctx, slot):
+        commits = storage.Location.parse(checkpoint).join("commits")
+        fs, path = storage.filesystem(commits, ctx.settings)
+        entries = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        times += [e.mtime.timestamp() for e in entries if e.base_name.isdigit() and e.mtime]
     later = [t - at for t in times if t >= at]
     return min(later) if later else None
 

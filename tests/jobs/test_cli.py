@@ -56,6 +56,14 @@ def test_run_of_an_unknown_job_names_the_known_ones(capsys):
     assert "no_such_job" in err and "at_most_once" in err
 
 
+def test_a_typed_error_is_one_line_unless_traceback_is_asked_for(capsys):
+    assert cli.main(["run", "no_such_job"]) == 2
+    assert capsys.readouterr().err.startswith("spark-ext: UnknownJobError: no job 'no_such_job'")
+    assert cli.main(["--traceback", "run", "no_such_job"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.splitlines()[-1].startswith("spark-ext: Unknown")
+
+
 def test_run_passes_the_rest_of_the_command_line_to_the_job_module():
     out = subprocess.run(
         [sys.executable, "-m", "jobs.cli", "run", "ingest_events", "--help"],
