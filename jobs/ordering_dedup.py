@@ -30,6 +30,7 @@ from jobs.tracker_windows import iso
 from spark_ext.dedup import DedupConfig, DedupMetrics, DedupSink
 from spark_ext.operators.ewma import ewma
 from spark_ext.ordering import FoldState, KeyedFold, OrderingConfig, order_and_fold, result_columns
+from spark_ext.storage import session_settings
 
 READING_SCHEMA = (
     "sensor STRING, reading_id STRING, event_time STRING, temp_c DOUBLE, `close` BOOLEAN, "
@@ -208,6 +209,7 @@ def start_pipeline(
             fp_rate=options.fp_rate,
             rotation_ms=options.rotation_ms,
             buckets=options.shards,
+            storage=session_settings(spark),
         )
         if options.dedup
         else None

@@ -89,6 +89,8 @@ def open_table(path: str | Path, settings: StorageSettings | None = None) -> Any
     from deltalake.exceptions import TableNotFoundError
 
     check_target_path(path, settings)
+    if settings is None and storage.Location.parse(path).is_s3:
+        settings = storage.session_settings()  # a driver's caller without them: its session's
     uri, options = storage.delta_storage(str(path), settings or StorageSettings())
     try:
         return DeltaTable(uri, storage_options=options or None)
