@@ -1,8 +1,7 @@
 """A job's start-up checks and output settings, from its flags (docs/design.md, "A job that
-talks"): :func:`talk` sets what the job prints, :func:`check_input` makes its paths absolute
-and checks brokers and input topic before any JVM starts, :func:`check_locations` its table
-and checkpoint (local ones before the JVM, those on object storage once the session holds
-their settings).
+talks"): :func:`talk` sets what the job prints, :func:`check_input` checks brokers and input
+topic before any JVM starts, :func:`check_locations` its table and checkpoint (local ones
+before the JVM, those on object storage once the session holds their settings).
 """
 
 from __future__ import annotations
@@ -20,17 +19,11 @@ from spark_ext import preflight, storage
 from spark_ext.crash import STEP_DIR_ENV
 
 __all__ = [
-    "PATH_FLAGS",
-    "absolute_paths",
     "add_output_flags",
     "check_input",
     "check_locations",
     "talk",
 ]
-
-#: The flags that name a local path: made absolute at start (executors resolve a relative
-#: path in their own working folder).
-PATH_FLAGS = ("out", "table", "checkpoint")
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -52,17 +45,9 @@ def talk(args: argparse.Namespace) -> str:
     return prog
 
 
-def absolute_paths(args: argparse.Namespace) -> None:
-    """Each local path of :data:`PATH_FLAGS` in ``args`` made absolute against this folder."""
-    for name in PATH_FLAGS:
-        value = getattr(args, name, None)
-        if isinstance(value, Path) and not value.is_absolute():
-            setattr(args, name, value.resolve())
-
-
 def check_input(args: argparse.Namespace, bootstrap: str) -> None:
-    """Make the path flags absolute; a reachable broker and an existing input topic."""
-    absolute_paths(args)
+    """A reachable broker and an existing input topic (the location flags are absolute
+    already: :func:`jobs.startup.location`)."""
     preflight.require_brokers(bootstrap)
     preflight.require_topics(bootstrap, [args.topic])
 

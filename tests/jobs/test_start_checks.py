@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs.console import error_line
-from jobs.preflight import absolute_paths
-from jobs.startup import job_parser
+from jobs.startup import job_parser, location
 from spark_ext import preflight
 from spark_ext.crash import STEP_DIR_ENV, declare, last_reached
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
@@ -135,8 +134,7 @@ def test_relative_path_flags_are_made_absolute_against_the_callers_folder(tmp_pa
     """Executors resolve a relative path in their own working folder (every task failed)."""
     monkeypatch.chdir(tmp_path)
     parser = job_parser("demo", topic="events")
-    parser.add_argument("--table", type=Path)
+    parser.add_argument("--table", type=location)
     args = parser.parse_args(["--out", "var/out", "--table", "/abs/t", "--topic", "rel"])
-    absolute_paths(args)
-    assert args.out == tmp_path / "var" / "out" and args.table == Path("/abs/t")
+    assert args.out == str(tmp_path / "var" / "out") and args.table == "/abs/t"
     assert args.topic == "rel" and not args.traceback and not args.verbose
