@@ -64,6 +64,9 @@ class WindowAggregate(SubstreamOperator):
         state.update(accs)
         return None
 
+    def open_keys(self, value: Any) -> int:
+        return len(value) if isinstance(value, dict) else 1
+
     def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         accs: dict[str, list[Any]] = state.get({})
         state.remove()
