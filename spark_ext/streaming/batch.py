@@ -36,17 +36,15 @@ LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
 @dataclass
 class BatchState:
     """What a tracked query keeps between batches on the driver path: each source partition's
-    gate frontier, each shard's store, the last end event folded (upstream-closed queries)."""
+    gate frontier, each shard's store."""
 
     frontiers: dict[str, int] = field(default_factory=dict)
     stores: dict[int, DictStore] = field(default_factory=dict)
-    ends_seq: int = 0
     _sizes: dict[tuple[int, str], tuple[str, int]] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> bytes:
         body = {
             "frontiers": self.frontiers,
-            "ends_seq": self.ends_seq,
             "shards": {
                 str(k): {"groups": s.groups, "progress": s.progress, "through": s.through}
                 for k, s in sorted(self.stores.items())
@@ -61,7 +59,7 @@ class BatchState:
             int(k): DictStore(dict(s["groups"]), dict(s["progress"]), int(s["through"]))
             for k, s in body["shards"].items()
         }
-        return cls(dict(body["frontiers"]), stores, int(body["ends_seq"]))
+        return cls(dict(body["frontiers"]), stores)
 
     def open_keys(self, operator: SubstreamOperator) -> int:
         """Open (window, key) groups: :meth:`SubstreamOperator.open_keys` summed over the open
