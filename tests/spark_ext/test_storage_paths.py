@@ -24,8 +24,6 @@ ALLOWED = {("connectors/delta/table.py", "Path")}
 NOT_YET = {
     "spark_ext/sinks/delta_txn.py": "LatestTable tells a re-created local table by its log folder",
     "spark_ext/sinks/owner.py": "owner_of_checkpoint names a local checkpoint by its absolute path",
-    "spark_ext/tracker/agent.py": "the local tracking agent's folder (KafkaTrackingAgent on S3)",
-    "spark_ext/tracker/snapshot.py": "the local tracking agent's snapshots",
 }
 _ALLOWED_OS = {"os.environ.get", "os.environ.setdefault", "os.getpid", "os.fspath"}
 
