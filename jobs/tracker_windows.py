@@ -139,9 +139,11 @@ def start_windows(
     out: str,
     max_offsets_per_trigger: int | None = 100,
     disorder_ms: int = 0,
+    path: str = "distributed",
 ) -> tuple[StreamingQuery, object]:
     """Start the tracked window query; returns it and its agent. ``disorder_ms``: the allowed
-    disorder inside each partition (0: ordered); rows beyond it go to the Delta table ``late``."""
+    disorder inside each partition (0: ordered); rows beyond it go to the Delta table ``late``;
+    ``path``: the tracked query's path (``driver`` or ``distributed``)."""
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
@@ -163,6 +165,7 @@ def start_windows(
             late=DeltaIdempotentWriter(under(out, "late"), "tracker_windows.late"),
             trigger=Trigger(processing_time="0 seconds"),
             topic_partitions=topic_partitions(bootstrap, topic),
+            path=path,
         )
     )
     return query, agent
@@ -195,9 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default=None, help="e.g. local[2,4] to allow task retries")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--disorder-ms", type=int, default=0, help="allowed disorder per partition")
+    parser.add_argument(
+        "--path", choices=("driver", "distributed"), default="distributed", help="tracked path"
+    )
     args = parser.parse_args(argv)
     job = start_job(args, "tracker_windows", spark={"master": args.master} if args.master else {})
-    limits = (args.max_offsets_per_trigger, args.disorder_ms)
+    limits = (args.max_offsets_per_trigger, args.disorder_ms, args.path)
     query, agent = start_windows(
         job.spark, job.bootstrap, args.topic, args.partitions, job.out, *limits
     )

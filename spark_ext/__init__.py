@@ -15,7 +15,8 @@ core         :mod:`spark_ext.sinks` (commit protocol), :mod:`spark_ext.streaming
              :mod:`spark_ext.state_inspect`, :mod:`spark_ext.preflight` (start-up checks)
 base         :mod:`spark_ext.errors`, :mod:`spark_ext.crash` (fault points),
              :mod:`spark_ext.hashing`, :mod:`spark_ext.jvm`, :mod:`spark_ext.kafka_clients`,
-             :mod:`spark_ext.storage` (a location on any store)
+             :mod:`spark_ext.storage` (a location on any store),
+             :mod:`spark_ext.local_files` (file lock and fsync: local folders only)
 ===========  ==========================================================================
 
 The names most pipelines need are importable from here, each loaded on first use (``import

@@ -2,7 +2,8 @@
 
 Each query alone on ``tracker``'s input (PER_TRIGGER rows a batch, the first two batches not
 counted): Spark's watermark windows, a ``transformWithStateInPandas`` stage that only counts
-per key, and the tracked query. Why and the figures: README, "Latency, measured".
+per key (keyed like the gate: one key per source partition, 4), and the tracked query on each
+path. Why and the figures: README, "Latency, measured".
 
 Run: ``scripts/bench.sh tracker_floor [--repeat 3]``.
 """
@@ -15,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -47,7 +49,7 @@ def _count_per_key() -> StatefulProcessor:
             n = sum(len(r) for r in rows)
             before = self.count.get()
             self.count.update(((before[0] if before is not None else 0) + n,))
-            yield pd.DataFrame({"user_id": [str(key[0])], "n": [n]})
+            yield pd.DataFrame({"source": [str(key[0])], "n": [n]})
 
     return _CountPerKey()
 
@@ -70,16 +72,18 @@ def run(ctx: BenchContext) -> list[Figure]:
     events = _events(ctx, topic, PER_TRIGGER)
     wm = drain(_watermark_windows(events, LATENCY_DELAY), "floor_wm")
     empty = drain(
-        events.select("user_id")
-        .groupBy("user_id")
-        .transformWithStateInPandas(_count_per_key(), "user_id string, n long", "append", "none"),
+        events.select(F.col("partition").cast("string").alias("source"))
+        .groupBy("source")
+        .transformWithStateInPandas(_count_per_key(), "source string, n long", "append", "none"),
         "floor_tws",
     )
     q = _tracked_count(ctx, topic, PER_TRIGGER, ctx.folder("floor_tracked"))[0]
+    d = _tracked_count(ctx, topic, PER_TRIGGER, ctx.folder("floor_driver"), "driver")[0]
     figure = partial(Figure, "tracker_floor", metric="batch time", unit="ms")
     note = f"{PER_TRIGGER} rows/batch, median batch time"
     return [
         figure("spark watermark windows (JVM)", value=wm, baseline=True, note=note),
-        figure("empty transformWithStateInPandas", value=empty, note=note),
+        figure("empty transformWithStateInPandas", value=empty, note=f"{note}, 4 keys"),
         figure("tracker (gate + shard stages)", value=_batch_ms(q.recentProgress), note=note),
+        figure("tracker driver path", value=_batch_ms(d.recentProgress), note=note),
     ]

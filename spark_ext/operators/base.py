@@ -97,5 +97,10 @@ class SubstreamOperator(ABC):
     def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         """``end.substream`` has ended: emit its results and drop the state it no longer needs."""
 
+    def open_keys(self, value: Any) -> int:
+        """How many (window, key) groups one group's state ``value`` holds open (the driver
+        path's size measure, docs/design.md, "Tracked queries"); default 1."""
+        return 1
+
     def empty_output(self) -> pd.DataFrame:
         return pd.DataFrame({f.name: pd.Series([], dtype=object) for f in self.output_schema})

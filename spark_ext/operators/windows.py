@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -46,15 +47,25 @@ class WindowAggregate(SubstreamOperator):
         self, group: Group, state: OperatorState, rows: pd.DataFrame
     ) -> pd.DataFrame | None:
         accs: dict[str, list[Any]] = state.get({})
-        for key, part in rows.groupby("key", sort=True):
-            k = str(key)
+        # one pass per column: rows split by key on numpy arrays (no pandas groupby per window)
+        codes, uniques = pd.factorize(rows["key"].astype(str), sort=True)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0, True]).tolist()
+        columns = {
+            c: rows[c].to_numpy()[order] for c in {a.column or "label" for a in self.aggregations}
+        }
+        for i, k in enumerate(uniques.tolist()):
+            a0, b0 = bounds[i], bounds[i + 1]
             acc = accs.get(k) or [a.init() for a in self.aggregations]
             accs[k] = [
-                a.add(x, part[a.column].to_numpy() if a.column else part["label"].to_numpy())
+                a.add(x, columns[a.column or "label"][a0:b0])
                 for a, x in zip(self.aggregations, acc, strict=True)
             ]
         state.update(accs)
         return None
+
+    def open_keys(self, value: Any) -> int:
+        return len(value) if isinstance(value, dict) else 1
 
     def flush(self, group: Group, state: OperatorState, end: EndEvent) -> pd.DataFrame | None:
         accs: dict[str, list[Any]] = state.get({})

@@ -121,12 +121,12 @@ RESULT_ENVELOPE = [
 
 
 def conform(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``frame`` with exactly ``columns``; missing ones are object-typed nulls (``reindex``
-    would fill float NaN, which Arrow cannot turn into a string column)."""
-    for c in columns:
-        if c not in frame.columns:
-            frame[c] = pd.Series([None] * len(frame), dtype=object, index=frame.index)
-    return frame[columns]
+    """``frame`` with exactly ``columns``, built in one step; missing ones are object-typed
+    nulls (``reindex`` would fill float NaN, which Arrow cannot turn into a string column)."""
+    n = len(frame)
+    have = frame.columns
+    data = {c: frame[c].array if c in have else np.full(n, None, dtype=object) for c in columns}
+    return pd.DataFrame(data, index=frame.index, copy=False)
 
 
 def end_rows(tracked: str, start_ms: int, end_ms: int, label: int, n: int = 1) -> pd.DataFrame:

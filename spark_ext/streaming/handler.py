@@ -123,7 +123,6 @@ class BatchHandler:
             )
             rows = [r for r in meta if r["kind"] == KIND_REPORT for _ in range(int(r["n"]))]
             counts = {r["reason"]: int(r["n"]) for r in meta if r["kind"] == KIND_LATE}
-            t1 = time.monotonic()
             results = df.where(F.col("kind") == KIND_RESULT).select(*self.columns)
             late = df.where(F.col("kind") == KIND_LATE).select(
                 "src_topic",
@@ -135,43 +134,49 @@ class BatchHandler:
                 "reason",
                 "raw",
             )
-            self.sink(results, batch_id)  # 2
-            idle = self._idle_decisions()
-            if idle:  # completeness downgrades, recorded with the batch's late rows
-                late = late.unionByName(self._downgrades(df, idle))
-                counts[REASON_IDLE] = len(idle)
-            if counts:
-                self.late_sink(late, batch_id)
-                for reason, n in counts.items():
-                    self.late_rows[reason] = self.late_rows.get(reason, 0) + n
-                log.warning("[%s] batch %d: late rows %s", self.query, batch_id, counts)
-            AFTER_SINK.reached(batch_id)
-            t2 = time.monotonic()
-            reports = batch_reports(
-                self.query, batch_id, (TaskReport.from_json(r.report) for r in rows)
-            )
-            ends = self.agent.apply(reports)  # 3
-            AFTER_REPORTS.reached(batch_id)
-            for source, through in idle:  # close the idle partitions (markers after their rows)
-                topic, _, part = source.rpartition(":")
-                assert self.idle is not None
-                self.idle.mark(topic, int(part), through)
-                log.warning(
-                    "[%s] partition %s idle: closed through %d", self.query, source, through
-                )
-            self.figures = self.agent.figures()
-            self.timings = {
-                "plan_s": t1 - t0,
-                "write_s": t2 - t1,
-                "agent_s": time.monotonic() - t2,
-            }
-            log.info(
-                "[%s] batch %d: %d reports, %d substreams ended; %s",
-                self.query,
-                batch_id,
-                len(reports),
-                len(ends),
-                self.figures.line(),
-            )
+            reports = [TaskReport.from_json(r.report) for r in rows]
+            self.deliver(batch_id, results, late, counts, reports, t0)
         finally:
             df.unpersist()
+
+    def deliver(
+        self,
+        batch_id: int,
+        results: DataFrame,
+        late: DataFrame,
+        counts: dict[str, int],
+        task_reports: list[TaskReport],
+        t0: float,
+    ) -> None:
+        """Steps 2 and 3 of batch ``batch_id`` (``counts``: its late rows by reason)."""
+        t1 = time.monotonic()
+        self.sink(results, batch_id)  # 2
+        idle = self._idle_decisions()
+        if idle:  # completeness downgrades, recorded with the batch's late rows
+            late = late.unionByName(self._downgrades(results, idle))
+            counts[REASON_IDLE] = len(idle)
+        if counts:
+            self.late_sink(late, batch_id)
+            for reason, n in counts.items():
+                self.late_rows[reason] = self.late_rows.get(reason, 0) + n
+            log.warning("[%s] batch %d: late rows %s", self.query, batch_id, counts)
+        AFTER_SINK.reached(batch_id)
+        t2 = time.monotonic()
+        reports = batch_reports(self.query, batch_id, task_reports)
+        ends = self.agent.apply(reports)  # 3
+        AFTER_REPORTS.reached(batch_id)
+        for source, through in idle:  # close the idle partitions (markers after their rows)
+            topic, _, part = source.rpartition(":")
+            assert self.idle is not None
+            self.idle.mark(topic, int(part), through)
+            log.warning("[%s] partition %s idle: closed through %d", self.query, source, through)
+        self.figures = self.agent.figures()
+        self.timings = {"plan_s": t1 - t0, "write_s": t2 - t1, "agent_s": time.monotonic() - t2}
+        log.info(
+            "[%s] batch %d: %d reports, %d substreams ended; %s",
+            self.query,
+            batch_id,
+            len(reports),
+            len(ends),
+            self.figures.line(),
+        )

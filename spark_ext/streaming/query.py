@@ -24,11 +24,13 @@ from spark_ext.streaming.checks import (
     check_partitions,
     checkpoint_shuffle_partitions,
 )
+from spark_ext.streaming.driver import DriverHandler, check_path
 from spark_ext.streaming.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
+from spark_ext.streaming.gate import GateConfig
 from spark_ext.streaming.handler import BatchHandler, Writer, as_callable
 from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.streaming.placement import shard_keys
-from spark_ext.streaming.shard import stage_configs
+from spark_ext.streaming.shard import ShardConfig, stage_configs
 from spark_ext.streaming.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
@@ -203,22 +205,26 @@ class TrackedQuery:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         return shard_keys(self.shards, partitions)
 
-    def plan(self, keys: list[int] | None = None) -> DataFrame:
-        """The streaming DataFrame of operator output (results, late and report rows)."""
-        keys = keys if keys is not None else self.shard_keys()
-        prepared = self._input()
-        envelope = self._envelope_schema()
-        output = self._output_schema()
+    def _configs(self, columns: list[str]) -> tuple[GateConfig, ShardConfig]:
+        """The gate's and the shards' configuration (``columns``: the shards' output)."""
         s = self.stream
-        gate_cfg, cfg = stage_configs(
+        return stage_configs(
             self.operator,
             self.windowing,
             s.closing,
             self.shards,
             s.upstream,
             self.forward_namespace,
-            tuple(f.name for f in output),
+            tuple(columns),
         )
+
+    def plan(self, keys: list[int] | None = None) -> DataFrame:
+        """The streaming DataFrame of operator output (results, late and report rows)."""
+        keys = keys if keys is not None else self.shard_keys()
+        prepared = self._input()
+        envelope = self._envelope_schema()
+        output = self._output_schema()
+        gate_cfg, cfg = self._configs([f.name for f in output])
         gate = GateProcessor(gate_cfg, prepared.columns, [f.name for f in envelope])
         data = prepared.groupBy("_topic", "_partition").transformWithStateInPandas(
             gate, envelope, "append", "none"
@@ -268,33 +274,63 @@ class TrackedQuery:
         trigger: Trigger | dict[str, Any] | None = None,
         topic_partitions: Mapping[str, int] | None = None,
         idle: IdlePolicy | None = None,
+        path: str = "distributed",
+        max_open_keys: int = 1_000_000,
     ) -> StreamingQuery:
         """Run the start-up checks (``topic_partitions``: each topic's partition count), declare
         the namespace and start the query writing results to ``sink`` and late rows
         (:data:`~spark_ext.streaming.envelope.LATE_COLUMNS`) to ``late``, both idempotent per
         batch id; ``trigger``: a :class:`~spark_ext.sinks.trigger.Trigger` or
-        ``DataStreamWriter.trigger`` keywords (default: every second)."""
+        ``DataStreamWriter.trigger`` keywords (default: every second). ``path``: ``"driver"``
+        (the batch's rows collected, the tracker on the driver, at most ``max_open_keys`` open
+        (window, key) groups) or ``"distributed"`` (the two stateful stages); which to choose:
+        docs/design.md, "Tracked queries"."""
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:
             raise ConfigError("TrackedQuery.start(late)", "give a writer for late rows")
         write_late = as_callable(late, "TrackedQuery.start(late)")
+        check_path(path)
+        if path == "driver" and not self.stream.closing.sources:
+            raise ConfigError(
+                "TrackedQuery.start(path)",
+                "the driver path needs Closing sources (an upstream-closed query's end "
+                "events trigger no batch of its own): use path='distributed'",
+            )
         if topic_partitions is not None:
             check_partitions(self.stream.closing.sources, topic_partitions)
         keys = self.shard_keys(checkpoint)
-        check_layout(checkpoint, self.layout(keys))
+        check_layout(checkpoint, self.layout(keys, path))
         check_agent_and_checkpoint(self.stream.agent.state(), self.name, checkpoint)
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
-        out = self.plan(keys)
-        handler = self.handler = BatchHandler(
-            self.name,
-            self.stream.agent,
-            write,
-            write_late,
-            self.result_columns(),
-            namespace=self.windowing.namespace,
-            sources=self.stream.closing.sources,
-            idle=idle,
-        )
+
+        def handler_of(kind: type[BatchHandler], **extra: Any) -> BatchHandler:
+            return kind(
+                self.name,
+                self.stream.agent,
+                write,
+                write_late,
+                self.result_columns(),
+                namespace=self.windowing.namespace,
+                sources=self.stream.closing.sources,
+                idle=idle,
+                **extra,
+            )
+
+        if path == "driver":
+            out = self._input()
+            gate, cfg = self._configs([f.name for f in self._output_schema()])
+            handler = handler_of(
+                DriverHandler,
+                gate=gate,
+                cfg=cfg,
+                checkpoint=checkpoint,
+                result_schema=self.result_schema(),
+                max_open_keys=max_open_keys,
+            )
+        else:
+            out = self.plan(keys)
+            handler = handler_of(BatchHandler)
+        self.handler = handler
         writer = out.writeStream.queryName(self.name).foreachBatch(handler)
         writer = writer.option("checkpointLocation", checkpoint)
         if isinstance(trigger, Trigger):
@@ -303,9 +339,10 @@ class TrackedQuery:
             writer = writer.trigger(**(trigger or {"processingTime": "1 second"}))
         return writer.start()
 
-    def layout(self, keys: list[int]) -> dict[str, object]:
-        """What this query's state is keyed and laid out by (recorded in its checkpoint)."""
-        return {
+    def layout(self, keys: list[int], path: str = "distributed") -> dict[str, object]:
+        """What this query's state is keyed and laid out by (recorded in its checkpoint); the
+        driver path's state is in its own files, so ``path`` is part of it."""
+        layout: dict[str, object] = {
             "shards": self.shards,  # first: the difference a restart names
             "shard_keys": keys,
             "windowing": windowing_layout(self.windowing),
@@ -313,6 +350,16 @@ class TrackedQuery:
             "operator": type(self.operator).__name__,
             "upstream": self.stream.upstream,
         }
+        if path != "distributed":  # a distributed checkpoint from before paths existed: same
+            layout["path"] = path
+        return layout
+
+    def result_schema(self) -> StructType:
+        """The schema of the result rows handed to the sink."""
+        fields_ = list(self.operator.output_schema.fields)
+        if self.forward_namespace:
+            fields_ += [f for f in RESULT_ENVELOPE if f.name in ("fwd_substream", "fwd_label")]
+        return StructType(fields_)
 
     def result_columns(self) -> list[str]:
         cols = [f.name for f in self.operator.output_schema]

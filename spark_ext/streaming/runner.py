@@ -128,9 +128,11 @@ def run_group(
         builder.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
         return produced.assign(fwd_substream=fwd, fwd_label=labels)
 
-    data = rows[rows["kind"] == KIND_DATA]
+    kind = rows["kind"].to_numpy()
+    is_data = kind == KIND_DATA
+    data = rows if is_data.all() else rows[is_data]
     if len(data):
-        data = data.sort_values(["event_time_ms", "label"], kind="mergesort").reset_index(drop=True)
+        data = _in_order(data)
         if dedup and state.ended is not None:
             lates.append(_late(data, REASON_ENDED))
             data = data.iloc[0:0]
@@ -154,9 +156,16 @@ def run_group(
                 start, end = int(data["start_ms"].iloc[0]), int(data["end_ms"].iloc[0])
                 produced = forward(produced, start, end)
             outs.append(produced)
-    ends = rows[rows["kind"] == KIND_END].sort_values(["end_ms", "tracked"], kind="mergesort")
+    is_end = kind == KIND_END
+    ends = rows if is_end.all() else rows[is_end]
+    if len(ends) > 1:
+        ends = ends.sort_values(["end_ms", "tracked"], kind="mergesort")
     for seq, tracked, start, end_ms in zip(
-        ends["label"], ends["tracked"], ends["start_ms"], ends["end_ms"], strict=True
+        ends["label"].tolist(),
+        ends["tracked"].tolist(),
+        ends["start_ms"].tolist(),
+        ends["end_ms"].tolist(),
+        strict=True,
     ):
         signal = EndEvent(int(seq), str(tracked), int(start), int(end_ms))
         produced = op.flush(group, state.op, signal)
@@ -175,6 +184,15 @@ def run_group(
     results = pd.concat(outs, ignore_index=True) if outs else None
     late = pd.concat(lates, ignore_index=True) if lates else None
     return GroupOutput(results, late, builder.build())
+
+
+def _in_order(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` in the total order ``(event_time_ms, label)``, sorted only if it is not."""
+    t = data["event_time_ms"].to_numpy(dtype=np.int64)
+    lab = data["label"].to_numpy(dtype=np.int64)
+    if len(t) < 2 or bool(np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (lab[1:] >= lab[:-1])))):
+        return data.reset_index(drop=True)
+    return data.iloc[np.lexsort((lab, t))].reset_index(drop=True)
 
 
 def late_output(late: pd.DataFrame, input_columns: list[str], columns: list[str]) -> pd.DataFrame:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
 from spark_ext.operators.base import Group, SubstreamOperator
@@ -22,7 +23,8 @@ from spark_ext.streaming.envelope import (
     end_rows,
 )
 from spark_ext.streaming.gate import NO_FRONTIER, GateConfig
-from spark_ext.streaming.runner import GroupStore, late_output, run_stored
+from spark_ext.streaming.runner import GroupOutput, GroupStore, late_output, run_stored
+from spark_ext.tracker.reports import TaskReport
 from spark_ext.tracker.substreams import Substream, Windowing
 
 __all__ = [
@@ -126,21 +128,58 @@ def released_frontier(frontiers: dict[str, int], sources: tuple[str, ...]) -> in
     return min(frontiers.get(s, NO_FRONTIER) for s in sources)
 
 
+@dataclass
+class _Outputs:
+    """One shard call's output, gathered over its groups and built into frames once."""
+
+    results: list[pd.DataFrame] = field(default_factory=list)
+    late: list[pd.DataFrame] = field(default_factory=list)
+    report: TaskReport | None = None
+
+    def add(self, res: GroupOutput) -> None:
+        if res.results is not None and len(res.results):
+            self.results.append(res.results)
+        if res.late is not None and len(res.late):
+            self.late.append(res.late)
+        if not res.report.is_empty():
+            self.report = res.report if self.report is None else self.report.merge(res.report)
+
+    def frames(self, cfg: ShardConfig) -> list[pd.DataFrame]:
+        columns = list(cfg.columns)
+        out: list[pd.DataFrame] = []
+        if self.results:
+            res = (
+                pd.concat(self.results, ignore_index=True)
+                if len(self.results) > 1
+                else self.results[0]
+            )
+            out.append(conform(res.assign(kind=KIND_RESULT), columns))
+        if self.late:
+            late = pd.concat(self.late, ignore_index=True)
+            out.append(late_output(late, list(cfg.operator.input_columns), columns))
+        if self.report is not None:
+            frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [self.report.to_json()]})
+            out.append(conform(frame, columns))
+        return out
+
+
 def run_shard(
     cfg: ShardConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
 ) -> list[pd.DataFrame]:
-    """One shard's call in one micro-batch; returns output frames."""
+    """One shard's call in one micro-batch; returns output frames (results, late rows, one
+    report merged over the shard's groups)."""
     columns = list(cfg.columns)
-    inputs = list(cfg.operator.input_columns)
     out: list[pd.DataFrame] = []
-    kind = rows["kind"]
+    kind = rows["kind"].to_numpy()
     reports = rows[kind == KIND_REPORT]
     if len(reports):
         frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
         out.append(conform(frame, columns))
     late = rows[kind == KIND_LATE]
     if len(late):
-        out.append(late_output(late.reset_index(drop=True), inputs, columns))
+        out.append(
+            late_output(late.reset_index(drop=True), list(cfg.operator.input_columns), columns)
+        )
     progress = rows[kind == KIND_PROGRESS]
     if len(progress) and cfg.sources:
         known = store.frontiers()
@@ -149,21 +188,33 @@ def run_shard(
             top = int(part["end_ms"].max())
             if str(source) in declared and top > known.get(str(source), NO_FRONTIER):
                 store.put_frontier(str(source), top)
-    work = rows[kind.isin([KIND_DATA, KIND_END])]
-    for gid, part in work.groupby("substream", sort=True):
-        out += _run(cfg, str(gid), shard, part.reset_index(drop=True), store, task_partition)
+    gathered = _Outputs()
+    work = rows[(kind == KIND_DATA) | (kind == KIND_END)]
+    if len(work):
+        # one sort into (group, total order) and one slice per group (docs/design.md, "Operators")
+        work = work.sort_values(
+            ["substream", "event_time_ms", "label"], kind="mergesort", na_position="last"
+        ).reset_index(drop=True)
+        gids = work["substream"].to_numpy()
+        bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            gathered.add(_run(cfg, str(gids[a]), shard, work.iloc[a:b], store, task_partition))
     frontier = released_frontier(store.frontiers(), cfg.sources)
     if frontier > store.released():
-        out += _release(cfg, shard, frontier, store, task_partition)
+        _release(cfg, shard, frontier, store, task_partition, gathered)
         store.put_released(frontier)
-    return out
+    return out + gathered.frames(cfg)
 
 
 def _release(
-    cfg: ShardConfig, shard: int, frontier: int, store: ShardStore, task_partition: int
-) -> list[pd.DataFrame]:
+    cfg: ShardConfig,
+    shard: int,
+    frontier: int,
+    store: ShardStore,
+    task_partition: int,
+    into: _Outputs,
+) -> None:
     """Flush every open window ending at or before ``frontier``, in end order."""
-    out: list[pd.DataFrame] = []
     if cfg.operator.per_substream:
         due = sorted(
             (sub.end_ms, sub.id)
@@ -173,15 +224,14 @@ def _release(
         for _, gid in due:
             sub = Substream.parse(gid)
             ends = end_rows(gid, sub.start_ms, sub.end_ms, sub.end_ms)
-            out += _run(cfg, gid, shard, ends, store, task_partition)
-        return out
+            into.add(_run(cfg, gid, shard, ends, store, task_partition))
+        return
     bucket = cfg.windowing.closed_before(frontier)
     before = store.released()
     done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
     if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
         ends = end_rows(bucket.id, bucket.start_ms, bucket.end_ms, bucket.end_ms)
-        out += _run(cfg, ALL_SUBSTREAMS, shard, ends, store, task_partition)
-    return out
+        into.add(_run(cfg, ALL_SUBSTREAMS, shard, ends, store, task_partition))
 
 
 def _run(
@@ -191,19 +241,14 @@ def _run(
     rows: pd.DataFrame,
     store: ShardStore,
     task_partition: int,
-) -> list[pd.DataFrame]:
-    """One group's :func:`~spark_ext.streaming.runner.run_stored`, as output frames."""
-    columns = list(cfg.columns)
-    group = Group(gid, shard)
-    res = run_stored(
-        cfg.operator, store, group, rows, task_partition, cfg.forward_namespace, cfg.dedup
+) -> GroupOutput:
+    """One group's :func:`~spark_ext.streaming.runner.run_stored`."""
+    return run_stored(
+        cfg.operator,
+        store,
+        Group(gid, shard),
+        rows,
+        task_partition,
+        cfg.forward_namespace,
+        cfg.dedup,
     )
-    out: list[pd.DataFrame] = []
-    if res.results is not None and len(res.results):
-        out.append(conform(res.results.assign(kind=KIND_RESULT, report=None), columns))
-    if res.late is not None and len(res.late):
-        out.append(late_output(res.late, list(cfg.operator.input_columns), columns))
-    if not res.report.is_empty():
-        frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [res.report.to_json()]})
-        out.append(conform(frame, columns))
-    return out

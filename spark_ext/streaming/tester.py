@@ -19,26 +19,21 @@ import numpy as np
 import pandas as pd
 
 from spark_ext.operators.base import Group, SubstreamOperator
+from spark_ext.streaming.batch import BatchState, run_batch, source_frame
 from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
-    GATE_STAGE,
     KIND_DATA,
-    KIND_LATE,
-    KIND_REPORT,
-    KIND_RESULT,
-    LATE_COLUMNS,
     RESULT_ENVELOPE,
     end_rows,
 )
-from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
 from spark_ext.streaming.runner import run_stored
-from spark_ext.streaming.shard import DictStore, run_shard, stage_configs
+from spark_ext.streaming.shard import DictStore, stage_configs
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.labels import key_hashes, labels_of
-from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
+from spark_ext.tracker.reports import TaskReport, batch_reports
 from spark_ext.tracker.substreams import Substream, Windowing
 
-__all__ = ["LATE_SOURCE", "OperatorTester", "PipelineTester"]
+__all__ = ["OperatorTester", "PipelineTester"]
 
 
 class OperatorTester:
@@ -111,10 +106,6 @@ class OperatorTester:
         return sum(len(s.groups) for s in self.stores.values())
 
 
-#: Late-row column -> its name in the operator stage's output.
-LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
-
-
 class PipelineTester:
     """A whole tracked query in memory, batch by batch, wired as the Spark query is: gate,
     shards, the agent's pure state; a task is one source partition or one shard."""
@@ -142,84 +133,30 @@ class PipelineTester:
         )
         self.agent = agent if agent is not None else TrackerState()
         self.agent.declare(windowing.namespace, closing.sources)
-        self.frontiers: dict[tuple[str, int], int] = {}
-        #: Each operator shard's state (groups, partition frontiers, released frontier).
-        self.stores: dict[int, DictStore] = {}
+        #: The gate frontiers and each operator shard's state (groups, frontiers, released).
+        self.state = BatchState()
         self.result_columns = [f.name for f in operator.output_schema] + (
             ["fwd_substream", "fwd_label"] if forward_namespace else []
         )
         self.pending: list[EndEvent] = []
         self.batch = 0
 
+    @property
+    def stores(self) -> dict[int, DictStore]:
+        return self.state.stores
+
     def run_batch(self, rows: Iterable[Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
         """One micro-batch of source rows (``partition``, ``offset``, ``key``, ``event_time_ms``;
         optional ``topic``, ``close``, ``side``, ``fwd_*``, input columns): (results, late)."""
         frame = pd.DataFrame(list(rows))
-        reports: list[TaskReport] = []
-        envelope: list[pd.DataFrame] = []
-        if len(frame):
-            src = pd.DataFrame(
-                {
-                    "_key": frame.get("key"),
-                    "_t": frame.get("event_time_ms"),
-                    "_topic": frame["topic"] if "topic" in frame else "src",
-                    "_partition": frame["partition"],
-                    "_offset": frame["offset"],
-                    "_close": frame["close"] if "close" in frame else None,
-                    "_side": frame["side"] if "side" in frame else "",
-                    "_fwd_substream": frame.get("fwd_substream"),
-                    "_fwd_label": frame.get("fwd_label"),
-                }
-            )
-            for c in self.operator.input_columns:
-                src[c] = frame[c] if c in frame else None
-            for c in ("_key", "_t", "_close", "_fwd_substream", "_fwd_label"):
-                if src[c].isna().all():
-                    src[c] = pd.Series([None] * len(src), dtype=object)
-            for (topic, part), g in src.groupby(["_topic", "_partition"], sort=True):
-                builder = ReportBuilder(GATE_STAGE, int(part))
-                key = (str(topic), int(part))
-                frames, new = gate_partition(
-                    g, self.frontiers.get(key, NO_FRONTIER), self.cfg, builder
-                )
-                self.frontiers[key] = new
-                envelope += frames
-                reports.append(builder.build())
+        src = source_frame(frame, self.operator.input_columns) if len(frame) else frame
         ends = [e for e in self.pending if e.namespace == self.windowing.namespace]
-        for e in ends if not self.cfg.sources else []:  # an upstream closes the substreams
-            ctrl = end_rows(e.substream, e.start_ms, e.end_ms, e.seq, self.shards)
-            group = e.substream if self.operator.per_substream else ALL_SUBSTREAMS
-            envelope.append(ctrl.assign(substream=group, shard=range(self.shards)))
-        results: list[pd.DataFrame] = []
-        late: list[pd.DataFrame] = []
-        # a label on every row (0 where none), as in the Spark plan
-        envelope = [f if "label" in f else f.assign(label=np.int64(0)) for f in envelope if len(f)]
-        if envelope:
-            env = pd.concat(envelope, ignore_index=True)
-            for shard, part in env.groupby("shard", sort=True):
-                store = self.stores.setdefault(int(shard), DictStore())
-                for frame in run_shard(
-                    self.shard_cfg, int(shard), part.reset_index(drop=True), store, int(shard)
-                ):
-                    kinds = frame["kind"]
-                    results.append(frame[kinds == KIND_RESULT])
-                    late.append(frame[kinds == KIND_LATE])
-                    reports += [
-                        TaskReport.from_json(r) for r in frame["report"][kinds == KIND_REPORT]
-                    ]
-        results = [r.loc[:, self.result_columns] for r in results if len(r)]
-        late = [x for x in late if len(x)]
-        self.pending = self.agent_apply(reports)
+        out = run_batch(self.cfg, self.shard_cfg, self.state, src, ends, self.result_columns)
+        self.pending = self.agent_apply(out.reports)
         self.batch += 1
-        res = pd.concat(results, ignore_index=True) if results else self.operator.empty_output()
-        lat = (
-            pd.concat(late, ignore_index=True)
-            .loc[:, [LATE_SOURCE.get(c, c) for c in LATE_COLUMNS]]
-            .set_axis(LATE_COLUMNS, axis=1)
-            if late
-            else pd.DataFrame(columns=LATE_COLUMNS)
-        )
-        return res, lat
+        if not len(out.results):
+            return self.operator.empty_output(), out.late
+        return out.results, out.late
 
     @property
     def groups(self) -> dict[tuple[str, int], str]:

@@ -6,7 +6,6 @@ The local agent's folder, its steps 1-6 and what a kill at each leaves: docs/des
 from __future__ import annotations
 
 import copy
-import fcntl
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext.crash import declare
+from spark_ext.local_files import append_synced, file_lock, local_folder, read_from, truncate
 from spark_ext.tracker.errors import TrackerLogCorrupt, TrackerUnavailable
 from spark_ext.tracker.reports import Report
 from spark_ext.tracker.snapshot import (
@@ -66,6 +66,8 @@ SNAPSHOT_EVERY = 1000
 SNAPSHOT_BYTES = 4 << 20
 
 log = logging.getLogger(__name__)
+#: What to use for an agent off the local disk (the local one needs a file lock).
+_ELSEWHERE = "KafkaTrackingAgent (spark_ext.tracker) for queries on object storage"
 
 #: ``build(state)``: mutates the state, returns ``(log record, end events)`` or None (no change).
 Build = Callable[[TrackerState], tuple[dict[str, Any], list[EndEvent]] | None]
@@ -140,7 +142,7 @@ class LocalTrackingAgent(TrackingAgent):
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
-        self.folder = Path(folder)
+        self.folder = local_folder(folder, "LocalTrackingAgent(folder)", _ELSEWHERE)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -166,7 +168,7 @@ class LocalTrackingAgent(TrackingAgent):
 
     # -- log ------------------------------------------------------------------------------
     def _locked(self) -> AbstractContextManager[None]:
-        return _file_lock(self.folder / "tracker.lock")
+        return file_lock(self.folder / "tracker.lock")
 
     def _load(self) -> None:
         """State from the newest whole snapshot and the log segments after it (lock held)."""
@@ -195,9 +197,7 @@ class LocalTrackingAgent(TrackingAgent):
     def _read_segment(self) -> list[EndEvent]:
         """Fold the records of the current segment past our offset; their end events."""
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                data = f.read()
+            data = read_from(self.path, self._offset)
         except FileNotFoundError:
             return []  # a compaction died before creating it: empty
         ends: list[EndEvent] = []
@@ -206,8 +206,7 @@ class LocalTrackingAgent(TrackingAgent):
             nl = data.find(b"\n", pos)
             if nl < 0:  # torn tail: a writer died mid-append (we hold the lock)
                 log.warning("tracker log %s: dropping a torn last record", self.path)
-                with open(self.path, "r+b") as f:
-                    f.truncate(self._offset + pos)
+                truncate(self.path, self._offset + pos)
                 break
             try:
                 record = json.loads(data[pos:nl])
@@ -239,10 +238,7 @@ class LocalTrackingAgent(TrackingAgent):
 
     def _append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
-        with open(self.path, "ab") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        append_synced(self.path, line)
         self._offset += len(line)
         self._since_records += 1
         self._since_bytes += len(line)
@@ -314,18 +310,7 @@ def read_end_events(
 ) -> Iterator[EndEvent]:
     """End events of a local agent's folder without building its state (the source reads them);
     a folder without end-event files yet is opened once as an agent, which writes them."""
-    path = Path(folder)
+    path = local_folder(folder, "read_end_events(folder)", _ELSEWHERE)
     if not EndSegments(path).exists() and up_to_seq > after_seq:
         LocalTrackingAgent(path).last_seq()  # migrates an uncompacted log
     yield from _checked(path, after_seq, up_to_seq)
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (closing the descriptor releases it)."""
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

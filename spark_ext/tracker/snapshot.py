@@ -10,12 +10,19 @@ import bisect
 import hashlib
 import json
 import logging
-import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from spark_ext.local_files import (
+    append_synced,
+    fsync_dir,
+    listdir,
+    read_from,
+    replace_synced,
+    truncate,
+)
 from spark_ext.tracker.errors import TrackerLogCorrupt
 
 __all__ = [
@@ -58,22 +65,14 @@ def snapshot_name(gen: int) -> str:
 
 def log_generations(folder: Path) -> list[int]:
     """Generations of the log segments in ``folder``, ascending."""
-    names = os.listdir(folder)
+    names = listdir(folder)
     gens = [int(m.group(1)) for n in names if (m := _LOG_RE.fullmatch(n))]
     return sorted(gens + ([0] if "tracker.log" in names else []))
 
 
 def snapshot_generations(folder: Path) -> list[int]:
     """Generations of the snapshot files in ``folder`` (valid or not), ascending."""
-    return sorted(int(m.group(1)) for n in os.listdir(folder) if (m := _SNAP_RE.fullmatch(n)))
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return sorted(int(m.group(1)) for n in listdir(folder) if (m := _SNAP_RE.fullmatch(n)))
 
 
 def write_snapshot(folder: Path, gen: int, body: dict[str, Any]) -> int:
@@ -86,13 +85,7 @@ def write_snapshot(folder: Path, gen: int, body: dict[str, Any]) -> int:
         "sha256": hashlib.sha256(data).hexdigest(),
     }
     blob = json.dumps(header, sort_keys=True).encode() + b"\n" + data
-    tmp = folder / f".{snapshot_name(gen)}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(blob)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / snapshot_name(gen))
-    fsync_dir(folder)
+    replace_synced(folder / snapshot_name(gen), blob)
     return len(blob)
 
 
@@ -150,7 +143,7 @@ class EndSegments:
         """First sequence numbers of the segments, ascending."""
         if not self.dir.is_dir():
             return []
-        return sorted(int(m.group(1)) for n in os.listdir(self.dir) if (m := _ENDS_RE.fullmatch(n)))
+        return sorted(int(m.group(1)) for n in listdir(self.dir) if (m := _ENDS_RE.fullmatch(n)))
 
     def _path(self, first: int) -> Path:
         return self.dir / f"{first:012d}.jsonl"
@@ -168,8 +161,7 @@ class EndSegments:
         whole = data.rfind(b"\n") + 1
         if whole < len(data) and repair:
             log.warning("tracker end events %s: dropping a torn last line", path)
-            with open(path, "r+b") as f:
-                f.truncate(whole)
+            truncate(path, whole)
         lines = data[:whole].splitlines()
         last = int(json.loads(lines[-1])[0]) if lines else firsts[-1] - 1
         if whole == len(data) or repair:
@@ -194,11 +186,8 @@ class EndSegments:
 
         def flush() -> None:
             path = self._path(first)
-            with open(path, "ab") as f:
-                f.write(b"".join(pending))
-                f.flush()
-                os.fsync(f.fileno())
-                self._tail = (path, f.tell(), int(events_done[-1][0]), count)
+            size = append_synced(path, b"".join(pending))
+            self._tail = (path, size, int(events_done[-1][0]), count)
 
         for e in events:
             if count >= SEGMENT_EVENTS:
@@ -221,15 +210,14 @@ class EndSegments:
         for first in firsts[i:]:
             if first > up_to:
                 return
-            with open(self._path(first), "rb") as f:
-                for raw in f:
-                    if not raw.endswith(b"\n"):
-                        return  # being written (or torn): not committed to readers yet
-                    e = json.loads(raw)
-                    if int(e[0]) > up_to:
-                        return
-                    if int(e[0]) > after:
-                        yield e
+            for raw in read_from(self._path(first)).splitlines(keepends=True):
+                if not raw.endswith(b"\n"):
+                    return  # being written (or torn): not committed to readers yet
+                e = json.loads(raw)
+                if int(e[0]) > up_to:
+                    return
+                if int(e[0]) > after:
+                    yield e
 
 
 def folder_bytes(folder: Path, names: Iterable[str] | None = None) -> int:

@@ -78,6 +78,17 @@ def job_runs(request, kafka_bootstrap, tmp_path_factory) -> dict[str, Future]:
         again = run_job("jobs.tracker_windows", args, timeout_s=600)
         return out, killed, again
 
+    def driver_path_kill_after_its_state() -> tuple[Path, JobRun, JobRun]:
+        records = demo_records(N, PARTITIONS, step_ms=STEP_MS, jitter_ms=JITTER_MS)
+        topic = topic_with(kafka_bootstrap, "trk-crash-drv", records)
+        out = tmp_path_factory.mktemp("trk-crash-drv") / "out"
+        args = job_args(topic, out, "--disorder-ms", str(DISORDER_MS), "--path", "driver")
+        killed = run_job(
+            "jobs.tracker_windows", args, fault="tracked.driver.state_saved@2:kill", timeout_s=600
+        )
+        again = run_job("jobs.tracker_windows", args, timeout_s=600)
+        return out, killed, again
+
     return start_selected(
         request,
         {
@@ -85,6 +96,7 @@ def job_runs(request, kafka_bootstrap, tmp_path_factory) -> dict[str, Future]:
                 kill_then_task_failure
             ),
             KILL_BETWEEN: kill_between_writes_and_reports,
+            DRIVER_PATH: driver_path_kill_after_its_state,
         },
     )
 
@@ -131,7 +143,28 @@ def test_a_kill_between_the_writes_and_the_reports_keeps_windows_plus_late_rows_
     out, killed, again = job_runs[KILL_BETWEEN].result()
     assert killed.killed and killed.fired("tracker.after_sink", "kill"), killed.output_tail
     assert again.ok, again.output_tail
+    assert_rows_balance(spark, out)
 
+
+DRIVER_PATH = "test_the_driver_path_killed_after_writing_its_state_replays_from_the_batch_before"
+
+
+def test_the_driver_path_killed_after_writing_its_state_replays_from_the_batch_before(
+    spark, job_runs
+):
+    """The driver path on the jittered input, killed after batch 2's state was written and
+    before its rows: the restart replays batch 2 from batch 1's state (invariant 2), so the
+    windows batch 2 released are written, once; every input row in exactly one table."""
+    out, killed, again = job_runs[DRIVER_PATH].result()
+    assert killed.killed and killed.fired("tracked.driver.state_saved", "kill"), killed.output_tail
+    assert again.ok, again.output_tail
+    assert_rows_balance(spark, out)
+    state = LocalTrackingAgent(out / "tracker").state()
+    assert state.open_substreams() == [] and state.late_reports == 0
+
+
+def assert_rows_balance(spark, out: Path) -> None:
+    """Window counts plus late rows are the input; the late rows are the broken promises."""
     windows = spark.read.format("delta").load(str(out / "windows")).toPandas()
     late = spark.read.format("delta").load(str(out / "late")).toPandas()
     assert int(windows["count"].sum()) + len(late) == N
