@@ -4,6 +4,7 @@ by its watchdog should this process die first (docs/design.md, "Isolated hosts")
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import subprocess
@@ -21,6 +22,16 @@ from spark_ext.recovery import network
 
 CLUSTER = str(REPO / "scripts" / "cluster.py")
 HOSTS = 2
+#: Held by each module here while it runs: the isolated hosts' names and addresses are fixed
+#: (spark_ext.recovery.network), so two test processes (pytest-xdist) take turns.
+LOCK = Path("/tmp/spark-ext-isolated-hosts.lock")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_isolated_cluster_at_a_time() -> Iterator[None]:
+    with LOCK.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 @dataclass(frozen=True)
