@@ -295,7 +295,7 @@ class IsolatedCluster(StandaloneCluster):
         text = text.replace('data_root = "var/cluster-data"', f'data_root = "{self.folder}/data"')
         if store:
             s3 = (ROOT / "conf" / "s3.toml").read_text()
-            storage = s3[s3.index("[storage]") :].split("\n[", 1)[0]
+            storage = s3[s3.index("\n[storage]\n") + 1 :].split("\n[", 1)[0]  # the section
             text += "\n" + storage.replace("127.0.0.1:9000", f"{network.SERVICE_ADDRESS}:9000")
         return text
 

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
+from spark_ext.config import load_profile
 from spark_ext.crash import declare
-from spark_ext.recovery import FaultCell, FaultClass, HarnessContext, RecoveryClass
+from spark_ext.recovery import FaultCell, FaultClass, HarnessContext, RecoveryClass, network
 from spark_ext.recovery.faults import HOST_HOLD_S
 from spark_ext.recovery.host_faults import first_commit_after
 from tests.cluster.conftest import load_script
@@ -51,3 +52,13 @@ def test_isolated_hosts_take_no_loopback_worker_hosts(tmp_path):
     with pytest.raises(SystemExit, match="drop --worker-hosts"):
         script.main(["start", "--isolated", "--dir", str(tmp_path), *hosts])
     assert not (tmp_path / "cluster.json").exists()
+
+
+def test_the_isolated_profile_with_the_store_is_a_valid_profile_reaching_the_bridge(tmp_path):
+    script = load_script()
+    args = script.parser().parse_args(["start", "--isolated", "--store", "--dir", str(tmp_path)])
+    path = tmp_path / "isolated.toml"
+    path.write_text(script.IsolatedCluster(args).profile(store=True))
+    profile = load_profile(str(path))
+    assert profile.storage.endpoint == f"http://{network.SERVICE_ADDRESS}:9000"
+    assert profile.kafka.bootstrap_servers == f"{network.SERVICE_ADDRESS}:9092"
