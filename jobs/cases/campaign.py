@@ -37,12 +37,15 @@ SENSORS = 4
 
 
 def fault_points(case: RecoveryCase) -> list[str]:
-    """Every declared step of the protocols the job's cells name (not only the cells' own)."""
+    """Every declared step of the protocols the job's cells name (not only the cells' own),
+    but those the case says its runs never reach (``unreached``: names or prefixes)."""
     named = {c.point.name for c in case.cells.values() if c.point is not None}
     if case.crash.point is not None:
         named.add(case.crash.point.name)
     prefixes = {name.split(".")[0] + "." for name in named}
-    return sorted({p.name for prefix in prefixes for p in declared(prefix)} | named)
+    unreached = tuple(getattr(case, "unreached", ()))
+    found = {p.name for prefix in prefixes for p in declared(prefix)} | named
+    return sorted(n for n in found if not n.startswith(unreached))
 
 
 class _Fed:

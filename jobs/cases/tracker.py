@@ -49,6 +49,14 @@ class TrackerWindowsCase(JobCase):
     """
 
     accounting = WINDOW_OF_ROW
+    #: Declared points its runs never reach (the campaign draws from the others): the Kafka
+    #: agent's (a local agent here) and the driver path's (the distributed path runs).
+    unreached: tuple[str, ...] = (
+        "tracker.agent.before_send",
+        "tracker.agent.before_commit",
+        "tracker.agent.after_commit",
+        "tracked.driver.",
+    )
     #: The output table counting the input rows and its count column; the late-rows table.
     counted, late = ("windows", "count"), "late"
     outputs: tuple[ExpectedOutput, ...] = (ExpectedOutput("windows", WINDOWS, PRECISE),)
@@ -109,6 +117,15 @@ class TrackerTwoQueriesCase(TrackerWindowsCase):
     """
 
     accounting = WINDOW_OF_INPUT
+    #: The local agent's points (a Kafka agent here) and the driver path's.
+    unreached: tuple[str, ...] = (
+        "tracker.agent.before_append",
+        "tracker.agent.after_append",
+        "tracker.agent.before_ends",
+        "tracker.agent.before_snapshot",
+        "tracker.agent.after_snapshot",
+        "tracked.driver.",
+    )
     counted, late = ("totals", "events"), "late_up"
     outputs: tuple[ExpectedOutput, ...] = (ExpectedOutput("totals", TOTALS, PRECISE),)
     tables: tuple[str, ...] = ()

@@ -28,7 +28,7 @@ CI_RUNS: dict[str, tuple[int, str]] = {
     "exactly_once_delta": (608, "executor"),  # delta2pc.1.staged@2:raise, retried in its batch
     "exactly_once_kafka": (32, "driver"),  # kafka_tx.4.recorded@1:raise
     "exactly_once_kafka_idempotent": (9, "executor"),  # kafka_idem.2.partial@0:raise
-    "tracker_windows": (32, "driver"),  # tracker.agent.before_ends@0:raise
+    "tracker_windows": (244, "driver"),  # tracker.after_sink@0:raise
     "tracker_two_queries": (5, "driver"),  # tracker.after_reports@1:raise
     "dedup_delta": (62, "driver"),  # dedup_delta.3.written@2:raise
 }
@@ -92,3 +92,14 @@ def test_ci_lane_of_seeded_randomized_runs(kafka_bootstrap: str, tmp_path: Path)
         assert not unfired, f"the drawn fault did not fire in {unfired}: choose other seeds"
         refused = [o.plan.job for o in outcomes if "second query" not in o.detail]
         assert not refused, f"no second query was judged in {refused}"
+
+
+def test_the_campaign_draws_no_point_a_tracker_job_never_reaches() -> None:
+    """Both agents' points are declared once both modules are imported; a job reaches only its
+    own agent's (seeds 32 and 5 drew the other agent's point and no fault fired)."""
+    windows = fault_points(registry.get("tracker_windows"))
+    two_queries = fault_points(registry.get("tracker_two_queries"))
+    assert "tracker.agent.before_ends" in windows and "tracker.agent.before_commit" in two_queries
+    assert not {"tracker.agent.before_commit", "tracker.agent.before_send"} & set(windows)
+    assert not {"tracker.agent.before_ends", "tracker.agent.after_snapshot"} & set(two_queries)
+    assert not [p for p in windows + two_queries if p.startswith("tracked.driver.")]
