@@ -9,7 +9,9 @@ bash scripts/setup.sh
 .venv/bin/python -m connectors.s3.local_store start
 .venv/bin/python scripts/class_archive.py
 set +e
-.venv/bin/python -m pytest "$@"
+# Two test processes (pytest-xdist), each test module whole in one: job processes wait on JVMs,
+# brokers and stores, so two modules at a time fill 2 cores (docs/design.md, "Tests").
+.venv/bin/python -m pytest -n "${SPARK_EXT_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests"; fi
