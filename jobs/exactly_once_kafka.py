@@ -83,10 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--delivery-timeout-ms", type=int, default=120_000, help="two_phase: ack wait per record")
     args = parser.parse_args(argv)
 
-    def check(bootstrap: str) -> None:
-        from connectors.kafka.records import require_topic
-
-        require_topic(bootstrap, args.topic, role="input")
+    def check(bootstrap: str) -> None:  # the input topic: start_job's preflight
         kafka.create_topic(bootstrap, args.out, args.out_partitions)
 
     job = start_job(args, "eo_kafka", check=check)
