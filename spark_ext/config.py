@@ -102,16 +102,14 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where the Kafka brokers are, and the client properties every client of them takes
-    (``[kafka.properties]``, Kafka's names; ``${env:NAME}`` is the environment variable
-    ``NAME``); see :func:`spark_ext.kafka_clients.configure`."""
+    """Where the Kafka brokers are, and their clients' properties (``[kafka.properties]``;
+    docs/design.md, "Kafka clients")."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def client_properties(self) -> kafka_clients.KafkaProperties:
-        """:attr:`properties` with ``${env:NAME}`` replaced, validated (a bad one or an unset
-        variable: :class:`~spark_ext.errors.ConfigError` naming it)."""
+        """:attr:`properties` with ``${env:NAME}`` replaced, validated (else ``ConfigError``)."""
         resolved = {}
         for key, value in self.properties.items():
 
@@ -127,9 +125,8 @@ class KafkaSettings:
         return kafka_clients.KafkaProperties(resolved)
 
     def configure_clients(self, bootstrap: str | None = None) -> str:
-        """Give the client properties to every client of ``bootstrap`` (default: this
-        section's) this process builds (:func:`spark_ext.kafka_clients.configure`); returns
-        the bootstrap servers."""
+        """:func:`spark_ext.kafka_clients.configure` ``bootstrap`` (default: this section's)
+        with the client properties; returns it."""
         from spark_ext import kafka_clients
 
         bootstrap = bootstrap or self.bootstrap_servers
@@ -139,8 +136,7 @@ class KafkaSettings:
 
 @dataclass(frozen=True)
 class PathSettings:
-    """Where jobs keep their tables and checkpoints: a local folder (relative paths are under
-    the repo) or an object-store URI (``s3a://bucket/prefix``)."""
+    """Where jobs keep tables and checkpoints: a local folder or an object-store URI."""
 
     data_root: str = "var/data"
 
