@@ -34,7 +34,6 @@ __all__ = [
     "SparkSettings",
     "load_profile",
     "profile_path",
-    "validate",
 ]
 
 
@@ -160,7 +159,31 @@ class Profile:
     storage: StorageSettings = field(default_factory=StorageSettings)
 
     def __post_init__(self) -> None:
-        validate(self)
+        """Check what types alone do not: ranges, names, formats."""
+        s = self.spark
+        if s.shuffle_partitions < 1:
+            raise ConfigError(
+                "spark.shuffle_partitions", f"must be >= 1, got {s.shuffle_partitions}"
+            )
+        if s.state_store not in STATE_STORES:
+            raise ConfigError(
+                "spark.state_store", f"{s.state_store!r} is not one of {sorted(STATE_STORES)}"
+            )
+        if not s.master:
+            raise ConfigError("spark.master", "must not be empty")
+        if "://" in self.paths.data_root:
+            try:
+                Location.parse(self.paths.data_root)
+            except ConfigError as exc:  # a scheme the storage layer cannot reach
+                raise ConfigError("paths.data_root", str(exc)) from None
+        for key in s.conf:
+            if not key.startswith("spark."):
+                raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")
+        for server in self.kafka.bootstrap_servers.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+        self.kafka.client_properties()
 
 
 def _build(cls: type, section: str, raw: Mapping[str, Any]) -> Any:
@@ -193,33 +216,6 @@ def _scalar_str(setting: str, value: Any) -> str:
     if isinstance(value, (int, float, str)):
         return str(value)
     raise ConfigError(setting, f"must be a string, number or boolean, got {value!r}")
-
-
-def validate(profile: Profile) -> None:
-    """Check values that types alone do not: ranges, names, formats."""
-    s = profile.spark
-    if s.shuffle_partitions < 1:
-        raise ConfigError("spark.shuffle_partitions", f"must be >= 1, got {s.shuffle_partitions}")
-    if s.state_store not in STATE_STORES:
-        raise ConfigError(
-            "spark.state_store", f"{s.state_store!r} is not one of {sorted(STATE_STORES)}"
-        )
-    if not s.master:
-        raise ConfigError("spark.master", "must not be empty")
-    if "://" in profile.paths.data_root:
-        try:
-            Location.parse(profile.paths.data_root)
-        except ConfigError as exc:  # a scheme the storage layer cannot reach
-            raise ConfigError("paths.data_root", str(exc)) from None
-    for key in s.conf:
-        if not key.startswith("spark."):
-            raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")
-    servers = profile.kafka.bootstrap_servers.split(",")
-    for server in servers:
-        host, _, port = server.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
-    profile.kafka.client_properties()
 
 
 def profile_path(name_or_path: str | Path) -> Path:

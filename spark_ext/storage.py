@@ -176,26 +176,22 @@ def spark_uri(location: Location | str) -> str:
     return f"s3a://{loc.bucket}/{loc.path}" if loc.is_s3 else loc.path
 
 
-def _named(settings: StorageSettings, names: tuple[str, str, str, str, str]) -> dict[str, str]:
-    """Region, endpoint, key id, secret and session token under a client's ``names``."""
+def _named(settings: StorageSettings, prefix: str, names: str) -> dict[str, str]:
+    """Region, endpoint, key id, secret and session token under a client's ``names`` (five,
+    space-separated, each after ``prefix``)."""
     key, secret, token = settings.credentials()
     if not (key and secret):
         key = secret = token = ""
     values = (settings.region, settings.endpoint, key, secret, token)
-    return {name: value for name, value in zip(names, values, strict=True) if value}
+    return {
+        prefix + name: value for name, value in zip(names.split(), values, strict=True) if value
+    }
 
 
 def hadoop_conf(settings: StorageSettings) -> dict[str, str]:
     """Hadoop's ``fs.s3a.*`` settings for ``settings``."""
     conf = _named(
-        settings,
-        (
-            "fs.s3a.endpoint.region",
-            "fs.s3a.endpoint",
-            "fs.s3a.access.key",
-            "fs.s3a.secret.key",
-            "fs.s3a.session.token",
-        ),
+        settings, "fs.s3a.", "endpoint.region endpoint access.key secret.key session.token"
     )
     if settings.endpoint:
         conf["fs.s3a.path.style.access"] = "true"
@@ -265,14 +261,7 @@ def delta_storage(
     if not loc.is_s3:
         return loc.path, {}
     options = _named(
-        settings,
-        (
-            "AWS_REGION",
-            "AWS_ENDPOINT_URL",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-        ),
+        settings, "AWS_", "REGION ENDPOINT_URL ACCESS_KEY_ID SECRET_ACCESS_KEY SESSION_TOKEN"
     )
     options["conditional_put"] = "etag"
     if settings.endpoint:
