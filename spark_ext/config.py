@@ -34,7 +34,6 @@ __all__ = [
     "SparkSettings",
     "load_profile",
     "profile_path",
-    "validate",
 ]
 
 
@@ -102,16 +101,14 @@ class SparkSettings:
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where the Kafka brokers are, and the client properties every client of them takes
-    (``[kafka.properties]``, Kafka's names; ``${env:NAME}`` is the environment variable
-    ``NAME``); see :func:`spark_ext.kafka_clients.configure`."""
+    """Where the Kafka brokers are, and their clients' properties (``[kafka.properties]``;
+    docs/design.md, "Kafka clients")."""
 
     bootstrap_servers: str = "127.0.0.1:9092"
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def client_properties(self) -> kafka_clients.KafkaProperties:
-        """:attr:`properties` with ``${env:NAME}`` replaced, validated (a bad one or an unset
-        variable: :class:`~spark_ext.errors.ConfigError` naming it)."""
+        """:attr:`properties` with ``${env:NAME}`` replaced, validated (else ``ConfigError``)."""
         resolved = {}
         for key, value in self.properties.items():
 
@@ -127,9 +124,8 @@ class KafkaSettings:
         return kafka_clients.KafkaProperties(resolved)
 
     def configure_clients(self, bootstrap: str | None = None) -> str:
-        """Give the client properties to every client of ``bootstrap`` (default: this
-        section's) this process builds (:func:`spark_ext.kafka_clients.configure`); returns
-        the bootstrap servers."""
+        """:func:`spark_ext.kafka_clients.configure` ``bootstrap`` (default: this section's)
+        with the client properties; returns it."""
         from spark_ext import kafka_clients
 
         bootstrap = bootstrap or self.bootstrap_servers
@@ -139,8 +135,7 @@ class KafkaSettings:
 
 @dataclass(frozen=True)
 class PathSettings:
-    """Where jobs keep their tables and checkpoints: a local folder (relative paths are under
-    the repo) or an object-store URI (``s3a://bucket/prefix``)."""
+    """Where jobs keep tables and checkpoints: a local folder or an object-store URI."""
 
     data_root: str = "var/data"
 
@@ -164,7 +159,31 @@ class Profile:
     storage: StorageSettings = field(default_factory=StorageSettings)
 
     def __post_init__(self) -> None:
-        validate(self)
+        """Check what types alone do not: ranges, names, formats."""
+        s = self.spark
+        if s.shuffle_partitions < 1:
+            raise ConfigError(
+                "spark.shuffle_partitions", f"must be >= 1, got {s.shuffle_partitions}"
+            )
+        if s.state_store not in STATE_STORES:
+            raise ConfigError(
+                "spark.state_store", f"{s.state_store!r} is not one of {sorted(STATE_STORES)}"
+            )
+        if not s.master:
+            raise ConfigError("spark.master", "must not be empty")
+        if "://" in self.paths.data_root:
+            try:
+                Location.parse(self.paths.data_root)
+            except ConfigError as exc:  # a scheme the storage layer cannot reach
+                raise ConfigError("paths.data_root", str(exc)) from None
+        for key in s.conf:
+            if not key.startswith("spark."):
+                raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")
+        for server in self.kafka.bootstrap_servers.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+        self.kafka.client_properties()
 
 
 def _build(cls: type, section: str, raw: Mapping[str, Any]) -> Any:
@@ -197,33 +216,6 @@ def _scalar_str(setting: str, value: Any) -> str:
     if isinstance(value, (int, float, str)):
         return str(value)
     raise ConfigError(setting, f"must be a string, number or boolean, got {value!r}")
-
-
-def validate(profile: Profile) -> None:
-    """Check values that types alone do not: ranges, names, formats."""
-    s = profile.spark
-    if s.shuffle_partitions < 1:
-        raise ConfigError("spark.shuffle_partitions", f"must be >= 1, got {s.shuffle_partitions}")
-    if s.state_store not in STATE_STORES:
-        raise ConfigError(
-            "spark.state_store", f"{s.state_store!r} is not one of {sorted(STATE_STORES)}"
-        )
-    if not s.master:
-        raise ConfigError("spark.master", "must not be empty")
-    if "://" in profile.paths.data_root:
-        try:
-            Location.parse(profile.paths.data_root)
-        except ConfigError as exc:  # a scheme the storage layer cannot reach
-            raise ConfigError("paths.data_root", str(exc)) from None
-    for key in s.conf:
-        if not key.startswith("spark."):
-            raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")
-    servers = profile.kafka.bootstrap_servers.split(",")
-    for server in servers:
-        host, _, port = server.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
-    profile.kafka.client_properties()
 
 
 def profile_path(name_or_path: str | Path) -> Path:

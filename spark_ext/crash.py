@@ -42,7 +42,6 @@ __all__ = [
     "kill_job",
     "last_reached",
     "lookup",
-    "requested_fault",
 ]
 
 log = logging.getLogger(__name__)
@@ -129,12 +128,6 @@ class FaultSpec:
         return self.partition is None or self.partition == _task_partition()
 
 
-def requested_fault() -> FaultSpec | None:
-    """The fault the environment asks for (``SPARK_EXT_FAULT``), if any."""
-    spec = os.environ.get(FAULT_ENV)
-    return FaultSpec.parse(spec) if spec else None
-
-
 @dataclass(frozen=True)
 class FaultPoint:
     """A place right after a step's durable effect where a fault can be injected: ``name``
@@ -154,8 +147,9 @@ class FaultPoint:
         return self._requested(batch_id) is not None
 
     def _requested(self, batch_id: int | None) -> FaultSpec | None:
-        """The requested fault if it is this point's in ``batch_id`` (one lookup if none is)."""
-        spec = requested_fault() if FAULT_ENV in os.environ else None
+        """The requested fault (``SPARK_EXT_FAULT``) if it is this point's in ``batch_id``."""
+        raw = os.environ.get(FAULT_ENV)
+        spec = FaultSpec.parse(raw) if raw else None
         return spec if spec is not None and spec.matches(self.name, batch_id) else None
 
     def reached(self, batch_id: int | None = None) -> None:

@@ -123,18 +123,9 @@ def _parse_jaas(value: str) -> tuple[str, dict[str, str]]:
 
 
 class KafkaProperties(Mapping[str, str]):
-    """Client properties of one Kafka cluster, in Kafka's own names, validated once; each
-    client gets them in its own names (:meth:`kafka_python`, :meth:`librdkafka`,
-    :meth:`java`). ``sasl.jaas.config`` is read into ``sasl.username``/``sasl.password``.
-    Secret values never appear in ``repr`` or errors.
-
-    >>> p = KafkaProperties({"security.protocol": "SASL_PLAINTEXT",
-    ...     "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": "pw"})
-    >>> p.kafka_python()["sasl_plain_username"], p.librdkafka()["sasl.username"]
-    ('u', 'u')
-    >>> p
-    KafkaProperties({'sasl.mechanism': 'SCRAM-SHA-512', 'sasl.password': '***', 'sasl.username': 'u', 'security.protocol': 'SASL_PLAINTEXT'})
-    """
+    """Client properties of one Kafka cluster in Kafka's names, validated once, mapped to each
+    client's (:meth:`kafka_python`, :meth:`librdkafka`, :meth:`java`); secrets never shown
+    (docs/design.md, "Kafka clients")."""
 
     def __init__(self, properties: Mapping[str, Any] | None = None) -> None:
         self._props = self._normalised(dict(properties or {}))
@@ -291,9 +282,8 @@ def properties_of(bootstrap: str) -> KafkaProperties:
 
 @dataclass(frozen=True, repr=False)
 class KafkaAccess:
-    """A cluster's bootstrap servers and client properties, to travel with the objects a task
-    runs: unpickled in an executor's Python worker, it configures that process like the
-    driver (:func:`configure`), as a broadcast variable registers itself."""
+    """A cluster's bootstrap servers and client properties, carried to tasks: unpickling it
+    configures the worker (:func:`configure`; docs/design.md, "Kafka clients")."""
 
     bootstrap: str
     properties: KafkaProperties
@@ -325,23 +315,17 @@ def access(bootstrap: str) -> KafkaAccess:
 
 
 def spark_options(bootstrap: str) -> dict[str, str]:
-    """Spark's Kafka source and sink options for ``bootstrap``: ``kafka.bootstrap.servers`` and
-    every client property with the ``kafka.`` prefix; a secured cluster is checked first
-    (:func:`check_access`)."""
-    props = properties_of(bootstrap)
+    """Spark's Kafka source and sink options for ``bootstrap`` (``kafka.``-prefixed), after
+    :func:`check_access`."""
     check_access(bootstrap)
-    return {
-        "kafka.bootstrap.servers": bootstrap,
-        **{f"kafka.{k}": v for k, v in props.java().items()},
-    }
+    java = properties_of(bootstrap).java()
+    return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in java.items()}}
 
 
 def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
-    """Once per process and cluster: connect to a secured ``bootstrap`` with librdkafka, which
-    names a refused login or a failed TLS handshake at once (kafka-python retries until its
-    timeout), and raise :class:`KafkaAuthenticationError` or :class:`KafkaTlsError`. Any other
-    outcome returns, for the clients to report: an answer or none within ``timeout_s`` (then
-    not probed again), another error such as a refused connection (probed again next time)."""
+    """Once per process and cluster: probe a secured ``bootstrap`` with librdkafka and raise
+    :class:`KafkaAuthenticationError` or :class:`KafkaTlsError`; any other outcome is left to
+    the clients (docs/design.md, "Kafka clients": wrong credentials fail at start)."""
     props = properties_of(bootstrap)
     if not props.secured or (bootstrap, props) in _CHECKED:
         return
@@ -380,8 +364,7 @@ def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
 
 
 class _ProbeLog:
-    """librdkafka's log lines of a probe, at DEBUG (its error callback reports the failure),
-    counting hang-ups before the broker answered anything."""
+    """librdkafka's log lines of a probe, at DEBUG, counting hang-ups before any answer."""
 
     def __init__(self) -> None:
         self.hung_up = 0

@@ -1,7 +1,5 @@
-"""POSIX file steps of what lives in a local folder only (the local tracking agent: an
-exclusive ``flock``, fsync-ed appends and renames, which object storage does not offer).
-:func:`local_folder` refuses any other location at start with a typed error; everything else
-here takes the local paths it returns (docs/design.md, "Tracker": local agent)."""
+"""POSIX file steps (``flock``, fsync-ed appends and renames) of what lives in a local folder
+only, which :func:`local_folder` checks (docs/design.md, "Tracker": local agent)."""
 
 from __future__ import annotations
 

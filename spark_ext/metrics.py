@@ -121,9 +121,6 @@ class ProgressListener(StreamingQueryListener):
         if self.echo:
             log.info("%s", figures.line())
 
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:  # its first line: the job reports the cause (or the whole trace)
             log.error("query %s failed: %s", event.id, str(event.exception).splitlines()[0][:300])

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from spark_ext import kafka_clients, storage
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
-from spark_ext.sinks.errors import DeltaTargetPathError, TopicMissingError
+from spark_ext.sinks.delta_txn import check_target_path
+from spark_ext.sinks.errors import TopicMissingError
 
 __all__ = [
     "BROKER_WAIT_S",
@@ -71,11 +72,8 @@ def require_topics(bootstrap: str, topics: Iterable[str]) -> None:
 
 
 def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[list[str]]:
-    """The Kafka topics of each entry of ``checkpoint``'s offset log a restart reads: the
-    newest committed batch's (or the oldest, none committed) and every newer one, each
-    sorted; empty for a new checkpoint. An entry is ``v1``, the batch's metadata, then one
-    line per source: a Kafka source's is ``{"topic": {"partition": offset}}`` (another
-    source's line is left out)."""
+    """The sorted Kafka topics of each offset-log entry of ``checkpoint`` a restart reads (the
+    newest committed batch's, or the oldest, and every newer one); empty for a new checkpoint."""
     root = storage.Location.parse(checkpoint)
     offsets = root.join("offsets")
     batches = sorted(int(n) for n in storage.list_prefix(offsets) if n.isdigit())
@@ -84,7 +82,8 @@ def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[list[st
     found = []
     for batch in (b for b in batches if b >= since):
         topics: set[str] = set()
-        for line in storage.read_bytes(offsets.join(str(batch))).decode().splitlines()[2:]:
+        entry = storage.read_bytes(offsets.join(str(batch))).decode().splitlines()
+        for line in entry[2:]:  # "v1", the batch's metadata, then one line per source
             try:
                 source = json.loads(line)
             except ValueError:
@@ -105,10 +104,8 @@ def _partition_offsets(value: object) -> bool:
 def require_checkpoint_reads(
     checkpoint: str | Path | storage.Location, topics: Iterable[str]
 ) -> None:
-    """:class:`~spark_ext.errors.CheckpointMismatchError` when an entry a restart reads from
-    ``checkpoint``'s offset log (:func:`checkpoint_topics`) does not name each of ``topics``
-    (a new checkpoint passes; the query may read more). Spark allows no other topics on a
-    restart: it would report their partitions as lost."""
+    """:class:`~spark_ext.errors.CheckpointMismatchError` when an entry of
+    :func:`checkpoint_topics` lacks one of ``topics`` (docs/design.md, "A job that talks")."""
     wanted = sorted(set(topics))
     for recorded in checkpoint_topics(checkpoint):
         if not set(wanted) <= set(recorded):
@@ -116,20 +113,6 @@ def require_checkpoint_reads(
 
 
 def require_table_folder(table: str | Path | storage.Location) -> None:
-    """:class:`~spark_ext.sinks.errors.DeltaTargetPathError` when ``table`` is a file, or a
-    folder with files and no ``_delta_log``, on any storage (what the Delta sinks refuse
-    later, docs/design.md, "Delta sinks")."""
-    import pyarrow.fs as pafs
-
-    location = storage.Location.parse(table)
-    fs, path = storage.filesystem(location)
-    kind = fs.get_file_info(path).type
-    if kind == pafs.FileType.File:
-        raise DeltaTargetPathError(str(location), "is a file, not a Delta table folder")
-    if kind == pafs.FileType.NotFound or storage.exists(location.join("_delta_log")):
-        return
-    files = storage.list_prefix(location)
-    if files:
-        raise DeltaTargetPathError(
-            str(location), f"holds {len(files)} file(s) ({files[0]}, ...) but no _delta_log"
-        )
+    """:func:`spark_ext.sinks.delta_txn.check_target_path` on ``table``: what the Delta sinks
+    refuse later, refused at start (docs/design.md, "A job that talks")."""
+    check_target_path(str(table))

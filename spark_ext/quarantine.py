@@ -1,9 +1,6 @@
 """Parse raw records against a contract: each row goes to the valid output or to quarantine
-with its raw value, a reason and its source coordinates (docs/design.md invariant 3).
-
->>> contract = JsonContract(schema=EVENT_SCHEMA, required=("event_id", "event_time"))
->>> valid, quarantine = parse_json(kafka_df, contract)        # doctest: +SKIP
-"""
+with its raw value, a reason and its source coordinates (docs/design.md invariant 3; an example:
+README, "Python API")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Build a SparkSession from a configuration profile, with Delta and Kafka ready to use.
-
->>> spark = build_session("local")          # doctest: +SKIP
->>> spark.range(3).write.format("delta").save("/tmp/t")  # doctest: +SKIP
-"""
+"""Build a SparkSession from a configuration profile, with Delta and Kafka ready to use
+(``build_session("local")``; README, "Python API")."""
 
 from __future__ import annotations
 

@@ -52,7 +52,6 @@ __all__ = [
     "read_bytes",
     "s3_jars",
     "session_settings",
-    "size",
     "spark_conf",
     "spark_uri",
     "write_bytes",
@@ -177,26 +176,22 @@ def spark_uri(location: Location | str) -> str:
     return f"s3a://{loc.bucket}/{loc.path}" if loc.is_s3 else loc.path
 
 
-def _named(settings: StorageSettings, names: tuple[str, str, str, str, str]) -> dict[str, str]:
-    """Region, endpoint, key id, secret and session token under a client's ``names``."""
+def _named(settings: StorageSettings, prefix: str, names: str) -> dict[str, str]:
+    """Region, endpoint, key id, secret and session token under a client's ``names`` (five,
+    space-separated, each after ``prefix``)."""
     key, secret, token = settings.credentials()
     if not (key and secret):
         key = secret = token = ""
     values = (settings.region, settings.endpoint, key, secret, token)
-    return {name: value for name, value in zip(names, values, strict=True) if value}
+    return {
+        prefix + name: value for name, value in zip(names.split(), values, strict=True) if value
+    }
 
 
 def hadoop_conf(settings: StorageSettings) -> dict[str, str]:
     """Hadoop's ``fs.s3a.*`` settings for ``settings``."""
     conf = _named(
-        settings,
-        (
-            "fs.s3a.endpoint.region",
-            "fs.s3a.endpoint",
-            "fs.s3a.access.key",
-            "fs.s3a.secret.key",
-            "fs.s3a.session.token",
-        ),
+        settings, "fs.s3a.", "endpoint.region endpoint access.key secret.key session.token"
     )
     if settings.endpoint:
         conf["fs.s3a.path.style.access"] = "true"
@@ -266,14 +261,7 @@ def delta_storage(
     if not loc.is_s3:
         return loc.path, {}
     options = _named(
-        settings,
-        (
-            "AWS_REGION",
-            "AWS_ENDPOINT_URL",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-        ),
+        settings, "AWS_", "REGION ENDPOINT_URL ACCESS_KEY_ID SECRET_ACCESS_KEY SESSION_TOKEN"
     )
     options["conditional_put"] = "etag"
     if settings.endpoint:
@@ -288,12 +276,7 @@ def filesystem(
     request_timeout: float = 30,
 ) -> tuple[pafs.FileSystem, str]:
     """A ``pyarrow.fs`` filesystem and the path in it for ``location`` (no ``settings``: the
-    active session's, :func:`session_settings`).
-
-    For S3, checksums are computed and validated only where a request requires one
-    (``AWS_REQUEST_CHECKSUM_CALCULATION`` and ``AWS_RESPONSE_CHECKSUM_VALIDATION`` set to
-    ``WHEN_REQUIRED`` unless already set; docs/design.md, "Object storage").
-    """
+    active session's); S3 checksums only where required (docs/design.md, "Object storage")."""
     import pyarrow.fs as pafs
 
     loc = Location.parse(location)
@@ -355,12 +338,16 @@ def check(location: Location | str, settings: StorageSettings | None = None) -> 
             raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist")
 
 
+def _info(location: Location | str, settings: StorageSettings | None) -> pafs.FileInfo:
+    with _opened(location, settings) as (_, fs, path):
+        return fs.get_file_info(path)
+
+
 def exists(location: Location | str, settings: StorageSettings | None = None) -> bool:
     """Whether an object (or local file or folder) is at ``location``."""
     import pyarrow.fs as pafs
 
-    with _opened(location, settings) as (_, fs, path):
-        return fs.get_file_info(path).type != pafs.FileType.NotFound
+    return _info(location, settings).type != pafs.FileType.NotFound
 
 
 def read_bytes(location: Location | str, settings: StorageSettings | None = None) -> bytes:
@@ -442,10 +429,7 @@ def delete(location: Location | str, settings: StorageSettings | None = None) ->
 
 def is_file(location: Location | str, settings: StorageSettings | None = None) -> bool:
     """Whether a file (an object, not a prefix of others) is at ``location``."""
-    import pyarrow.fs as pafs
-
-    with _opened(location, settings) as (_, fs, path):
-        return fs.get_file_info(path).type == pafs.FileType.File
+    return bool(_info(location, settings).is_file)
 
 
 def identity(
@@ -460,8 +444,7 @@ def identity(
         except OSError:
             return None
         return st.st_ino, st.st_mtime_ns
-    with _opened(loc, settings) as (_, fs, path):
-        info = fs.get_file_info(path)
+    info = _info(loc, settings)
     return (int(info.size or 0), info.mtime_ns or 0) if info.is_file else None
 
 
@@ -470,14 +453,3 @@ def make_folder(location: Location | str) -> None:
     loc = Location.parse(location)
     if not loc.is_s3:
         os.makedirs(loc.path, exist_ok=True)
-
-
-def size(location: Location | str, settings: StorageSettings | None = None) -> int:
-    """The size in bytes of the file at ``location``; ``FileNotFoundError`` if there is none."""
-    import pyarrow.fs as pafs
-
-    with _opened(location, settings) as (loc, fs, path):
-        info = fs.get_file_info(path)
-    if info.type != pafs.FileType.File:
-        raise FileNotFoundError(f"{loc}: no file")
-    return int(info.size)

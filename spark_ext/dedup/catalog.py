@@ -88,13 +88,7 @@ class DedupCatalog:
             & (pc.field("bucket") == bucket)
             & pc.field("record_id").isin(pa.array(ids, pa.string())),
         )
-        return dict(
-            zip(
-                found.column("record_id").to_pylist(),
-                found.column("coords").to_pylist(),
-                strict=True,
-            )
-        )
+        return dict(zip(found["record_id"].to_pylist(), found["coords"].to_pylist(), strict=True))
 
     def lookup_hashes(
         self, hashes: np.ndarray, before_batch: int, bucket: int | None = None

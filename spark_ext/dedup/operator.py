@@ -53,17 +53,13 @@ def deduplicate(df: DataFrame, config: DedupConfig, emit_duplicates: bool = Fals
     out_schema = StructType([*df.schema.fields, *TAG_FIELDS])
     names = out_schema.fieldNames()
     catalog = DedupCatalog.of(config)
-    buckets = config.buckets
-    id_col, et_col, coord_cols = (
-        config.id_column,
-        config.event_time_column,
-        list(config.coordinate_columns),
-    )
+    id_col, et_col = config.id_column, config.event_time_column
+    coord_cols = list(config.coordinate_columns)
 
     # Spark's xxhash64 routes and feeds the filter (docs/design.md, "Dedup").
     id_hash = F.xxhash64(F.col(id_col).cast("string"))
     routed = df.withColumn("_hash", id_hash).withColumn(
-        "_bucket", F.pmod(F.col("_hash"), F.lit(buckets)).cast("int")
+        "_bucket", F.pmod(F.col("_hash"), F.lit(config.buckets)).cast("int")
     )
 
     def step(

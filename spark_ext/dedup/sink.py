@@ -14,8 +14,7 @@ from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import LateRowsWithoutQuarantineError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.tags import KIND_LATE, KIND_METRICS, KIND_NEW
-from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, claim_all
-from spark_ext.sinks.names import derived_name
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, claim_all, marker_app_id
 from spark_ext.sinks.owner import SinkOwner, owner_of
 
 __all__ = ["AFTER_CATALOG", "AFTER_OUTPUT", "DedupSink"]
@@ -81,7 +80,7 @@ class DedupSink:
     @property
     def late_app_id(self) -> str:
         """``txnAppId`` of the late-row appends: ``<sink id>:late``."""
-        return derived_name(self.sink_id, "late")
+        return marker_app_id(self.sink_id, "late")
 
     def _claim(self, batch: DataFrame, columns: list[str]) -> None:
         """At the first call of a run: the owner decided on every table, then recorded."""

@@ -1,22 +1,5 @@
-"""The fold behind an ordering buffer: what :func:`~spark_ext.ordering.order_and_fold` applies.
-
-Example
--------
->>> import pandas as pd
->>> from pyspark.sql.types import DoubleType, StructField
->>> class RunningSum(KeyedFold):
-...     fields = (StructField("total", DoubleType()),)
-...
-...     def fold(self, state, elements):
-...         totals = []
-...         for key, value in zip(elements["key"], elements["value"]):
-...             state[key] = state.get(key, 0.0) + value
-...             totals.append(state[key])
-...         return pd.DataFrame({"total": totals}, index=elements.index)
->>> state = {}
->>> RunningSum().fold(state, pd.DataFrame({"key": ["a", "a"], "value": [1.0, 2.0]}))["total"].tolist()
-[1.0, 3.0]
-"""
+"""The fold behind an ordering buffer: what :func:`~spark_ext.ordering.order_and_fold` applies
+(an example: README, "Deterministic ordering and dedup")."""
 
 from __future__ import annotations
 

@@ -71,22 +71,13 @@ def mark_progress(df: DataFrame, config: OrderingConfig) -> DataFrame:
             )
             yield out[names]
         if progress:
-            rows = [
-                {
-                    "shard": s,
-                    "kind": KIND_PROGRESS,
-                    "key": None,
-                    "record_id": None,
-                    "event_time_ms": mx,
-                    "value": None,
-                    "topic": topic,
-                    "partition": part,
-                    "offset": None,
-                }
-                for (topic, part), mx in sorted(progress.items())
-                for s in range(shards)
-            ]
-            yield pd.DataFrame(rows, columns=names)
+            rows = pd.DataFrame(
+                [(s, t, p, mx) for (t, p), mx in sorted(progress.items()) for s in range(shards)],
+                columns=["shard", "topic", "partition", "event_time_ms"],
+            )
+            yield rows.assign(
+                kind=KIND_PROGRESS, key=None, record_id=None, value=None, offset=None
+            )[names]
 
     return df.select(*cols).mapInPandas(mark, MARKED_SCHEMA)
 

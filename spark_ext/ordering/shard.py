@@ -180,21 +180,10 @@ class ShardProcessor:
             if self.dedup is not None
             else np.zeros(len(out), dtype=np.int64)
         )
-        rows = pd.DataFrame(
-            {
-                "_kind": out["_kind"],
-                "key": out["key"],
-                "record_id": out["record_id"],
-                "event_time": pd.to_datetime(out["event_time_ms"], unit="ms", utc=True),
-                "value": out["value"],
-                **{f.name: out[f.name] for f in self.fold.fields},
-                "topic": out["topic"],
-                "partition": out["partition"],
-                "offset": out["offset"],
-                "_bucket": self.shard,
-                "_generation": generation,
-                "_coords": out["_coords"],
-                "_detail": None,
-            }
+        rows = out.assign(
+            event_time=pd.to_datetime(out["event_time_ms"], unit="ms", utc=True),
+            _bucket=self.shard,
+            _generation=generation,
+            _detail=None,
         )
-        return with_metrics_row(rows, self.shard, metrics.to_json())
+        return with_metrics_row(rows[output_schema(self.fold).names], self.shard, metrics.to_json())

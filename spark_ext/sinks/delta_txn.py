@@ -110,8 +110,11 @@ def check_target_path(
         return
     if storage.is_file(loc, settings):
         raise DeltaTargetPathError(str(path), "is a file, not a Delta table folder")
-    if storage.list_prefix(loc, settings):
-        raise DeltaTargetPathError(str(path), "holds files but no _delta_log: it is no Delta table")
+    files = storage.list_prefix(loc, settings)
+    if files:
+        raise DeltaTargetPathError(
+            str(path), f"holds {len(files)} file(s) ({files[0]}, ...) but no _delta_log"
+        )
 
 
 #: The two kinds of Delta writer on object storage (docs/design.md, "Object storage").
@@ -120,11 +123,9 @@ DELTA_RS_WRITER = "a delta-rs writer (conditional put)"
 
 
 def check_writers(table: Any, path: str, spark_writes: bool) -> None:
-    """On object storage, raise :class:`MixedDeltaWritersError` if the delta-rs snapshot
-    ``table``'s log holds a commit of the other kind of writer than ours (``spark_writes``:
-    we commit with Spark's Delta; else with delta-rs). A spark_ext Spark-writer's own delta-rs
-    commits (the table's creation, owner records, catalog purges) are ours; why:
-    docs/design.md, "Object storage", writers sharing a table."""
+    """On object storage, :class:`MixedDeltaWritersError` if ``table``'s log holds a commit of
+    the other kind of writer than ours (``spark_writes``: Spark's Delta, else delta-rs; our own
+    delta-rs marks count as ours: docs/design.md, "Object storage", writers sharing a table)."""
     if not Location.parse(path).is_s3:
         return
     for commit in table.history():
@@ -171,10 +172,8 @@ def create_table(
 
 
 class LatestTable:
-    """The newest snapshot of the Delta table at ``path``, read incrementally (docs/design.md,
-    "Delta sinks", cost per commit); a table made again at the same path is opened afresh.
-    ``settings``: of a table on object storage (default: the active session's; an executor
-    has none, so task-side code passes them). Not shared between threads."""
+    """The newest snapshot of the Delta table at ``path`` (``settings``: of object storage),
+    read incrementally (docs/design.md, "Delta sinks", cost per commit); not thread-safe."""
 
     def __init__(
         self, path: str | os.PathLike[str], settings: StorageSettings | None = None
@@ -385,7 +384,7 @@ class DeltaTxnAppender:
         for _ in range(self.max_conflicts + 2):
             table = self._table()
             if table is None:
-                self._create(schema)
+                create_table(self.path, schema, self.settings, self.partition_by)
                 continue
             marks = self.marks(table)
             decision = marks.decide(self.path, owner, self.take_over)
@@ -405,10 +404,6 @@ class DeltaTxnAppender:
             )
             return decision
         raise ConcurrentWriterError(f"{self.path}: could not record the owner of {self.sink_id!r}")
-
-    def _create(self, schema: pa.Schema) -> None:
-        """Create the missing table, empty (the owner is recorded by the next commit)."""
-        create_table(self.path, schema, self.settings, self.partition_by)
 
     def check(self, batch_id: int, *, known_new: bool = False) -> bool:
         """Step 2: whether ``batch_id`` is a replay (skip it); raises if it must not be written.

@@ -30,7 +30,6 @@ __all__ = [
     "SinkOwner",
     "check_owner",
     "owner_of",
-    "owner_of_batch",
     "owner_of_checkpoint",
 ]
 
@@ -97,12 +96,6 @@ def check_owner(
     raise SinkOwnerError(target, sink_id, recorded_name or f"#{recorded}", str(ours))
 
 
-def owner_of_batch(df: DataFrame) -> SinkOwner | None:
-    """The query running this ``foreachBatch`` call, or ``None`` outside a streaming query."""
-    query_id = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
-    return SinkOwner(query_id) if query_id else None
-
-
 def owner_of_checkpoint(
     checkpoint: str | os.PathLike[str] | Location, settings: StorageSettings | None = None
 ) -> SinkOwner:
@@ -135,13 +128,15 @@ def owner_of_checkpoint(
 
 
 def owner_of(df: DataFrame, explicit: SinkOwner | None, name: str) -> SinkOwner:
-    """The owner of a ``foreachBatch`` writer: ``explicit``, else the query running ``df``;
-    :class:`SinkConfigError` naming ``owner`` outside a streaming query without one."""
-    owner = explicit or owner_of_batch(df)
-    if owner is None:
+    """The owner of a ``foreachBatch`` writer: ``explicit``, else the query running ``df``
+    (:data:`QUERY_ID_PROPERTY`); :class:`SinkConfigError` naming ``owner`` without either."""
+    if explicit is not None:
+        return explicit
+    query_id = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+    if not query_id:
         raise SinkConfigError(
             "owner",
             f"{name} runs outside a streaming query: pass owner=SinkOwner(<query id>) to say "
             "which query owns the sink",
         )
-    return owner
+    return SinkOwner(query_id)

@@ -20,9 +20,7 @@ from spark_ext.storage import (
 pytestmark = pytest.mark.integration
 
 
-def test_write_read_list_size_delete_round_trip(
-    s3_root: Location, s3_settings: StorageSettings
-) -> None:
+def test_write_read_list_delete_round_trip(s3_root: Location, s3_settings: StorageSettings) -> None:
     a, b = s3_root.join("state", "a.bin"), s3_root.join("state", "sub", "b.bin")
     storage.write_bytes(a, b"first", s3_settings)
     storage.write_bytes(b, b"x" * 1000, s3_settings)
@@ -30,7 +28,6 @@ def test_write_read_list_size_delete_round_trip(
 
     assert storage.exists(a, s3_settings)
     assert storage.read_bytes(a, s3_settings) == b"second"
-    assert storage.size(b, s3_settings) == 1000
     assert storage.list_prefix(s3_root.join("state"), s3_settings) == ["a.bin", "sub/b.bin"]
     assert storage.file_sizes(s3_root.join("state"), s3_settings) == {"a.bin": 6, "sub/b.bin": 1000}
 
@@ -46,8 +43,6 @@ def test_missing_object_reads_as_file_not_found(
 ) -> None:
     with pytest.raises(FileNotFoundError):
         storage.read_bytes(s3_root.join("none"), s3_settings)
-    with pytest.raises(FileNotFoundError):
-        storage.size(s3_root.join("none"), s3_settings)
     assert storage.list_prefix(s3_root.join("none"), s3_settings) == []
 
 
