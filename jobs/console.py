@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["INTERRUPTED", "configure_logging", "error_line", "install", "watch_interrupts"]
+__all__ = [
+    "INTERRUPTED",
+    "configure_logging",
+    "error_line",
+    "install",
+    "restart_after_worker_timeout",
+    "watch_interrupts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +84,42 @@ def error_line(exc: BaseException) -> str | None:
     return f"{name}: {message}" + (f"; fix: {fix}" if fix else "")
 
 
+#: Spark's error when a Python worker it started (the driver's for transformWithState) did not
+#: connect back within Spark's fixed 10 s: an overloaded machine, not the job.
+WORKER_TIMEOUT = "Python worker failed to connect back"
+#: How often a job restarts itself after :data:`WORKER_TIMEOUT` (counted in the environment).
+RESTARTS_ENV, MAX_RESTARTS = "SPARK_EXT_JOB_RESTARTS", 2
+
+
+def restart_after_worker_timeout(prog: str, exc: BaseException) -> None:
+    """Run the job again in this process (same id and arguments: it resumes from its checkpoint,
+    its JVM exits as this process execs) when ``exc`` is :data:`WORKER_TIMEOUT`, at most
+    :data:`MAX_RESTARTS` times (docs/design.md, "A job that talks"); else return."""
+    done = int(os.environ.get(RESTARTS_ENV, "0"))
+    if WORKER_TIMEOUT not in str(exc) or done >= MAX_RESTARTS:
+        return
+    log.warning(
+        "%s: Spark's Python worker did not connect back within Spark's 10 s (an overloaded "
+        "machine); restarting from the checkpoint (%d of %d)",
+        prog,
+        done + 1,
+        MAX_RESTARTS,
+    )
+    os.environ[RESTARTS_ENV] = str(done + 1)
+    logging.shutdown()
+    shutil.rmtree(os.environ.get(STEP_DIR_ENV, ""), ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
+
+
 def install(prog: str, show_traceback: bool = False) -> None:
     """Print an uncaught typed error as one line (after its traceback if ``show_traceback``);
-    any other error as Python does."""
+    any other error as Python does; restart after Spark's worker timeout
+    (:func:`restart_after_worker_timeout`)."""
 
     def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        restart_after_worker_timeout(prog, exc)
         line = error_line(exc)
         if line is None or show_traceback:
             traceback.print_exception(kind, exc, tb)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -75,7 +76,10 @@ def job_runs(request, kafka_bootstrap, tmp_path_factory) -> dict[str, Future]:
         killed = run_job(
             "jobs.tracker_windows", args, fault="tracker.after_sink@2:kill", timeout_s=600
         )
-        again = run_job("jobs.tracker_windows", args, timeout_s=600)
+        # the restart's first transformWithState driver worker starts past Spark's 10 s
+        again = run_job(
+            "jobs.tracker_windows", args, timeout_s=600, env=slow_first_worker(out.parent)
+        )
         return out, killed, again
 
     def driver_path_kill_after_its_state() -> tuple[Path, JobRun, JobRun]:
@@ -123,6 +127,22 @@ KILL_BETWEEN = (
 )
 
 
+def slow_first_worker(folder: Path) -> dict[str, str]:
+    """A ``PYSPARK_PYTHON`` that starts the first transformWithState driver worker 12 s late,
+    past Spark's fixed 10 s for a worker to connect back (as on an overloaded machine)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "slow-python"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" pyspark.sql.streaming.transform_with_state_driver_worker "*)\n'
+        f'  mkdir "{folder}/slowed" 2>/dev/null && sleep 12;;\n'
+        "esac\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return {"PYSPARK_PYTHON": str(script)}
+
+
 def broken_promises() -> set[tuple[int, int]]:
     """(partition, offset) of the jittered demo events beyond the 1 s allowed disorder."""
     out, top = set(), {}
@@ -143,6 +163,9 @@ def test_a_kill_between_the_writes_and_the_reports_keeps_windows_plus_late_rows_
     out, killed, again = job_runs[KILL_BETWEEN].result()
     assert killed.killed and killed.fired("tracker.after_sink", "kill"), killed.output_tail
     assert again.ok, again.output_tail
+    # the job restarted itself once after Spark's worker timeout (jobs.console)
+    assert (out.parent / "slowed").is_dir(), again.output_tail
+    assert "restarting from the checkpoint (1 of 2)" in again.output_tail, again.output_tail
     assert_rows_balance(spark, out)
 
 
