@@ -18,12 +18,13 @@ import time
 import traceback
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
 from spark_ext.crash import FaultSpec
-from spark_ext.jobrun import JobRun, run_job
+from spark_ext.jobrun import JobRun
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.classification import classify
@@ -33,7 +34,7 @@ from spark_ext.recovery.faults import BROKER_FAULTS, RETENTION_FAULTS, FaultCell
 from spark_ext.recovery.host_faults import HOST_FAULTS, IsolatedHosts, run_host_cell
 from spark_ext.recovery.profiles import derive_profile, resolve_profile
 from spark_ext.recovery.retention import run_retention_cell
-from spark_ext.recovery.runs import CleanRun, JobRuns, Runner, judge, typed_error
+from spark_ext.recovery.runs import CleanRun, JobRuns, judge, typed_error
 from spark_ext.recovery.speculation import SPECULATION_CONF, assert_speculated, speculation_profile
 
 __all__ = ["InProcessRunner", "RecoveryHarness", "forget_last_commit"]
@@ -64,6 +65,7 @@ class InProcessRunner:
         return JobRun(int(code or 0), time.monotonic() - start, "")
 
 
+@dataclass(eq=False)
 class RecoveryHarness(JobRuns):
     """Run cases clean and under faults, restart them, and classify what each fault did.
 
@@ -78,37 +80,15 @@ class RecoveryHarness(JobRuns):
     ``s3a://`` prefix runs the jobs with ``--storage s3``), reached with ``storage``.
     """
 
-    def __init__(
-        self,
-        workdir: Path,
-        bootstrap: str,
-        profile: str = "test",
-        runner: Runner = run_job,
-        timeout_s: float = 600.0,
-        parallel: bool = True,
-        hosts: IsolatedHosts | None = None,
-        clean_runner: Runner | None = None,
-        fault_profile: str = "faults",
-        broker_port: int = 19192,
-        brokers: BrokerFactory | None = None,
-        speculation_profile: str = "faults",
-        out_root: str = "",
-        storage: storage.StorageSettings | None = None,
-    ) -> None:
-        self.clean_runner = clean_runner or runner
-        self.out_root = out_root
-        self.storage = storage
-        self.workdir = Path(workdir).resolve()
-        self.parallel = parallel
-        self.bootstrap = bootstrap
-        self.profile = resolve_profile(profile)
-        self.fault_profile = resolve_profile(fault_profile)
-        self.speculation_profile = resolve_profile(speculation_profile)
-        self.runner = runner
-        self.timeout_s = timeout_s
-        self.broker_port = broker_port
-        self.brokers = brokers
-        self.hosts = hosts
+    parallel: bool = True
+    hosts: IsolatedHosts | None = None
+    broker_port: int = 19192
+    brokers: BrokerFactory | None = None
+    speculation_profile: str = "faults"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.speculation_profile = resolve_profile(self.speculation_profile)
 
     def check(self, case: RecoveryCase) -> list[RecoveryResult]:
         """Run ``case`` clean, then killed at its crash plan and restarted; classify each output."""

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
-from spark_ext.jobrun import JobRun
+from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot, under
 from spark_ext.recovery.classification import Comparison, classify
 from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFailed
 from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
-from spark_ext.recovery.profiles import typed_error_names
+from spark_ext.recovery.profiles import resolve_profile, typed_error_names
 
 __all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired", "judge", "typed_error"]
 
@@ -39,20 +39,25 @@ class CleanRun:
     seconds: float
 
 
+@dataclass(eq=False)
 class JobRuns:
-    """Run a case's job: into a fresh context, clean, and restarted after a fault (settings:
-    :class:`~spark_ext.recovery.harness.RecoveryHarness`'s parameters)."""
+    """Run a case's job: into a fresh context, clean, and restarted after a fault (fields:
+    :class:`~spark_ext.recovery.harness.RecoveryHarness`)."""
 
     workdir: Path
     bootstrap: str
-    profile: str
-    fault_profile: str
-    runner: Runner
-    clean_runner: Runner
-    timeout_s: float
-    #: Where the runs' outputs go ("": under ``workdir``), and the settings reaching it.
-    out_root: str
-    storage: storage.StorageSettings | None
+    profile: str = "test"
+    runner: Runner = run_job
+    timeout_s: float = 600.0
+    clean_runner: Runner | None = None
+    fault_profile: str = "faults"
+    out_root: str = ""
+    storage: storage.StorageSettings | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+        self.profile = resolve_profile(self.profile)
+        self.fault_profile = resolve_profile(self.fault_profile)
 
     def context(self, case: RecoveryCase, folder: str | None = None) -> HarnessContext:
         """A fresh, emptied context for ``case``: its folder (and its outputs' location) and
@@ -74,7 +79,7 @@ class JobRuns:
     ) -> CleanRun:
         """Run ``case`` clean into ``ctx``'s ``clean`` slot and read every output (non-empty)."""
         slot = ctx.slot("clean")
-        run = (runner or self.clean_runner)(
+        run = (runner or self.clean_runner or self.runner)(
             case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s
         )
         if not run.ok:
