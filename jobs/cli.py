@@ -43,15 +43,14 @@ def job_module(name: str) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from jobs import registry
-    from spark_ext.recovery import FaultClass, expectation_label
+    from spark_ext.recovery import FaultClass
+    from spark_ext.recovery.report import text_table
 
     rows = [("job", "module", "crash", "outputs: expected class", "what it shows")]
     for case in registry.JOBS.values():
         outputs = ", ".join(f"{o.name}: {o.expected}" for o in case.outputs)
         rows.append((case.name, case.module, case.crash.describe(), outputs, case.description))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+    print("\n".join(text_table(rows)))
     print("\nfault points and declared outcomes per fault class:")
     for case in registry.JOBS.values():
         print(f"{case.name}:")
@@ -62,9 +61,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             where = f"{cell.point.name} [{cell.point.side}]" if cell.point else "-"
             if cell.batch is not None:
                 where += f" batch {cell.batch}"
-            want = ", ".join(
-                f"{name}: {expectation_label(e)}" for name, e in case.expected(fault).items()
-            )
+            want = ", ".join(f"{name}: {e}" for name, e in case.expected(fault).items())
             print(f"  {fault!s:17} {where:48} {want}")
     return 0
 
@@ -162,18 +159,13 @@ def _faults(text: str | None) -> list[FaultClass]:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from spark_ext.recovery.matrix import (
-        CellStatus,
-        format_matrix,
-        run_matrix,
-        write_matrix_report,
-    )
+    from spark_ext.recovery.matrix import CellStatus, format_matrix, run_plan, write_matrix_report
 
     _require_plots()
     cases = _cases(args)
     faults = _faults(args.faults)
     harness, report = _harness(args)
-    cells = run_matrix(harness, cases, faults, jobs_parallel=args.parallel)
+    cells = run_plan(harness, [(case, faults) for case in cases], args.parallel)
     index = write_matrix_report(cells, report)
     print(format_matrix(cells))
     print(f"report: {index}")

@@ -27,7 +27,6 @@ __all__ = [
     "format_matrix",
     "plot_matrix",
     "run_job_cells",
-    "run_matrix",
     "run_plan",
     "write_matrix_report",
 ]
@@ -129,16 +128,6 @@ def run_job_cells(
             log.exception("%s under %s: the harness failed", case.name, fault)
             cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
     return cells
-
-
-def run_matrix(
-    harness: RecoveryHarness,
-    cases: Sequence[RecoveryCase],
-    faults: Sequence[FaultClass],
-    jobs_parallel: int = 1,
-) -> list[MatrixCell]:
-    """Run ``faults`` on every case; jobs in parallel up to ``jobs_parallel``."""
-    return run_plan(harness, [(case, faults) for case in cases], jobs_parallel)
 
 
 def run_plan(
