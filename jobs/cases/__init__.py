@@ -26,6 +26,7 @@ from spark_ext.recovery import (
     read_delta_rows,
 )
 from spark_ext.recovery.campaign import with_flag
+from spark_ext.recovery.campaign_plan import Workload
 from spark_ext.recovery.faults import Expectation
 from spark_ext.sinks.errors import (
     DeltaTxnExpiredError,
@@ -126,21 +127,6 @@ def sink_cells(
     return cells(reset, *steps, *brokers, *extra)
 
 
-def expire_delta(
-    table: str, fault: FaultClass, settings: storage.StorageSettings | None = None
-) -> None:
-    """What retention does to the Delta table at ``table`` (reached with ``settings``) under
-    ``fault``."""
-    from spark_ext.recovery.retention import TXN_RETENTION_WAIT_S, expire_txns, trim_delta_log
-
-    if fault is FaultClass.TXN_RETENTION:
-        expire_txns(table, TXN_RETENTION_WAIT_S, settings)
-    elif fault is FaultClass.LOG_RETENTION:
-        trim_delta_log(table, settings)
-    else:
-        raise ValueError(f"{fault} does not act on a Delta table")
-
-
 @dataclass(eq=False, kw_only=True)
 class JobCase(RecoveryCase):
     """A job read from the input topic ``ctx.topic("in")``, ``limit`` offsets a batch, writing
@@ -163,6 +149,8 @@ class JobCase(RecoveryCase):
     extra_args: tuple[str, ...] = ()
     limit: int | None = 100
     catch_up: bool = False
+    #: The campaign's drawn input (:func:`jobs.cases.campaign.variant`; ``None``: the case's own).
+    workload: Workload | None = None
 
     def __post_init__(self, kill: CrashPlan | None) -> None:
         self.module = self.module or f"jobs.{self.name}"
@@ -183,7 +171,16 @@ class JobCase(RecoveryCase):
             args += ["--storage", ctx.storage]
         if self.limit:
             args += ["--max-offsets-per-trigger", str(self.limit)]
-        return [*args, *self.extra_args]
+        args, w = [*args, *self.extra_args], self.workload
+        if w is None:
+            return args
+        if "--sink-id" in args:
+            # Unique to the run (its topics' tag) in front, so runs sharing the broker never
+            # share a sink id (a second query on the same id is drawn on purpose, not by chance).
+            args = with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{w.sink_id}")
+        if "--partitions" in args:
+            args = with_flag(args, "--partitions", str(w.partitions))
+        return [*args, "--buckets", str(w.buckets)] if self.module == "jobs.dedup_delta" else args
 
     def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         args = self.job_args(ctx, slot)
@@ -195,6 +192,14 @@ class JobCase(RecoveryCase):
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
         """Retention on every Delta table of :attr:`tables` the runs created."""
+        from spark_ext.recovery.retention import expire_txns, trim_delta_log
+
+        if fault not in (FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION):
+            raise ValueError(f"{fault} does not act on a Delta table")
         for table in self.tables:
-            if storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
-                expire_delta(slot.at(table), fault, ctx.settings)
+            if not storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
+                continue
+            if fault is FaultClass.TXN_RETENTION:
+                expire_txns(slot.at(table), ctx.settings)
+            else:
+                trim_delta_log(slot.at(table), ctx.settings)
