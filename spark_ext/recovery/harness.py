@@ -27,14 +27,13 @@ from spark_ext.crash import FaultSpec
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.classification import classify
 from spark_ext.recovery.disorder import run_disorder_cell
 from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired, RecoveryError
 from spark_ext.recovery.faults import BROKER_FAULTS, RETENTION_FAULTS, FaultCell, FaultClass
 from spark_ext.recovery.host_faults import HOST_FAULTS, IsolatedHosts, run_host_cell
 from spark_ext.recovery.profiles import derive_profile, resolve_profile
 from spark_ext.recovery.retention import run_retention_cell
-from spark_ext.recovery.runs import CleanRun, JobRuns, judge, typed_error
+from spark_ext.recovery.runs import CleanRun, JobRuns, compare, judge, typed_error
 from spark_ext.recovery.speculation import SPECULATION_CONF, assert_speculated, speculation_profile
 
 __all__ = ["InProcessRunner", "RecoveryHarness", "forget_last_commit"]
@@ -206,13 +205,7 @@ class RecoveryHarness(JobRuns):
         the typed error the run stopped with, if any."""
         run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
         error = typed_error(case, str(cell.fault), run)
-        compared = {
-            o.name: (
-                classify(reference[o.name], case.read_output(ctx, slot, o.name), o.spec),
-                len(reference[o.name]),
-            )
-            for o in case.outputs
-        }
+        compared = compare(case, ctx, slot, reference, {k: len(v) for k, v in reference.items()})
         seconds = {"clean": clean_seconds, "fault": run.seconds}
         note = "stopped with a typed error" if error else "ran to its end"
         return judge(case, cell.fault, cell.describe(), compared, seconds, note, error)

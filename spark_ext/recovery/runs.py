@@ -22,7 +22,7 @@ from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFai
 from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
 from spark_ext.recovery.profiles import resolve_profile, typed_error_names
 
-__all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired", "judge", "typed_error"]
+__all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired", "compare", "judge", "typed_error"]
 
 log = logging.getLogger(__name__)
 
@@ -167,14 +167,26 @@ class JobRuns:
             again = self.restart(case, fault, case.restart_args(ctx, slot))
             seconds["restarted"] = again.seconds
             note += ", restarted"
-        compared = {
-            o.name: (
-                classify(clean.rows[o.name], case.read_output(ctx, slot, o.name), o.spec),
-                before[o.name],
-            )
-            for o in case.outputs
-        }
+        compared = compare(case, ctx, slot, clean.rows, before)
         return judge(case, fault, described, compared, seconds, note)
+
+
+def compare(
+    case: RecoveryCase,
+    ctx: HarnessContext,
+    slot: RunSlot,
+    reference: Mapping[str, Sequence[Mapping[str, Any]]],
+    before: Mapping[str, int] | None = None,
+) -> dict[str, tuple[Comparison, int]]:
+    """Each output of ``slot`` classified against ``reference`` (``O_f + O'`` against ``O_e``),
+    with its rows before the restart (``before``; none: 0)."""
+    return {
+        o.name: (
+            classify(reference[o.name], case.read_output(ctx, slot, o.name), o.spec),
+            (before or {}).get(o.name, 0),
+        )
+        for o in case.outputs
+    }
 
 
 def judge(
