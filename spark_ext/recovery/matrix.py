@@ -121,11 +121,9 @@ def run_job_cells(
             cells.append(MatrixCell(case.name, fault, tuple(results)))
         except FaultNotApplicable as exc:  # declared, but this machine cannot inject it
             cells.append(MatrixCell(case.name, fault, error=str(exc), not_applicable=True))
-        except RecoveryError as exc:
-            log.warning("%s under %s: %s", case.name, fault, exc)
-            cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
-        except Exception as exc:  # the harness failed (a store refusing a request): this cell
-            log.exception("%s under %s: the harness failed", case.name, fault)
+        except Exception as exc:  # not judged, or the harness failed (a store refused a request)
+            bug = not isinstance(exc, RecoveryError)
+            log.warning("%s under %s: %s", case.name, fault, exc, exc_info=bug)
             cells.append(MatrixCell(case.name, fault, error=f"{type(exc).__name__}: {exc}"))
     return cells
 

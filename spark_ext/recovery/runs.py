@@ -22,7 +22,7 @@ from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFai
 from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
 from spark_ext.recovery.profiles import resolve_profile, typed_error_names
 
-__all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired", "compare", "judge", "typed_error"]
+__all__ = ["CleanRun", "JobRuns", "Runner", "compare", "judge", "typed_error"]
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,9 @@ class JobRuns:
             timeout_s=self.timeout_s,
             **traced,
         )
-        assert_fired(case.name, cell, run)
+        kind = cell.kind
+        if cell.point and kind and not run.fired(cell.point.name, kind.value):
+            raise FaultNotFired(case.name, cell.describe(), run)
         return run
 
     def run_acting(
@@ -230,10 +232,3 @@ def typed_error(case: RecoveryCase, phase: str, run: JobRun) -> str | None:
     if not run.ok and error is None:
         raise JobRunFailed(case.name, f"{phase} (no typed error named)", run)
     return error
-
-
-def assert_fired(job: str, cell: FaultCell, run: JobRun) -> None:
-    """Raise :class:`FaultNotFired` unless ``run``'s fault log shows ``cell``'s fault firing."""
-    kind = cell.kind
-    if cell.point is not None and kind is not None and not run.fired(cell.point.name, kind.value):
-        raise FaultNotFired(job, cell.describe(), run)
