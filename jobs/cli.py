@@ -78,10 +78,8 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     from connectors.kafka.local_broker import LocalKafkaBroker, private_broker
     from spark_ext.config import load_profile
     from spark_ext.recovery import RecoveryHarness
-    from spark_ext.recovery.profiles import resolve_profile
 
-    profile_arg = resolve_profile(args.profile)
-    profile = load_profile(profile_arg)
+    profile = load_profile(args.profile)
     bootstrap = profile.kafka.configure_clients()
     if bootstrap == LocalKafkaBroker().config.bootstrap_servers:
         LocalKafkaBroker().ensure_running()
@@ -91,9 +89,9 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     harness = RecoveryHarness(
         workdir,
         bootstrap,
-        profile=profile_arg,
-        fault_profile=resolve_profile(getattr(args, "fault_profile", "faults")),
-        speculation_profile=resolve_profile(getattr(args, "speculation_profile", "faults")),
+        profile=args.profile,
+        fault_profile=getattr(args, "fault_profile", "faults"),
+        speculation_profile=getattr(args, "speculation_profile", "faults"),
         brokers=private_broker,
         out_root=out_root,
         storage=settings,

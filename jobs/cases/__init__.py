@@ -37,17 +37,11 @@ from spark_ext.sinks.errors import (
 from spark_ext.sinks.protocol import Protocol
 from spark_ext.tracker.errors import CheckpointBehindAgent
 
-#: The typed error a checkpoint reset must end in when the output is kept (invariant 6): a
-#: reset checkpoint is a new query id, and another query owns the sink (issue #24, N11).
+#: The typed errors the cells declare (why each: docs/design.md, "Fault points").
 OWNER_REFUSED = ExpectedError.of(SinkOwnerError)
-#: The tracker's: its agent applied batches the reset checkpoint never reached.
 BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
-#: A replay whose evidence (the output topic) retention trimmed (invariant 6).
 UNPROVABLE = ExpectedError.of(ReplayUnprovableError)
-#: A Delta output whose ``txn`` retention expired next to the sink's committed files.
 TXN_EXPIRED = ExpectedError.of(DeltaTxnExpiredError)
-#: A sink that cannot fence two live attempts of a task refuses ``spark.speculation`` before it
-#: writes anything.
 SPECULATION_REFUSED = ExpectedError.of(SinkConfigError)
 PRECISE = RecoveryClass.PRECISE
 #: How long the broker faults keep the broker paused (past kafka-python's default
@@ -108,11 +102,8 @@ def sink_cells(
     trim: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
-    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell).
-
-    A checkpoint reset is refused by the sink's owner record; an expired ``txn`` is refused, a
-    trimmed log recovers precisely, a trimmed output topic is refused; ``extra``: other cells.
-    """
+    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell), with
+    the sinks' outcomes (docs/design.md, "Fault points"); ``extra``: other cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
