@@ -1,11 +1,6 @@
 """The host faults of the matrix on isolated hosts (:mod:`spark_ext.recovery.network`): the host
 whose task reached the cell's point is lost, or cut from the broker and the store and healed,
-while the task holds there; the liveness figure is the time from then to the next committed
-batch (docs/design.md, "Isolated hosts").
-
-The clean run (``O_e``) is the harness's own (local mode); the faulted run and its restart run
-on the cluster, so a ``precise`` cell also says the cluster's output equals local mode's.
-"""
+while the task holds there (docs/design.md, "Isolated hosts")."""
 
 from __future__ import annotations
 

@@ -192,28 +192,19 @@ def _colour_key(cell: MatrixCell) -> str:
         return "n/a"
     if cell.status is CellStatus.ERROR:
         return "error"
-    worst = cell.results[0]
-    for r in cell.results:  # the output furthest from precise decides the colour
-        if not r.as_expected or r.observed != "precise":
-            worst = r
-            break
+    # The output furthest from precise decides the colour.
+    off = (r for r in cell.results if not r.as_expected or r.observed != "precise")
+    worst = next(off, cell.results[0])
     return "typed error" if worst.error else worst.observed
-
-
-_SHORT = {
-    "rollback-repeating": "repeating",
-    "rollback-convergent": "convergent",
-    "rollback-divergent": "divergent",
-}
 
 
 def _cell_label(cell: MatrixCell) -> str:
     """The text in a picture cell: each output's outcome, and what was declared if it differs."""
     if not cell.results:
         return str(cell.status)
-    lines = [_SHORT.get(r.observed, r.observed) for r in cell.results]
+    lines = [r.observed.removeprefix("rollback-") for r in cell.results]
     if cell.status is CellStatus.UNEXPECTED:
-        lines.append("declared: " + ", ".join(_SHORT.get(e, e) for e in cell.expected.split(", ")))
+        lines.append("declared: " + cell.expected.replace("rollback-", ""))
     return "\n".join(dict.fromkeys(lines))
 
 
