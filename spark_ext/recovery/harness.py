@@ -155,11 +155,11 @@ class RecoveryHarness(JobRuns):
             return run_retention_cell(self, case, cell, clean)
         if fault is FaultClass.SPECULATION and cell.point is None:
             return self._refused_speculation(case, cell, clean)
-        ctx = dataclasses.replace(clean.ctx, profile=self.fault_profile)
+        profile = self.fault_profile
         if fault is FaultClass.SPECULATION:
-            dest = ctx.workdir / "speculation.toml"
+            dest = clean.ctx.workdir / "speculation.toml"
             profile = speculation_profile(self.speculation_profile, dest)
-            ctx = dataclasses.replace(ctx, profile=profile)
+        ctx = dataclasses.replace(clean.ctx, profile=profile)
         run = self.fault_run(case, cell, ctx)
         if fault is FaultClass.SPECULATION:
             assert_speculated(case.name, cell, run)
