@@ -51,7 +51,7 @@ from spark_ext.recovery.faults import (
     FaultClass,
     observed_error,
 )
-from spark_ext.recovery.harness import InProcessRunner, RecoveryHarness, forget_last_commit
+from spark_ext.recovery.harness import RecoveryHarness, forget_last_commit
 from spark_ext.recovery.report import format_table, write_report
 
 __all__ = [
@@ -65,7 +65,6 @@ __all__ = [
     "FaultNotFired",
     "FinalStateView",
     "HarnessContext",
-    "InProcessRunner",
     "JobRunFailed",
     "OutputSpec",
     "RecoveryCase",

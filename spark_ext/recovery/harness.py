@@ -12,11 +12,7 @@ Paths are the caller's, where the jobs run too; the runs' outputs may be on obje
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
-import time
-import traceback
-from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +20,6 @@ from typing import Any
 
 from spark_ext import storage
 from spark_ext.crash import FaultSpec
-from spark_ext.jobrun import JobRun
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.disorder import run_disorder_cell
@@ -36,32 +31,9 @@ from spark_ext.recovery.retention import run_retention_cell
 from spark_ext.recovery.runs import CleanRun, JobRuns, compare, judge, typed_error
 from spark_ext.recovery.speculation import SPECULATION_CONF, assert_speculated, speculation_profile
 
-__all__ = ["InProcessRunner", "RecoveryHarness", "forget_last_commit"]
+__all__ = ["RecoveryHarness", "forget_last_commit"]
 
 log = logging.getLogger(__name__)
-
-
-class InProcessRunner:
-    """Run a job's ``main(args)`` in this process, on its running SparkSession (clean runs
-    only: another profile's settings are ignored)."""
-
-    def __call__(
-        self,
-        module: str,
-        args: Sequence[str] = (),
-        fault: str | None = None,
-        kill_after_s: float | None = None,
-        timeout_s: float = 600.0,
-        **kwargs: Any,
-    ) -> JobRun:
-        if fault or kill_after_s is not None:
-            raise ValueError("InProcessRunner runs clean runs only")
-        start = time.monotonic()
-        try:
-            code = importlib.import_module(module).main(list(args))
-        except Exception:
-            return JobRun(1, time.monotonic() - start, traceback.format_exc())
-        return JobRun(int(code or 0), time.monotonic() - start, "")
 
 
 @dataclass(eq=False)
@@ -73,8 +45,8 @@ class RecoveryHarness(JobRuns):
     those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
     kills, ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
     speculation cells. ``hosts``: an isolated cluster the host faults run on (none: those
-    cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs, e.g.
-    :class:`InProcessRunner`); ``parallel`` runs the clean run beside the killed one.
+    cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs);
+    ``parallel`` runs the clean run beside the killed one.
     ``out_root``: where the runs' tables and checkpoints go (default: ``workdir``; an
     ``s3a://`` prefix runs the jobs with ``--storage s3``), reached with ``storage``.
     """
@@ -94,11 +66,10 @@ class RecoveryHarness(JobRuns):
         ctx = self.context(case)
         case.prepare(ctx)
         slot = ctx.slot("crashed")
-        parallel = self.parallel and not isinstance(self.clean_runner, InProcessRunner)
-        log.info("%s: clean run%s", case.name, " (alongside the killed run)" * parallel)
+        log.info("%s: clean run%s", case.name, " (alongside the killed run)" * self.parallel)
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending: Future[CleanRun] | None = None
-            if parallel:
+            if self.parallel:
                 pending = pool.submit(self.clean_run, case, ctx)
             else:
                 clean = self.clean_run(case, ctx)
