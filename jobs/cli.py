@@ -117,22 +117,18 @@ def _out_root(kind: str, workdir: Path) -> tuple[str, StorageSettings | None]:
 
 
 def _cases(args: argparse.Namespace) -> list[RecoveryCase]:
-    """The jobs named on the command line (default: every registered job)."""
+    """The jobs named on the command line (default: every registered job); the report's plots
+    need the ``plot`` extra: said before any job runs."""
     from jobs import registry
 
-    return [registry.get(name) for name in (args.jobs or registry.names())]
-
-
-def _require_plots() -> None:
-    """The reports' plots need the ``plot`` extra: say so before any job runs."""
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("matplotlib", "the report's plots need it: pip install 'spark-ext[plot]'")
+    return [registry.get(name) for name in (args.jobs or registry.names())]
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from spark_ext.recovery import format_table, write_report
 
-    _require_plots()
     cases = _cases(args)
     harness, report = _harness(args)
     results = []
@@ -159,7 +155,6 @@ def _faults(text: str | None) -> list[FaultClass]:
 def cmd_matrix(args: argparse.Namespace) -> int:
     from spark_ext.recovery.matrix import CellStatus, format_matrix, run_plan, write_matrix_report
 
-    _require_plots()
     cases = _cases(args)
     faults = _faults(args.faults)
     harness, report = _harness(args)
