@@ -43,15 +43,14 @@ def job_module(name: str) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from jobs import registry
-    from spark_ext.recovery import FaultClass, expectation_label
+    from spark_ext.recovery import FaultClass
+    from spark_ext.recovery.report import text_table
 
     rows = [("job", "module", "crash", "outputs: expected class", "what it shows")]
     for case in registry.JOBS.values():
         outputs = ", ".join(f"{o.name}: {o.expected}" for o in case.outputs)
         rows.append((case.name, case.module, case.crash.describe(), outputs, case.description))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+    print("\n".join(text_table(rows)))
     print("\nfault points and declared outcomes per fault class:")
     for case in registry.JOBS.values():
         print(f"{case.name}:")
@@ -62,9 +61,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             where = f"{cell.point.name} [{cell.point.side}]" if cell.point else "-"
             if cell.batch is not None:
                 where += f" batch {cell.batch}"
-            want = ", ".join(
-                f"{name}: {expectation_label(e)}" for name, e in case.expected(fault).items()
-            )
+            want = ", ".join(f"{name}: {e}" for name, e in case.expected(fault).items())
             print(f"  {fault!s:17} {where:48} {want}")
     return 0
 
@@ -81,10 +78,8 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     from connectors.kafka.local_broker import LocalKafkaBroker, private_broker
     from spark_ext.config import load_profile
     from spark_ext.recovery import RecoveryHarness
-    from spark_ext.recovery.profiles import resolve_profile
 
-    profile_arg = resolve_profile(args.profile)
-    profile = load_profile(profile_arg)
+    profile = load_profile(args.profile)
     bootstrap = profile.kafka.configure_clients()
     if bootstrap == LocalKafkaBroker().config.bootstrap_servers:
         LocalKafkaBroker().ensure_running()
@@ -94,9 +89,9 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
     harness = RecoveryHarness(
         workdir,
         bootstrap,
-        profile=profile_arg,
-        fault_profile=resolve_profile(getattr(args, "fault_profile", "faults")),
-        speculation_profile=resolve_profile(getattr(args, "speculation_profile", "faults")),
+        profile=args.profile,
+        fault_profile=getattr(args, "fault_profile", "faults"),
+        speculation_profile=getattr(args, "speculation_profile", "faults"),
         brokers=private_broker,
         out_root=out_root,
         storage=settings,
@@ -122,22 +117,18 @@ def _out_root(kind: str, workdir: Path) -> tuple[str, StorageSettings | None]:
 
 
 def _cases(args: argparse.Namespace) -> list[RecoveryCase]:
-    """The jobs named on the command line (default: every registered job)."""
+    """The jobs named on the command line (default: every registered job); the report's plots
+    need the ``plot`` extra: said before any job runs."""
     from jobs import registry
 
-    return [registry.get(name) for name in (args.jobs or registry.names())]
-
-
-def _require_plots() -> None:
-    """The reports' plots need the ``plot`` extra: say so before any job runs."""
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("matplotlib", "the report's plots need it: pip install 'spark-ext[plot]'")
+    return [registry.get(name) for name in (args.jobs or registry.names())]
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from spark_ext.recovery import format_table, write_report
 
-    _require_plots()
     cases = _cases(args)
     harness, report = _harness(args)
     results = []
@@ -162,18 +153,12 @@ def _faults(text: str | None) -> list[FaultClass]:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from spark_ext.recovery.matrix import (
-        CellStatus,
-        format_matrix,
-        run_matrix,
-        write_matrix_report,
-    )
+    from spark_ext.recovery.matrix import CellStatus, format_matrix, run_plan, write_matrix_report
 
-    _require_plots()
     cases = _cases(args)
     faults = _faults(args.faults)
     harness, report = _harness(args)
-    cells = run_matrix(harness, cases, faults, jobs_parallel=args.parallel)
+    cells = run_plan(harness, [(case, faults) for case in cases], args.parallel)
     index = write_matrix_report(cells, report)
     print(format_matrix(cells))
     print(f"report: {index}")

@@ -1,8 +1,8 @@
 """Which guarantee jobs exist, by name, as the recovery harness sees them: one table.
 
 Each entry is a :class:`~jobs.cases.JobCase`: its module, where the ``kill`` run dies, each
-output with the class a kill gives it, and the other fault classes' cells (the harness:
-docs/design.md, "Fault points"); ``registry.get("at_most_once")`` is one.
+output with the class a kill gives it, and the other fault classes' cells; why each declares
+what it does: docs/design.md, "Fault points". ``registry.get("at_most_once")`` is one.
 """
 
 from __future__ import annotations
@@ -87,10 +87,8 @@ def _ordering(name: str, expected: RecoveryClass, **fields: Any) -> ReadingsCase
 
 
 _TRACKER_CELLS = (
-    # Attempt 0 of every gate task of batch 1 raises after sending its rows.
     FaultCell(FaultClass.TASK_RAISE, TRACKER_GATE_EMITTED, 1),
     FaultCell(FaultClass.DRIVER_RAISE, TRACKER_AFTER_SINK, 1),
-    # The agent outlives the checkpoint: the tracker refuses to run behind it.
     FaultCell(FaultClass.CHECKPOINT_RESET, expected=BEHIND_AGENT),
     FaultCell(FaultClass.DISORDER, expected=PRECISE),
 )
@@ -101,7 +99,6 @@ CASES: tuple[RecoveryCase, ...] = (
         name="at_most_once",
         outputs=(ExpectedOutput("events", EVENTS, RecoveryClass.GAP),),
         description="offsets committed before the write: a crash in between loses the batch",
-        # Its own offset log outlives the checkpoint: every replayed batch is skipped.
         cells=driver_cells(AT_MOST_ONCE_COMMITTED, 1, PRECISE),
     ),
     EventsCase(
@@ -112,12 +109,11 @@ CASES: tuple[RecoveryCase, ...] = (
         ),
         description="rows written before the offsets are committed: a replayed batch is "
         "written again",
-        cells=driver_cells(AT_LEAST_ONCE_WRITTEN, 1),  # a reset: every batch again
+        cells=driver_cells(AT_LEAST_ONCE_WRITTEN, 1),
     ),
     ExactlyOnceDeltaCase(
         name="exactly_once_delta",
         description="two-phase Delta sink: killed after its commit, the replay is recognised",
-        # The txn lives on in the checkpoint: a trimmed log still recognises the replay.
         cells=sink_cells(DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3),
         extra_args=("--mode", "two_phase"),
     ),
@@ -127,17 +123,12 @@ CASES: tuple[RecoveryCase, ...] = (
         cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3),
         extra_args=("--mode", "idempotent"),
     ),
-    # The tasks' slice records are the progress: attempt 0 committed its slice, then
-    # failed, and attempt 1 finds it committed; a reset checkpoint is another query.
-    # A partly committed batch is recognised by reading its records back, however Spark
-    # slices the replay: once retention trimmed them it is refused, never guessed
-    # (docs/design.md, "Kafka sinks").
     KafkaToKafkaCase(
         name="exactly_once_kafka",
         kill=CrashPlan.at(KAFKA_SLICED.fault(3), 1),
         cells=sink_cells(
             KAFKA_SLICED,
-            *host_cells(KAFKA_SLICED.fault(2)),  # lost or cut inside its transaction
+            *host_cells(KAFKA_SLICED.fault(2)),
             task=3,
             driver=4,
             speculation=2,
@@ -147,8 +138,6 @@ CASES: tuple[RecoveryCase, ...] = (
         description="two-phase Kafka sink, a transaction per task: committed slices are recognised",
         extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),
     ),
-    # Two live attempts of a task cannot be fenced without transactions: refused. The
-    # replay is proven by reading back what it wrote: once trimmed, it is refused.
     KafkaToKafkaCase(
         name="exactly_once_kafka_idempotent",
         extra_args=("--sink-id", "forwarded", "--mode", "idempotent"),
@@ -174,10 +163,7 @@ CASES: tuple[RecoveryCase, ...] = (
         description="windows released by the tracker, written idempotently per batch",
         cells=cells(
             *_TRACKER_CELLS,
-            # A gate task of batch 1 straggles after sending its rows; a copy races it.
             FaultCell(FaultClass.SPECULATION, TRACKER_GATE_EMITTED, 1, seconds=5.0, partition=1),
-            # The txn is the writer's replay evidence: once it expired the replay must be
-            # refused, not written again.
             FaultCell(FaultClass.TXN_RETENTION, TRACKER_AFTER_SINK, 1, TXN_EXPIRED),
             FaultCell(FaultClass.LOG_RETENTION, TRACKER_AFTER_SINK, 1, PRECISE),
         ),
@@ -187,9 +173,6 @@ CASES: tuple[RecoveryCase, ...] = (
         description="downstream windows closed by the upstream query's tracker",
         cells=cells(
             *_TRACKER_CELLS,
-            # The upstream forwards its rows through the two-phase Kafka writer (a
-            # transaction per slice): a slice task of batch 1 straggles inside its
-            # transaction and a speculative copy races it; the copy's init fences it.
             FaultCell(FaultClass.SPECULATION, KAFKA_SLICED.fault(2), 1, seconds=5.0, partition=0),
             *broker_cells(TRACKER_AFTER_SINK),
         ),
@@ -199,8 +182,6 @@ CASES: tuple[RecoveryCase, ...] = (
         PRECISE,
         description="ordering buffer + dedup + EWMA: same output under another batch plan",
         every=5,
-        # Output and catalog written for batch 0, Spark's commit log not: the replay must
-        # be refused once DedupSink's txns expired, not written again.
         cells=driver_cells(
             DEDUP_AFTER_OUTPUT,
             0,
@@ -214,11 +195,6 @@ CASES: tuple[RecoveryCase, ...] = (
         description="EWMA folded in arrival order (--no-buffer): another batch plan, other values",
         extra_args=("--no-buffer", "--no-dedup"),
     ),
-    # Killed after the catalog commit of batch 1 (before its output). The kept copy is
-    # always the first delivery (its copy follows it in the same partition), so the output
-    # equals the clean run row for row. Step 1 runs in the task of each bucket (decided,
-    # staged, filters saved as the batch's version): a failed attempt 0 is retried from
-    # the same version. Retention acts once output and catalog are written for batch 1.
     ReadingsCase(
         name="dedup_delta",
         outputs=(ExpectedOutput("unique", UNIQUE, PRECISE),),
@@ -228,8 +204,6 @@ CASES: tuple[RecoveryCase, ...] = (
         limit=40,
         readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},
     ),
-    # Killed after batch 0's upsert and restarted without the rate limit, so the restart
-    # publishes other intermediate totals than the clean run.
     EventsCase(
         name="upsert_totals",
         outputs=(
@@ -237,9 +211,6 @@ CASES: tuple[RecoveryCase, ...] = (
             ExpectedOutput("changes", CHANGES, RecoveryClass.ROLLBACK_CONVERGENT),
         ),
         description="running totals MERGEd at least once: the change feed repeats, then converges",
-        # Spark's state goes with the checkpoint: the same batch plan from zero again
-        # recomputes the same totals (the table converges at once) and republishes every
-        # change.
         cells=driver_cells(
             AFTER_UPSERT, 0, {"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING}
         ),

@@ -26,6 +26,7 @@ from spark_ext.recovery import (
     read_delta_rows,
 )
 from spark_ext.recovery.campaign import with_flag
+from spark_ext.recovery.campaign_plan import Workload
 from spark_ext.recovery.faults import Expectation
 from spark_ext.sinks.errors import (
     DeltaTxnExpiredError,
@@ -36,17 +37,11 @@ from spark_ext.sinks.errors import (
 from spark_ext.sinks.protocol import Protocol
 from spark_ext.tracker.errors import CheckpointBehindAgent
 
-#: The typed error a checkpoint reset must end in when the output is kept (invariant 6): a
-#: reset checkpoint is a new query id, and another query owns the sink (issue #24, N11).
+#: The typed errors the cells declare (why each: docs/design.md, "Fault points").
 OWNER_REFUSED = ExpectedError.of(SinkOwnerError)
-#: The tracker's: its agent applied batches the reset checkpoint never reached.
 BEHIND_AGENT = ExpectedError.of(CheckpointBehindAgent)
-#: A replay whose evidence (the output topic) retention trimmed (invariant 6).
 UNPROVABLE = ExpectedError.of(ReplayUnprovableError)
-#: A Delta output whose ``txn`` retention expired next to the sink's committed files.
 TXN_EXPIRED = ExpectedError.of(DeltaTxnExpiredError)
-#: A sink that cannot fence two live attempts of a task refuses ``spark.speculation`` before it
-#: writes anything.
 SPECULATION_REFUSED = ExpectedError.of(SinkConfigError)
 PRECISE = RecoveryClass.PRECISE
 #: How long the broker faults keep the broker paused (past kafka-python's default
@@ -107,11 +102,8 @@ def sink_cells(
     trim: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
-    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell).
-
-    A checkpoint reset is refused by the sink's owner record; an expired ``txn`` is refused, a
-    trimmed log recovers precisely, a trimmed output topic is refused; ``extra``: other cells.
-    """
+    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell), with
+    the sinks' outcomes (docs/design.md, "Fault points"); ``extra``: other cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
@@ -124,21 +116,6 @@ def sink_cells(
     brokers = broker_cells(protocol.fault(broker)) if broker else ()
     reset = FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED)
     return cells(reset, *steps, *brokers, *extra)
-
-
-def expire_delta(
-    table: str, fault: FaultClass, settings: storage.StorageSettings | None = None
-) -> None:
-    """What retention does to the Delta table at ``table`` (reached with ``settings``) under
-    ``fault``."""
-    from spark_ext.recovery.retention import TXN_RETENTION_WAIT_S, expire_txns, trim_delta_log
-
-    if fault is FaultClass.TXN_RETENTION:
-        expire_txns(table, TXN_RETENTION_WAIT_S, settings)
-    elif fault is FaultClass.LOG_RETENTION:
-        trim_delta_log(table, settings)
-    else:
-        raise ValueError(f"{fault} does not act on a Delta table")
 
 
 @dataclass(eq=False, kw_only=True)
@@ -163,6 +140,8 @@ class JobCase(RecoveryCase):
     extra_args: tuple[str, ...] = ()
     limit: int | None = 100
     catch_up: bool = False
+    #: The campaign's drawn input (:func:`jobs.cases.campaign.variant`; ``None``: the case's own).
+    workload: Workload | None = None
 
     def __post_init__(self, kill: CrashPlan | None) -> None:
         self.module = self.module or f"jobs.{self.name}"
@@ -183,7 +162,16 @@ class JobCase(RecoveryCase):
             args += ["--storage", ctx.storage]
         if self.limit:
             args += ["--max-offsets-per-trigger", str(self.limit)]
-        return [*args, *self.extra_args]
+        args, w = [*args, *self.extra_args], self.workload
+        if w is None:
+            return args
+        if "--sink-id" in args:
+            # Unique to the run (its topics' tag) in front, so runs sharing the broker never
+            # share a sink id (a second query on the same id is drawn on purpose, not by chance).
+            args = with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{w.sink_id}")
+        if "--partitions" in args:
+            args = with_flag(args, "--partitions", str(w.partitions))
+        return [*args, "--buckets", str(w.buckets)] if self.module == "jobs.dedup_delta" else args
 
     def restart_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         args = self.job_args(ctx, slot)
@@ -195,6 +183,14 @@ class JobCase(RecoveryCase):
 
     def expire_output(self, ctx: HarnessContext, slot: RunSlot, fault: FaultClass) -> None:
         """Retention on every Delta table of :attr:`tables` the runs created."""
+        from spark_ext.recovery.retention import expire_txns, trim_delta_log
+
+        if fault not in (FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION):
+            raise ValueError(f"{fault} does not act on a Delta table")
         for table in self.tables:
-            if storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
-                expire_delta(slot.at(table), fault, ctx.settings)
+            if not storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
+                continue
+            if fault is FaultClass.TXN_RETENTION:
+                expire_txns(slot.at(table), ctx.settings)
+            else:
+                trim_delta_log(slot.at(table), ctx.settings)

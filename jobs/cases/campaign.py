@@ -8,14 +8,15 @@ drawn sink id behind a part unique to the run.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from jobs.cases import JobCase
 from jobs.cases.kafka_to_delta import EventsCase
 from jobs.cases.readings import ReadingsCase
 from jobs.cases.tracker import TrackerWindowsCase
 from spark_ext.crash import declared
-from spark_ext.recovery import HarnessContext, RecoveryCase, RunSlot
-from spark_ext.recovery.campaign import with_flag
+from spark_ext.recovery import RecoveryCase
 from spark_ext.recovery.campaign_plan import Workload
 
 __all__ = ["CAMPAIGN_JOBS", "fault_points", "variant"]
@@ -48,26 +49,6 @@ def fault_points(case: RecoveryCase) -> list[str]:
     return sorted(n for n in found if not n.startswith(unreached))
 
 
-class _Fed:
-    """Mixin of a copy fed :attr:`workload`: the run's sink id, partitions and buckets."""
-
-    workload: Workload
-    module: str
-
-    def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
-        args: list[str] = super().job_args(ctx, slot)  # type: ignore[misc]
-        w = self.workload
-        if "--sink-id" in args:
-            # Unique to the run (its topics' tag) in front, so runs sharing the broker never
-            # share a sink id (a second query on the same id is drawn on purpose, not by chance).
-            args = with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{w.sink_id}")
-        if "--partitions" in args:
-            args = with_flag(args, "--partitions", str(w.partitions))
-        if self.module == "jobs.dedup_delta":
-            args = [*args, "--buckets", str(w.buckets)]
-        return args
-
-
 def _inputs(case: RecoveryCase, w: Workload) -> dict[str, Any]:
     """The fields of ``case`` that make it produce ``w`` as its input."""
     if isinstance(case, ReadingsCase):
@@ -85,7 +66,5 @@ def _inputs(case: RecoveryCase, w: Workload) -> dict[str, Any]:
 def variant(case: RecoveryCase, workload: Workload) -> RecoveryCase:
     """A copy of ``case`` whose input is ``workload`` (and sink id, where the job takes one)."""
     inputs = _inputs(case, workload)
-    cls: type[RecoveryCase] = type(f"Fed{type(case).__name__}", (_Fed, type(case)), {})
-    out: RecoveryCase = cls.__new__(cls)
-    out.__dict__.update(case.__dict__, workload=workload, **inputs)
-    return out
+    assert isinstance(case, JobCase)  # _inputs knows no other
+    return dataclasses.replace(case, kill=case.crash, workload=workload, **inputs)

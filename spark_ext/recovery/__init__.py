@@ -18,7 +18,7 @@ with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with not
 ``kills``                      a job killed at each declared step in turn, or at random moments
 ``profiles``                   derived profiles (speculation, own broker), typed error names
 ``report``                     the text table and the HTML report with one plot per output
-``matrix``                     jobs x faults: :func:`run_matrix` and its HTML picture
+``matrix``                     jobs x faults: :func:`run_plan` and its HTML picture
 ``campaign(_plan)``            the randomized campaign: drawn from a seed, run, checked
 =============================  ================================================================
 
@@ -49,10 +49,9 @@ from spark_ext.recovery.faults import (
     ExpectedError,
     FaultCell,
     FaultClass,
-    expectation_label,
     observed_error,
 )
-from spark_ext.recovery.harness import InProcessRunner, RecoveryHarness, forget_last_commit
+from spark_ext.recovery.harness import RecoveryHarness, forget_last_commit
 from spark_ext.recovery.report import format_table, write_report
 
 __all__ = [
@@ -66,7 +65,6 @@ __all__ = [
     "FaultNotFired",
     "FinalStateView",
     "HarnessContext",
-    "InProcessRunner",
     "JobRunFailed",
     "OutputSpec",
     "RecoveryCase",
@@ -77,7 +75,6 @@ __all__ = [
     "RetentionNotApplied",
     "RunSlot",
     "classify",
-    "expectation_label",
     "forget_last_commit",
     "format_table",
     "observed_error",

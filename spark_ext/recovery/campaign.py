@@ -23,10 +23,11 @@ from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot, under
-from spark_ext.recovery.classification import RecoveryClass, classify
-from spark_ext.recovery.faults import ExpectedError, FaultClass, observed_error
+from spark_ext.recovery.classification import RecoveryClass
+from spark_ext.recovery.faults import FaultClass, observed_error
 from spark_ext.recovery.harness import RecoveryHarness
 from spark_ext.recovery.profiles import derive_profile, typed_error_names
+from spark_ext.recovery.runs import compare, judge
 
 __all__ = ["CampaignOutcome", "format_campaign", "run_campaign", "run_plan", "with_flag"]
 
@@ -148,56 +149,34 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
             "fail",
             f"the last run (no fault) failed: {error or 'untyped error'}: {' | '.join(tail)}",
         )
-    broken = []
-    for out in case.outputs:
-        got = classify(clean.rows[out.name], case.read_output(ctx, slot, out.name), out.spec)
-        if got.recovery_class is not RecoveryClass.PRECISE:
-            broken.append(
-                f"{out.name}: {got.recovery_class.value} ({got.missing_rows} missing, "
-                f"{got.duplicate_rows} duplicated, {got.differing_rows} differing of "
-                f"{got.expected_rows})"
-            )
+    broken = [
+        f"{name}: {got.recovery_class.value} ({got.missing_rows} missing, {got.duplicate_rows} "
+        f"duplicated, {got.differing_rows} differing of {got.expected_rows})"
+        for name, (got, _) in compare(case, ctx, slot, clean.rows).items()
+        if got.recovery_class is not RecoveryClass.PRECISE
+    ]
     if broken:
         return outcome("fail", "; ".join(broken))
     if plan.second_query is None:
         return outcome("pass", "precise")
-    refused = _second_query(harness, case, ctx, slot, plan.second_query, clean.rows, errors, ended)
-    return outcome("fail", refused) if refused else outcome("pass", "precise; second query refused")
-
-
-def _second_query(
-    harness: RecoveryHarness,
-    case: RecoveryCase,
-    ctx: HarnessContext,
-    slot: RunSlot,
-    step: RunStep,
-    reference: dict[str, list[dict[str, object]]],
-    errors: set[str],
-    ended: list[str],
-) -> str | None:
-    """Delete the checkpoint and run the job again on the same output and sink id: it must
-    end as the job declares for ``checkpoint-reset``. Returns why not, or ``None``."""
+    # A second query on the same output and sink id, its checkpoint deleted: it must end as the
+    # job declares for checkpoint-reset.
     for path in case.checkpoints(ctx, slot):
         storage.delete(path, ctx.settings)
-    args = _step_args(harness, case, ctx, slot, step, len(ended))
+    args = _step_args(harness, case, ctx, slot, plan.second_query, len(ended))
     run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
     error = None if run.ok else observed_error(run.output_tail, errors)
     ended.append("second query: " + _ended(run, error))
-    wrong = []
-    for out, expected in case.expected(FaultClass.CHECKPOINT_RESET).items():
-        want_error, want_class = (
-            (expected.name, RecoveryClass.PRECISE)
-            if isinstance(expected, ExpectedError)
-            else (None, expected)
-        )
-        spec = next(o.spec for o in case.outputs if o.name == out)
-        got = classify(reference[out], case.read_output(ctx, slot, out), spec).recovery_class
-        if error != want_error or got is not want_class:
-            wrong.append(
-                f"{out}: {error or 'no error'} and {got.value}, declared "
-                f"{want_error or 'no error'} and {want_class.value}"
-            )
-    return f"second query on the same sink id: {'; '.join(wrong)}" if wrong else None
+    compared = compare(case, ctx, slot, clean.rows)
+    results = judge(case, FaultClass.CHECKPOINT_RESET, "second query", compared, {}, "", error)
+    wrong = [
+        f"{r.output}: {r.error or 'no error'} and {r.recovery_class}, declared {r.expected}"
+        for r in results
+        if not r.as_expected
+    ]
+    if wrong:
+        return outcome("fail", f"second query on the same sink id: {'; '.join(wrong)}")
+    return outcome("pass", "precise; second query refused")
 
 
 def _judged(

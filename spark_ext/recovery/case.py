@@ -20,7 +20,6 @@ from spark_ext.recovery.faults import (
     ExpectedError,
     FaultCell,
     FaultClass,
-    expectation_label,
 )
 
 __all__ = [
@@ -241,7 +240,7 @@ class RecoveryResult:
 
     @property
     def expected_label(self) -> str:
-        return expectation_label(self.expected)
+        return str(self.expected)
 
 
 def read_delta_rows(

@@ -31,7 +31,6 @@ __all__ = [
     "ExpectedError",
     "FaultCell",
     "FaultClass",
-    "expectation_label",
     "observed_error",
 ]
 
@@ -108,11 +107,6 @@ class ExpectedError:
 
 #: What a cell must give: a recovery class, or a typed error with nothing written.
 Expectation = RecoveryClass | ExpectedError
-
-
-def expectation_label(expected: Expectation) -> str:
-    """The short text of an expectation (``precise``, ``BatchRegressionError``)."""
-    return str(expected)
 
 
 @dataclass(frozen=True)

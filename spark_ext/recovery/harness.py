@@ -12,58 +12,31 @@ Paths are the caller's, where the jobs run too; the runs' outputs may be on obje
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
-import time
-import traceback
-from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
 from spark_ext.crash import FaultSpec
-from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.classification import classify
 from spark_ext.recovery.disorder import run_disorder_cell
 from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired, RecoveryError
 from spark_ext.recovery.faults import BROKER_FAULTS, RETENTION_FAULTS, FaultCell, FaultClass
 from spark_ext.recovery.host_faults import HOST_FAULTS, IsolatedHosts, run_host_cell
 from spark_ext.recovery.profiles import derive_profile, resolve_profile
 from spark_ext.recovery.retention import run_retention_cell
-from spark_ext.recovery.runs import CleanRun, JobRuns, Runner, judge, typed_error
+from spark_ext.recovery.runs import CleanRun, JobRuns, compare, judge, typed_error
 from spark_ext.recovery.speculation import SPECULATION_CONF, assert_speculated, speculation_profile
 
-__all__ = ["InProcessRunner", "RecoveryHarness", "forget_last_commit"]
+__all__ = ["RecoveryHarness", "forget_last_commit"]
 
 log = logging.getLogger(__name__)
 
 
-class InProcessRunner:
-    """Run a job's ``main(args)`` in this process, on its running SparkSession (clean runs
-    only: another profile's settings are ignored)."""
-
-    def __call__(
-        self,
-        module: str,
-        args: Sequence[str] = (),
-        fault: str | None = None,
-        kill_after_s: float | None = None,
-        timeout_s: float = 600.0,
-        **kwargs: Any,
-    ) -> JobRun:
-        if fault or kill_after_s is not None:
-            raise ValueError("InProcessRunner runs clean runs only")
-        start = time.monotonic()
-        try:
-            code = importlib.import_module(module).main(list(args))
-        except Exception:
-            return JobRun(1, time.monotonic() - start, traceback.format_exc())
-        return JobRun(int(code or 0), time.monotonic() - start, "")
-
-
+@dataclass(eq=False)
 class RecoveryHarness(JobRuns):
     """Run cases clean and under faults, restart them, and classify what each fault did.
 
@@ -72,54 +45,31 @@ class RecoveryHarness(JobRuns):
     those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
     kills, ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
     speculation cells. ``hosts``: an isolated cluster the host faults run on (none: those
-    cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs, e.g.
-    :class:`InProcessRunner`); ``parallel`` runs the clean run beside the killed one.
+    cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs);
+    ``parallel`` runs the clean run beside the killed one.
     ``out_root``: where the runs' tables and checkpoints go (default: ``workdir``; an
     ``s3a://`` prefix runs the jobs with ``--storage s3``), reached with ``storage``.
     """
 
-    def __init__(
-        self,
-        workdir: Path,
-        bootstrap: str,
-        profile: str = "test",
-        runner: Runner = run_job,
-        timeout_s: float = 600.0,
-        parallel: bool = True,
-        hosts: IsolatedHosts | None = None,
-        clean_runner: Runner | None = None,
-        fault_profile: str = "faults",
-        broker_port: int = 19192,
-        brokers: BrokerFactory | None = None,
-        speculation_profile: str = "faults",
-        out_root: str = "",
-        storage: storage.StorageSettings | None = None,
-    ) -> None:
-        self.clean_runner = clean_runner or runner
-        self.out_root = out_root
-        self.storage = storage
-        self.workdir = Path(workdir).resolve()
-        self.parallel = parallel
-        self.bootstrap = bootstrap
-        self.profile = resolve_profile(profile)
-        self.fault_profile = resolve_profile(fault_profile)
-        self.speculation_profile = resolve_profile(speculation_profile)
-        self.runner = runner
-        self.timeout_s = timeout_s
-        self.broker_port = broker_port
-        self.brokers = brokers
-        self.hosts = hosts
+    parallel: bool = True
+    hosts: IsolatedHosts | None = None
+    broker_port: int = 19192
+    brokers: BrokerFactory | None = None
+    speculation_profile: str = "faults"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.speculation_profile = resolve_profile(self.speculation_profile)
 
     def check(self, case: RecoveryCase) -> list[RecoveryResult]:
         """Run ``case`` clean, then killed at its crash plan and restarted; classify each output."""
         ctx = self.context(case)
         case.prepare(ctx)
         slot = ctx.slot("crashed")
-        parallel = self.parallel and not isinstance(self.clean_runner, InProcessRunner)
-        log.info("%s: clean run%s", case.name, " (alongside the killed run)" * parallel)
+        log.info("%s: clean run%s", case.name, " (alongside the killed run)" * self.parallel)
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending: Future[CleanRun] | None = None
-            if parallel:
+            if self.parallel:
                 pending = pool.submit(self.clean_run, case, ctx)
             else:
                 clean = self.clean_run(case, ctx)
@@ -176,11 +126,11 @@ class RecoveryHarness(JobRuns):
             return run_retention_cell(self, case, cell, clean)
         if fault is FaultClass.SPECULATION and cell.point is None:
             return self._refused_speculation(case, cell, clean)
-        ctx = dataclasses.replace(clean.ctx, profile=self.fault_profile)
+        profile = self.fault_profile
         if fault is FaultClass.SPECULATION:
-            dest = ctx.workdir / "speculation.toml"
+            dest = clean.ctx.workdir / "speculation.toml"
             profile = speculation_profile(self.speculation_profile, dest)
-            ctx = dataclasses.replace(ctx, profile=profile)
+        ctx = dataclasses.replace(clean.ctx, profile=profile)
         run = self.fault_run(case, cell, ctx)
         if fault is FaultClass.SPECULATION:
             assert_speculated(case.name, cell, run)
@@ -226,13 +176,7 @@ class RecoveryHarness(JobRuns):
         the typed error the run stopped with, if any."""
         run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
         error = typed_error(case, str(cell.fault), run)
-        compared = {
-            o.name: (
-                classify(reference[o.name], case.read_output(ctx, slot, o.name), o.spec),
-                len(reference[o.name]),
-            )
-            for o in case.outputs
-        }
+        compared = compare(case, ctx, slot, reference, {k: len(v) for k, v in reference.items()})
         seconds = {"clean": clean_seconds, "fault": run.seconds}
         note = "stopped with a typed error" if error else "ran to its end"
         return judge(case, cell.fault, cell.describe(), compared, seconds, note, error)

@@ -1,11 +1,6 @@
 """The host faults of the matrix on isolated hosts (:mod:`spark_ext.recovery.network`): the host
 whose task reached the cell's point is lost, or cut from the broker and the store and healed,
-while the task holds there; the liveness figure is the time from then to the next committed
-batch (docs/design.md, "Isolated hosts").
-
-The clean run (``O_e``) is the harness's own (local mode); the faulted run and its restart run
-on the cluster, so a ``precise`` cell also says the cluster's output equals local mode's.
-"""
+while the task holds there (docs/design.md, "Isolated hosts")."""
 
 from __future__ import annotations
 
@@ -13,7 +8,6 @@ import dataclasses
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -57,12 +51,6 @@ class LivenessExceeded(RecoveryError):
         super().__init__(f"{job} under {fault}: first commit after the heal: {took} > {bound_s:g}s")
 
 
-@dataclass
-class _Acted:
-    host: str | None = None
-    at: float | None = None  # wall clock, comparable with file times
-
-
 def first_commit_after(
     case: RecoveryCase, ctx: HarnessContext, slot: RunSlot, at: float
 ) -> float | None:
@@ -80,27 +68,6 @@ def first_commit_after(
     return min(later) if later else None
 
 
-def _act(cell: FaultCell, fault_log: Path, acted: _Acted) -> bool:
-    """Act on the host of the first task that reached the point; ``True`` once done."""
-    tasks = [e for e in fault_log_entries(fault_log) if e["side"] == "executor"]
-    if not tasks:
-        return False
-    host = host_of(int(str(tasks[0]["pid"])))
-    if host is None:
-        raise RecoveryError(f"{cell.describe()}: the task (pid {tasks[0]['pid']}) is on no host")
-    acted.host = host
-    if cell.fault is FaultClass.HOST_LOSS:
-        kill_host(host)
-    else:
-        cut(host)
-        try:
-            time.sleep(cell.seconds)
-        finally:
-            heal(host)
-    acted.at = time.time()
-    return True
-
-
 def run_host_cell(
     runs: JobRuns, case: RecoveryCase, cell: FaultCell, hosts: IsolatedHosts, clean: CleanRun
 ) -> list[RecoveryResult]:
@@ -109,20 +76,43 @@ def run_host_cell(
     ctx = dataclasses.replace(clean.ctx, profile=hosts.profile)
     slot = ctx.slot(str(cell.fault))
     fault_log = hosts.shared / f"{case.name}-{cell.fault}-{uuid.uuid4().hex[:8]}.jsonl"
-    acted = _Acted()
+    host: str | None = None
+    at: float | None = None  # wall clock, comparable with file times
+
+    def act() -> bool:
+        """Act on the host of the first task that reached the point; ``True`` once done."""
+        nonlocal host, at
+        tasks = [e for e in fault_log_entries(fault_log) if e["side"] == "executor"]
+        if not tasks:
+            return False
+        host = host_of(int(str(tasks[0]["pid"])))
+        if host is None:
+            raise RecoveryError(
+                f"{cell.describe()}: the task (pid {tasks[0]['pid']}) is on no host"
+            )
+        if cell.fault is FaultClass.HOST_LOSS:
+            kill_host(host)
+        else:
+            cut(host)
+            try:
+                time.sleep(cell.seconds)
+            finally:
+                heal(host)
+        at = time.time()
+        return True
+
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
-    args = case.job_args(ctx, slot)
     env = {FAULT_LOG_ENV: str(fault_log)}
-    faulted, _ = runs.run_acting(case, cell, args, env, lambda: _act(cell, fault_log, acted))
+    faulted, _ = runs.run_acting(case, cell, case.job_args(ctx, slot), env, act)
     try:
-        if acted.at is None:
+        if at is None:
             raise FaultNotFired(case.name, cell.describe(), faulted)
-        described = f"{cell.describe()} on {acted.host}"
+        described = f"{cell.describe()} on {host}"
         results = runs.restart_and_compare(case, ctx, slot, clean, faulted, cell.fault, described)
     finally:
-        if cell.fault is FaultClass.HOST_LOSS and acted.host is not None:
-            hosts.restart(acted.host)
-    liveness = first_commit_after(case, ctx, slot, acted.at)
+        if cell.fault is FaultClass.HOST_LOSS and host is not None:
+            hosts.restart(host)
+    liveness = first_commit_after(case, ctx, slot, at)
     log.info("%s under %s: first commit %ss after", case.name, cell.fault, liveness)
     if liveness is None or liveness > cell.bound_s:
         raise LivenessExceeded(case.name, str(cell.fault), liveness, cell.bound_s)

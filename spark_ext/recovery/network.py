@@ -1,9 +1,5 @@
-"""Hosts on one machine (network namespaces on a bridge) and the faults only a network brings:
-a host lost, a host cut from the broker and the store (docs/design.md, "Isolated hosts").
-
-Every name carries :data:`PREFIX` and every address is in :data:`SUBNET`: nothing else on the
-machine is touched, and :func:`remove_hosts` finds what a killed run left. Linux, as root,
-with ``ip`` (iproute2); no iptables or netem needed.
+"""Hosts on one machine (network namespaces on a bridge, names from :data:`PREFIX`, addresses in
+:data:`SUBNET`) and the faults only a network brings (docs/design.md, "Isolated hosts").
 
 >>> host_name(1), host_address(1)
 ('sxh-w1', '10.231.0.11')
@@ -40,20 +36,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Every network namespace, interface and tmpfs of the isolated hosts starts with this.
+#: The start of every namespace, interface and tmpfs name; the bridge joining the hosts.
 PREFIX = "sxh"
-#: The bridge joining the hosts; the machine's side holds the driver's and the services'
-#: addresses on it.
 BRIDGE = f"{PREFIX}-br0"
-#: The project's own range (a /24 no other interface of the machine uses).
+#: The hosts' /24; the bridge's addresses of the master and driver, and of broker and store.
 SUBNET = "10.231.0"
-#: The Spark master and the driver listen here (the machine's side of the bridge).
 DRIVER_ADDRESS = f"{SUBNET}.1"
-#: The Kafka broker and the object store listen here: a second address of the bridge, so a
-#: host can be cut from the services and still reach the driver.
 SERVICE_ADDRESS = f"{SUBNET}.2"
-#: A MAC address no interface has: a host whose neighbour entry for an address points here
-#: sends every packet to that address into the void (dropped, never refused).
+#: A MAC address no interface has: packets sent to it are dropped, never refused.
 VOID_MAC = "02:00:00:00:0e:0e"
 
 
@@ -121,19 +111,8 @@ def kill_host(host: str, timeout_s: float = 10.0) -> int:
 def cut(host: str, address: str = SERVICE_ADDRESS) -> None:
     """Drop every packet ``host`` sends to ``address`` (its neighbour entry points nowhere):
     connections hang as behind a broken link, none is refused."""
-    ip(
-        "-n",
-        host,
-        "neigh",
-        "replace",
-        address,
-        "lladdr",
-        VOID_MAC,
-        "dev",
-        "eth0",
-        "nud",
-        "permanent",
-    )
+    entry = (address, "lladdr", VOID_MAC, "dev", "eth0", "nud", "permanent")
+    ip("-n", host, "neigh", "replace", *entry)
     log.info("%s cut from %s", host, address)
 
 

@@ -23,12 +23,16 @@ def resolve_profile(profile: str | Path) -> str:
     return text
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(str(value))
+def _toml(table: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``table`` as TOML lines: its values, then each sub-table under its ``[header]``."""
+    lines = [
+        f"{json.dumps(k)} = {json.dumps(v)}" for k, v in table.items() if not isinstance(v, dict)
+    ]
+    for key, sub in table.items():
+        if isinstance(sub, dict):
+            header = f"{prefix}{json.dumps(key)}"
+            lines += [f"[{header}]", *_toml(sub, f"{header}.")]
+    return lines
 
 
 def derive_profile(
@@ -44,27 +48,14 @@ def derive_profile(
     Loaded once here, so a bad profile fails before any job.
     """
     raw = tomllib.loads(profile_path(base).read_text())
-    spark = {**raw.get("spark", {}), **(settings or {})}
-    conf = {**spark.pop("conf", {}), **(spark_conf or {})}
-    raw["spark"] = spark
+    spark = raw.setdefault("spark", {})
+    spark.update(settings or {})
+    spark["conf"] = {**spark.get("conf", {}), **(spark_conf or {})}
     if bootstrap:
-        raw["kafka"] = {**raw.get("kafka", {}), "bootstrap_servers": bootstrap}
-    lines = []
-    for section, values in raw.items():
-        lines.append(f"[{section}]")
-        lines.extend(
-            f"{k} = {_toml_value(v)}" for k, v in values.items() if not isinstance(v, dict)
-        )
-        if section == "spark":
-            lines.append("[spark.conf]")
-            lines.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in conf.items())
-        for name, table in values.items():  # [kafka.properties]
-            if isinstance(table, dict):
-                lines.append(f"[{section}.{name}]")
-                lines.extend(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items())
+        raw.setdefault("kafka", {})["bootstrap_servers"] = bootstrap
     dest = Path(dest).resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text("\n".join(lines) + "\n")
+    dest.write_text("\n".join(_toml(raw)) + "\n")
     load_profile(dest)
     return dest
 

@@ -73,14 +73,19 @@ def format_table(results: Iterable[RecoveryResult]) -> str:
     return "\n".join(text_table([TABLE_COLUMNS, *table_rows(results)]))
 
 
+def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """An HTML table: ``head`` over ``rows``, every cell escaped."""
+
+    def cells(tag: str, row: Sequence[object]) -> str:
+        return "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in row)
+
+    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in rows)
+    return f"<table><tr>{cells('th', head)}</tr>{body}</table>"
+
+
 def html_table(results: Iterable[RecoveryResult]) -> str:
     """The results as an HTML table of :data:`TABLE_COLUMNS`."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in TABLE_COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in table_rows(results)
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return _table(TABLE_COLUMNS, table_rows(results))
 
 
 def write_page(folder: Path, title: str, intro: str, body: str) -> Path:
@@ -131,30 +136,18 @@ def _html_rows(title: str, diffs: Sequence[RowDiff], limit: int) -> str:
     if not diffs:
         return ""
     cols = list(diffs[0].row)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in [*cols, "clean", "recovered"])
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td>{html.escape(str(d.row[c]))}</td>" for c in cols)
-        + f"<td>{d.expected_count}</td><td>{d.observed_count}</td></tr>"
-        for d in diffs[:limit]
-    )
+    rows = ([*(d.row[c] for c in cols), d.expected_count, d.observed_count] for d in diffs[:limit])
     more = f"<p>... {len(diffs) - limit} more</p>" if len(diffs) > limit else ""
-    return f"<h3>{html.escape(title)} ({len(diffs)})</h3><table><tr>{head}</tr>{body}</table>{more}"
+    table = _table([*cols, "clean", "recovered"], rows)
+    return f"<h3>{html.escape(title)} ({len(diffs)})</h3>{table}{more}"
 
 
 def _html_state(diffs: Sequence[StateDiff], limit: int) -> str:
     if not diffs:
         return ""
-    body = "".join(
-        f"<tr><td>{html.escape(json.dumps(d.key, default=str))}</td>"
-        f"<td>{html.escape(json.dumps(d.expected, default=str))}</td>"
-        f"<td>{html.escape(json.dumps(d.observed, default=str))}</td></tr>"
-        for d in diffs[:limit]
-    )
-    return (
-        f"<h3>final state differs ({len(diffs)} keys)</h3>"
-        f"<table><tr><th>key</th><th>clean</th><th>recovered</th></tr>{body}</table>"
-    )
+    rows = [[json.dumps(v, default=str) for v in (d.key, d.expected, d.observed)] for d in diffs]
+    table = _table(("key", "clean", "recovered"), rows[:limit])
+    return f"<h3>final state differs ({len(diffs)} keys)</h3>{table}"
 
 
 def result_id(result: RecoveryResult) -> str:

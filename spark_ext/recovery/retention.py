@@ -64,16 +64,12 @@ def _delta(table: str | Path, settings: storage.StorageSettings | None) -> Any:
     return DeltaTable(uri, storage_options=options)
 
 
-def expire_txns(
-    table: str | Path,
-    wait_s: float = TXN_RETENTION_WAIT_S,
-    settings: storage.StorageSettings | None = None,
-) -> None:
+def expire_txns(table: str | Path, settings: storage.StorageSettings | None = None) -> None:
     """Expire every ``txn`` of the Delta table at ``table`` (:data:`TXN_RETENTION`, waited out)."""
     _delta(table, settings).alter.set_table_properties(
         {"delta.setTransactionRetentionDuration": TXN_RETENTION}
     )
-    time.sleep(wait_s)
+    time.sleep(TXN_RETENTION_WAIT_S)
     log.info("txn retention of %s set to %s and waited out", table, TXN_RETENTION)
 
 

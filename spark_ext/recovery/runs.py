@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
-from spark_ext.jobrun import JobRun
+from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot, under
 from spark_ext.recovery.classification import Comparison, classify
 from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFailed
 from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
-from spark_ext.recovery.profiles import typed_error_names
+from spark_ext.recovery.profiles import resolve_profile, typed_error_names
 
-__all__ = ["CleanRun", "JobRuns", "Runner", "assert_fired", "judge", "typed_error"]
+__all__ = ["CleanRun", "JobRuns", "Runner", "compare", "judge", "typed_error"]
 
 log = logging.getLogger(__name__)
 
@@ -39,20 +39,25 @@ class CleanRun:
     seconds: float
 
 
+@dataclass(eq=False)
 class JobRuns:
-    """Run a case's job: into a fresh context, clean, and restarted after a fault (settings:
-    :class:`~spark_ext.recovery.harness.RecoveryHarness`'s parameters)."""
+    """Run a case's job: into a fresh context, clean, and restarted after a fault (fields:
+    :class:`~spark_ext.recovery.harness.RecoveryHarness`)."""
 
     workdir: Path
     bootstrap: str
-    profile: str
-    fault_profile: str
-    runner: Runner
-    clean_runner: Runner
-    timeout_s: float
-    #: Where the runs' outputs go ("": under ``workdir``), and the settings reaching it.
-    out_root: str
-    storage: storage.StorageSettings | None
+    profile: str = "test"
+    runner: Runner = run_job
+    timeout_s: float = 600.0
+    clean_runner: Runner | None = None
+    fault_profile: str = "faults"
+    out_root: str = ""
+    storage: storage.StorageSettings | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+        self.profile = resolve_profile(self.profile)
+        self.fault_profile = resolve_profile(self.fault_profile)
 
     def context(self, case: RecoveryCase, folder: str | None = None) -> HarnessContext:
         """A fresh, emptied context for ``case``: its folder (and its outputs' location) and
@@ -74,7 +79,7 @@ class JobRuns:
     ) -> CleanRun:
         """Run ``case`` clean into ``ctx``'s ``clean`` slot and read every output (non-empty)."""
         slot = ctx.slot("clean")
-        run = (runner or self.clean_runner)(
+        run = (runner or self.clean_runner or self.runner)(
             case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s
         )
         if not run.ok:
@@ -105,7 +110,9 @@ class JobRuns:
             timeout_s=self.timeout_s,
             **traced,
         )
-        assert_fired(case.name, cell, run)
+        kind = cell.kind
+        if cell.point and kind and not run.fired(cell.point.name, kind.value):
+            raise FaultNotFired(case.name, cell.describe(), run)
         return run
 
     def run_acting(
@@ -162,14 +169,26 @@ class JobRuns:
             again = self.restart(case, fault, case.restart_args(ctx, slot))
             seconds["restarted"] = again.seconds
             note += ", restarted"
-        compared = {
-            o.name: (
-                classify(clean.rows[o.name], case.read_output(ctx, slot, o.name), o.spec),
-                before[o.name],
-            )
-            for o in case.outputs
-        }
+        compared = compare(case, ctx, slot, clean.rows, before)
         return judge(case, fault, described, compared, seconds, note)
+
+
+def compare(
+    case: RecoveryCase,
+    ctx: HarnessContext,
+    slot: RunSlot,
+    reference: Mapping[str, Sequence[Mapping[str, Any]]],
+    before: Mapping[str, int] | None = None,
+) -> dict[str, tuple[Comparison, int]]:
+    """Each output of ``slot`` classified against ``reference`` (``O_f + O'`` against ``O_e``),
+    with its rows before the restart (``before``; none: 0)."""
+    return {
+        o.name: (
+            classify(reference[o.name], case.read_output(ctx, slot, o.name), o.spec),
+            (before or {}).get(o.name, 0),
+        )
+        for o in case.outputs
+    }
 
 
 def judge(
@@ -213,10 +232,3 @@ def typed_error(case: RecoveryCase, phase: str, run: JobRun) -> str | None:
     if not run.ok and error is None:
         raise JobRunFailed(case.name, f"{phase} (no typed error named)", run)
     return error
-
-
-def assert_fired(job: str, cell: FaultCell, run: JobRun) -> None:
-    """Raise :class:`FaultNotFired` unless ``run``'s fault log shows ``cell``'s fault firing."""
-    kind = cell.kind
-    if cell.point is not None and kind is not None and not run.fired(cell.point.name, kind.value):
-        raise FaultNotFired(job, cell.describe(), run)

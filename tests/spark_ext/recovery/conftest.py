@@ -4,8 +4,11 @@ store (:func:`store_harness`)."""
 
 from __future__ import annotations
 
+import importlib
+import time
+import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +16,9 @@ import pytest
 
 from connectors.kafka.local_broker import private_broker
 from spark_ext import storage
+from spark_ext.jobrun import JobRun
 from spark_ext.recovery import (
     HarnessContext,
-    InProcessRunner,
     RecoveryCase,
     RecoveryHarness,
     RecoveryResult,
@@ -39,6 +42,19 @@ def store_harness(
     )
 
 
+def in_process(module: str, args: Sequence[str] = (), **kwargs: Any) -> JobRun:
+    """Run a job's ``main(args)`` in this process, on its running SparkSession (clean runs
+    only: another profile's settings are ignored)."""
+    if kwargs.get("fault") or kwargs.get("kill_after_s") is not None:
+        raise ValueError("in_process runs clean runs only")
+    start = time.monotonic()
+    try:
+        code = importlib.import_module(module).main(list(args))
+    except Exception:
+        return JobRun(1, time.monotonic() - start, traceback.format_exc())
+    return JobRun(int(code or 0), time.monotonic() - start, "")
+
+
 @pytest.fixture(scope="session")
 def recovery_results() -> list[RecoveryResult]:
     """Every result the session's harness checks produced (for the final report)."""
@@ -60,14 +76,15 @@ def harness(
 ) -> Iterator[RecoveryHarness]:
     """A harness running jobs with the ``test`` profile; prints the table when the run ends.
 
-    Clean runs run in this process on the shared session (``test`` profile too); the runs
-    that are killed and restarted are separate processes, as they must be.
+    Clean runs run in this process on the shared session (``test`` profile too), before the
+    killed run; the runs that are killed and restarted are separate processes, as they must be.
     """
     yield RecoveryHarness(
         tmp_path_factory.mktemp("recovery"),
         kafka_bootstrap,
         profile="test",
-        clean_runner=InProcessRunner(),
+        clean_runner=in_process,
+        parallel=False,
         brokers=private_broker,
     )
     if recovery_results:

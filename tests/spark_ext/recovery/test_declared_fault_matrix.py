@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from jobs import registry
 from spark_ext.recovery import FaultCell, FaultClass
-from spark_ext.recovery.faults import Expectation, expectation_label
+from spark_ext.recovery.faults import Expectation
 
 #: Per job (in registry order), per declared fault class: where it fires and what it must give.
 MATRIX = {
@@ -121,7 +121,7 @@ def describe(cell: FaultCell, expected: dict[str, Expectation]) -> str:
         where += f" #{cell.partition}"
     if cell.seconds:
         where += f" {cell.seconds:g}s"
-    outcome = ", ".join(f"{o}={expectation_label(e)}" for o, e in expected.items())
+    outcome = ", ".join(f"{o}={e}" for o, e in expected.items())
     return f"{where}: {outcome}"
 
 

@@ -31,7 +31,12 @@ from spark_ext.recovery import (
     observed_error,
     write_report,
 )
-from spark_ext.recovery.matrix import CellStatus, format_matrix, run_matrix, write_matrix_report
+from spark_ext.recovery.matrix import (
+    CellStatus,
+    format_matrix,
+    run_job_cells,
+    write_matrix_report,
+)
 from tests.spark_ext.recovery.conftest import InMemoryCase
 
 EVENTS = OutputSpec(columns=("id", "v"))
@@ -246,7 +251,7 @@ def test_table_and_report_show_each_job_with_its_plot(tmp_path: Path):
 def test_matrix_marks_cells_and_links_each_picture_cell_to_its_diff(tmp_path: Path):
     case = FakeCase(restart_ids=range(4, 10))
     faults = [FaultClass.KILL, FaultClass.CHECKPOINT_RESET, FaultClass.DRIVER_RAISE]
-    cells = run_matrix(harness(tmp_path, FakeRunner(case)), [case], faults)
+    cells = run_job_cells(harness(tmp_path, FakeRunner(case)), case, faults)
     status = {c.fault: c.status for c in cells}
     assert status == {
         FaultClass.KILL: CellStatus.UNEXPECTED,  # rollback-repeating where gap is declared
@@ -303,7 +308,7 @@ def test_a_cell_whose_harness_step_fails_is_an_error_and_the_other_cells_still_r
         return run_cell(case, fault, clean)
 
     monkeypatch.setattr(h, "run_cell", failing)
-    cells = run_matrix(h, [case], [FaultClass.KILL, FaultClass.CHECKPOINT_RESET])
+    cells = run_job_cells(h, case, [FaultClass.KILL, FaultClass.CHECKPOINT_RESET])
     status = {c.fault: c.status for c in cells}
     assert status == {
         FaultClass.KILL: CellStatus.ERROR,

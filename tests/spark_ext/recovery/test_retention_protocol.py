@@ -151,12 +151,12 @@ def test_a_kill_at_a_random_moment_is_reported_with_the_step_it_landed_after(tmp
 
 
 def test_the_matrix_runs_retention_cells_on_the_clean_run_and_disorder_on_its_own(tmp_path):
-    from spark_ext.recovery.matrix import CellStatus, run_matrix
+    from spark_ext.recovery.matrix import CellStatus, run_job_cells
 
     case = TrimCase(RecoveryClass.PRECISE)
     harness = RecoveryHarness(tmp_path, "127.0.0.1:9092", runner=TrimRunner(case), parallel=False)
     faults = [FaultClass.DISORDER, FaultClass.OUTPUT_TRIM, FaultClass.TXN_RETENTION]
-    cells = {c.fault: c for c in run_matrix(harness, [case], faults)}
+    cells = {c.fault: c for c in run_job_cells(harness, case, faults)}
     assert cells[FaultClass.OUTPUT_TRIM].status is CellStatus.AS_EXPECTED
     assert cells[FaultClass.DISORDER].status is CellStatus.AS_EXPECTED
     assert cells[FaultClass.TXN_RETENTION].status is CellStatus.NOT_APPLICABLE
