@@ -7,15 +7,19 @@ handler, :func:`error_line` is the one line of an error.
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import logging
 import os
 import re
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
@@ -27,7 +31,14 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["INTERRUPTED", "configure_logging", "error_line", "install", "watch_interrupts"]
+__all__ = [
+    "INTERRUPTED",
+    "configure_logging",
+    "error_line",
+    "install",
+    "talk",
+    "watch_interrupts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -145,3 +156,16 @@ def _stop_after_batch(spark: SparkSession, done: list[str], wait_s: float = 600.
         name = query.name or str(query.id)[:8]
         done.append(f"{name} after batch {last}" if last >= 0 else f"{name} before its first batch")
     spark.stop()  # its listener bus drained (the last batch lines) while this process answers
+
+
+def talk(args: argparse.Namespace) -> str:
+    """Logging, the typed-error hook, Ctrl-C and the step folder (each batch's line names the
+    last step its driver reached) for the job ``sys.argv[0]`` names; its name."""
+    prog = Path(sys.argv[0]).stem
+    steps = tempfile.mkdtemp(prefix="spark-ext-steps-")
+    os.environ[STEP_DIR_ENV] = steps  # before the JVM starts: its Python workers see it
+    atexit.register(shutil.rmtree, steps, True)
+    configure_logging(getattr(args, "verbose", False))
+    install(prog, getattr(args, "traceback", False))
+    watch_interrupts(prog, None)
+    return prog

@@ -14,11 +14,11 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from jobs.console import watch_interrupts
-from jobs.preflight import add_output_flags, check_input, check_locations, talk
-from spark_ext import storage
+from jobs.console import talk, watch_interrupts
+from spark_ext import preflight, storage
 from spark_ext.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -229,3 +229,31 @@ def start_batches(
     writer = writer.option("checkpointLocation", str(checkpoint))
     trigger = writer.trigger(processingTime=every) if every else writer.trigger(availableNow=True)
     return trigger.start()
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """``--traceback`` and ``--verbose``, which every job takes."""
+    parser.add_argument("--traceback", action="store_true", help="a typed error's whole trace")
+    parser.add_argument("--verbose", action="store_true", help="other libraries' INFO lines")
+
+
+def check_input(args: argparse.Namespace, bootstrap: str) -> None:
+    """A reachable broker and an existing input topic (the location flags are absolute
+    already: :func:`jobs.startup.location`)."""
+    preflight.require_brokers(bootstrap)
+    preflight.require_topics(bootstrap, [args.topic])
+
+
+def check_locations(args: argparse.Namespace, out: str | Path, remote: bool) -> None:
+    """``--table`` empty, new or a Delta table; the checkpoint (``--checkpoint``, else
+    ``<out>/_checkpoint``) new or written by a query of the same input topic. Only the
+    locations on object storage if ``remote`` (the session holds their settings), else only
+    the local ones (checked before the JVM starts)."""
+    table = getattr(args, "table", None)
+    if table is not None and storage.Location.parse(table).is_s3 == remote:
+        preflight.require_table_folder(table)
+    checkpoint = getattr(args, "checkpoint", None) or storage.Location.parse(str(out)).join(
+        "_checkpoint"
+    )
+    if storage.Location.parse(checkpoint).is_s3 == remote:
+        preflight.require_checkpoint_reads(checkpoint, [args.topic])
