@@ -1,9 +1,6 @@
-"""What a job says to its user: its own log lines only, a typed error as one line with its fix,
-Ctrl-C as one line after the batch in flight (docs/design.md, "A job that talks").
-
-:func:`configure_logging` sets the levels, :func:`install` the error hook and the Ctrl-C
-handler, :func:`error_line` is the one line of an error.
-"""
+"""What a job says to its user (:func:`talk` sets it up): its own log lines only, a typed error
+as one line with its fix, Ctrl-C as one line after the batch in flight (docs/design.md, "A job
+that talks")."""
 
 from __future__ import annotations
 
