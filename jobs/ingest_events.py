@@ -62,14 +62,19 @@ class IngestPaths(JobPaths):
     checkpoint = Under("_checkpoints/ingest")
 
 
-class IngestBatch:
-    """``foreachBatch`` function: parse the batch once, write ``events`` then ``quarantine``."""
+def start_ingest(
+    spark: SparkSession,
+    bootstrap: str,
+    topic: str,
+    paths: IngestPaths,
+    max_offsets_per_trigger: int | None = None,
+) -> StreamingQuery:
+    """Start the one ingest query (``availableNow``): per batch, parse it once, write ``events``
+    then ``quarantine``."""
+    events = DeltaIdempotentWriter(str(paths.events), EVENTS_SINK)
+    quarantine = DeltaIdempotentWriter(str(paths.quarantine), QUARANTINE_SINK)
 
-    def __init__(self, paths: IngestPaths) -> None:
-        self.events = DeltaIdempotentWriter(str(paths.events), EVENTS_SINK)
-        self.quarantine = DeltaIdempotentWriter(str(paths.quarantine), QUARANTINE_SINK)
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+    def write(batch: DataFrame, batch_id: int) -> None:
         tagged = tag_json(batch, CONTRACT)
         # What both writes need, computed once: fields of valid rows, raw bytes of bad ones.
         kept = tagged.select(
@@ -77,28 +82,17 @@ class IngestBatch:
             F.when(F.col("_reason").isNotNull(), F.col("value")).alias("value"),
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            self.events(valid_rows(kept, CONTRACT), batch_id)
+            events(valid_rows(kept, CONTRACT), batch_id)
             EVENTS_WRITTEN.reached(batch_id)
-            self.quarantine(quarantine_rows(kept), batch_id)
+            quarantine(quarantine_rows(kept), batch_id)
             QUARANTINE_WRITTEN.reached(batch_id)
         finally:
             kept.unpersist()
 
-
-def start_ingest(
-    spark: SparkSession,
-    bootstrap: str,
-    topic: str,
-    paths: IngestPaths,
-    available_now: bool = True,
-    max_offsets_per_trigger: int | None = None,
-) -> StreamingQuery:
-    """Start the one ingest query (valid events and quarantine; else every second)."""
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    every = None if available_now else "1 second"
-    return start_batches(source, IngestBatch(paths), paths.checkpoint, "ingest_events", every)
+    return start_batches(source, write, paths.checkpoint, "ingest_events")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     job = start_job(args, "ingest")
     paths = IngestPaths(job.out)
     limit = args.max_offsets_per_trigger
-    start_ingest(job.spark, job.bootstrap, args.topic, paths, True, limit).awaitTermination()
+    start_ingest(job.spark, job.bootstrap, args.topic, paths, limit).awaitTermination()
     job.print_tables("ingest", events=paths.events, quarantine=paths.quarantine)
     return 0
 

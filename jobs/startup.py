@@ -213,17 +213,15 @@ def start_batches(
     write: Callable[[DataFrame, int], None],
     checkpoint: str,
     name: str | None = None,
-    every: str | None = None,
     output_mode: str = "append",
 ) -> StreamingQuery:
-    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``: a batch
-    ``every`` interval, or by default ``availableNow`` (it stops once its input is read)."""
+    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``,
+    ``availableNow`` (it stops once its input is read)."""
     writer = df.writeStream.foreachBatch(write).outputMode(output_mode)
     if name is not None:
         writer = writer.queryName(name)
     writer = writer.option("checkpointLocation", str(checkpoint))
-    trigger = writer.trigger(processingTime=every) if every else writer.trigger(availableNow=True)
-    return trigger.start()
+    return writer.trigger(availableNow=True).start()
 
 
 def check_locations(args: argparse.Namespace, out: str | Path, remote: bool) -> None:

@@ -112,7 +112,7 @@ def start_two_queries(
 def run_until_complete(
     up: StreamingQuery, down: StreamingQuery, agent: object, timeout_s: float = 600
 ) -> None:
-    """Process until every upstream window ended, was forwarded, and ended downstream."""
+    """Process until every upstream window ended, was forwarded, and ended downstream; stop."""
 
     def done() -> bool:
         state = agent.state()  # type: ignore[attr-defined]
@@ -140,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         agent_name,
         args.max_offsets_per_trigger,
     )
-    try:
-        run_until_complete(up, down, agent)
-    finally:
-        up.stop()
-        down.stop()
+    run_until_complete(up, down, agent)
     job.print_tables("tracker_two_queries", totals=under(job.out, "totals"))
     return 0
 
