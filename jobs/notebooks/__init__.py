@@ -130,13 +130,15 @@ def check_root(root: str) -> Path:
 
 
 def setup(namespace: dict[str, Any]) -> dict[str, Any]:
-    """The names every notebook uses: ``spark``, ``BOOTSTRAP``, ``ROOT``, ``show``,
-    ``new_topic(prefix, partitions)`` and ``cleanup()`` (deletes the topics it created).
+    """The names every notebook uses: ``spark``, ``PROFILE`` (the jobs' profile), ``BOOTSTRAP``,
+    ``ROOT``, ``show``, ``new_topic(prefix, partitions)`` and ``cleanup()`` (deletes the topics
+    it created).
 
     On Databricks (``dbutils`` in ``namespace``) they come from the widgets ``bootstrap`` and
     ``root``, both required (no default names a broker or a volume: :class:`NotebookSetupError`
     names the widget left unset); locally from ``NB_PROFILE``, ``NB_BOOTSTRAP``, ``NB_ROOT``.
     """
+    profile = os.environ.get("NB_PROFILE", "local")
     dbutils = namespace.get("dbutils")
     if dbutils is not None:
         dbutils.widgets.text("bootstrap", "", "Kafka bootstrap servers (host:port,...)")
@@ -155,7 +157,7 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
     else:
         from spark_ext.session import build_session
 
-        spark = build_session(os.environ.get("NB_PROFILE", "local"))
+        spark = build_session(profile)
         bootstrap = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
         root = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
 
@@ -184,6 +186,7 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "spark": spark,
+        "PROFILE": profile,
         "BOOTSTRAP": bootstrap,
         "ROOT": root,
         "show": show,
