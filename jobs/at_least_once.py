@@ -10,7 +10,6 @@ duplicates: a crash at the point rewrites the batch, ``events`` gets copies
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -98,4 +97,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -10,7 +10,6 @@ state store (docs/design.md, "Dedup"). Does not guarantee: dedup of copies furth
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -113,4 +112,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

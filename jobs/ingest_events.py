@@ -10,7 +10,6 @@ table across crashes and restarts; a batch id below a table's recorded one is
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
@@ -106,4 +105,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -11,7 +11,6 @@ is the clean total. Does not guarantee: the clean run's intermediate totals in `
 from __future__ import annotations
 
 import functools
-import sys
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -82,4 +81,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())
