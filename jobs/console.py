@@ -32,7 +32,6 @@ __all__ = [
     "INTERRUPTED",
     "configure_logging",
     "error_line",
-    "install",
     "talk",
     "watch_interrupts",
 ]
@@ -83,20 +82,6 @@ def error_line(exc: BaseException) -> str | None:
         name, message = found.group(1), found.group(2)
         fix = typed[name].fix
     return f"{name}: {message}" + (f"; fix: {fix}" if fix else "")
-
-
-def install(prog: str, show_traceback: bool = False) -> None:
-    """Print an uncaught typed error as one line (after its traceback if ``show_traceback``);
-    any other error as Python does."""
-
-    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-        line = error_line(exc)
-        if line is None or show_traceback:
-            traceback.print_exception(kind, exc, tb)
-        if line is not None:
-            log.error("%s: %s", prog, line)
-
-    sys.excepthook = hook
 
 
 def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
@@ -156,13 +141,23 @@ def _stop_after_batch(spark: SparkSession, done: list[str], wait_s: float = 600.
 
 
 def talk(args: argparse.Namespace) -> str:
-    """Logging, the typed-error hook, Ctrl-C and the step folder (each batch's line names the
-    last step its driver reached) for the job ``sys.argv[0]`` names; its name."""
+    """Set up what the job ``sys.argv[0]`` names says (``--verbose``, ``--traceback``): logging,
+    an uncaught typed error as one line, Ctrl-C, and the step folder each batch's line reads;
+    returns the job's name."""
     prog = Path(sys.argv[0]).stem
     steps = tempfile.mkdtemp(prefix="spark-ext-steps-")
     os.environ[STEP_DIR_ENV] = steps  # before the JVM starts: its Python workers see it
     atexit.register(shutil.rmtree, steps, True)
     configure_logging(getattr(args, "verbose", False))
-    install(prog, getattr(args, "traceback", False))
+    show_traceback = getattr(args, "traceback", False)
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        line = error_line(exc)
+        if line is None or show_traceback:  # not ours: Python's whole trace
+            traceback.print_exception(kind, exc, tb)
+        if line is not None:
+            log.error("%s: %s", prog, line)
+
+    sys.excepthook = hook
     watch_interrupts(prog, None)
     return prog
