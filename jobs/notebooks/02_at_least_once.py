@@ -5,7 +5,9 @@
 # MAGIC `jobs/at_least_once.py` writes each batch, then Spark commits its offsets; a driver lost in
 # MAGIC between makes Spark write the batch again. Recovery classes: `events` (a plain copy)
 # MAGIC **rollback-repeating**, `ewma` (an order-sensitive fold kept in the sink)
-# MAGIC **rollback-divergent**.
+# MAGIC **rollback-divergent**. Below, a clean run and a run whose driver dies after the last
+# MAGIC batch's write, rebuilt in process: Spark's commit log forgets the last batch, as the kill
+# MAGIC leaves it (`spark-ext check at_least_once` uses a real SIGKILL).
 
 # COMMAND ----------
 
@@ -14,14 +16,6 @@
 # COMMAND ----------
 
 # MAGIC %run ./_setup
-
-# COMMAND ----------
-
-# MAGIC %md
-# MAGIC ## A clean run, and a run whose driver dies after the last batch's write
-# MAGIC
-# MAGIC Rebuilt in process: Spark's commit log forgets the last batch, as a driver killed after
-# MAGIC the write leaves it; `spark-ext check at_least_once` uses a real SIGKILL.
 
 # COMMAND ----------
 

@@ -26,14 +26,7 @@ run_until_complete(query, agent)
 windows = spark.read.format("delta").load(str(ROOT / "tracker" / "windows"))
 show(windows.orderBy("window_start_ms", "key"))
 
-# COMMAND ----------
-
-# MAGIC %md
-# MAGIC Every window is complete: counts add up to the events produced, and the tracker has
-# MAGIC no substream left open.
-
-# COMMAND ----------
-
+# Every window is complete: counts add up to the events produced, no substream is left open.
 total = windows.groupBy().sum("count").first()[0]
 print(f"{windows.count()} windows holding {total} events; open substreams:", end=" ")
 print(agent.state().open_substreams())
@@ -60,13 +53,7 @@ run_both(up, down, agent2)
 totals = spark.read.format("delta").load(str(ROOT / "two" / "totals"))
 show(totals.orderBy("window_start_ms"))
 
-# COMMAND ----------
-
-# MAGIC %md
-# MAGIC Every downstream window holds all its events, and each ended exactly once.
-
-# COMMAND ----------
-
+# Every downstream window holds all its events, and each ended exactly once.
 down_ends = [e.substream for e in agent2.end_events(0, 10**9) if e.namespace == DOWN]
 print(f"{totals.count()} windows, {totals.groupBy().sum('events').first()[0]:.0f} events")
 assert totals.groupBy().sum("events").first()[0] == 45
