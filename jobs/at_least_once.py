@@ -28,8 +28,6 @@ EWMA_SCHEMA = "user_id STRING, ewma DOUBLE, events BIGINT"
 
 @dataclass(frozen=True)
 class AtLeastOncePaths(JobPaths):
-    """The job's tables and Spark's checkpoint, under one folder."""
-
     events = Under("events")
     quarantine = Under("quarantine")
     ewma = Under("ewma")

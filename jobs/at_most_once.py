@@ -32,8 +32,6 @@ AFTER_WRITE = declare("at_most_once.after_write", "driver", "events and quaranti
 
 @dataclass(frozen=True)
 class AtMostOncePaths(JobPaths):
-    """The job's tables, its offset commits and Spark's checkpoint, under one folder."""
-
     events = Under("events")
     quarantine = Under("quarantine")
     offsets = Under("_offsets")

@@ -44,8 +44,6 @@ def parse(raw: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class DedupPaths(JobPaths):
-    """Output tables, sink state and checkpoint under one folder."""
-
     unique = Under("unique")
     quarantine = Under("quarantine")
     catalog = Under("catalog")

@@ -54,8 +54,6 @@ def append_events(batch: DataFrame, events: str, quarantine: str) -> DataFrame:
 
 @dataclass(frozen=True)
 class IngestPaths(JobPaths):
-    """The two tables and the query's checkpoint under one folder."""
-
     events = Under("events")
     quarantine = Under("quarantine")
     checkpoint = Under("_checkpoints/ingest")

@@ -172,8 +172,6 @@ def parse_readings(raw: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class PipelinePaths(JobPaths):
-    """Output tables and checkpoint under one folder."""
-
     ewma = Under("ewma")
     late = Under("late")
     catalog = Under("catalog")
