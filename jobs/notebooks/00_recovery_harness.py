@@ -19,12 +19,10 @@
 
 import os
 
-from spark_ext.jobs import registry
+from spark_ext.jobs import cli, registry
 from spark_ext.recovery import RecoveryHarness, format_table, write_report
 
-for case in registry.JOBS.values():  # each job and the class each output should get
-    classes = ", ".join(f"{o.name}: {o.expected}" for o in case.outputs)
-    print(f"{case.name:32} crash {case.crash.describe():38} {classes}")
+cli.main(["list"])  # `spark-ext list`: each job, its crash points, the class each output gets
 
 # COMMAND ----------
 
