@@ -10,11 +10,10 @@ duplicates: a crash at the point rewrites the batch, ``events`` gets copies
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -29,8 +28,6 @@ EWMA_SCHEMA = "user_id STRING, ewma DOUBLE, events BIGINT"
 
 @dataclass(frozen=True)
 class AtLeastOncePaths(JobPaths):
-    """The job's tables and Spark's checkpoint, under one folder."""
-
     events = Under("events")
     quarantine = Under("quarantine")
     ewma = Under("ewma")
@@ -51,46 +48,37 @@ def fold_ewma(rows: pd.DataFrame, alpha: float) -> pd.DataFrame:
     )
 
 
-class AtLeastOnceWriter:
-    """The ``foreachBatch`` function: steps 1 to 3 of the module docstring."""
+def fold_into(table: str, valid: DataFrame, alpha: float) -> None:
+    """Fold ``valid`` into the ``ewma`` table at ``table`` (one overwrite commit)."""
+    from delta.tables import DeltaTable
 
-    def __init__(self, spark: SparkSession, paths: AtLeastOncePaths, alpha: float) -> None:
-        self.spark, self.paths, self.alpha = spark, paths, alpha
+    spark = valid.sparkSession
+    if DeltaTable.isDeltaTable(spark, table):
+        state = spark.read.format("delta").load(table)
+    else:
+        state = spark.createDataFrame([], EWMA_SCHEMA)
+    events = valid.select("user_id", "amount", "event_time", "event_id")
+    rows = state.withColumn("kind", F.lit(0)).unionByName(
+        events.withColumn("kind", F.lit(1)), allowMissingColumns=True
+    )
+    folded = rows.groupBy("user_id").applyInPandas(lambda r: fold_ewma(r, alpha), EWMA_SCHEMA)
+    # Materialise before overwriting the table the state was read from.
+    folded.localCheckpoint().write.format("delta").mode("overwrite").save(table)
 
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+
+def start(source: DataFrame, paths: AtLeastOncePaths, alpha: float = 0.5) -> StreamingQuery:
+    """Start the query on ``source`` (a Kafka stream; ``availableNow``: it stops at its end):
+    steps 1 to 3 of the module docstring per batch."""
+
+    def write(batch: DataFrame, batch_id: int) -> None:
         batch = batch.persist()
         try:
-            self.fold(append_events(batch, self.paths.events, self.paths.quarantine))
+            fold_into(str(paths.ewma), append_events(batch, paths.events, paths.quarantine), alpha)
             AFTER_WRITE.reached(batch_id)
         finally:
             batch.unpersist()
 
-    def fold(self, valid: DataFrame) -> None:
-        """Fold ``valid`` into the ``ewma`` table (one overwrite commit)."""
-        from delta.tables import DeltaTable
-
-        table, alpha = str(self.paths.ewma), self.alpha
-        if DeltaTable.isDeltaTable(self.spark, table):
-            state = self.spark.read.format("delta").load(table)
-        else:
-            state = self.spark.createDataFrame([], EWMA_SCHEMA)
-        events = valid.select("user_id", "amount", "event_time", "event_id")
-        rows = state.withColumn("kind", F.lit(0)).unionByName(
-            events.withColumn("kind", F.lit(1)), allowMissingColumns=True
-        )
-
-        def fold(user_rows: pd.DataFrame) -> pd.DataFrame:
-            return fold_ewma(user_rows, alpha)
-
-        # Materialise before overwriting the table the state was read from.
-        new_state = rows.groupBy("user_id").applyInPandas(fold, EWMA_SCHEMA).localCheckpoint()
-        new_state.write.format("delta").mode("overwrite").save(table)
-
-
-def start(source: DataFrame, paths: AtLeastOncePaths, alpha: float = 0.5) -> StreamingQuery:
-    """Start the query on ``source`` (a Kafka stream; ``availableNow``: it stops at its end)."""
-    writer = AtLeastOnceWriter(source.sparkSession, paths, alpha)
-    return start_batches(source, writer, paths.checkpoint, "at_least_once")
+    return start_batches(source, write, paths.checkpoint, "at_least_once")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,4 +95,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -33,8 +32,6 @@ AFTER_WRITE = declare("at_most_once.after_write", "driver", "events and quaranti
 
 @dataclass(frozen=True)
 class AtMostOncePaths(JobPaths):
-    """The job's tables, its offset commits and Spark's checkpoint, under one folder."""
-
     events = Under("events")
     quarantine = Under("quarantine")
     offsets = Under("_offsets")
@@ -53,29 +50,24 @@ def commit_offsets(folder: str, batch_id: int, batch: DataFrame) -> None:
     storage.write_bytes(offsets_file(folder, batch_id), json.dumps(ranges, sort_keys=True).encode())
 
 
-class AtMostOnceWriter:
-    """The ``foreachBatch`` function: steps 1 and 2 of the module docstring."""
+def start(source: DataFrame, paths: AtMostOncePaths) -> StreamingQuery:
+    """Start the query on ``source`` (a Kafka stream; ``availableNow``: it stops at its end):
+    steps 1 and 2 of the module docstring per batch."""
 
-    def __init__(self, paths: AtMostOncePaths) -> None:
-        self.paths = paths
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if storage.exists(offsets_file(self.paths.offsets, batch_id)):
+    def write(batch: DataFrame, batch_id: int) -> None:
+        if storage.exists(offsets_file(paths.offsets, batch_id)):
             log.warning("batch %d: offsets already committed, skipping it", batch_id)
             return
         batch = batch.persist()
         try:
-            commit_offsets(self.paths.offsets, batch_id, batch)
+            commit_offsets(paths.offsets, batch_id, batch)
             AFTER_OFFSET_COMMIT.reached(batch_id)
-            append_events(batch, self.paths.events, self.paths.quarantine)
+            append_events(batch, paths.events, paths.quarantine)
             AFTER_WRITE.reached(batch_id)
         finally:
             batch.unpersist()
 
-
-def start(source: DataFrame, paths: AtMostOncePaths) -> StreamingQuery:
-    """Start the query on ``source`` (a Kafka stream; ``availableNow``: it stops at its end)."""
-    return start_batches(source, AtMostOnceWriter(paths), paths.checkpoint, "at_most_once")
+    return start_batches(source, write, paths.checkpoint, "at_most_once")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,4 +80,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

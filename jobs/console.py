@@ -1,21 +1,22 @@
-"""What a job says to its user: its own log lines only, a typed error as one line with its fix,
-Ctrl-C as one line after the batch in flight (docs/design.md, "A job that talks").
-
-:func:`configure_logging` sets the levels, :func:`install` the error hook and the Ctrl-C
-handler, :func:`error_line` is the one line of an error.
-"""
+"""What a job says to its user (:func:`talk` sets it up): its own log lines only, a typed error
+as one line with its fix, Ctrl-C as one line after the batch in flight (docs/design.md, "A job
+that talks")."""
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import logging
 import os
 import re
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, NoReturn
 
@@ -31,8 +32,8 @@ __all__ = [
     "INTERRUPTED",
     "configure_logging",
     "error_line",
-    "install",
     "restart_after_worker_timeout",
+    "talk",
     "watch_interrupts",
 ]
 
@@ -113,22 +114,6 @@ def restart_after_worker_timeout(prog: str, exc: BaseException) -> None:
     os.execv(sys.executable, sys.orig_argv)
 
 
-def install(prog: str, show_traceback: bool = False) -> None:
-    """Print an uncaught typed error as one line (after its traceback if ``show_traceback``);
-    any other error as Python does; restart after Spark's worker timeout
-    (:func:`restart_after_worker_timeout`)."""
-
-    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
-        restart_after_worker_timeout(prog, exc)
-        line = error_line(exc)
-        if line is None or show_traceback:
-            traceback.print_exception(kind, exc, tb)
-        if line is not None:
-            log.error("%s: %s", prog, line)
-
-    sys.excepthook = hook
-
-
 def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
     """Ctrl-C (SIGINT) stops every active query once its batch in flight is done, then the
     session, logs one line and exits :data:`INTERRUPTED` at once (no clean-up of the job's
@@ -183,3 +168,28 @@ def _stop_after_batch(spark: SparkSession, done: list[str], wait_s: float = 600.
         name = query.name or str(query.id)[:8]
         done.append(f"{name} after batch {last}" if last >= 0 else f"{name} before its first batch")
     spark.stop()  # its listener bus drained (the last batch lines) while this process answers
+
+
+def talk(args: argparse.Namespace) -> str:
+    """Set up what the job ``sys.argv[0]`` names says (``--verbose``, ``--traceback``): logging,
+    an uncaught typed error as one line (after Spark's worker timeout, a restart:
+    :func:`restart_after_worker_timeout`), Ctrl-C, and the step folder each batch's line reads;
+    returns the job's name."""
+    prog = Path(sys.argv[0]).stem
+    steps = tempfile.mkdtemp(prefix="spark-ext-steps-")
+    os.environ[STEP_DIR_ENV] = steps  # before the JVM starts: its Python workers see it
+    atexit.register(shutil.rmtree, steps, True)
+    configure_logging(getattr(args, "verbose", False))
+    show_traceback = getattr(args, "traceback", False)
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        restart_after_worker_timeout(prog, exc)
+        line = error_line(exc)
+        if line is None or show_traceback:  # not ours: Python's whole trace
+            traceback.print_exception(kind, exc, tb)
+        if line is not None:
+            log.error("%s: %s", prog, line)
+
+    sys.excepthook = hook
+    watch_interrupts(prog, None)
+    return prog

@@ -10,7 +10,6 @@ state store (docs/design.md, "Dedup"). Does not guarantee: dedup of copies furth
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -45,8 +44,6 @@ def parse(raw: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class DedupPaths(JobPaths):
-    """Output tables, sink state and checkpoint under one folder."""
-
     unique = Under("unique")
     quarantine = Under("quarantine")
     catalog = Under("catalog")
@@ -113,4 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -8,8 +8,6 @@ Does not guarantee: no duplicates (the crash tests assert they appear).
 
 from __future__ import annotations
 
-import sys
-
 from pyspark.sql import DataFrame
 
 from connectors import kafka
@@ -42,4 +40,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -9,7 +9,6 @@ null fields, no quarantine), one Delta version per batch, across SIGKILLs and re
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -72,4 +71,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

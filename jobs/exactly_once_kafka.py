@@ -11,7 +11,6 @@ records; exactly-once if ``--sink-id`` or ``--checkpoint`` change.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -103,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

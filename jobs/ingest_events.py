@@ -10,7 +10,6 @@ table across crashes and restarts; a batch id below a table's recorded one is
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
@@ -55,34 +54,9 @@ def append_events(batch: DataFrame, events: str, quarantine: str) -> DataFrame:
 
 @dataclass(frozen=True)
 class IngestPaths(JobPaths):
-    """The two tables and the query's checkpoint under one folder."""
-
     events = Under("events")
     quarantine = Under("quarantine")
     checkpoint = Under("_checkpoints/ingest")
-
-
-class IngestBatch:
-    """``foreachBatch`` function: parse the batch once, write ``events`` then ``quarantine``."""
-
-    def __init__(self, paths: IngestPaths) -> None:
-        self.events = DeltaIdempotentWriter(str(paths.events), EVENTS_SINK)
-        self.quarantine = DeltaIdempotentWriter(str(paths.quarantine), QUARANTINE_SINK)
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        tagged = tag_json(batch, CONTRACT)
-        # What both writes need, computed once: fields of valid rows, raw bytes of bad ones.
-        kept = tagged.select(
-            *[c for c in tagged.columns if c not in ("value", "key")],
-            F.when(F.col("_reason").isNotNull(), F.col("value")).alias("value"),
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            self.events(valid_rows(kept, CONTRACT), batch_id)
-            EVENTS_WRITTEN.reached(batch_id)
-            self.quarantine(quarantine_rows(kept), batch_id)
-            QUARANTINE_WRITTEN.reached(batch_id)
-        finally:
-            kept.unpersist()
 
 
 def start_ingest(
@@ -90,15 +64,32 @@ def start_ingest(
     bootstrap: str,
     topic: str,
     paths: IngestPaths,
-    available_now: bool = True,
     max_offsets_per_trigger: int | None = None,
 ) -> StreamingQuery:
-    """Start the one ingest query (valid events and quarantine; else every second)."""
+    """Start the one ingest query (``availableNow``): per batch, parse it once, write ``events``
+    then ``quarantine``."""
+    events = DeltaIdempotentWriter(str(paths.events), EVENTS_SINK)
+    quarantine = DeltaIdempotentWriter(str(paths.quarantine), QUARANTINE_SINK)
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        tagged = tag_json(batch, CONTRACT)
+        # What both writes need, computed once: fields of valid rows, raw bytes of bad ones.
+        kept = tagged.select(
+            *[c for c in tagged.columns if c not in ("value", "key")],
+            F.when(F.col("_reason").isNotNull(), F.col("value")).alias("value"),
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            events(valid_rows(kept, CONTRACT), batch_id)
+            EVENTS_WRITTEN.reached(batch_id)
+            quarantine(quarantine_rows(kept), batch_id)
+            QUARANTINE_WRITTEN.reached(batch_id)
+        finally:
+            kept.unpersist()
+
     source = kafka.read_stream(
         spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
     )
-    every = None if available_now else "1 second"
-    return start_batches(source, IngestBatch(paths), paths.checkpoint, "ingest_events", every)
+    return start_batches(source, write, paths.checkpoint, "ingest_events")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     job = start_job(args, "ingest")
     paths = IngestPaths(job.out)
     limit = args.max_offsets_per_trigger
-    start_ingest(job.spark, job.bootstrap, args.topic, paths, True, limit).awaitTermination()
+    start_ingest(job.spark, job.bootstrap, args.topic, paths, limit).awaitTermination()
     job.print_tables("ingest", events=paths.events, quarantine=paths.quarantine)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

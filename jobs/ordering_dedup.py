@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
@@ -173,8 +172,6 @@ def parse_readings(raw: DataFrame) -> DataFrame:
 
 @dataclass(frozen=True)
 class PipelinePaths(JobPaths):
-    """Output tables and checkpoint under one folder."""
-
     ewma = Under("ewma")
     late = Under("late")
     catalog = Under("catalog")
@@ -250,4 +247,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

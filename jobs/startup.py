@@ -1,10 +1,6 @@
-"""What every guarantee job does first and last, written once: flags, session, paths, report.
-
-:func:`job_parser` declares the shared flags, :func:`start_job` turns them into a
-:class:`JobStart`, :class:`JobPaths` names the tables under ``--out``, :func:`start_batches`
-starts a ``foreachBatch`` query, :meth:`JobStart.print_tables` reports the tables. Tables and
-checkpoints are locations (:func:`location`): a local path or an ``s3a://`` URI; ``--storage
-s3`` puts them in conf/s3.toml's store (docs/design.md, "Object storage", jobs).
+"""What every guarantee job does first and last, written once: flags, checks, session, paths,
+report. Tables and checkpoints are locations (:func:`location`), a local path or an ``s3a://``
+URI (docs/design.md, "A job that talks" and "Object storage", jobs).
 """
 
 from __future__ import annotations
@@ -14,11 +10,11 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from jobs.console import watch_interrupts
-from jobs.preflight import add_output_flags, check_input, check_locations, talk
-from spark_ext import storage
+from jobs.console import talk, watch_interrupts
+from spark_ext import preflight, storage
 from spark_ext.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -111,7 +107,8 @@ def job_parser(
     parser.add_argument(
         "--max-offsets-per-trigger", type=int, default=max_offsets, help="Kafka offsets per batch"
     )
-    add_output_flags(parser)
+    parser.add_argument("--traceback", action="store_true", help="a typed error's whole trace")
+    parser.add_argument("--verbose", action="store_true", help="other libraries' INFO lines")
     return parser
 
 
@@ -171,13 +168,10 @@ def start_job(
     check: Callable[[str], object] | None = None,
     **overrides: Any,
 ) -> JobStart:
-    """Logging and Ctrl-C (:func:`jobs.preflight.talk`), the profile (``--storage``'s sections,
-    then ``overrides``, as :func:`~spark_ext.config.load_profile` takes them), the output folder
-    (``--out`` or ``<data root>/<default_folder>``), every location checked
-    (:func:`spark_ext.storage.check`), the brokers and input (:mod:`jobs.preflight`, then
-    ``check``) and the local table and checkpoint before any JVM starts; the session (with
-    :class:`~spark_ext.metrics.ProgressListener`; when every location is on S3, S3's checkpoint
-    file manager), then the table and checkpoint on object storage."""
+    """Start a job (docs/design.md, "A job that talks"): logging and Ctrl-C, the profile
+    (``--storage``'s sections, then ``overrides``), the output folder (``--out`` or ``<data
+    root>/<default_folder>``), the checks before the JVM (locations, brokers, input topic, then
+    ``check``), the session, then the checks of locations on object storage."""
     prog = talk(args)
     from spark_ext.config import load_profile
     from spark_ext.metrics import ProgressListener
@@ -195,7 +189,8 @@ def start_job(
         storage.check(place, profile.storage)
     bootstrap = args.bootstrap or profile.kafka.bootstrap_servers
     profile.kafka.configure_clients(bootstrap)
-    check_input(args, bootstrap)
+    preflight.require_brokers(bootstrap)
+    preflight.require_topics(bootstrap, [args.topic])
     if check is not None:
         check(bootstrap)
     check_locations(args, out, remote=False)
@@ -218,14 +213,27 @@ def start_batches(
     write: Callable[[DataFrame, int], None],
     checkpoint: str,
     name: str | None = None,
-    every: str | None = None,
     output_mode: str = "append",
 ) -> StreamingQuery:
-    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``: a batch
-    ``every`` interval, or by default ``availableNow`` (it stops once its input is read)."""
+    """Start ``write`` as ``df``'s ``foreachBatch`` function from ``checkpoint``,
+    ``availableNow`` (it stops once its input is read)."""
     writer = df.writeStream.foreachBatch(write).outputMode(output_mode)
     if name is not None:
         writer = writer.queryName(name)
     writer = writer.option("checkpointLocation", str(checkpoint))
-    trigger = writer.trigger(processingTime=every) if every else writer.trigger(availableNow=True)
-    return trigger.start()
+    return writer.trigger(availableNow=True).start()
+
+
+def check_locations(args: argparse.Namespace, out: str | Path, remote: bool) -> None:
+    """``--table`` empty, new or a Delta table; the checkpoint (``--checkpoint``, else
+    ``<out>/_checkpoint``) new or written by a query of the same input topic. Only the
+    locations on object storage if ``remote`` (the session holds their settings), else only
+    the local ones (checked before the JVM starts)."""
+    table = getattr(args, "table", None)
+    if table is not None and storage.Location.parse(table).is_s3 == remote:
+        preflight.require_table_folder(table)
+    checkpoint = getattr(args, "checkpoint", None) or storage.Location.parse(str(out)).join(
+        "_checkpoint"
+    )
+    if storage.Location.parse(checkpoint).is_s3 == remote:
+        preflight.require_checkpoint_reads(checkpoint, [args.topic])

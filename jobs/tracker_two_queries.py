@@ -11,8 +11,6 @@ duplicated rows go to ``late_down``. Does not guarantee: release before the upst
 
 from __future__ import annotations
 
-import sys
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -112,7 +110,7 @@ def start_two_queries(
 def run_until_complete(
     up: StreamingQuery, down: StreamingQuery, agent: object, timeout_s: float = 600
 ) -> None:
-    """Process until every upstream window ended, was forwarded, and ended downstream."""
+    """Process until every upstream window ended, was forwarded, and ended downstream; stop."""
 
     def done() -> bool:
         state = agent.state()  # type: ignore[attr-defined]
@@ -140,14 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         agent_name,
         args.max_offsets_per_trigger,
     )
-    try:
-        run_until_complete(up, down, agent)
-    finally:
-        up.stop()
-        down.stop()
+    run_until_complete(up, down, agent)
     job.print_tables("tracker_two_queries", totals=under(job.out, "totals"))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -175,20 +174,24 @@ def run_until(
     queries: Sequence[StreamingQuery], done: Callable[[], bool], pause_s: float, timeout_s: float
 ) -> None:
     """Process ``queries`` until ``done()``, then the last one once more (the flush batch of
-    the last end events); ``TimeoutError`` after ``timeout_s``."""
+    the last end events), then stop them; ``TimeoutError`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    try:
+        while time.monotonic() < deadline:
+            for query in queries:
+                query.processAllAvailable()
+            if done():
+                queries[-1].processAllAvailable()
+                return
+            time.sleep(pause_s)
+        raise TimeoutError(f"substreams still open after {timeout_s}s")
+    finally:
         for query in queries:
-            query.processAllAvailable()
-        if done():
-            queries[-1].processAllAvailable()
-            return
-        time.sleep(pause_s)
-    raise TimeoutError(f"substreams still open after {timeout_s}s")
+            query.stop()
 
 
 def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 600) -> None:
-    """Process until the source is drained and the tracker has no open substream."""
+    """Process until the source is drained and the tracker has no open substream; stop."""
     state = agent.state  # type: ignore[attr-defined]
     run_until([query], lambda: not state().open_substreams(), 0.5, timeout_s)
 
@@ -207,13 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     query, agent = start_windows(
         job.spark, job.bootstrap, args.topic, args.partitions, job.out, *limits
     )
-    try:
-        run_until_complete(query, agent)
-    finally:
-        query.stop()
+    run_until_complete(query, agent)
     job.print_tables("tracker_windows", windows=under(job.out, "windows"))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

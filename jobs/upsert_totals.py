@@ -10,7 +10,7 @@ is the clean total. Does not guarantee: the clean run's intermediate totals in `
 
 from __future__ import annotations
 
-import sys
+import functools
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -38,52 +38,47 @@ def running_totals(events: DataFrame) -> DataFrame:
     )
 
 
-class UpsertWriter:
-    """The ``foreachBatch`` function: MERGE into ``totals``, append to ``changes``, on the driver."""
+def upsert(out: str, batch: DataFrame, batch_id: int) -> None:
+    """The ``foreachBatch`` function: MERGE into ``out/totals``, append to ``out/changes``, on
+    the driver."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
 
-    def __init__(self, out: str) -> None:
-        self.totals, self.changes = under(out, "totals"), under(out, "changes")
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        import pyarrow as pa
-        from deltalake import DeltaTable, write_deltalake
-
-        settings = storage.session_settings(batch.sparkSession)
-        totals, options = storage.delta_storage(self.totals, settings)
-        changes_uri = storage.delta_storage(self.changes, settings)[0]
-        frame: pd.DataFrame = batch.select(*TOTAL_COLUMNS).toPandas()
-        frame = frame.sort_values("user_id")
-        if frame.empty:
-            return
-        frame = frame.astype({"events": "int64", "total_cents": "int64"})
-        source = pa.Table.from_pandas(frame, preserve_index=False)
-        if DeltaTable.is_deltatable(totals, options):
-            (
-                DeltaTable(totals, storage_options=options)
-                .merge(source, "t.user_id = s.user_id", source_alias="s", target_alias="t")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-        else:
-            write_deltalake(totals, source, storage_options=options)
-        changes = source.append_column("batch_id", pa.array([batch_id] * len(frame), pa.int64()))
-        write_deltalake(changes_uri, changes, mode="append", storage_options=options)
-        AFTER_UPSERT.reached(batch_id)
+    settings = storage.session_settings(batch.sparkSession)
+    totals, options = storage.delta_storage(under(out, "totals"), settings)
+    changes_uri = storage.delta_storage(under(out, "changes"), settings)[0]
+    frame: pd.DataFrame = batch.select(*TOTAL_COLUMNS).toPandas()
+    frame = frame.sort_values("user_id")
+    if frame.empty:
+        return
+    frame = frame.astype({"events": "int64", "total_cents": "int64"})
+    source = pa.Table.from_pandas(frame, preserve_index=False)
+    if DeltaTable.is_deltatable(totals, options):
+        (
+            DeltaTable(totals, storage_options=options)
+            .merge(source, "t.user_id = s.user_id", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+    else:
+        write_deltalake(totals, source, storage_options=options)
+    changes = source.append_column("batch_id", pa.array([batch_id] * len(frame), pa.int64()))
+    write_deltalake(changes_uri, changes, mode="append", storage_options=options)
+    AFTER_UPSERT.reached(batch_id)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = job_parser(__doc__.splitlines()[0], topic="events").parse_args(argv)
     job = start_job(args, "upsert_totals")
     totals = running_totals(parse_events(job.source()))
+    write = functools.partial(upsert, job.out)
     checkpoint = under(job.out, "_checkpoint")
-    start_batches(
-        totals, UpsertWriter(job.out), checkpoint, output_mode="update"
-    ).awaitTermination()
+    start_batches(totals, write, checkpoint, output_mode="update").awaitTermination()
     tables = {name: under(job.out, name) for name in ("totals", "changes")}
     job.print_tables("upsert_totals", **tables)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

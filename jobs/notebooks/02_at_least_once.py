@@ -2,12 +2,12 @@
 # MAGIC %md
 # MAGIC # At-least-once: rows written before the offsets are committed
 # MAGIC
-# MAGIC `jobs/at_least_once.py` writes each micro-batch first and lets Spark commit its offsets
-# MAGIC after. A driver lost in between makes Spark replay the batch, which is written again:
-# MAGIC
-# MAGIC * `events`, a plain copy, gets identical duplicates: **rollback-repeating**;
-# MAGIC * `ewma`, an order-sensitive running aggregate kept in the sink, folds the replayed
-# MAGIC   events a second time and never comes back: **rollback-divergent**.
+# MAGIC `jobs/at_least_once.py` writes each batch, then Spark commits its offsets; a driver lost in
+# MAGIC between makes Spark write the batch again. Recovery classes: `events` (a plain copy)
+# MAGIC **rollback-repeating**, `ewma` (an order-sensitive fold kept in the sink)
+# MAGIC **rollback-divergent**. Below, a clean run and a run whose driver dies after the last
+# MAGIC batch's write, rebuilt in process: Spark's commit log forgets the last batch, as the kill
+# MAGIC leaves it (`spark-ext check at_least_once` uses a real SIGKILL).
 
 # COMMAND ----------
 
@@ -19,32 +19,18 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from spark_ext.connectors.demo_events import produce_events
-
-TOPIC = new_topic("nb-alo", partitions=3)
-produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
-
-# COMMAND ----------
-
-# MAGIC %md
-# MAGIC ## A clean run, and a run whose driver dies after the last batch's write
-# MAGIC
-# MAGIC The kill is rebuilt in process by forgetting the last entry of Spark's commit log
-# MAGIC (exactly what a driver killed after the write leaves behind); `spark-ext check
-# MAGIC at_least_once` does it with a real SIGKILL.
-
-# COMMAND ----------
-
 from spark_ext.connectors.kafka import read_stream
 from spark_ext.jobs.at_least_once import AtLeastOncePaths, start
 from spark_ext.recovery import forget_last_commit
 
+TOPIC = new_topic("nb-alo", partitions=3)
+produce_events(BOOTSTRAP, TOPIC, 200, malformed_every=25)
+
 
 def run(paths: AtLeastOncePaths) -> None:
-    start(
-        read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150), paths
-    ).awaitTermination()
+    source = read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)
+    start(source, paths).awaitTermination()
 
 
 clean, crashed = AtLeastOncePaths(ROOT / "clean"), AtLeastOncePaths(ROOT / "crashed")

@@ -2,12 +2,9 @@
 # MAGIC %md
 # MAGIC # Exactly-once Kafka -> Delta: the two-phase Delta sink
 # MAGIC
-# MAGIC `jobs/exactly_once_delta.py` appends JSON events from Kafka through the two-phase
-# MAGIC Delta sink: Parquet files staged in the executor tasks, committed on the driver in ONE
-# MAGIC Delta commit that also records `txn(appId=sink id, version=batch id)`. A batch Spark
-# MAGIC replays after a lost driver is recognised by that record and skipped.
-# MAGIC
-# MAGIC Recovery class: **precise** -- the output equals a run that never crashed.
+# MAGIC `jobs/exactly_once_delta.py`: one Delta commit per batch records `txn(appId=sink id,
+# MAGIC version=batch id)`, so a batch Spark replays after a lost driver is skipped
+# MAGIC (docs/design.md, "Delta sinks"). Recovery class: **precise**.
 
 # COMMAND ----------
 
@@ -19,23 +16,14 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from spark_ext.connectors.demo_events import produce_events
+from spark_ext.jobs.exactly_once_delta import events_stream, start
 
 TOPIC = new_topic("nb-eod", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200)
 
-# COMMAND ----------
 
-# MAGIC %md
-# MAGIC ## A clean run: parse, then write exactly once
-
-# COMMAND ----------
-
-from spark_ext.jobs.exactly_once_delta import events_stream, start
-
-
-def run(folder: Path) -> None:
+def run(folder) -> None:
     events = events_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)
     start(events, folder / "events", folder / "_chk", sink_id="events").awaitTermination()
 
@@ -55,7 +43,8 @@ show(spark.read.format("delta").load(str(ROOT / "clean" / "events")).orderBy("ev
 
 from deltalake import DeltaTable
 
-from spark_ext.recovery import forget_last_commit
+from spark_ext.jobs.cases.kafka_to_delta import EVENTS
+from spark_ext.recovery import RecoveryClass, classify, forget_last_commit, read_delta_rows
 
 run(ROOT / "crashed")
 replayed = forget_last_commit(ROOT / "crashed" / "_chk")
@@ -63,11 +52,6 @@ run(ROOT / "crashed")
 table = DeltaTable(str(ROOT / "crashed" / "events"))
 print(f"batch {replayed} replayed; sink 'events' last committed batch", end=" ")
 print(table.transaction_version("events"), "at table version", table.version())
-
-# COMMAND ----------
-
-from spark_ext.jobs.cases.kafka_to_delta import EVENTS
-from spark_ext.recovery import RecoveryClass, classify, read_delta_rows
 
 result = classify(
     read_delta_rows(ROOT / "clean" / "events", EVENTS.columns),

@@ -2,13 +2,10 @@
 # MAGIC %md
 # MAGIC # Exactly-once Kafka -> Kafka: the two-phase Kafka sink
 # MAGIC
-# MAGIC `jobs/exactly_once_kafka.py` forwards events through the two-phase Kafka sink: each
-# MAGIC task writes its slice of a micro-batch inside its own Kafka transaction, committed with a
-# MAGIC record of the slice (sink id, batch id, a digest of its records); the driver only records
-# MAGIC the batch. A batch Spark replays after a lost driver is recognised slice by slice and not
-# MAGIC sent again; `read_committed` consumers see every input record exactly once.
-# MAGIC
-# MAGIC Recovery class: **precise**.
+# MAGIC `jobs/exactly_once_kafka.py`: each task writes its slice of a batch in a Kafka transaction
+# MAGIC committed with a record of the slice, so a batch Spark replays after a lost driver is not
+# MAGIC sent again (docs/design.md, "Kafka sinks"). Recovery class, for `read_committed`
+# MAGIC consumers: **precise**.
 
 # COMMAND ----------
 
@@ -20,26 +17,21 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from spark_ext.connectors.demo_events import produce_events
 from spark_ext.connectors.kafka import read_stream
+from spark_ext.jobs.exactly_once_kafka import start
 
 TOPIC = new_topic("nb-eok", partitions=3)
 produce_events(BOOTSTRAP, TOPIC, 200)
 
-# COMMAND ----------
 
-from spark_ext.jobs.exactly_once_kafka import start
-
-
-def run(name: str) -> str:
-    out = new_topic(f"nb-eok-{name}", partitions=3)
+def run(name: str, out: str) -> None:
     source = read_stream(spark, BOOTSTRAP, TOPIC, max_offsets_per_trigger=150)
     start(source, BOOTSTRAP, out, ROOT / name / "_chk", f"forward_{name}").awaitTermination()
-    return out
 
 
-clean_topic = run("clean")
+clean_topic, crashed_topic = new_topic("nb-eok-clean"), new_topic("nb-eok-crashed")
+run("clean", clean_topic)
 
 # COMMAND ----------
 
@@ -48,17 +40,13 @@ clean_topic = run("clean")
 
 # COMMAND ----------
 
-from spark_ext.recovery import forget_last_commit
-
-crashed_topic = run("crashed")
-replayed = forget_last_commit(ROOT / "crashed" / "_chk")
-run("crashed")
-print(f"batch {replayed} replayed")
-
-# COMMAND ----------
-
 from spark_ext.connectors.kafka import consume_json_rows
-from spark_ext.recovery import OutputSpec, RecoveryClass, classify
+from spark_ext.recovery import OutputSpec, RecoveryClass, classify, forget_last_commit
+
+run("crashed", crashed_topic)
+replayed = forget_last_commit(ROOT / "crashed" / "_chk")
+run("crashed", crashed_topic)  # the restart replays the batch into the same topic
+print(f"batch {replayed} replayed")
 
 # Each output record's JSON names the input record it forwards: compare by those.
 SOURCE = OutputSpec(columns=("topic", "partition", "offset", "value"))

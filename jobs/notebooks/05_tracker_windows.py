@@ -2,11 +2,9 @@
 # MAGIC %md
 # MAGIC # Windows released by the tracker, not by a watermark
 # MAGIC
-# MAGIC `jobs/tracker_windows.py`: every event gets a 64-bit label; the reader reports it into
-# MAGIC its window's running XOR and the operator reports it again when it has folded it. A
-# MAGIC window has ended when its source partitions closed it (event time passed its end, or a
-# MAGIC close marker) and its XOR is 0: then, and only then, the window is emitted -- once,
-# MAGIC complete, however late its elements were in processing time.
+# MAGIC `jobs/tracker_windows.py`: a window is emitted once, complete, when its source partitions
+# MAGIC have closed it and every element of it was processed (docs/design.md, "Tracker" and
+# MAGIC "Tracked queries").
 
 # COMMAND ----------
 
@@ -18,33 +16,17 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
 from spark_ext.connectors.kafka import produce
-from spark_ext.jobs.tracker_windows import demo_records
+from spark_ext.jobs.tracker_windows import demo_records, run_until_complete, start_windows
 
 TOPIC = new_topic("nb-trk", partitions=3)
 produce(BOOTSTRAP, TOPIC, demo_records(90, 3))
-
-# COMMAND ----------
-
-from spark_ext.jobs.tracker_windows import run_until_complete, start_windows
-
 query, agent = start_windows(spark, BOOTSTRAP, TOPIC, 3, ROOT / "tracker", 60)
-try:
-    run_until_complete(query, agent)
-finally:
-    query.stop()
+run_until_complete(query, agent)
 windows = spark.read.format("delta").load(str(ROOT / "tracker" / "windows"))
 show(windows.orderBy("window_start_ms", "key"))
 
-# COMMAND ----------
-
-# MAGIC %md
-# MAGIC Every window is complete: counts add up to the events produced, and the tracker has
-# MAGIC no substream left open.
-
-# COMMAND ----------
-
+# Every window is complete: counts add up to the events produced, no substream is left open.
 total = windows.groupBy().sum("count").first()[0]
 print(f"{windows.count()} windows holding {total} events; open substreams:", end=" ")
 print(agent.state().open_substreams())
@@ -55,11 +37,8 @@ assert total == 90 and agent.state().open_substreams() == []
 # MAGIC %md
 # MAGIC ## Two queries through Kafka: the downstream closes by the upstream's tracker
 # MAGIC
-# MAGIC `jobs/tracker_two_queries.py`: query `up` writes its per-(window, user) rows to a Kafka
-# MAGIC topic, each labelled as *sent* into window `down/<start>/<end>`; its flush also *closes*
-# MAGIC that downstream window. Query `down` sums them per window with no watermark and no
-# MAGIC source partitions of its own: a downstream window ends when the upstream closed it and
-# MAGIC every forwarded row was folded. Both share one Kafka tracking agent (two topics).
+# MAGIC `jobs/tracker_two_queries.py`: `up` forwards its per-(window, user) rows through a topic to
+# MAGIC `down`, which sums them per window with no watermark; one Kafka tracking agent serves both.
 
 # COMMAND ----------
 
@@ -70,21 +49,11 @@ TOPIC2 = new_topic("nb-trk2", partitions=3)
 produce(BOOTSTRAP, TOPIC2, demo_records(45, 3))
 MID = new_topic("nb-trk2-mid", partitions=3)
 up, down, agent2 = start_two_queries(spark, BOOTSTRAP, TOPIC2, 3, MID, ROOT / "two", MID, 60)
-try:
-    run_both(up, down, agent2)
-finally:
-    up.stop()
-    down.stop()
+run_both(up, down, agent2)
 totals = spark.read.format("delta").load(str(ROOT / "two" / "totals"))
 show(totals.orderBy("window_start_ms"))
 
-# COMMAND ----------
-
-# MAGIC %md
-# MAGIC Every downstream window holds all its events, and each ended exactly once.
-
-# COMMAND ----------
-
+# Every downstream window holds all its events, and each ended exactly once.
 down_ends = [e.substream for e in agent2.end_events(0, 10**9) if e.namespace == DOWN]
 print(f"{totals.count()} windows, {totals.groupBy().sum('events').first()[0]:.0f} events")
 assert totals.groupBy().sum("events").first()[0] == 45

@@ -2,12 +2,9 @@
 # MAGIC %md
 # MAGIC # Deterministic order and dedup in front of an order-sensitive fold
 # MAGIC
-# MAGIC `jobs/ordering_dedup.py`: sensor readings spread over two partitions, some delivered
-# MAGIC twice (producer retries). An ordering buffer releases readings in event-time order only
-# MAGIC once every partition has passed them; a dedup catalog (Bloom filter in front of an
-# MAGIC exact Delta catalog) drops the copies; then an EWMA is folded per sensor. The result
-# MAGIC does not depend on batch boundaries or arrival order, so a replay computes it again
-# MAGIC exactly.
+# MAGIC `jobs/ordering_dedup.py`: sensor readings over two partitions, some delivered twice, go
+# MAGIC through an ordering buffer and a dedup catalog into an EWMA per sensor; the result does not
+# MAGIC depend on batch boundaries or arrival order (docs/design.md, "Ordering" and "Dedup").
 
 # COMMAND ----------
 
@@ -19,32 +16,29 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from spark_ext.jobs.ordering_dedup import produce_readings
+from spark_ext.jobs.ordering_dedup import (
+    PipelineOptions,
+    PipelinePaths,
+    produce_readings,
+    start_pipeline,
+)
 
 TOPIC = new_topic("nb-ord", partitions=2)
 produced = produce_readings(BOOTSTRAP, TOPIC, sensors=3, per_sensor=20, duplicate_every=4)
 
-# COMMAND ----------
-
-from spark_ext.jobs.ordering_dedup import PipelineOptions, PipelinePaths, start_pipeline
-
 
 def run(name: str, limit: int | None):
     paths = PipelinePaths(ROOT / name)
-    query, sink = start_pipeline(
-        spark, BOOTSTRAP, TOPIC, paths, PipelineOptions(max_offsets_per_trigger=limit)
-    )
+    options = PipelineOptions(max_offsets_per_trigger=limit)
+    query, sink = start_pipeline(spark, BOOTSTRAP, TOPIC, paths, options)
     query.awaitTermination()
     return spark.read.format("delta").load(str(paths.ewma)), sink.metrics
 
 
 one_batch, metrics = run("one_batch", None)
 show(one_batch.orderBy("key", "seq"))
-print(
-    f"{produced} records produced, {one_batch.count()} readings out, duplicates dropped:", end=" "
-)
-print(metrics.catalog_duplicates + metrics.batch_duplicates)
+dropped = metrics.catalog_duplicates + metrics.batch_duplicates
+print(f"{produced} records produced, {one_batch.count()} readings out, {dropped} copies dropped")
 
 # COMMAND ----------
 

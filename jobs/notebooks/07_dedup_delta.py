@@ -2,12 +2,9 @@
 # MAGIC %md
 # MAGIC # Exactly once = at least once + dedup: the dedup sink
 # MAGIC
-# MAGIC `jobs/dedup_delta.py`: sensor readings, every fourth delivered twice (producer retries),
-# MAGIC written to Delta through `DeltaDedupSink`. The sink reads each micro-batch once, shuffled
-# MAGIC to its buckets: the task of a bucket decides its rows with the bucket's Bloom filters (state
-# MAGIC kept as versioned files, no Spark state store), asks the exact Delta catalog only on a
-# MAGIC Bloom "maybe" and stages the kept rows; the driver holds no rows and only commits: one
-# MAGIC delta-rs commit per batch adds the rows, keyed by (sink id, batch).
+# MAGIC `jobs/dedup_delta.py`: sensor readings, every fourth delivered twice, written to Delta
+# MAGIC through `DeltaDedupSink`: Bloom filters per bucket in front of an exact Delta catalog, no
+# MAGIC Spark state store, one commit per batch (docs/design.md, "Dedup").
 
 # COMMAND ----------
 
@@ -19,15 +16,11 @@
 
 # COMMAND ----------
 
-# ruff: noqa: E402, F821  (names from ./_setup; imports sit in the cells that use them)
-from spark_ext.jobs.ordering_dedup import produce_readings
+from spark_ext.jobs.dedup_delta import DedupPaths, start
+from spark_ext.jobs.ordering_dedup import dedup_summary, produce_readings
 
 TOPIC = new_topic("nb-dedup", partitions=2)
 produced = produce_readings(BOOTSTRAP, TOPIC, sensors=3, per_sensor=20, duplicate_every=4)
-
-# COMMAND ----------
-
-from spark_ext.jobs.dedup_delta import DedupPaths, start
 
 
 def run(name: str, limit: int | None):
@@ -40,11 +33,7 @@ def run(name: str, limit: int | None):
 one_batch, metrics = run("one_batch", None)
 show(one_batch.orderBy("sensor", "event_time"))
 print(f"{produced} records produced (with close markers), {one_batch.count()} readings out")
-print(
-    f"duplicates dropped: {metrics.batch_duplicates} in the batch, "
-    f"{metrics.catalog_duplicates} found in the catalog; "
-    f"lookups avoided {100 * metrics.lookups_avoided:.1f}%, filters {metrics.state_bytes} bytes"
-)
+print(dedup_summary(metrics))
 
 # COMMAND ----------
 
@@ -52,7 +41,7 @@ print(
 # MAGIC ## Another batch plan, the same rows
 # MAGIC
 # MAGIC In small batches most copies arrive a batch after their original: the Bloom filter says
-# MAGIC "maybe", the catalog confirms, the copy is dropped. The output is the same.
+# MAGIC "maybe", the catalog confirms, the copy is dropped.
 
 # COMMAND ----------
 

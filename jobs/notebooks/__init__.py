@@ -1,11 +1,5 @@
-"""Databricks-style notebooks of the guarantees, their shared set-up, and a local runner.
-
-Notebooks are ``.py`` files in Databricks' source format; each opens with its text, ``%pip
-install`` (skipped locally) and ``%run ./_setup`` (:func:`setup`), and imports the project by the
-names the wheel installs (``spark_ext.connectors``, ``spark_ext.jobs``). :func:`run_notebook`
-runs one here cell by cell (``python -m jobs.notebooks 07_dedup_delta``). Workspace settings:
-README, "Notebooks".
-"""
+"""Databricks-style notebooks of the guarantees, their shared set-up (:func:`setup`) and a local
+runner (:func:`run_notebook`); README, "Notebooks"."""
 
 from __future__ import annotations
 
@@ -79,12 +73,9 @@ def _import_installed_names() -> None:
 
 
 def run_notebook(path: str | Path, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run a notebook cell by cell in ``namespace`` (a new one by default) and return it.
-
-    ``%run <relative path>`` runs that notebook in the same namespace (as Databricks does);
-    ``%md`` and ``%pip`` cells are skipped (the project is installed where this runs; in a
-    checkout ``spark_ext.connectors``/``spark_ext.jobs`` import ``connectors``/``jobs``).
-    """
+    """Run a notebook cell by cell in ``namespace`` (a new one by default) and return it:
+    ``%run <relative path>`` in the same namespace (as Databricks does), other ``%`` cells
+    skipped, the wheel's names importing the checkout's modules."""
     _import_installed_names()
     path = Path(path)
     if path.suffix != ".py":
@@ -130,13 +121,10 @@ def check_root(root: str) -> Path:
 
 
 def setup(namespace: dict[str, Any]) -> dict[str, Any]:
-    """The names every notebook uses: ``spark``, ``BOOTSTRAP``, ``ROOT``, ``show``,
-    ``new_topic(prefix, partitions)`` and ``cleanup()`` (deletes the topics it created).
-
-    On Databricks (``dbutils`` in ``namespace``) they come from the widgets ``bootstrap`` and
-    ``root``, both required (no default names a broker or a volume: :class:`NotebookSetupError`
-    names the widget left unset); locally from ``NB_PROFILE``, ``NB_BOOTSTRAP``, ``NB_ROOT``.
-    """
+    """The names every notebook uses (README, "Notebooks"): on Databricks (``dbutils`` in
+    ``namespace``) from the widgets ``bootstrap`` and ``root``, both required (no default names a
+    broker or a volume); locally from ``NB_PROFILE``, ``NB_BOOTSTRAP``, ``NB_ROOT``."""
+    profile = os.environ.get("NB_PROFILE", "local")
     dbutils = namespace.get("dbutils")
     if dbutils is not None:
         dbutils.widgets.text("bootstrap", "", "Kafka bootstrap servers (host:port,...)")
@@ -155,7 +143,7 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
     else:
         from spark_ext.session import build_session
 
-        spark = build_session(os.environ.get("NB_PROFILE", "local"))
+        spark = build_session(profile)
         bootstrap = os.environ.get("NB_BOOTSTRAP", "127.0.0.1:9092")
         root = Path(os.environ.get("NB_ROOT") or tempfile.mkdtemp(prefix="nb_"))
 
@@ -166,10 +154,8 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
 
     def new_topic(prefix: str, partitions: int = 3) -> str:
         """A fresh topic ``<prefix>-<random>``, deleted again by ``cleanup()``."""
-        from connectors.kafka import create_topic
-
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        create_topic(bootstrap, name, partitions)
+        kafka_clients.create_topic(bootstrap, name, partitions)
         created.append(name)
         return name
 
@@ -184,6 +170,7 @@ def setup(namespace: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "spark": spark,
+        "PROFILE": profile,
         "BOOTSTRAP": bootstrap,
         "ROOT": root,
         "show": show,

@@ -21,7 +21,7 @@ def test_every_record_lands_in_events_or_quarantine(spark, kafka_bootstrap, new_
     produce_events(kafka_bootstrap, topic, N, malformed_every=BAD_EVERY)
     paths = IngestPaths(tmp_path)
 
-    q = start_ingest(spark, kafka_bootstrap, topic, paths, available_now=True)
+    q = start_ingest(spark, kafka_bootstrap, topic, paths)
     await_done(q, 300)
     assert q.exception() is None
 

@@ -21,8 +21,14 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
-from jobs.notebooks import HEADER, ROOT_PLACEHOLDER, NotebookSetupError, check_root, run_notebook
-from jobs.notebooks import cells as notebook_cells
+from jobs.notebooks import (
+    HEADER,
+    ROOT_PLACEHOLDER,
+    NotebookSetupError,
+    cells,
+    check_root,
+    run_notebook,
+)
 from spark_ext.jobrun import REPO
 
 FOLDER = REPO / "jobs" / "notebooks"
@@ -39,10 +45,6 @@ STARTS_JOBS = {"00_recovery_harness.py"}
 #: The harness notebook runs a job clean, killed and restarted (1.5 min): heavy, as the full
 #: fault matrix; in CI the harness runs those jobs in tests/spark_ext/recovery (the suite's budget).
 HARNESS_RUNS = pytest.mark.heavy
-
-
-def cells(path: Path) -> list[str]:
-    return notebook_cells(path)
 
 
 def test_there_is_a_notebook_per_guarantee():
