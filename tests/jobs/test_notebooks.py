@@ -38,7 +38,17 @@ SETUP = FOLDER / "_setup.py"
 INSTALL = "# MAGIC %pip install --no-deps -r ./requirements.txt"
 REQUIREMENTS = FOLDER / "requirements.txt"
 #: What a Databricks runtime brings itself, which the install must leave alone.
-RUNTIME = {"pyspark", "delta-spark", "py4j", "pyarrow", "pandas", "numpy", "typing-extensions"}
+#: What a Spark 4 runtime brings (protobuf: its pyspark's transformWithState needs it).
+RUNTIME = {
+    "pyspark",
+    "delta-spark",
+    "py4j",
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "typing-extensions",
+    "protobuf",
+}
 
 #: Notebooks that start job processes (the harness) and kill them: crash tests.
 STARTS_JOBS = {"00_recovery_harness.py"}
