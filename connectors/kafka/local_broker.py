@@ -3,7 +3,6 @@ configured for transactions: ``python -m connectors.kafka.local_broker start|sto
 
 from __future__ import annotations
 
-import argparse
 import base64
 import logging
 import os
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.kafka.tls import TlsFiles, make_certificates
-from connectors.processes import java, port_open, read_pid, spawn, stop_pid
+from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
 
@@ -305,35 +304,18 @@ class LocalKafkaBroker:
         log.info("Kafka broker %s killed", self.config.bootstrap_servers)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Run the local Kafka broker.")
-    parser.add_argument("action", choices=["start", "stop", "status"])
-    parser.add_argument("--data-dir", type=Path, default=BrokerConfig.data_dir)
-    parser.add_argument("--port", type=int, default=BrokerConfig.port)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)
-    broker = LocalKafkaBroker(
-        BrokerConfig(data_dir=args.data_dir, port=args.port, controller_port=args.port + 1)
-    )
-    if args.action == "start":
-        print(f"kafka broker: {broker.start()} (pid {broker.pid()}, data {args.data_dir})")
-    elif args.action == "stop":
-        broker.stop()
-        print("kafka broker: stopped")
-    else:
-        print(
-            "kafka broker:",
-            "running" if broker.is_running() else "not running",
-            f"(pid {broker.pid()})",
-        )
-
-
-if __name__ == "__main__":
-    main()
-
-
 def private_broker(data_dir: Path, port: int) -> LocalKafkaBroker:
     """A broker of its own in ``data_dir`` on ``port`` (controller: ``port + 1``), not started:
     the recovery harness's ``brokers`` factory for its broker faults."""
     return LocalKafkaBroker(BrokerConfig(data_dir=data_dir, port=port, controller_port=port + 1))
+
+
+def main() -> None:
+    command_line(
+        "kafka broker",
+        lambda folder, port: private_broker(folder or BrokerConfig.data_dir, port or 9092),
+    )
+
+
+if __name__ == "__main__":
+    main()
