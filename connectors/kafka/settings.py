@@ -54,7 +54,7 @@ class KafkaSinkSettings:
         request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
         return {
             **PRODUCER,
-            "transactional_id": transactional_id or self.transactional_id,
+            "transactional_id": transactional_id or self.names.commit_id,
             "transaction_timeout_ms": self.transaction_timeout_ms,
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "request_timeout_ms": request_timeout,
@@ -64,16 +64,6 @@ class KafkaSinkSettings:
     def names(self) -> KafkaSinkNames:
         """The sink's consumer groups and transactional ids (:mod:`connectors.kafka.names`)."""
         return KafkaSinkNames(self.sink_id, self.topic)
-
-    @property
-    def transactional_id(self) -> str:
-        return self.names.commit_id
-
-    def slice_transactional_id(self, index: int) -> str:
-        return self.names.slice_id(index)
-
-    def slice_group(self, index: int) -> str:
-        return self.names.slice_group(index)
 
     def as_options(self) -> dict[str, str]:
         """The settings as the data source's string options (client properties as

@@ -128,8 +128,8 @@ class SliceTransaction:
     def __init__(self, settings: KafkaSinkSettings, index: int) -> None:
         self.settings = settings
         self.index = index
-        self.transactional_id = settings.slice_transactional_id(index)
-        self.group = settings.slice_group(index)
+        self.transactional_id = settings.names.slice_id(index)
+        self.group = settings.names.slice_group(index)
         self._producer: ConfluentProducer | None = None
         self._reused = False  # kept from an earlier task of this slice in this worker
         self._clean = False  # its last transaction ended cleanly: it may serve the next task
@@ -358,7 +358,7 @@ def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[Slice
     """Step 4 (driver): record ``batch_id`` in a transaction of the driver's transactional
     id; a kept producer fenced by another worker of the run is replaced and the step redone
     (docs/design.md, "Kafka sinks", an older driver's late step 4)."""
-    key = (settings.transactional_id, settings.run_epoch)
+    key = (settings.names.commit_id, settings.run_epoch)
     kept = _RECORDERS.pop(key, None)
     try:
         committer = _record(settings, batch_id, written, kept or KafkaCommitter(settings))
