@@ -136,35 +136,14 @@ def stamp(raw: DataFrame) -> DataFrame:
 
 
 def consume_all(
-    bootstrap: str, topic: str, read_committed: bool = True, timeout_s: float = 10.0
+    bootstrap: str, topic: str, read_committed: bool = True, timeout_s: float = 60.0
 ) -> list[tuple[int, int, bytes | None, bytes]]:
-    """Every record of ``topic`` as ``(partition, offset, key, value)``, read with kafka-python."""
-    from kafka import TopicPartition
+    """Every record of ``topic`` as ``(partition, offset, key, value)``, read with kafka-python
+    (:func:`connectors.kafka.readback.read_records`)."""
+    from connectors.kafka.readback import read_records
 
-    consumer = kafka_clients.consumer(
-        bootstrap,
-        enable_auto_commit=False,
-        group_id=None,
-        isolation_level="read_committed" if read_committed else "read_uncommitted",
-        consumer_timeout_ms=int(timeout_s * 1000),
-    )
-    try:
-        parts = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
-        ]
-        consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
-        end = consumer.end_offsets(parts)
-        out: list[tuple[int, int, bytes | None, bytes]] = []
-        while any(consumer.position(tp) < end[tp] for tp in parts):
-            batch = consumer.poll(timeout_ms=1000)
-            if not batch and all(consumer.position(tp) >= end[tp] for tp in parts):
-                break
-            for tp, msgs in batch.items():
-                out.extend((tp.partition, m.offset, m.key, m.value) for m in msgs)
-        return sorted(out)
-    finally:
-        consumer.close()
+    records = read_records(bootstrap, topic, None, timeout_s, read_committed)
+    return sorted((r.partition, r.offset, r.key, r.value) for r in records)
 
 
 def consume_json_rows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
