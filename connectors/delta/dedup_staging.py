@@ -26,10 +26,10 @@ from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, 
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.delta_txn import LatestTable, Marks, owner_app_id
+from spark_ext.sinks.delta_txn import LatestTable, Marks, create_table, owner_app_id
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
-from spark_ext.storage import Location, StorageSettings, delta_storage, filesystem
+from spark_ext.storage import Location, StorageSettings, filesystem
 
 __all__ = [
     "DEDUP_DELTA",
@@ -270,18 +270,11 @@ def commit_catalog(
     """Step 2: one :func:`~connectors.delta.commit.commit_files` adds ``files`` with
     ``txn(<sink id>:catalog, batch_id)`` and the owner's; ``False`` for a replay, nothing for an
     empty batch, ``BatchRegressionError`` below the recorded batch."""
-    from deltalake import DeltaTable, Transaction
+    from deltalake import Transaction
     from deltalake.transaction import AddAction
 
     app_id = catalog_app_id(sink_id)
-    uri, options = delta_storage(catalog_path, settings or StorageSettings())
-    DeltaTable.create(
-        uri,
-        CATALOG_SCHEMA,
-        mode="ignore",
-        partition_by=PARTITION_BY,
-        storage_options=options or None,
-    )
+    create_table(catalog_path, CATALOG_SCHEMA, settings, PARTITION_BY)
     now_ms = int(time.time() * 1000)
     adds = [
         AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
