@@ -36,17 +36,12 @@ from connectors.kafka.readback import (
     record_id,
     written_ids,
 )
-from connectors.kafka.records import (
-    RECORD_ID_COLUMN,
-    NamedRows,
-    arrow_rows,
-    check_columns,
-    task_attempt,
-)
+from connectors.kafka.records import RECORD_ID_COLUMN, NamedRows, arrow_rows, check_columns
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
 from spark_ext.sinks.owner import SinkOwner, owner_of
 from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
+from spark_ext.sinks.task import task_attempt
 
 __all__ = [
     "IN_FLIGHT_GRACE_S",

@@ -18,12 +18,11 @@ from connectors.kafka.tls import TlsFiles, make_certificates
 from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
+from spark_ext.jobrun import REPO
 
 __all__ = [
     "LOG4J2",
-    "REPO",
     "SCRAM",
-    "TRANSACTION_MAX_TIMEOUT_MS",
     "BrokerConfig",
     "LocalKafkaBroker",
     "main",
@@ -33,8 +32,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-TRANSACTION_MAX_TIMEOUT_MS = 900_000
 #: The SASL mechanism of the local broker's SCRAM listener.
 SCRAM = "SCRAM-SHA-512"
 
@@ -48,7 +45,7 @@ class BrokerConfig:
     controller_port: int = 9093
     host: str = "127.0.0.1"
     heap: str = "1g"
-    transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
+    transaction_max_timeout_ms: int = 900_000
     #: For tests: a SASL_PLAINTEXT listener with SCRAM-SHA-512 for ``scram_users`` (name,
     #: password), and an SSL listener whose certificate :meth:`tls` makes.
     scram_port: int | None = None
@@ -265,8 +262,8 @@ class LocalKafkaBroker:
             return False
 
     def ensure_running(self) -> str:
-        """Start the broker unless one already answers on the port."""
-        return self.start() if not self.is_running() else self.config.bootstrap_servers
+        """Start the broker unless one already answers on the port (:meth:`start`)."""
+        return self.start()
 
     def stop(self, timeout: float = 30.0, hard: bool = False) -> None:
         """Stop the broker by its PID (SIGTERM, or SIGKILL with ``hard``) and wait for it."""

@@ -40,12 +40,7 @@ from connectors.kafka.digest import SliceDigest
 from connectors.kafka.owner import check_still_owner
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
-from connectors.kafka.records import (
-    NamedRows,
-    check_columns,
-    current_batch_id,
-    task_attempt,
-)
+from connectors.kafka.records import NamedRows, check_columns
 from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import (
@@ -56,6 +51,7 @@ from spark_ext.sinks.errors import (
     WriterFencedError,
 )
 from spark_ext.sinks.protocol import KAFKA_SLICED
+from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
 

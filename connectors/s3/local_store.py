@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.kafka.local_broker import REPO
 from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, storage
+from spark_ext.jobrun import REPO
 from spark_ext.storage import StorageSettings
 
 __all__ = ["S3PROXY_SET", "LocalS3Store", "StoreConfig", "StoreError", "main"]
