@@ -1,5 +1,5 @@
-"""Typed settings of the two-phase Kafka sink, validated when the query is built and passed to
-the data source as string options (:meth:`KafkaSinkSettings.as_options`)."""
+"""Typed settings of the Kafka sinks, validated when the query is built and passed to the
+two-phase data source as string options (:meth:`KafkaSinkSettings.as_options`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ __all__ = ["KafkaSinkSettings"]
 
 @dataclass(frozen=True)
 class KafkaSinkSettings:
-    """Typed options of the two-phase Kafka sink (validated when the query is built)."""
+    """Typed options of a Kafka sink (validated when the query is built; the idempotent sink
+    uses the first five and ``access``)."""
 
     bootstrap: str
     topic: str

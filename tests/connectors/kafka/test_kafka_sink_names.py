@@ -34,7 +34,7 @@ def groups(sink_id: str, topic: str) -> dict[str, str]:
     for i in SLICES:
         found[f"s{i}"] = s.names.slice_group(i)
         found[f"probe{i}"] = s.names.probe_group(i)
-        found[f"t{i}"] = TaskStarted(s.bootstrap, topic, sink_id, i).group
+        found[f"t{i}"] = TaskStarted(s, i).group
     return found
 
 
