@@ -276,6 +276,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             adds,
             txns,
             check,
+            max_conflicts=self.max_conflicts,
             settings=self.settings,
         )
         rows = sum(m.rows for m in messages)
