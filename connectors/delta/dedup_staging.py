@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from connectors.delta.commit import commit_files
 from connectors.delta.log import list_files, remove_unreferenced
@@ -58,20 +58,10 @@ log = logging.getLogger(__name__)
 
 #: Rows per row group of the staged Parquet files.
 ROW_GROUP = 131_072
-#: Catalog commits that lost a race, re-checked and retried before ``ConcurrentWriterError``.
-MAX_CONFLICTS = 5
 
 #: One row per bucket a task decided (``catalog``: JSON list of :class:`CatalogFile` fields).
-MESSAGE_SCHEMA = StructType(
-    [
-        StructField("bucket", LongType()),
-        StructField("path", StringType()),
-        StructField("size", LongType()),
-        StructField("rows", LongType()),
-        StructField("catalog", StringType()),
-        StructField("null_rows", LongType()),
-        StructField("metrics", StringType()),
-    ]
+MESSAGE_SCHEMA = (
+    "bucket long, path string, size long, rows long, catalog string, null_rows long, metrics string"
 )
 
 #: A staged catalog file: ``generation=<g>/spark_ext-<sink id>-catalog-b<batch>-...parquet``.
@@ -185,7 +175,7 @@ def decider(
         buckets = (hashes % np.uint64(config.buckets)).astype(np.int64)
         store = BucketStateStore(state_root, settings=settings)
         catalog = DedupCatalog(config.catalog_path, settings)
-        messages: dict[str, list[object]] = {f.name: [] for f in MESSAGE_SCHEMA.fields}
+        messages: list[dict[str, object]] = []
         for b in (int(x) for x in np.unique(buckets)):
             mine = buckets == b
             rows = table.filter(pa.array(mine & valid_np))
@@ -237,19 +227,20 @@ def decider(
                 config.catalog_path, catalog_tag, catalog_rows, batch_id, b, attempt, settings
             )
             store.save(b, batch_id, bloom.to_bytes())
-            for name, value in (
-                ("bucket", b),
-                ("path", staged.path),
-                ("size", staged.size),
-                ("rows", staged.rows),
-                ("catalog", json.dumps([list(f.__dict__.values()) for f in files])),
-                ("null_rows", int(mine.sum()) - rows.num_rows),
-                ("metrics", decision.metrics.to_json()),
-            ):
-                messages[name].append(value)
+            messages.append(
+                {
+                    "bucket": b,
+                    "path": staged.path,
+                    "size": staged.size,
+                    "rows": staged.rows,
+                    "catalog": json.dumps([list(f.__dict__.values()) for f in files]),
+                    "null_rows": int(mine.sum()) - rows.num_rows,
+                    "metrics": decision.metrics.to_json(),
+                }
+            )
         # Every bucket of the task is staged and its filters after the batch are saved.
         DEDUP_DELTA.reached(1, batch_id)
-        yield pa.RecordBatch.from_pydict(messages)
+        yield pa.RecordBatch.from_pylist(messages)
 
     return decide
 
@@ -300,7 +291,6 @@ def commit_catalog(
         check,
         partition_by=PARTITION_BY,
         commit_empty=False,
-        max_conflicts=MAX_CONFLICTS,
         settings=settings,
     )
 

@@ -33,8 +33,6 @@ class KafkaSinkSettings:
     recorded: int | None = None
     partial: int | None = None
     replay_from: dict[int, int] = field(default_factory=dict)
-    #: Keep a slice's producer in the Python worker for the slice's next task.
-    reuse_producers: bool = True
     #: The cluster's client properties (default: those configured for ``bootstrap``), carried
     #: to the tasks and the data source's options (docs/design.md, "Kafka clients").
     access: kafka_clients.KafkaAccess | None = field(default=None, compare=False)

@@ -140,7 +140,7 @@ class SliceTransaction:
     def close(self) -> None:
         """Keep a cleanly ended producer for the next task of this slice, close any other."""
         if self._producer is not None:
-            if self._clean and self.settings.reuse_producers:
+            if self._clean:
                 _IDLE[self.transactional_id] = self._producer
             else:
                 self._producer.close()
