@@ -31,21 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def produce(
-    bootstrap: str,
-    topic: str,
-    records: Iterable[tuple[bytes | None, bytes, int | None]],
-    **producer_config: Any,
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes, int | None]]
 ) -> int:
     """Produce ``(key, value, partition)`` records (``None``: by key), wait for every ack;
     returns the count."""
-    config: dict[str, Any] = {
-        "acks": "all",
-        "linger_ms": 20,
-        "batch_size": 256 * 1024,
-        "enable_idempotence": True,
-    }
-    config.update(producer_config)
-    producer = kafka_clients.producer(bootstrap, **config)
+    producer = kafka_clients.producer(
+        bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024, enable_idempotence=True
+    )
     count = 0
     try:
         for key, value, partition in records:
@@ -61,18 +53,14 @@ def produce_json(
     bootstrap: str,
     topic: str,
     rows: Iterable[Mapping[str, Any]],
-    key_field: str | None = None,
     partitions: int | None = None,
 ) -> int:
     """Produce each mapping as a JSON value; with ``partitions``, round-robin by row index."""
-
-    def records() -> Iterable[tuple[bytes | None, bytes, int | None]]:
-        for i, row in enumerate(rows):
-            key = str(row[key_field]).encode() if key_field else None
-            part = i % partitions if partitions else None
-            yield key, json.dumps(row, default=str).encode(), part
-
-    return produce(bootstrap, topic, records())
+    records = (
+        (None, json.dumps(row, default=str).encode(), i % partitions if partitions else None)
+        for i, row in enumerate(rows)
+    )
+    return produce(bootstrap, topic, records)
 
 
 def _reader(reader: Any, bootstrap: str, topics: str | list[str], read_committed: bool) -> Any:
@@ -90,7 +78,6 @@ def read_stream(
     spark: SparkSession,
     bootstrap: str,
     topics: str | list[str],
-    starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     read_committed: bool = True,
     extra_options: Mapping[str, str] | None = None,
@@ -104,7 +91,7 @@ def read_stream(
     if kafka_properties is not None:
         kafka_clients.configure(bootstrap, kafka_properties)
     reader = _reader(spark.readStream, bootstrap, topics, read_committed)
-    reader = reader.option("startingOffsets", starting_offsets).option("failOnDataLoss", "true")
+    reader = reader.option("startingOffsets", "earliest").option("failOnDataLoss", "true")
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     if min_partitions := spark.conf.get(KAFKA_MIN_PARTITIONS_CONF, None):

@@ -211,7 +211,7 @@ def existing_topics(bootstrap: str) -> set[str]:
         return set(admin.list_topics())
 
 
-def require_topic(bootstrap: str, topic: str, role: str = "output") -> None:
-    """:class:`TopicMissingError` naming ``topic`` unless it exists (checked at start-up)."""
+def require_topic(bootstrap: str, topic: str) -> None:
+    """:class:`TopicMissingError` naming the output ``topic`` unless it exists (at start-up)."""
     if topic not in existing_topics(bootstrap):
-        raise TopicMissingError(topic, role)
+        raise TopicMissingError(topic, "output")
