@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.kafka.tls import TlsFiles, make_certificates
 from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
@@ -47,10 +46,11 @@ class BrokerConfig:
     heap: str = "1g"
     transaction_max_timeout_ms: int = 900_000
     #: For tests: a SASL_PLAINTEXT listener with SCRAM-SHA-512 for ``scram_users`` (name,
-    #: password), and an SSL listener whose certificate :meth:`tls` makes.
+    #: password), and an SSL listener with ``ssl_keystore`` (a PKCS12 file and its password).
     scram_port: int | None = None
     ssl_port: int | None = None
     scram_users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    ssl_keystore: tuple[Path, str] | None = field(default=None, repr=False)
 
     @property
     def scram_bootstrap(self) -> str:
@@ -61,10 +61,6 @@ class BrokerConfig:
     def ssl_bootstrap(self) -> str:
         """The SSL listener's address."""
         return f"{self.host}:{self.ssl_port}"
-
-    @property
-    def tls_dir(self) -> Path:
-        return self.data_dir / "tls"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -82,10 +78,6 @@ class BrokerConfig:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
-    def tls(self) -> TlsFiles | None:
-        """The SSL listener's certificates (made on first use in ``tls_dir``), if it has one."""
-        return make_certificates(self.tls_dir, self.host) if self.ssl_port is not None else None
-
     def _secured_listeners(self) -> dict[str, str]:
         """The properties of the SCRAM and SSL listeners (none without their ports)."""
         props: dict[str, str] = {}
@@ -95,9 +87,9 @@ class BrokerConfig:
             props[f"listener.name.scram.{SCRAM.lower()}.sasl.jaas.config"] = (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             )
-        if (tls := self.tls()) is not None:
-            props["listener.name.tls.ssl.keystore.location"] = str(tls.keystore)
-            props["listener.name.tls.ssl.keystore.password"] = tls.keystore_password
+        if self.ssl_port is not None and self.ssl_keystore is not None:
+            props["listener.name.tls.ssl.keystore.location"] = str(self.ssl_keystore[0])
+            props["listener.name.tls.ssl.keystore.password"] = self.ssl_keystore[1]
             props["listener.name.tls.ssl.keystore.type"] = "PKCS12"
         return props
 
