@@ -90,14 +90,8 @@ def libs_dir() -> Path:
 
 
 class LocalS3Store:
-    """Start, wait for, and stop the local store by its PID.
-
-    Example
-    -------
-    >>> store = LocalS3Store()                 # doctest: +SKIP
-    >>> store.start()                          # doctest: +SKIP
-    'http://127.0.0.1:9000'
-    """
+    """Start, wait for, and stop the local store by its PID (``LocalS3Store().start()``
+    returns its endpoint, ``http://127.0.0.1:9000``)."""
 
     def __init__(self, config: StoreConfig | None = None) -> None:
         self.config = config or StoreConfig()
