@@ -3,17 +3,20 @@ launched in a session of its own with a pid file, found alive by its pid, stoppe
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from spark_ext.jvm import java
 
-__all__ = ["alive", "java", "port_open", "read_pid", "spawn", "stop_pid"]
+__all__ = ["alive", "command_line", "java", "port_open", "read_pid", "spawn", "stop_pid"]
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -89,3 +92,24 @@ def stop_pid(
             os.kill(pid, signal.SIGKILL)
             deadline = float("inf")
         time.sleep(0.1)
+
+
+def command_line(name: str, server: Callable[[Path | None, int | None], Any]) -> None:
+    """``python -m ... start|stop|status [--data-dir DIR] [--port N]`` of the local ``name``
+    (``server``: made from the options, ``None`` where not given)."""
+    parser = argparse.ArgumentParser(description=f"Run the local {name}.")
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--port", type=int)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    made = server(args.data_dir, args.port)
+    if args.action == "start":
+        endpoint = made.start()
+        print(f"{name}: {endpoint} (pid {made.pid()}, data {made.config.data_dir})")
+    elif args.action == "stop":
+        made.stop()
+        print(f"{name}: stopped")
+    else:
+        print(f"{name}: {'running' if made.is_running() else 'not running'} (pid {made.pid()})")

@@ -159,13 +159,18 @@ def exactly_once_to_kafka(
 
     writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger, check)
     if mode == "two_phase":
-        from connectors.kafka.sliced_writer import slice_settings
+        from connectors.kafka.settings import KafkaSinkSettings
         from connectors.kafka.slices import FORMAT, KafkaSlicedDataSource, recover_slices
 
-        settings = slice_settings(
-            bootstrap, topic, sink_id, transaction_timeout_ms, delivery_timeout_ms, owner
+        base = KafkaSinkSettings(
+            bootstrap,
+            topic,
+            sink_id,
+            transaction_timeout_ms,
+            delivery_timeout_ms,
+            owner=owner.query_id,
         )
-        settings = recover_slices(settings, take_over=take_over)
+        settings = recover_slices(base, take_over=take_over)
         df.sparkSession.dataSource.register(KafkaSlicedDataSource)
         query = writer.format(FORMAT).options(**settings.as_options()).start()
     else:

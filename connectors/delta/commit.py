@@ -19,12 +19,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from connectors.delta.log import referenced_files
+from spark_ext.sinks.delta_txn import LatestTable
 from spark_ext.sinks.errors import (
     CommitUncertainError,
     ConcurrentWriterError,
     DeltaCommitRefusedError,
 )
-from spark_ext.storage import StorageSettings, delta_storage
+from spark_ext.storage import StorageSettings
 
 if TYPE_CHECKING:
     from deltalake import Transaction
@@ -104,20 +105,12 @@ def commit_files(
     )
 
 
-def _open(path: str, settings: StorageSettings | None) -> Any:
-    """The Delta table at ``path`` (local or on object storage) at its newest version."""
-    from deltalake import DeltaTable
-
-    uri, options = delta_storage(path, settings or StorageSettings())
-    return DeltaTable(uri, storage_options=options or None)
-
-
 def _check_lost_race(
     path: str, table: Any, batch_id: int, exc: Exception, settings: StorageSettings | None
 ) -> None:
     """:class:`DeltaCommitRefusedError` unless another commit landed since the snapshot ``table``."""
     try:
-        moved = _open(path, settings).version() > table.version()
+        moved = LatestTable(path, settings).get().version() > table.version()
     except Exception:
         moved = True  # cannot tell: treat as a race, re-checked on the next snapshot
     if not moved:
@@ -134,7 +127,7 @@ def _landed(
 ) -> bool:
     """After a commit call raised: did this commit of ``batch_id`` land? (re-read the log)"""
     try:
-        recorded = _open(path, settings).transaction_version(marker)
+        recorded = LatestTable(path, settings).get().transaction_version(marker)
         referenced = referenced_files(path, settings)
     except Exception as again:
         raise CommitUncertainError(

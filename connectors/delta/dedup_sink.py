@@ -183,18 +183,12 @@ class DeltaDedupSink:
         self._quarantine = None  # made with this run's owner when first needed
         self._recovered = owner
 
-    def _recorded(self) -> tuple[int | None, int | None]:
-        """The batch recorded on the output and on the catalog (``None``: none yet)."""
-        output = None
-        if self._output_exists():
-            output = self._committer().last_committed_batch()
-        return output, self.catalog.last_batch(self.catalog_app_id)
-
     def _check_batch_order(self, batch_id: int) -> bool:
         """Whether output and catalog both recorded this batch (below either's:
         ``BatchRegressionError`` before anything is staged)."""
-        output, catalog = self._recorded()
+        output = self._committer().last_committed_batch() if self._output_exists() else None
         done = check_batch_order(self.sink_id, batch_id, output)
+        catalog = self.catalog.last_batch(self.catalog_app_id)
         return check_batch_order(self.catalog_app_id, batch_id, catalog) and done
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from connectors.delta.commit import commit_files
 from connectors.delta.log import list_files, remove_unreferenced
@@ -26,10 +26,10 @@ from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, 
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.delta_txn import LatestTable, Marks, owner_app_id
+from spark_ext.sinks.delta_txn import LatestTable, Marks, create_table, owner_app_id
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
-from spark_ext.storage import Location, StorageSettings, delta_storage, filesystem
+from spark_ext.storage import Location, StorageSettings, filesystem
 
 __all__ = [
     "DEDUP_DELTA",
@@ -58,20 +58,10 @@ log = logging.getLogger(__name__)
 
 #: Rows per row group of the staged Parquet files.
 ROW_GROUP = 131_072
-#: Catalog commits that lost a race, re-checked and retried before ``ConcurrentWriterError``.
-MAX_CONFLICTS = 5
 
 #: One row per bucket a task decided (``catalog``: JSON list of :class:`CatalogFile` fields).
-MESSAGE_SCHEMA = StructType(
-    [
-        StructField("bucket", LongType()),
-        StructField("path", StringType()),
-        StructField("size", LongType()),
-        StructField("rows", LongType()),
-        StructField("catalog", StringType()),
-        StructField("null_rows", LongType()),
-        StructField("metrics", StringType()),
-    ]
+MESSAGE_SCHEMA = (
+    "bucket long, path string, size long, rows long, catalog string, null_rows long, metrics string"
 )
 
 #: A staged catalog file: ``generation=<g>/spark_ext-<sink id>-catalog-b<batch>-...parquet``.
@@ -185,7 +175,7 @@ def decider(
         buckets = (hashes % np.uint64(config.buckets)).astype(np.int64)
         store = BucketStateStore(state_root, settings=settings)
         catalog = DedupCatalog(config.catalog_path, settings)
-        messages: dict[str, list[object]] = {f.name: [] for f in MESSAGE_SCHEMA.fields}
+        messages: list[dict[str, object]] = []
         for b in (int(x) for x in np.unique(buckets)):
             mine = buckets == b
             rows = table.filter(pa.array(mine & valid_np))
@@ -237,19 +227,20 @@ def decider(
                 config.catalog_path, catalog_tag, catalog_rows, batch_id, b, attempt, settings
             )
             store.save(b, batch_id, bloom.to_bytes())
-            for name, value in (
-                ("bucket", b),
-                ("path", staged.path),
-                ("size", staged.size),
-                ("rows", staged.rows),
-                ("catalog", json.dumps([list(f.__dict__.values()) for f in files])),
-                ("null_rows", int(mine.sum()) - rows.num_rows),
-                ("metrics", decision.metrics.to_json()),
-            ):
-                messages[name].append(value)
+            messages.append(
+                {
+                    "bucket": b,
+                    "path": staged.path,
+                    "size": staged.size,
+                    "rows": staged.rows,
+                    "catalog": json.dumps([list(f.__dict__.values()) for f in files]),
+                    "null_rows": int(mine.sum()) - rows.num_rows,
+                    "metrics": decision.metrics.to_json(),
+                }
+            )
         # Every bucket of the task is staged and its filters after the batch are saved.
         DEDUP_DELTA.reached(1, batch_id)
-        yield pa.RecordBatch.from_pydict(messages)
+        yield pa.RecordBatch.from_pylist(messages)
 
     return decide
 
@@ -270,18 +261,11 @@ def commit_catalog(
     """Step 2: one :func:`~connectors.delta.commit.commit_files` adds ``files`` with
     ``txn(<sink id>:catalog, batch_id)`` and the owner's; ``False`` for a replay, nothing for an
     empty batch, ``BatchRegressionError`` below the recorded batch."""
-    from deltalake import DeltaTable, Transaction
+    from deltalake import Transaction
     from deltalake.transaction import AddAction
 
     app_id = catalog_app_id(sink_id)
-    uri, options = delta_storage(catalog_path, settings or StorageSettings())
-    DeltaTable.create(
-        uri,
-        CATALOG_SCHEMA,
-        mode="ignore",
-        partition_by=PARTITION_BY,
-        storage_options=options or None,
-    )
+    create_table(catalog_path, CATALOG_SCHEMA, settings, PARTITION_BY)
     now_ms = int(time.time() * 1000)
     adds = [
         AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
@@ -307,7 +291,6 @@ def commit_catalog(
         check,
         partition_by=PARTITION_BY,
         commit_empty=False,
-        max_conflicts=MAX_CONFLICTS,
         settings=settings,
     )
 

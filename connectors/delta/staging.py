@@ -15,18 +15,9 @@ from pyspark.sql.types import StructType
 
 from connectors.delta.table import arrow_schema, schema_shape
 from spark_ext import storage
-from spark_ext.sinks.task import BATCH_ID_PROPERTY, current_batch_id
 from spark_ext.storage import StorageSettings
 
-__all__ = [
-    "BATCH_ID_PROPERTY",
-    "STAGED_NAME",
-    "StagedFile",
-    "current_batch_id",
-    "owner_tag",
-    "stage_batches",
-    "staged_name",
-]
+__all__ = ["STAGED_NAME", "StagedFile", "owner_tag", "stage_batches", "staged_name"]
 
 STAGED_NAME = re.compile(
     r"^spark_ext-(?P<sink>.+?)(?:-o(?P<owner>[0-9a-f]{16}))?"

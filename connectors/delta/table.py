@@ -1,5 +1,5 @@
 """The Delta sinks' target table: its schema, and whether staged Parquet can be added to it
-(:func:`check_writable` at start, :func:`check_snapshot` at every commit; which tables are
+(:func:`ensure_table` at start, :func:`check_snapshot` at every commit; which tables are
 refused: docs/design.md, "Delta sinks"). Spark's writer needs only :func:`check_table_schema`.
 """
 
@@ -12,8 +12,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from spark_ext import storage
-from spark_ext.sinks.delta_txn import arrow_schema, check_target_path, create_table
+from spark_ext.sinks.delta_txn import LatestTable, arrow_schema, check_target_path, create_table
 from spark_ext.sinks.errors import (
     SchemaMismatchError,
     UnsupportedTableFeatureError,
@@ -25,7 +24,6 @@ __all__ = [
     "check_snapshot",
     "check_table_schema",
     "check_target_path",
-    "check_writable",
     "ensure_table",
     "open_table",
     "schema_shape",
@@ -83,33 +81,21 @@ def schema_shape(schema_json: str) -> str:
 
 
 def open_table(path: str | Path, settings: StorageSettings | None = None) -> Any:
-    """The Delta table at ``path`` (local, or on object storage with ``settings``), ``None`` if
-    there is none yet (a path that is no table and cannot become one: ``DeltaTargetPathError``)."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
+    """The Delta table at ``path`` (``settings``: on object storage, default the session's),
+    ``None`` if there is none yet (no table and cannot become one: ``DeltaTargetPathError``)."""
     check_target_path(path, settings)
-    if settings is None and storage.Location.parse(path).is_s3:
-        settings = storage.session_settings()  # a driver's caller without them: its session's
-    uri, options = storage.delta_storage(str(path), settings or StorageSettings())
-    try:
-        return DeltaTable(uri, storage_options=options or None)
-    except TableNotFoundError:
-        return None
+    return LatestTable(str(path), settings).get()
 
 
 def check_table_schema(
     path: str | Path, schema: StructType, settings: StorageSettings | None = None
-) -> None:
+) -> Any:
     """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` (if any) cannot take
-    ``schema``."""
+    ``schema``; returns the table (``None``: none yet)."""
     table = open_table(path, settings)
-    if table is None:
-        return
-    expected = schema_shape(table.schema().to_json())
-    actual = schema_shape(schema.json())
-    if expected != actual:
+    if table is not None and schema_shape(table.schema().to_json()) != schema_shape(schema.json()):
         raise SchemaMismatchError(str(path), table.schema().to_json(), schema.json())
+    return table
 
 
 def _not_null_breaches(table: Any, rows: Any, where: str) -> list[str]:
@@ -209,22 +195,15 @@ def check_snapshot(
         raise UnsupportedTableFeatureError(str(path), feature, detail)
 
 
-def check_writable(
-    path: str | Path, schema: StructType, settings: StorageSettings | None = None
-) -> None:
-    """Raise :class:`UnsupportedTableFeatureError` if staged Parquet cannot be added to the
-    table at ``path`` (if any)."""
-    table = open_table(path, settings)
-    if table is not None:
-        check_snapshot(table, path, schema.json())
-
-
 def ensure_table(
     path: str | Path, schema: StructType, settings: StorageSettings | None = None
 ) -> None:
-    """Create an empty Delta table with ``schema`` at ``path`` unless one exists (and fits:
-    else :class:`SchemaMismatchError`, :class:`UnsupportedTableFeatureError`, or
-    ``DeltaTargetPathError`` for a file or a folder of other files)."""
-    check_table_schema(path, schema, settings)
-    check_writable(path, schema, settings)
-    create_table(str(path), arrow_schema(schema), settings)
+    """Create an empty Delta table with ``schema`` at ``path`` unless one exists and staged
+    Parquet can be added to it (else :class:`SchemaMismatchError`,
+    :class:`UnsupportedTableFeatureError`, or ``DeltaTargetPathError`` for a file or a folder of
+    other files)."""
+    table = check_table_schema(path, schema, settings)
+    if table is None:
+        create_table(str(path), arrow_schema(schema), settings)
+    else:
+        check_snapshot(table, path, schema.json())

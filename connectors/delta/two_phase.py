@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -78,10 +79,7 @@ _STORAGE_OPTION = "storage."
 
 def storage_options(settings: StorageSettings | None) -> dict[str, str]:
     """``settings`` as options of :class:`DeltaTwoPhaseDataSource` (none for ``None``)."""
-    if settings is None:
-        return {}
-    fields = ("endpoint", "region", "access_key_id", "secret_access_key")
-    return {f"{_STORAGE_OPTION}{f}": getattr(settings, f) for f in fields}
+    return {f"{_STORAGE_OPTION}{k}": v for k, v in (asdict(settings) if settings else {}).items()}
 
 
 def _settings_of(options: Any) -> StorageSettings | None:
@@ -92,24 +90,16 @@ def _settings_of(options: Any) -> StorageSettings | None:
     return StorageSettings(**values) if values else None
 
 
+@dataclass
 class DeltaStagingWriter(DataSourceStreamArrowWriter):
     """Stages a task's rows as one Parquet file and commits all of a batch on the driver."""
 
-    def __init__(
-        self,
-        path: str,
-        sink_id: str,
-        schema: StructType,
-        run_epoch: int | None = None,
-        owner: SinkOwner | None = None,
-        settings: StorageSettings | None = None,
-    ) -> None:
-        self.path = path
-        self.sink_id = sink_id
-        self.schema = schema
-        self.run_epoch = run_epoch
-        self.owner = owner
-        self.settings = settings  # reaches the tasks with the writer (never logged)
+    path: str
+    sink_id: str
+    schema: StructType
+    run_epoch: int | None = None
+    owner: SinkOwner | None = None
+    settings: StorageSettings | None = None  # reaches the tasks with the writer (never logged)
 
     # 1. staged (executor)
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
@@ -276,6 +266,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             adds,
             txns,
             check,
+            max_conflicts=self.max_conflicts,
             settings=self.settings,
         )
         rows = sum(m.rows for m in messages)

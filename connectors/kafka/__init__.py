@@ -31,21 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def produce(
-    bootstrap: str,
-    topic: str,
-    records: Iterable[tuple[bytes | None, bytes, int | None]],
-    **producer_config: Any,
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes, int | None]]
 ) -> int:
     """Produce ``(key, value, partition)`` records (``None``: by key), wait for every ack;
     returns the count."""
-    config: dict[str, Any] = {
-        "acks": "all",
-        "linger_ms": 20,
-        "batch_size": 256 * 1024,
-        "enable_idempotence": True,
-    }
-    config.update(producer_config)
-    producer = kafka_clients.producer(bootstrap, **config)
+    producer = kafka_clients.producer(
+        bootstrap, acks="all", linger_ms=20, batch_size=256 * 1024, enable_idempotence=True
+    )
     count = 0
     try:
         for key, value, partition in records:
@@ -61,18 +53,14 @@ def produce_json(
     bootstrap: str,
     topic: str,
     rows: Iterable[Mapping[str, Any]],
-    key_field: str | None = None,
     partitions: int | None = None,
 ) -> int:
     """Produce each mapping as a JSON value; with ``partitions``, round-robin by row index."""
-
-    def records() -> Iterable[tuple[bytes | None, bytes, int | None]]:
-        for i, row in enumerate(rows):
-            key = str(row[key_field]).encode() if key_field else None
-            part = i % partitions if partitions else None
-            yield key, json.dumps(row, default=str).encode(), part
-
-    return produce(bootstrap, topic, records())
+    records = (
+        (None, json.dumps(row, default=str).encode(), i % partitions if partitions else None)
+        for i, row in enumerate(rows)
+    )
+    return produce(bootstrap, topic, records)
 
 
 def _reader(reader: Any, bootstrap: str, topics: str | list[str], read_committed: bool) -> Any:
@@ -90,7 +78,6 @@ def read_stream(
     spark: SparkSession,
     bootstrap: str,
     topics: str | list[str],
-    starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
     read_committed: bool = True,
     extra_options: Mapping[str, str] | None = None,
@@ -104,7 +91,7 @@ def read_stream(
     if kafka_properties is not None:
         kafka_clients.configure(bootstrap, kafka_properties)
     reader = _reader(spark.readStream, bootstrap, topics, read_committed)
-    reader = reader.option("startingOffsets", starting_offsets).option("failOnDataLoss", "true")
+    reader = reader.option("startingOffsets", "earliest").option("failOnDataLoss", "true")
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
     if min_partitions := spark.conf.get(KAFKA_MIN_PARTITIONS_CONF, None):
@@ -136,35 +123,14 @@ def stamp(raw: DataFrame) -> DataFrame:
 
 
 def consume_all(
-    bootstrap: str, topic: str, read_committed: bool = True, timeout_s: float = 10.0
+    bootstrap: str, topic: str, read_committed: bool = True, timeout_s: float = 60.0
 ) -> list[tuple[int, int, bytes | None, bytes]]:
-    """Every record of ``topic`` as ``(partition, offset, key, value)``, read with kafka-python."""
-    from kafka import TopicPartition
+    """Every record of ``topic`` as ``(partition, offset, key, value)``, read with kafka-python
+    (:func:`connectors.kafka.readback.read_records`)."""
+    from connectors.kafka.readback import read_records
 
-    consumer = kafka_clients.consumer(
-        bootstrap,
-        enable_auto_commit=False,
-        group_id=None,
-        isolation_level="read_committed" if read_committed else "read_uncommitted",
-        consumer_timeout_ms=int(timeout_s * 1000),
-    )
-    try:
-        parts = [
-            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])
-        ]
-        consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
-        end = consumer.end_offsets(parts)
-        out: list[tuple[int, int, bytes | None, bytes]] = []
-        while any(consumer.position(tp) < end[tp] for tp in parts):
-            batch = consumer.poll(timeout_ms=1000)
-            if not batch and all(consumer.position(tp) >= end[tp] for tp in parts):
-                break
-            for tp, msgs in batch.items():
-                out.extend((tp.partition, m.offset, m.key, m.value) for m in msgs)
-        return sorted(out)
-    finally:
-        consumer.close()
+    records = read_records(bootstrap, topic, None, timeout_s, read_committed)
+    return sorted((r.partition, r.offset, r.key, r.value) for r in records)
 
 
 def consume_json_rows(bootstrap: str, topic: str) -> list[dict[str, Any]]:

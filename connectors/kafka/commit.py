@@ -124,7 +124,7 @@ class KafkaCommitter:
         """The error of a driver whose producer was fenced: by a newer start, or by another
         Python worker of this run (:class:`WriterFencedError`)."""
         return self._newer_start(self.recorded_run()) or WriterFencedError(
-            f"{self.settings.transactional_id} was fenced by another producer of this run"
+            f"{self.settings.names.commit_id} was fenced by another producer of this run"
         )
 
     def record_progress(self, batch_id: int, end_offsets: dict[int, int], slices: int) -> None:

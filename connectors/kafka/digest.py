@@ -2,7 +2,7 @@
 64-bit BLAKE2b hash per record, so the same records in any order give the same digest. A record's
 hash covers ``record_id``, ``key`` and ``value``, each as a 4-byte big-endian length (``ff ff ff
 ff``: null) and its bytes, then the partition as a 4-byte signed big-endian int (``-``: none);
-:meth:`SliceDigest.add_batch` (in Arrow) and :meth:`SliceDigest.add` give the same hashes.
+the tests check :meth:`SliceDigest.add_batch` (in Arrow) against a row-by-row reference.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def _framed_partition(column: pa.Array | None, n: int) -> Any:
 
 
 def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array:
-    """The framed bytes of every row of ``batch`` (what :meth:`SliceDigest.add` hashes;
-    absent columns frame as nulls)."""
+    """The framed bytes of every row of ``batch`` (what :class:`SliceDigest` hashes; absent
+    columns frame as nulls)."""
     n = batch.num_rows
     names = batch.schema.names
 
@@ -86,25 +86,8 @@ class SliceDigest:
         self.count = 0
         self.total = 0
 
-    def add(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        partition: int | None,
-        record_id: bytes | None = None,
-    ) -> None:
-        """Add one record (its fields as bytes)."""
-        h = hashlib.blake2b(digest_size=8)
-        for field in (record_id, key, value):
-            h.update(_NULL_LEN if field is None else len(field).to_bytes(4, "big"))
-            if field:
-                h.update(field)
-        h.update(_NO_PARTITION if partition is None else partition.to_bytes(4, "big", signed=True))
-        self.total = (self.total + int.from_bytes(h.digest(), "big")) & _MASK
-        self.count += 1
-
     def add_batch(self, batch: pa.RecordBatch) -> None:
-        """Add every row of an Arrow record batch (same hashes as :meth:`add` row by row)."""
+        """Add every row of an Arrow record batch."""
         if not batch.num_rows:
             return
         blake = hashlib.blake2b

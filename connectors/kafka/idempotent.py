@@ -26,7 +26,6 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.kafka.clients import ConfluentProducer
-from connectors.kafka.names import KafkaSinkNames
 from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
 from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
 from connectors.kafka.readback import (
@@ -36,17 +35,13 @@ from connectors.kafka.readback import (
     record_id,
     written_ids,
 )
-from connectors.kafka.records import (
-    RECORD_ID_COLUMN,
-    NamedRows,
-    arrow_rows,
-    check_columns,
-    task_attempt,
-)
+from connectors.kafka.records import RECORD_ID_COLUMN, NamedRows, arrow_rows, check_columns
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError, WriterFencedError
 from spark_ext.sinks.owner import SinkOwner, owner_of
-from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol, validate_sink_id
+from spark_ext.sinks.protocol import KAFKA_IDEMPOTENT, Protocol
+from spark_ext.sinks.task import task_attempt
 
 __all__ = [
     "IN_FLIGHT_GRACE_S",
@@ -137,14 +132,16 @@ class Claim:
 
 
 class TaskStarted:
-    """A task's durable claim of its slice: group :meth:`KafkaSinkNames.task_group`'s offset
+    """A task's durable claim of its slice: group ``settings.names.task_group``'s offset
     on partition 0 (batch, metadata :class:`Claim`; docs/design.md, "Kafka sinks")."""
 
-    def __init__(self, bootstrap: str, topic: str, sink_id: str, index: int) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.sink_id = sink_id
-        self.group = KafkaSinkNames(sink_id, topic).task_group(index)
+    def __init__(self, settings: KafkaSinkSettings, index: int) -> None:
+        self.bootstrap, self.topic, self.sink_id = (
+            settings.bootstrap,
+            settings.topic,
+            settings.sink_id,
+        )
+        self.group = settings.names.task_group(index)
         self._reader: Any = None
 
     def read(self) -> Claim | None:
@@ -188,21 +185,20 @@ class SliceWriter:
     """What each task of an idempotent batch runs (``mapInArrow``); ``run``: the driver run of
     the batch (an unended claim of the same run may be a lost attempt still running)."""
 
-    bootstrap: str
-    topic: str
-    sink_id: str
+    settings: KafkaSinkSettings  # carries the cluster's client properties to the task
     batch_id: int
     region: OutputRegion
     run: str = ""
-    delivery_timeout_ms: int = 120_000
-    #: The cluster's client properties, carried to the task (docs/design.md, "Kafka clients").
-    access: kafka_clients.KafkaAccess | None = None
+
+    @property
+    def sink_id(self) -> str:
+        return self.settings.sink_id
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index, attempt = task_attempt()
         prefix = record_id(self.sink_id, self.batch_id, "")
         skip: set[str] = set()
-        marker = TaskStarted(self.bootstrap, self.topic, self.sink_id, index)
+        marker = TaskStarted(self.settings, index)
         try:
             before = marker.read()
             claim = Claim(self.batch_id, self.run, uuid.uuid4().hex)
@@ -213,13 +209,9 @@ class SliceWriter:
             if before is not None and (before.batch_id, before.run) == (self.batch_id, self.run):
                 self._await_lost_attempt(index, before)
             if self.region.dirty or ran_before:
+                s = self.settings
                 skip = written_ids(
-                    self.bootstrap,
-                    self.topic,
-                    self.region.since,
-                    prefix,
-                    self.sink_id,
-                    self.batch_id,
+                    s.bootstrap, s.topic, self.region.since, prefix, s.sink_id, self.batch_id
                 )
             sent = self._write(batches, marker, claim, {rid.encode() for rid in skip})
         finally:
@@ -230,7 +222,7 @@ class SliceWriter:
         """Wait out a lost attempt's deliveries if ``before`` (this run's) never ended."""
         if before.ended:
             return
-        wait_s = self.delivery_timeout_ms / 1000 + IN_FLIGHT_GRACE_S
+        wait_s = self.settings.delivery_timeout_ms / 1000 + IN_FLIGHT_GRACE_S
         log.warning(
             "%s batch %d task %d: an earlier attempt may still be running; reading back in %.0f s",
             self.sink_id,
@@ -248,8 +240,9 @@ class SliceWriter:
         skipped: set[bytes],
     ) -> int:
         """Produce every row not in ``skipped``; stop if a newer attempt claims the slice."""
+        s = self.settings
         producer = ConfluentProducer(
-            self.bootstrap, self.topic, None, delivery_timeout_ms=self.delivery_timeout_ms
+            s.bootstrap, s.topic, None, delivery_timeout_ms=s.delivery_timeout_ms
         )
         sent = 0
         try:
@@ -323,15 +316,13 @@ class KafkaIdempotentWriter:
         take_over: bool = False,
         delivery_timeout_ms: int = 120_000,
     ) -> None:
-        if delivery_timeout_ms < 1000:
-            raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.sink_id = validate_sink_id(sink_id)
+        self.settings = KafkaSinkSettings(
+            bootstrap, topic, sink_id, delivery_timeout_ms=delivery_timeout_ms
+        )
+        self.bootstrap, self.topic, self.sink_id = bootstrap, topic, sink_id
         self.progress = SinkProgress(bootstrap, topic, sink_id)
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over
-        self.delivery_timeout_ms = delivery_timeout_ms
         self.run = uuid.uuid4().hex  # a task claim of another run is no live attempt of ours
         self._claimed: SinkOwner | None = None
 
@@ -359,16 +350,7 @@ class KafkaIdempotentWriter:
             )
         # 1. before_write: the batch is known, where it can already be is known.
         self.protocol.reached(1, batch_id)
-        writer = SliceWriter(
-            self.bootstrap,
-            self.topic,
-            self.sink_id,
-            batch_id,
-            region,
-            self.run,
-            self.delivery_timeout_ms,
-            kafka_clients.access(self.bootstrap),
-        )
+        writer = SliceWriter(self.settings, batch_id, region, self.run)
         # one row per task, summed here: no aggregation stage (and its shuffle) per batch
         sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())
         log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)

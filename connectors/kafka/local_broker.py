@@ -3,7 +3,6 @@ configured for transactions: ``python -m connectors.kafka.local_broker start|sto
 
 from __future__ import annotations
 
-import argparse
 import base64
 import logging
 import os
@@ -15,16 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.kafka.tls import TlsFiles, make_certificates
-from connectors.processes import java, port_open, read_pid, spawn, stop_pid
+from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
+from spark_ext.jobrun import REPO
 
 __all__ = [
     "LOG4J2",
-    "REPO",
     "SCRAM",
-    "TRANSACTION_MAX_TIMEOUT_MS",
     "BrokerConfig",
     "LocalKafkaBroker",
     "main",
@@ -34,8 +31,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-TRANSACTION_MAX_TIMEOUT_MS = 900_000
 #: The SASL mechanism of the local broker's SCRAM listener.
 SCRAM = "SCRAM-SHA-512"
 
@@ -49,12 +44,13 @@ class BrokerConfig:
     controller_port: int = 9093
     host: str = "127.0.0.1"
     heap: str = "1g"
-    transaction_max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS
+    transaction_max_timeout_ms: int = 900_000
     #: For tests: a SASL_PLAINTEXT listener with SCRAM-SHA-512 for ``scram_users`` (name,
-    #: password), and an SSL listener whose certificate :meth:`tls` makes.
+    #: password), and an SSL listener with ``ssl_keystore`` (a PKCS12 file and its password).
     scram_port: int | None = None
     ssl_port: int | None = None
     scram_users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    ssl_keystore: tuple[Path, str] | None = field(default=None, repr=False)
 
     @property
     def scram_bootstrap(self) -> str:
@@ -65,10 +61,6 @@ class BrokerConfig:
     def ssl_bootstrap(self) -> str:
         """The SSL listener's address."""
         return f"{self.host}:{self.ssl_port}"
-
-    @property
-    def tls_dir(self) -> Path:
-        return self.data_dir / "tls"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -86,10 +78,6 @@ class BrokerConfig:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
-    def tls(self) -> TlsFiles | None:
-        """The SSL listener's certificates (made on first use in ``tls_dir``), if it has one."""
-        return make_certificates(self.tls_dir, self.host) if self.ssl_port is not None else None
-
     def _secured_listeners(self) -> dict[str, str]:
         """The properties of the SCRAM and SSL listeners (none without their ports)."""
         props: dict[str, str] = {}
@@ -99,9 +87,9 @@ class BrokerConfig:
             props[f"listener.name.scram.{SCRAM.lower()}.sasl.jaas.config"] = (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             )
-        if (tls := self.tls()) is not None:
-            props["listener.name.tls.ssl.keystore.location"] = str(tls.keystore)
-            props["listener.name.tls.ssl.keystore.password"] = tls.keystore_password
+        if self.ssl_port is not None and self.ssl_keystore is not None:
+            props["listener.name.tls.ssl.keystore.location"] = str(self.ssl_keystore[0])
+            props["listener.name.tls.ssl.keystore.password"] = self.ssl_keystore[1]
             props["listener.name.tls.ssl.keystore.type"] = "PKCS12"
         return props
 
@@ -266,8 +254,8 @@ class LocalKafkaBroker:
             return False
 
     def ensure_running(self) -> str:
-        """Start the broker unless one already answers on the port."""
-        return self.start() if not self.is_running() else self.config.bootstrap_servers
+        """Start the broker unless one already answers on the port (:meth:`start`)."""
+        return self.start()
 
     def stop(self, timeout: float = 30.0, hard: bool = False) -> None:
         """Stop the broker by its PID (SIGTERM, or SIGKILL with ``hard``) and wait for it."""
@@ -305,35 +293,18 @@ class LocalKafkaBroker:
         log.info("Kafka broker %s killed", self.config.bootstrap_servers)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Run the local Kafka broker.")
-    parser.add_argument("action", choices=["start", "stop", "status"])
-    parser.add_argument("--data-dir", type=Path, default=BrokerConfig.data_dir)
-    parser.add_argument("--port", type=int, default=BrokerConfig.port)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)
-    broker = LocalKafkaBroker(
-        BrokerConfig(data_dir=args.data_dir, port=args.port, controller_port=args.port + 1)
-    )
-    if args.action == "start":
-        print(f"kafka broker: {broker.start()} (pid {broker.pid()}, data {args.data_dir})")
-    elif args.action == "stop":
-        broker.stop()
-        print("kafka broker: stopped")
-    else:
-        print(
-            "kafka broker:",
-            "running" if broker.is_running() else "not running",
-            f"(pid {broker.pid()})",
-        )
-
-
-if __name__ == "__main__":
-    main()
-
-
 def private_broker(data_dir: Path, port: int) -> LocalKafkaBroker:
     """A broker of its own in ``data_dir`` on ``port`` (controller: ``port + 1``), not started:
     the recovery harness's ``brokers`` factory for its broker faults."""
     return LocalKafkaBroker(BrokerConfig(data_dir=data_dir, port=port, controller_port=port + 1))
+
+
+def main() -> None:
+    command_line(
+        "kafka broker",
+        lambda folder, port: private_broker(folder or BrokerConfig.data_dir, port or 9092),
+    )
+
+
+if __name__ == "__main__":
+    main()

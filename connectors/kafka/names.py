@@ -65,26 +65,19 @@ class KafkaSinkNames:
     def slice_id(self, index: int) -> str:
         return derived_name(TRANSACTIONS, self.sink_id, self.topic, f"s{index}")
 
-    @property
-    def group_prefix(self) -> str:
-        """What every group of this sink (but its progress group) starts with, and no other's."""
-        return derived_prefix(GROUPS, self.sink_id)
-
-    @property
-    def slice_id_prefix(self) -> str:
-        """What every transactional id of this sink and topic starts with, and no other's."""
-        return derived_prefix(TRANSACTIONS, self.sink_id, self.topic)
-
     def slice_of_group(self, group: str) -> int | None:
         """``i`` if ``group`` is :meth:`slice_group` ``(i)`` of this sink, else ``None``."""
-        return _slice_after(self.group_prefix, group)
+        return _slice_after(derived_prefix(GROUPS, self.sink_id), group)
 
     def slice_of_transactional_id(self, transactional_id: str) -> int | None:
         """``i`` if ``transactional_id`` is :meth:`slice_id` ``(i)``, else ``None``."""
-        return _slice_after(self.slice_id_prefix, transactional_id)
+        return _slice_after(
+            derived_prefix(TRANSACTIONS, self.sink_id, self.topic), transactional_id
+        )
 
 
 def _slice_after(prefix: str, name: str) -> int | None:
+    """``i`` if ``name`` is ``prefix`` + ``s<i>`` (a prefix no other sink's names share)."""
     if not name.startswith(prefix):
         return None
     found = _SLICE.fullmatch(name[len(prefix) :])

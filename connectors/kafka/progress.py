@@ -4,8 +4,8 @@
 * Partition 0's metadata: ``{"sink": S, "batch": B, "parts": n, "owner": query id}`` (the
   sliced sink adds ``"slices"``); ``"batch": null`` after a first start or a take-over.
 * Each output partition's end offset is its committed offset (metadata ``{"sink": S, "batch":
-  B}``), so any partition count fits the metadata limit (K6 of issue #14; the earlier format,
-  every end offset in partition 0's metadata, is read); without them partition 0's offset is B.
+  B}``), so any partition count fits the metadata limit (K6 of issue #14); without them
+  partition 0's offset is B.
 """
 
 from __future__ import annotations
@@ -78,14 +78,11 @@ class SinkProgress:
         if meta.get("sink") != self.sink_id:
             return None
         batch = None if meta.get("batch") is None else int(meta["batch"])
-        slices, owner = int(meta.get("slices", 0)), meta.get("owner")
-        if "ends" in meta:  # the earlier format: every end offset in this metadata
-            return Recorded(batch, {int(p): int(o) for p, o in meta["ends"].items()}, slices, owner)
         parts = int(meta.get("parts", 0))
         ends = {0: got.offset} if parts else {}
         if parts > 1:
             ends.update(self._tagged_offsets(batch, parts))
-        return Recorded(batch, ends, slices, owner)
+        return Recorded(batch, ends, int(meta.get("slices", 0)), meta.get("owner"))
 
     def _tagged_offsets(self, batch: int | None, parts: int) -> dict[int, int]:
         """Committed offsets of partitions 1..parts-1, each checked to be of ``batch``."""

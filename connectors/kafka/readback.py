@@ -4,13 +4,21 @@ batch, from the end offsets recorded before it; a trimmed log is ``ReplayUnprova
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from connectors.kafka.records import RECORD_ID_HEADER
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
 
-__all__ = ["assigned_consumer", "check_not_trimmed", "end_offsets", "record_id", "written_ids"]
+__all__ = [
+    "assigned_consumer",
+    "check_not_trimmed",
+    "end_offsets",
+    "read_records",
+    "record_id",
+    "written_ids",
+]
 
 
 def record_id(sink_id: str, batch_id: int, slice_name: str, seq: int | None = None) -> str:
@@ -48,20 +56,19 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def written_ids(
+def read_records(
     bootstrap: str,
     topic: str,
-    since: dict[int, int] | None,
-    prefix: str,
-    sink_id: str = "",
-    batch_id: int = -1,
+    since: dict[int, int] | None = None,
     timeout_s: float = 60.0,
     read_committed: bool = False,
-) -> set[str]:
-    """Record ids starting with ``prefix`` in ``topic`` from offsets ``since`` (per partition;
-    ``None``: the log start); ``read_committed``: committed records only. A log start above
-    ``since`` is :class:`ReplayUnprovableError`; not at the end ``timeout_s`` later:
-    :class:`ClientStalledError`."""
+    sink_id: str = "",
+    batch_id: int = -1,
+) -> Iterator[Any]:
+    """The records of ``topic`` from offsets ``since`` (per partition; ``None``: the log start)
+    to the end offsets found at the call; ``read_committed``: committed records only. A log
+    start above ``since`` is :class:`ReplayUnprovableError` (of ``sink_id``'s ``batch_id``); not
+    at the end ``timeout_s`` later: :class:`ClientStalledError`."""
     consumer, parts = assigned_consumer(
         bootstrap,
         topic,
@@ -69,7 +76,6 @@ def written_ids(
         consumer_timeout_ms=int(timeout_s * 1000),
         isolation_level="read_committed" if read_committed else "read_uncommitted",
     )
-    found: set[str] = set()
     try:
         consumer.assign(parts)
         begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
@@ -82,13 +88,28 @@ def written_ids(
         deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < ends[tp] for tp in parts):
             if time.monotonic() > deadline:
-                raise ClientStalledError(f"reading back the record ids of {topic}", timeout_s)
-            polled = consumer.poll(timeout_ms=1000)
-            for records in polled.values():
-                for r in records:
-                    for name, value in r.headers or ():
-                        if name == RECORD_ID_HEADER and value.decode().startswith(prefix):
-                            found.add(value.decode())
+                raise ClientStalledError(f"reading {topic} to its end", timeout_s)
+            for records in consumer.poll(timeout_ms=1000).values():
+                yield from records
     finally:
         consumer.close()
-    return found
+
+
+def written_ids(
+    bootstrap: str,
+    topic: str,
+    since: dict[int, int] | None,
+    prefix: str,
+    sink_id: str = "",
+    batch_id: int = -1,
+    read_committed: bool = False,
+) -> set[str]:
+    """Record ids (header ``spark_ext.record_id``) starting with ``prefix`` in ``topic`` from
+    offsets ``since`` on (:func:`read_records`)."""
+    records = read_records(bootstrap, topic, since, 60.0, read_committed, sink_id, batch_id)
+    return {
+        value.decode()
+        for r in records
+        for name, value in r.headers or ()
+        if name == RECORD_ID_HEADER and value.decode().startswith(prefix)
+    }

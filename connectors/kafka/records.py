@@ -1,5 +1,4 @@
-"""What both Kafka sinks share: the column contract, producer settings, topic checks, and the
-task facts of :mod:`spark_ext.sinks.task` (re-exported)."""
+"""What both Kafka sinks share: the column contract, producer settings, topic checks."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 from connectors.kafka.digest import as_binary
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, SinkConfigError, TopicMissingError
-from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +32,8 @@ __all__ = [
     "call_timeout_s",
     "check_columns",
     "client_deadline_s",
-    "current_batch_id",
     "existing_topics",
     "require_topic",
-    "task_attempt",
-    "to_bytes",
 ]
 
 RECORD_ID_HEADER = "spark_ext.record_id"
@@ -113,14 +108,6 @@ def check_columns(schema: StructType, require_record_id: bool = False) -> None:
             "(e.g. concat_ws('/', topic, partition, offset)), unique within a batch and the "
             "same when the batch is re-run",
         )
-
-
-def to_bytes(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray):
-        return bytes(value)
-    return str(value).encode()
 
 
 @dataclass(frozen=True)
@@ -224,7 +211,7 @@ def existing_topics(bootstrap: str) -> set[str]:
         return set(admin.list_topics())
 
 
-def require_topic(bootstrap: str, topic: str, role: str = "output") -> None:
-    """:class:`TopicMissingError` naming ``topic`` unless it exists (checked at start-up)."""
+def require_topic(bootstrap: str, topic: str) -> None:
+    """:class:`TopicMissingError` naming the output ``topic`` unless it exists (at start-up)."""
     if topic not in existing_topics(bootstrap):
-        raise TopicMissingError(topic, role)
+        raise TopicMissingError(topic, "output")

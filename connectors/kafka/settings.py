@@ -1,5 +1,5 @@
-"""Typed settings of the two-phase Kafka sink, validated when the query is built and passed to
-the data source as string options (:meth:`KafkaSinkSettings.as_options`)."""
+"""Typed settings of the Kafka sinks, validated when the query is built and passed to the
+two-phase data source as string options (:meth:`KafkaSinkSettings.as_options`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ __all__ = ["KafkaSinkSettings"]
 
 @dataclass(frozen=True)
 class KafkaSinkSettings:
-    """Typed options of the two-phase Kafka sink (validated when the query is built)."""
+    """Typed options of a Kafka sink (validated when the query is built; the idempotent sink
+    uses the first five and ``access``)."""
 
     bootstrap: str
     topic: str
@@ -32,8 +33,6 @@ class KafkaSinkSettings:
     recorded: int | None = None
     partial: int | None = None
     replay_from: dict[int, int] = field(default_factory=dict)
-    #: Keep a slice's producer in the Python worker for the slice's next task.
-    reuse_producers: bool = True
     #: The cluster's client properties (default: those configured for ``bootstrap``), carried
     #: to the tasks and the data source's options (docs/design.md, "Kafka clients").
     access: kafka_clients.KafkaAccess | None = field(default=None, compare=False)
@@ -54,7 +53,7 @@ class KafkaSinkSettings:
         request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
         return {
             **PRODUCER,
-            "transactional_id": transactional_id or self.transactional_id,
+            "transactional_id": transactional_id or self.names.commit_id,
             "transaction_timeout_ms": self.transaction_timeout_ms,
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "request_timeout_ms": request_timeout,
@@ -64,16 +63,6 @@ class KafkaSinkSettings:
     def names(self) -> KafkaSinkNames:
         """The sink's consumer groups and transactional ids (:mod:`connectors.kafka.names`)."""
         return KafkaSinkNames(self.sink_id, self.topic)
-
-    @property
-    def transactional_id(self) -> str:
-        return self.names.commit_id
-
-    def slice_transactional_id(self, index: int) -> str:
-        return self.names.slice_id(index)
-
-    def slice_group(self, index: int) -> str:
-        return self.names.slice_group(index)
 
     def as_options(self) -> dict[str, str]:
         """The settings as the data source's string options (client properties as

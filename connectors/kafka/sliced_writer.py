@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -19,48 +19,11 @@ from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceWritten, record_batch, recover_slices, write_slice
 from spark_ext.sinks.owner import SinkOwner, owner_of
 
-__all__ = ["KafkaTwoPhaseWriter", "slice_settings", "slice_task"]
+__all__ = ["KafkaTwoPhaseWriter"]
 
 log = logging.getLogger(__name__)
 
-_WRITTEN = pa.schema(
-    [("index", pa.int32()), ("rows", pa.int64()), ("digest", pa.string()), ("skipped", pa.bool_())]
-)
-_WRITTEN_DDL = "index int, rows long, digest string, skipped boolean"
-
-
-def slice_settings(
-    bootstrap: str,
-    topic: str,
-    sink_id: str,
-    transaction_timeout_ms: int,
-    delivery_timeout_ms: int,
-    owner: SinkOwner | None = None,
-) -> KafkaSinkSettings:
-    """The settings of a transaction-per-slice sink, before recovery."""
-    return KafkaSinkSettings(
-        bootstrap=bootstrap,
-        topic=topic,
-        sink_id=sink_id,
-        transaction_timeout_ms=transaction_timeout_ms,
-        delivery_timeout_ms=delivery_timeout_ms,
-        owner=owner.query_id if owner is not None else None,
-    )
-
-
-def slice_task(
-    settings: KafkaSinkSettings, batch_id: int
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a batch: :func:`write_slice`, one row out (none for an
-    empty slice)."""
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        w = write_slice(settings, batch_id, batches)
-        if w is not None:
-            row = {"index": w.index, "rows": w.rows, "digest": w.digest, "skipped": w.skipped}
-            yield pa.RecordBatch.from_pylist([row], schema=_WRITTEN)
-
-    return write
+_WRITTEN = "index long, rows long, digest string, skipped boolean"  # a slice's SliceWritten
 
 
 class KafkaTwoPhaseWriter:
@@ -82,7 +45,7 @@ class KafkaTwoPhaseWriter:
         owner: SinkOwner | str | None = None,
         take_over: bool = False,
     ) -> None:
-        self.base = slice_settings(
+        self.base = KafkaSinkSettings(
             bootstrap, topic, sink_id, transaction_timeout_ms, delivery_timeout_ms
         )
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
@@ -114,8 +77,15 @@ class KafkaTwoPhaseWriter:
     def write_slices(
         df: DataFrame, batch_id: int, settings: KafkaSinkSettings
     ) -> list[SliceWritten]:
-        """Steps 1-3: every slice of ``df`` committed (or found committed) in the topic."""
-        got = df.mapInArrow(slice_task(settings, batch_id), _WRITTEN_DDL).collect()
+        """Steps 1-3: every slice of ``df`` committed (or found committed) in the topic, by
+        :func:`write_slice` in ``mapInArrow`` (an empty slice gives no row)."""
+
+        def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            if (w := write_slice(settings, batch_id, batches)) is not None:
+                row = {"index": w.index, "rows": w.rows, "digest": w.digest, "skipped": w.skipped}
+                yield pa.RecordBatch.from_pylist([row])
+
+        got = df.mapInArrow(write, _WRITTEN).collect()
         return [
             SliceWritten(int(r["index"]), batch_id, int(r["rows"]), r["digest"], r["skipped"])
             for r in got

@@ -40,12 +40,7 @@ from connectors.kafka.digest import SliceDigest
 from connectors.kafka.owner import check_still_owner
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
-from connectors.kafka.records import (
-    NamedRows,
-    check_columns,
-    current_batch_id,
-    task_attempt,
-)
+from connectors.kafka.records import NamedRows, check_columns
 from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import (
@@ -56,6 +51,7 @@ from spark_ext.sinks.errors import (
     WriterFencedError,
 )
 from spark_ext.sinks.protocol import KAFKA_SLICED
+from spark_ext.sinks.task import current_batch_id, task_attempt
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +124,8 @@ class SliceTransaction:
     def __init__(self, settings: KafkaSinkSettings, index: int) -> None:
         self.settings = settings
         self.index = index
-        self.transactional_id = settings.slice_transactional_id(index)
-        self.group = settings.slice_group(index)
+        self.transactional_id = settings.names.slice_id(index)
+        self.group = settings.names.slice_group(index)
         self._producer: ConfluentProducer | None = None
         self._reused = False  # kept from an earlier task of this slice in this worker
         self._clean = False  # its last transaction ended cleanly: it may serve the next task
@@ -144,7 +140,7 @@ class SliceTransaction:
     def close(self) -> None:
         """Keep a cleanly ended producer for the next task of this slice, close any other."""
         if self._producer is not None:
-            if self._clean and self.settings.reuse_producers:
+            if self._clean:
                 _IDLE[self.transactional_id] = self._producer
             else:
                 self._producer.close()
@@ -358,7 +354,7 @@ def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[Slice
     """Step 4 (driver): record ``batch_id`` in a transaction of the driver's transactional
     id; a kept producer fenced by another worker of the run is replaced and the step redone
     (docs/design.md, "Kafka sinks", an older driver's late step 4)."""
-    key = (settings.transactional_id, settings.run_epoch)
+    key = (settings.names.commit_id, settings.run_epoch)
     kept = _RECORDERS.pop(key, None)
     try:
         committer = _record(settings, batch_id, written, kept or KafkaCommitter(settings))

@@ -8,16 +8,15 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.kafka.local_broker import REPO
-from connectors.processes import java, port_open, read_pid, spawn, stop_pid
+from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
 from spark_ext import jvm, storage
+from spark_ext.jobrun import REPO
 from spark_ext.storage import StorageSettings
 
 __all__ = ["S3PROXY_SET", "LocalS3Store", "StoreConfig", "StoreError", "main"]
@@ -91,14 +90,8 @@ def libs_dir() -> Path:
 
 
 class LocalS3Store:
-    """Start, wait for, and stop the local store by its PID.
-
-    Example
-    -------
-    >>> store = LocalS3Store()                 # doctest: +SKIP
-    >>> store.start()                          # doctest: +SKIP
-    'http://127.0.0.1:9000'
-    """
+    """Start, wait for, and stop the local store by its PID (``LocalS3Store().start()``
+    returns its endpoint, ``http://127.0.0.1:9000``)."""
 
     def __init__(self, config: StoreConfig | None = None) -> None:
         self.config = config or StoreConfig()
@@ -175,22 +168,12 @@ class LocalS3Store:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Run the local S3-API store (S3Proxy).")
-    parser.add_argument("action", choices=["start", "stop", "status"])
-    parser.add_argument("--data-dir", type=Path, default=StoreConfig.data_dir)
-    parser.add_argument("--port", type=int, default=StoreConfig.port)
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    store = LocalS3Store(StoreConfig(data_dir=args.data_dir, port=args.port))
-    c = store.config
-    if args.action == "start":
-        print(f"s3 store: {store.start()} bucket {c.bucket} (pid {store.pid()}, data {c.data_dir})")
-    elif args.action == "stop":
-        store.stop()
-        print("s3 store: stopped")
-    else:
-        state = "running" if store.is_running() else "not running"
-        print(f"s3 store: {state} (pid {store.pid()})")
+    command_line(
+        "s3 store",
+        lambda folder, port: LocalS3Store(
+            StoreConfig(data_dir=folder or StoreConfig.data_dir, port=port or StoreConfig.port)
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from connectors.delta.staging import StagedFile, current_batch_id, stage_batches, staged_name
+from connectors.delta.staging import StagedFile, stage_batches, staged_name
 from connectors.delta.table import ensure_table
 from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.crash import FAULT_ENV
@@ -26,6 +26,7 @@ from spark_ext.sinks.errors import (
     NotAStreamTaskError,
 )
 from spark_ext.sinks.protocol import DELTA_TWO_PHASE, Outcome, abort_batch, commit_batch
+from spark_ext.sinks.task import current_batch_id
 from spark_ext.storage import StorageSettings
 
 SCHEMA = StructType([StructField("id", StringType()), StructField("n", LongType())])

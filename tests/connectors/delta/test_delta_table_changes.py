@@ -18,7 +18,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from test_delta_committed_files import spark_commit
 
 from connectors.delta.staging import StagedFile, stage_batches
-from connectors.delta.table import check_writable, ensure_table
+from connectors.delta.table import ensure_table
 from connectors.delta.two_phase import DeltaCommitter
 from spark_ext.sinks.errors import (
     DeltaTargetPathError,
@@ -141,7 +141,7 @@ def test_table_with_a_feature_delta_rs_cannot_write_is_refused_at_start_by_name(
 ):
     spark.sql(UNWRITABLE_TABLES[feature].format(t=f"delta.`{table}`"))
     with pytest.raises(UnsupportedTableFeatureError) as err:
-        check_writable(table, SCHEMA)
+        ensure_table(table, SCHEMA)
     assert err.value.feature == feature
 
 
@@ -170,7 +170,7 @@ def test_column_with_an_invariant_is_refused(table):
         ),
     )
     with pytest.raises(UnsupportedTableFeatureError) as err:
-        check_writable(table, SCHEMA)
+        ensure_table(table, SCHEMA)
     assert err.value.feature == "column invariant"
 
 

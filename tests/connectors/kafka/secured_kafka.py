@@ -1,6 +1,6 @@
 """A private broker with a SASL_PLAINTEXT/SCRAM-SHA-512 listener and an SSL listener (test
-certificates made at start), on free ports; the shared broker on 127.0.0.1:9092 is never
-touched (docs/design.md, "Kafka clients")."""
+certificates made at start by :mod:`tests.connectors.kafka.tls`), on free ports; the shared
+broker on 127.0.0.1:9092 is never touched (docs/design.md, "Kafka clients")."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from connectors.kafka.local_broker import SCRAM, BrokerConfig, LocalKafkaBroker
 from spark_ext import kafka_clients
 from spark_ext.config import CONF_DIR
 from tests.conftest import free_ports
+from tests.connectors.kafka.tls import TlsFiles, make_certificates
 
 USER = "spark-ext"
 PASSWORD = "scram-secret-7"
@@ -25,6 +26,7 @@ class SecuredKafka:
     """The running broker and the client properties of each of its secured listeners."""
 
     broker: LocalKafkaBroker
+    tls: TlsFiles
 
     @property
     def scram(self) -> str:
@@ -45,9 +47,7 @@ class SecuredKafka:
         }
 
     def ssl_properties(self) -> dict[str, str]:
-        tls = self.broker.config.tls()
-        assert tls is not None
-        return {"security.protocol": "SSL", "ssl.truststore.location": str(tls.ca_pem)}
+        return {"security.protocol": "SSL", "ssl.truststore.location": str(self.tls.ca_pem)}
 
     def profile(self, folder: Path, listener: str, base: str = "test") -> Path:
         """conf/<base>.toml with ``[kafka]`` for ``listener`` (``scram``: the password from
@@ -79,6 +79,7 @@ def secured_kafka(folder: Path) -> Iterator[SecuredKafka]:
     """Start the broker in ``folder``, configure this process's clients of both listeners;
     stop it (SIGKILL if it does not stop) however the caller ends."""
     plain, controller, scram, ssl = free_ports(4)
+    tls = make_certificates(folder / "tls")
     config = BrokerConfig(
         data_dir=folder,
         port=plain,
@@ -86,10 +87,11 @@ def secured_kafka(folder: Path) -> Iterator[SecuredKafka]:
         scram_port=scram,
         ssl_port=ssl,
         scram_users=((USER, PASSWORD),),
+        ssl_keystore=(tls.keystore, tls.keystore_password),
         heap="512m",
     )
     broker = LocalKafkaBroker(config)
-    secured = SecuredKafka(broker)
+    secured = SecuredKafka(broker, tls)
     try:
         broker.start(timeout=120)
         kafka_clients.configure(secured.scram, secured.scram_properties())

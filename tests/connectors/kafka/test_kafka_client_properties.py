@@ -140,7 +140,7 @@ def test_the_sinks_settings_carry_the_properties_to_the_data_source_and_the_task
     options = settings.as_options()
     assert options["kafka.sasl.password"] == SECRET
     shipped = pickle.dumps(settings)
-    writer = pickle.dumps(SliceWriter(BOOTSTRAP, "out", "sink_1", 0, None, access=settings.access))  # type: ignore[arg-type]
+    writer = pickle.dumps(SliceWriter(settings, 0, None))  # type: ignore[arg-type]
     kafka_clients.configure(BOOTSTRAP, None)  # a fresh Python worker knows nothing
 
     assert not kafka_clients.properties_of(BOOTSTRAP).secured

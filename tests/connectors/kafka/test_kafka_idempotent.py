@@ -151,12 +151,12 @@ def test_a_task_run_again_at_attempt_zero_reads_back_what_it_sent_before(
     import pyarrow as pa
 
     from connectors.kafka.idempotent import PARTIAL, OutputRegion, SliceWriter
+    from connectors.kafka.settings import KafkaSinkSettings
     from spark_ext.crash import InjectedFault
 
     topic = new_topic("idem-rerun", partitions=2)
-    writer = SliceWriter(
-        kafka_bootstrap, topic, "idem_rerun", 3, OutputRegion({0: 0, 1: 0}, dirty=False)
-    )
+    settings = KafkaSinkSettings(kafka_bootstrap, topic, "idem_rerun")
+    writer = SliceWriter(settings, 3, OutputRegion({0: 0, 1: 0}, dirty=False))
     rows = pa.RecordBatch.from_pydict(
         {"value": [f"v{i}" for i in range(10)], "record_id": [f"in/0/{i}" for i in range(10)]}
     )

@@ -21,6 +21,7 @@ import pytest
 
 import connectors.kafka.idempotent as idempotent
 from connectors import kafka
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext.sinks.errors import WriterFencedError
 
 pytestmark = pytest.mark.integration
@@ -45,9 +46,8 @@ def test_a_lost_attempt_still_running_stops_and_every_record_is_written_once(
         lambda: (0, 1 if threading.current_thread().name == "attempt-1" else 0),
     )
     region = idempotent.output_region(kafka_bootstrap, out, "idem_lost", 0, None)
-    writer = idempotent.SliceWriter(
-        kafka_bootstrap, out, "idem_lost", 0, region, run="run-1", delivery_timeout_ms=2000
-    )
+    settings = KafkaSinkSettings(kafka_bootstrap, out, "idem_lost", delivery_timeout_ms=2000)
+    writer = idempotent.SliceWriter(settings, 0, region, run="run-1")
     between, resume = threading.Event(), threading.Event()
     errors: dict[str, BaseException] = {}
 

@@ -32,15 +32,15 @@ def groups(sink_id: str, topic: str) -> dict[str, str]:
         "run": committer.run_group,
     }
     for i in SLICES:
-        found[f"s{i}"] = s.slice_group(i)
+        found[f"s{i}"] = s.names.slice_group(i)
         found[f"probe{i}"] = s.names.probe_group(i)
-        found[f"t{i}"] = TaskStarted(s.bootstrap, topic, sink_id, i).group
+        found[f"t{i}"] = TaskStarted(s, i).group
     return found
 
 
 def transactional_ids(sink_id: str, topic: str) -> dict[str, str]:
     s = KafkaSinkSettings("127.0.0.1:9", topic, sink_id)
-    return {"commit": s.transactional_id} | {f"s{i}": s.slice_transactional_id(i) for i in SLICES}
+    return {"commit": s.names.commit_id} | {f"s{i}": s.names.slice_id(i) for i in SLICES}
 
 
 def test_the_review_collisions_are_gone():
@@ -50,7 +50,7 @@ def test_the_review_collisions_are_gone():
     # N8: sink a.b -> topic c and sink a -> topic b.c shared their slice transactional ids
     ab_c = KafkaSinkSettings("127.0.0.1:9", "c", "a.b")
     a_bc = KafkaSinkSettings("127.0.0.1:9", "b.c", "a")
-    assert ab_c.slice_transactional_id(0) != a_bc.slice_transactional_id(0)
+    assert ab_c.names.slice_id(0) != a_bc.names.slice_id(0)
 
 
 @settings(max_examples=300)

@@ -99,7 +99,7 @@ def test_a_kept_step_4_producer_another_worker_fenced_is_replaced(kafka_bootstra
 
     topic = new_topic("old-driver-workers", partitions=1)
     s = recover_slices(KafkaSinkSettings(kafka_bootstrap, topic, "workers", owner="q-workers"))
-    key = (s.transactional_id, s.run_epoch)
+    key = (s.names.commit_id, s.run_epoch)
     run_batch(s, 0)
     worker_a = kafka_sink_slices._RECORDERS.pop(key)  # worker A keeps its producer
     run_batch(s, 1)  # worker B: a fresh producer of the same transactional id

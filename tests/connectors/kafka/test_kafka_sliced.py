@@ -137,7 +137,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     second = write_slice(s, 0, 0, arrow(range(5)))
 
     with pytest.raises(SliceFenced):  # the first attempt is fenced
-        producer.commit(s.slice_group(0), 0, "{}")
+        producer.commit(s.names.slice_group(0), 0, "{}")
     first._producer = None  # fenced: nothing to close cleanly
 
     assert second.skipped is False
@@ -158,7 +158,7 @@ def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(kafka_bootst
     producer.begin()
     producer.send(None, b"orphan", None)
     producer.flush("slice_linger", 0)
-    assert lingering_slices(s) == [s.slice_transactional_id(5)]
+    assert lingering_slices(s) == [s.names.slice_id(5)]
 
     recover_slices(s)
 
@@ -251,11 +251,9 @@ def test_no_record_passes_the_driver_with_a_transaction_per_slice(
     recorded = SinkProgress(kafka_bootstrap, out, sink_id).read()
     assert recorded is not None and recorded.batch_id == EVENTS // MAX_OFFSETS - 1
     s = settings_for(kafka_bootstrap, out, sink_id)
-    driver = producer_id_of(kafka_bootstrap, s.transactional_id)
+    driver = producer_id_of(kafka_bootstrap, s.names.commit_id)
     writers = producer_ids_writing(kafka_bootstrap, out)
-    tasks = {
-        producer_id_of(kafka_bootstrap, s.slice_transactional_id(i)) for i in range(recorded.slices)
-    }
+    tasks = {producer_id_of(kafka_bootstrap, s.names.slice_id(i)) for i in range(recorded.slices)}
     assert driver not in writers and writers and writers <= tasks
 
 
@@ -404,7 +402,9 @@ def test_a_task_of_an_older_driver_is_refused_before_it_can_fence_the_live_one(
     with pytest.raises(DriverFencedError):
         SliceTransaction(dataclasses.replace(old), 0).open()
 
-    producer.commit(new.slice_group(0), 0, '{"sink": "slice_zombie", "batch": 0, "digests": []}')
+    producer.commit(
+        new.names.slice_group(0), 0, '{"sink": "slice_zombie", "batch": 0, "digests": []}'
+    )
     live.close()
     assert values(kafka_bootstrap, topic) == Counter({"live": 1})
 
@@ -425,7 +425,7 @@ def test_a_kept_producer_another_worker_fenced_is_replaced_and_the_slice_written
 
     topic = new_topic("slice-kept", partitions=2)
     s = settings_for(kafka_bootstrap, topic, "slice_kept")
-    tid = s.slice_transactional_id(0)
+    tid = s.names.slice_id(0)
     write_slice(s, 0, 0, arrow(range(0, 5)))
     worker_a = kafka_sink_slices._IDLE.pop(tid)  # worker A keeps its producer
 

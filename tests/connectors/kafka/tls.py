@@ -13,8 +13,7 @@ from spark_ext.errors import BrokerError
 
 __all__ = ["TlsFiles", "make_certificates"]
 
-_DAYS = "2"
-_EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+_DAYS = 2
 
 
 @dataclass(frozen=True)
@@ -29,10 +28,10 @@ class TlsFiles:
         return f"TlsFiles(ca_pem={str(self.ca_pem)!r}, keystore={str(self.keystore)!r})"
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+def _openssl(command: str, cwd: Path) -> None:
+    result = subprocess.run(["openssl", *command.split()], cwd=cwd, capture_output=True, text=True)
     if result.returncode != 0:
-        raise BrokerError(f"openssl {args[0]} failed in {cwd}: {result.stderr.strip()}")
+        raise BrokerError(f"openssl {command.split()[0]} failed in {cwd}: {result.stderr.strip()}")
 
 
 def make_certificates(folder: Path, host: str = "127.0.0.1") -> TlsFiles:
@@ -46,63 +45,21 @@ def make_certificates(folder: Path, host: str = "127.0.0.1") -> TlsFiles:
     password = secrets.token_hex(12)
     kind = "IP" if host.replace(".", "").isdigit() else "DNS"
     (folder / "san.ext").write_text(f"subjectAltName={kind}:{host}\n")
+    ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+    # -subj values without spaces: each command is split on whitespace
     _openssl(
-        "req",
-        "-x509",
-        *_EC,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        _DAYS,
-        "-subj",
-        "/CN=spark_ext test CA",
-        cwd=folder,
+        f"req -x509 {ec} -keyout ca.key -out ca.pem -days {_DAYS} -subj /CN=spark_ext-CA", folder
+    )
+    _openssl(f"req {ec} -keyout broker.key -out broker.csr -subj /CN={host}", folder)
+    _openssl(
+        "x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem "
+        f"-days {_DAYS} -extfile san.ext",
+        folder,
     )
     _openssl(
-        "req",
-        *_EC,
-        "-keyout",
-        "broker.key",
-        "-out",
-        "broker.csr",
-        "-subj",
-        f"/CN={host}",
-        cwd=folder,
-    )
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        "broker.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "broker.pem",
-        "-days",
-        _DAYS,
-        "-extfile",
-        "san.ext",
-        cwd=folder,
-    )
-    _openssl(
-        "pkcs12",
-        "-export",
-        "-in",
-        "broker.pem",
-        "-inkey",
-        "broker.key",
-        "-certfile",
-        "ca.pem",
-        "-out",
-        "broker.p12",
-        "-passout",
-        f"pass:{password}",
-        cwd=folder,
+        "pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -out broker.p12 "
+        f"-passout pass:{password}",
+        folder,
     )
     password_file.write_text(password)
     return TlsFiles(files.ca_pem, files.keystore, password)
