@@ -36,8 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from spark_ext.crash import declare
+from spark_ext.metrics import figures_from_progress
 
-from .common import Figure, save_plot
+from .common import ROOT, Figure, save_plot
 
 log = logging.getLogger(__name__)
 
@@ -119,25 +120,23 @@ class BatchRecorder(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         now = time.time()
-        progress = json.loads(event.progress.json)
-        name = progress.get("name") or ""
-        batch = int(progress["batchId"])
+        figures = figures_from_progress(json.loads(event.progress.json))
+        name, batch = figures.query_name or "", figures.batch_id
         written = 0
         if name in self._checkpoints:
             files = checkpoint_files(self._checkpoints[name])
             before = self._files.get(name, {})
             written = sum(max(0, size - before.get(path, 0)) for path, size in files.items())
             self._files[name] = files
-        ops = progress.get("stateOperators") or []
         self.write(
             {
                 "event": "batch",
                 "query": name,
                 "batch": batch,
                 "t": now,
-                "duration_ms": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
-                "input_rows": int(progress.get("numInputRows") or 0),
-                "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in ops),
+                "duration_ms": figures.duration_ms,
+                "input_rows": figures.input_rows,
+                "state_rows": figures.state_rows,
                 "bytes_written": written,
             }
         )
@@ -429,9 +428,7 @@ def run(ctx: Any) -> list[Any]:
             results.append(measure(ctx, store, keys, memory))
             print(f"  {store:18} {keys:>10,} keys: done in {time.perf_counter() - began:.0f}s",
                   flush=True)  # fmt: skip
-    out = Path(
-        os.environ.get("SPARK_EXT_BENCH_OUT", Path(__file__).resolve().parents[2] / "var" / "bench")
-    )
+    out = Path(os.environ.get("SPARK_EXT_BENCH_OUT", ROOT / "var" / "bench"))
     png = plot(results, out / "state_store.png")
     (out / "state_store.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
     print(f"  plot: {png}\n  raw:  {out / 'state_store.json'}", flush=True)

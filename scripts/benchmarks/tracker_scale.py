@@ -1,15 +1,10 @@
 """Tracker scale (c): 10,000 open windows x 64 partitions, driver time, agent bytes, restarts.
 
-Feeds a ``LocalTrackingAgent``, then a ``KafkaTrackingAgent`` (at most KAFKA_BATCHES batches),
-synthetic batches shaped like a tracked query's: a gate report per source partition and one
-per operator shard. Partition 0 lags OPEN windows behind, so OPEN windows stay open; each batch
-ends STEP windows and opens STEP. Figures: driver time per batch in ``agent.apply`` (median,
-p95; target <= 100 ms), the local agent's bytes per batch (``/proc/self/io``), and the reopen
-time after 100, 1,000 and 10,000 past batches (must be flat). No baseline: the target is in
-the notes.
-
-Run: ``.venv/bin/python scripts/bench.py tracker_scale --repeat 1`` (``--scale 0.1``: 1,000
-past batches at most).
+Synthetic batches shaped like a tracked query's (a gate report per source partition, one per
+operator shard) feed a ``LocalTrackingAgent``, then a ``KafkaTrackingAgent`` (at most
+KAFKA_BATCHES); partition 0 lags OPEN windows behind, each batch ends STEP windows and opens
+STEP. No baseline: the targets are in the notes. Run: ``scripts/bench.sh tracker_scale --repeat
+1`` (``--scale 0.1``: 1,000 past batches at most).
 """
 
 from __future__ import annotations
