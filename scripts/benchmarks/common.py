@@ -40,10 +40,6 @@ class Summary(Figure):
     high: float = 0.0
     runs: int = 1
 
-    @property
-    def median(self) -> float:
-        return self.value
-
 
 @dataclass
 class BenchContext:
@@ -119,25 +115,6 @@ def drained(query: Any) -> float:
     seconds = time.perf_counter() - began
     query.stop()
     return seconds
-
-
-def save_plot(
-    path: Path, draw: Callable[..., None], cols: int = 1, size: tuple[float, float] = (5, 3),
-    dpi: float | None = None,
-) -> Path:  # fmt: skip
-    """Draw on ``cols`` axes side by side (``draw(*axes)``) and save them as the PNG ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, cols, figsize=size, squeeze=False)
-    draw(*axes[0])
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:

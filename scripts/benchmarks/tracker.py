@@ -203,12 +203,10 @@ def _produce_live(bootstrap: str, topic: str, items: list[Item]) -> dict[int, fl
     finally:
         producer.close()
     closed = {}
-    for w, last in last_written.items():
+    for w, last in last_written.items():  # markers are in write order: the first is the earliest
+        end = w + WINDOW_MS
         firsts = [
-            min(
-                (t for q, through, t in markers if q == p and through >= w + WINDOW_MS),
-                default=None,
-            )
+            next((t for q, th, t in markers if q == p and th >= end), None)
             for p in range(PARTITIONS)
         ]
         if None not in firsts:

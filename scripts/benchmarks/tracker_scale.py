@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from benchmarks.common import BenchContext, Figure, folder_bytes, save_plot
+from benchmarks.common import BenchContext, Figure, folder_bytes
 from spark_ext.tracker.agent import LocalTrackingAgent
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport
@@ -157,16 +157,4 @@ def run(ctx: BenchContext) -> list[Figure]:
     kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
     kafka = drive(lambda: KafkaTrackingAgent(ctx.bootstrap, name), kafka_marks)
     figures += figures_of("kafka agent", kafka, None)
-    series = {"local agent": local.restarts, "kafka agent": kafka.restarts}
-    for variant, points in series.items():
-        print(f"restart series, {variant} (past batches, ms, records replayed):", points)
-
-    def draw(ax: Any) -> None:
-        for variant, points in series.items():
-            ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], "o-", label=variant)
-        ax.legend()
-        ax.set(xscale="log", xlabel="past batches", ylabel="restart time (ms)", ylim=(0, None),
-               title=f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")  # fmt: skip
-
-    print("plot:", save_plot(ctx.scratch / "tracker_scale_restart.png", draw), flush=True)
     return figures
