@@ -1,11 +1,6 @@
 """The wheel's layout: ``connectors/`` and ``jobs/`` ship as ``spark_ext.connectors`` and
-``spark_ext.jobs``, so an installation adds one top-level name, ``spark_ext``
-(docs/design.md, "Public surface and packaging").
-
-The checkout imports them as top-level ``connectors`` and ``jobs``; the wheel's copies of their
-modules get those imports, and the strings naming their modules (``"jobs.<job>"``, run with
-``python -m``), rewritten to the ``spark_ext.`` names as they are built. Everything else is in
-pyproject.toml.
+``spark_ext.jobs``, their imports and module-name strings rewritten as they are built
+(docs/design.md, "Public surface and packaging"). Everything else is in pyproject.toml.
 """
 
 from __future__ import annotations

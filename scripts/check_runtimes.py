@@ -1,12 +1,6 @@
 """Is the pinned set (constraints.txt) installable on Python 3.12 and 3.13? Asked of the package
-index, without those interpreters (README, "Install and runtimes").
-
-For each version: pip resolves every pin for that interpreter, binary only (``pip install
---dry-run --no-deps --only-binary=:all: --python-version``), so each pin has a wheel for it
-(cpXY, abi3 or pure Python) whose ``Requires-Python`` admits it; pyspark, published as a source
-archive only, is checked by its metadata (pure Python, its ``Requires-Python``). Then every
-dependency each pinned package declares for that version (markers evaluated there), and each
-of pyproject.toml's, must be pinned inside its range: the pins form a closed set there too.
+index, without those interpreters (README, "Install and runtimes"): each pin has a wheel for the
+version, and the dependencies each declares there are pinned inside their ranges.
 
 Usage: python scripts/check_runtimes.py [3.12 3.13]  (exit 1 on a failure; network: the index)
 """

@@ -1,11 +1,8 @@
 #!/usr/bin/env python3
-"""Make the driver JVM's class-data archive once (docs/design.md, "JVM start-up").
+"""Make the driver JVM's class-data archive once, verified before it is used (docs/design.md,
+"JVM start-up"); failing is not fatal: sessions then start from the jars.
 
-A warm-up session (DataFrames, Delta, a Python UDF, a streaming query) runs with
-``-XX:ArchiveClassesAtExit``; a second session must start from the archive with
-``-Xshare:on`` before it is moved to ``jvm.class_archive()``, so a broken archive is never
-used. Failing is not fatal: sessions then start from the jars. Usage: python
-scripts/class_archive.py [--force]
+Usage: python scripts/class_archive.py [--force]
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 #!/usr/bin/env python3
 """A Spark standalone cluster on this machine: one master and N workers, from the pyspark install.
 
-Usage::
-
-    python scripts/cluster.py start [--port 7077] [--workers 2] [--cores 1] [--memory 1g]
-    python scripts/cluster.py start --worker-hosts 127.0.0.2,127.0.0.3   # a host per worker
-    python scripts/cluster.py start --isolated --hosts 3 [--store] [--owner-pid PID]
-    python scripts/cluster.py status|stop
-    python scripts/cluster.py check --master spark://127.0.0.1:7077   # exit 0 if it answers
-    python scripts/cluster.py start-host --dir DIR --host 1   # relaunch a lost isolated host
-    python scripts/cluster.py clean       # remove what a killed isolated run left
-
-``--isolated`` (Linux, root): each worker on a host of its own, a network and a mount
-namespace joined by a bridge (10.231.0.0/24), with a private ``/tmp`` and a tmpfs over each
-``--hide`` folder; a Kafka broker (and with ``--store`` the S3 store) of the cluster's own on
-the bridge; ``DIR/isolated.toml`` is the profile that reaches them. With ``--owner-pid`` a
-watchdog stops everything once that process is gone. Why and how: docs/design.md, "Isolated
-hosts".
-
-JVMs started with pyspark's ``bin/spark-class``, each in its own process group, pid and log
-files under ``--dir``; ``start`` returns once every worker is ALIVE; ``stop`` also removes the
-workers' application folders. ``--worker-hosts`` needs 127.0.0.0/8 on ``lo`` (macOS:
-``ifconfig lo0 alias 127.0.0.2``); why: README, the paragraph on ``--worker-hosts``.
+``start`` (returns once every worker is ALIVE), ``status``, ``stop`` (also removes the workers'
+application folders), ``check --master URL`` (exit 0 if it answers); each JVM in its own
+process group, pid and log files under ``--dir``. ``--worker-hosts`` puts each worker on a
+loopback address (README, "What does a crash do to my output?"); ``--isolated --hosts N`` each
+on a host of its own (``start-host`` relaunches a lost one, ``clean`` removes what a killed run
+left): docs/design.md, "Isolated hosts".
 """
 
 from __future__ import annotations
@@ -83,6 +68,7 @@ class StandaloneCluster:
         self.state_file = self.folder / "cluster.json"
 
     def _launch(self, name: str, args: list[str], host: str, prefix: tuple[str, ...] = ()) -> int:
+        """Start ``spark-class args`` on ``host`` (wrapped in ``prefix``); the launcher's pid."""
         logs = self.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         python = ROOT / ".venv" / "bin" / "python"
@@ -140,12 +126,15 @@ class StandaloneCluster:
         """Start worker ``index`` on its host; returns the launcher's pid."""
         a, host = self.args, self.hosts[index]
         work = self.folder / f"worker-{index}"
-        work.mkdir(exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
         worker = ["org.apache.spark.deploy.worker.Worker", "--host", host]
         worker += ["--cores", str(a.cores), "--memory", a.memory, "--work-dir", str(work)]
-        return self._launch(
-            f"worker-{index}", [*worker, "--webui-port", "0", self.master_url], host
-        )
+        worker += ["--webui-port", "0", self.master_url]
+        return self._launch(f"worker-{index}", worker, host, self.worker_prefix(index))
+
+    def worker_prefix(self, index: int) -> tuple[str, ...]:
+        """What worker ``index``'s launch is wrapped in (nothing: it runs on this host)."""
+        return ()
 
     def wait_alive(self, pids: dict[str, int], timeout_s: float) -> None:
         """Return once every worker is ALIVE; stop everything if one exits or time runs out."""
@@ -196,7 +185,6 @@ class IsolatedCluster(StandaloneCluster):
         self.master_url = f"spark://{self.host}:{args.port}"
         self.settings_file = self.folder / ISOLATED
         self.hide = [Path(h).resolve() for h in args.hide or [ROOT / "var"]]
-        self._prefix: tuple[str, ...] = ()  # how the next process launched is wrapped
 
     # -- the network
     def _check_range_free(self) -> None:
@@ -255,19 +243,12 @@ class IsolatedCluster(StandaloneCluster):
         """The one folder every host and the driver see: the harness's fault logs, never data."""
         return self.folder / "shared"
 
-    def launch_worker(self, index: int) -> int:
-        (self.folder / f"worker-{index}").mkdir(parents=True, exist_ok=True)
+    def worker_prefix(self, index: int) -> tuple[str, ...]:
+        """Into the host's network namespace, with its own mounts (:meth:`_mounts`)."""
         self.shared.mkdir(parents=True, exist_ok=True)
         name = network.host_name(index)
         prefix = ("ip", "netns", "exec", name, "unshare", "--mount", "--propagation", "private")
-        self._prefix = (*prefix, "sh", "-ec", self._mounts(index), "sh")
-        try:
-            return super().launch_worker(index)
-        finally:
-            self._prefix = ()
-
-    def _launch(self, name: str, args: list[str], host: str, prefix: tuple[str, ...] = ()) -> int:
-        return super()._launch(name, args, host, prefix or self._prefix)
+        return (*prefix, "sh", "-ec", self._mounts(index), "sh")
 
     def _services(self) -> tuple[LocalKafkaBroker, LocalS3Store]:
         """The cluster's broker and store on the bridge (the store runs only with ``--store``)."""
@@ -317,15 +298,10 @@ class IsolatedCluster(StandaloneCluster):
             self.start_watchdog()
 
     def make_hosts(self) -> None:
-        """Refuse a range in use or a cluster whose owner lives, remove what a dead one left,
-        record the settings, make the bridge and the hosts."""
+        """Refuse a range in use or a cluster whose owner lives, remove what a dead one left
+        (:func:`clean_leftovers`), record the settings, make the bridge and the hosts."""
         a = self.args
         self._check_range_free()
-        owner = _owner()
-        if owner is not None and alive(owner[0]):
-            raise SystemExit(
-                f"an isolated cluster runs (owner pid {owner[0]}, {owner[1]}): stop it first"
-            )
         clean_leftovers()
         self.folder.mkdir(parents=True, exist_ok=True)
         settings = {"hosts": self.workers, "port": a.port, "webui_port": a.webui_port}
@@ -443,7 +419,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--worker-hosts",
         default="",
-        help="comma-separated loopback addresses, one per worker (default: the master's host)",
+        help="comma-separated loopback addresses, one per worker (default: the master's host; "
+        "they need 127.0.0.0/8 on lo, on macOS: ifconfig lo0 alias 127.0.0.2)",
     )
     parser.add_argument("--isolated", action="store_true", help="each worker on a host of its own")
     parser.add_argument("--hosts", type=int, default=None, help="--isolated: how many hosts")

@@ -1,14 +1,10 @@
 #!/usr/bin/env python3
 """Fetch the project's JVM jars from Maven Central into the shared cache, once.
 
-Two sets, each from a pom in scripts/jvm:
-- spark-jars: Delta Lake for Spark 4.2 and Spark's Kafka connector. Artifacts that pyspark
-  already ships in pyspark/jars are dropped, so Spark never sees two versions of one library.
-- kafka-broker: the Apache Kafka broker (KRaft) and its runtime classpath.
-- hadoop-aws (Spark on s3a://, pyspark's artifacts dropped) and s3proxy (the local S3 store).
-
-Maven's own local repository (~/.m2) caches the downloads; a set whose folder carries the
-.complete marker is not fetched again. Usage: python scripts/fetch_jars.py [--force]
+One set per pom in scripts/jvm (Delta and Spark's Kafka connector, the Kafka broker, hadoop-aws,
+S3Proxy); artifacts pyspark already ships are dropped from the Spark sets, so Spark never sees two
+versions of one library. A set whose folder has the .complete marker is not fetched again.
+Usage: python scripts/fetch_jars.py [--force]
 """
 
 from __future__ import annotations
@@ -35,25 +31,22 @@ def artifact_name(jar: Path) -> str:
     return match.group("artifact") if match else jar.stem
 
 
-def mvn_copy_dependencies(pom: Path, out: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        sys.exit("mvn not found: install Maven (apt-get install -y maven) and run again")
-    cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies"]
-    cmd += [f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
-    print("fetch_jars:", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
-
-
 def fetch(pom_name: str, target: Path, drop: set[str], force: bool) -> None:
+    """The runtime dependencies of ``scripts/jvm/<pom_name>`` but ``drop`` into ``target``."""
     if (target / jvm.COMPLETE_MARKER).exists() and not force:
         print(f"fetch_jars: {target} is complete, nothing to do")
         return
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        sys.exit("mvn not found: install Maven (apt-get install -y maven) and run again")
     with tempfile.TemporaryDirectory() as tmp:
         staging = Path(tmp) / "jars"
-        mvn_copy_dependencies(ROOT / "scripts" / "jvm" / pom_name, staging)
-        if target.exists():
-            shutil.rmtree(target)
+        cmd = [mvn, "-q", "-B", "-f", str(ROOT / "scripts" / "jvm" / pom_name)]
+        cmd += ["dependency:copy-dependencies", f"-DoutputDirectory={staging}"]
+        cmd += ["-DincludeScope=runtime"]
+        print("fetch_jars:", " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+        shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         kept = [j for j in sorted(staging.glob("*.jar")) if artifact_name(j) not in drop]
         for jar in kept:

@@ -8,11 +8,14 @@ import statistics
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,6 @@ class Summary(Figure):
     low: float = 0.0
     high: float = 0.0
     runs: int = 1
-
-    @property
-    def median(self) -> float:
-        return self.value
 
 
 @dataclass
@@ -79,16 +78,27 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def until_done(
-    df: Any, folder: Path, sink: str | Callable[[Any, int], None] = "delta", **options: str
+def start_query(
+    df: Any,
+    folder: Path,
+    sink: str | Callable[[Any, int], None] = "delta",
+    *,
+    table: str | None = None,
+    live: bool = False,
+    **options: str,
 ) -> Any:
-    """Start ``df`` (trigger ``availableNow``, checkpoint ``folder/chk``) into the format ``sink``
-    with ``options`` (Delta writes ``folder/table``) or through ``foreachBatch(sink)``."""
+    """Start ``df`` (checkpoint ``folder/chk``; trigger ``availableNow``, or ``processingTime=0``
+    if ``live``) into the format ``sink`` with ``options`` (Delta writes ``table`` or
+    ``folder/table``; ``memory`` a table named as the query) or through ``foreachBatch(sink)``."""
     writer = df.writeStream.options(checkpointLocation=str(folder / "chk"), **options)
-    writer = writer.trigger(availableNow=True)
+    writer = (
+        writer.trigger(processingTime="0 seconds") if live else writer.trigger(availableNow=True)
+    )
     if callable(sink):
         return writer.foreachBatch(sink).start()
-    return writer.format(sink).start(str(folder / "table") if sink == "delta" else None)
+    if sink == "memory":
+        writer = writer.queryName(f"bench_{uuid.uuid4().hex[:8]}")
+    return writer.format(sink).start(table or str(folder / "table") if sink == "delta" else None)
 
 
 def timed(start: Callable[[], Any]) -> float:
@@ -98,23 +108,13 @@ def timed(start: Callable[[], Any]) -> float:
     return time.perf_counter() - began
 
 
-def save_plot(
-    path: Path, draw: Callable[..., None], cols: int = 1, size: tuple[float, float] = (5, 3),
-    dpi: float | None = None,
-) -> Path:  # fmt: skip
-    """Draw on ``cols`` axes side by side (``draw(*axes)``) and save them as the PNG ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, cols, figsize=size, squeeze=False)
-    draw(*axes[0])
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return path
+def drained(query: Any) -> float:
+    """Seconds until ``query`` (a live one) has processed all its input; then it is stopped."""
+    began = time.perf_counter()
+    query.processAllAvailable()
+    seconds = time.perf_counter() - began
+    query.stop()
+    return seconds
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from benchmarks.common import BenchContext, Figure, timed, until_done
+from benchmarks.common import BenchContext, Figure, start_query, timed
 from connectors import kafka
 from connectors.demo_events import produce_events
 from jobs.exactly_once_delta import parse_events
@@ -39,10 +39,10 @@ def run(ctx: BenchContext) -> list[Figure]:
     spark = ctx.spark
 
     def raw() -> object:  # Spark alone: the value kept as a string, no parsing
-        return until_done(kafka.read_stream(spark, ctx.bootstrap, topic), ctx.folder("ingest-raw"))
+        return start_query(kafka.read_stream(spark, ctx.bootstrap, topic), ctx.folder("ingest-raw"))
 
     def spark_parsed() -> object:  # Spark alone, from_json into one table, no quarantine
-        return until_done(parse_events(kafka.read_stream(spark, ctx.bootstrap, topic)), parsed)
+        return start_query(parse_events(kafka.read_stream(spark, ctx.bootstrap, topic)), parsed)
 
     def ours() -> object:  # one read, parsed once, valid rows and quarantine to two tables
         return start_ingest(spark, ctx.bootstrap, topic, paths)

@@ -1,18 +1,15 @@
-"""Driver start-up with and without the class-data archive (docs/design.md, "JVM start-up"):
-a session plus its first job, each in a fresh process, alternating, medians of ``--runs``.
+"""Driver start-up with and without the class-data archive: a session plus its first job, each in a fresh process.
 
-Usage: python scripts/benchmarks/session_start.py [--runs 3] (after scripts/class_archive.py)
+docs/design.md, "JVM start-up". Run after ``scripts/class_archive.py``:
+``scripts/bench.sh session_start --repeat 3`` (runs alternate, medians of them).
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.common import ROOT, BenchContext, Figure
 
 ONE = """
 import sys, time
@@ -25,25 +22,13 @@ spark.stop()
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    runs = parser.parse_args().runs
-    seconds: dict[str, list[float]] = {"on": [], "off": []}
-    for _ in range(runs):
-        for mode in seconds:
-            out = subprocess.run(
-                [sys.executable, "-c", ONE, mode], cwd=ROOT, capture_output=True, text=True
-            )
-            seconds[mode].append(float(out.stdout.split()[-1]))
-    on, off = (statistics.median(seconds[m]) for m in ("on", "off"))
-    for mode, values in seconds.items():
-        print(
-            f"archive {mode:3}: median {statistics.median(values):.2f} s "
-            f"(min {min(values):.2f}, max {max(values):.2f}, {runs} runs)"
+def run(ctx: BenchContext) -> list[Figure]:
+    figures = []
+    for mode in ("off", "on"):
+        out = subprocess.run(
+            [sys.executable, "-c", ONE, mode], cwd=ROOT, capture_output=True, text=True, check=True
         )
-    print(f"ratio on/off: {on / off:.2f}")
-
-
-if __name__ == "__main__":
-    main()
+        seconds = float(out.stdout.split()[-1])
+        figures.append(Figure("session_start", f"archive {mode}", "session + first job", seconds,
+                              "s", baseline=mode == "off"))  # fmt: skip
+    return figures

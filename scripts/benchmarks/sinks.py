@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import multiprocessing
 import os
 import statistics
 import threading
@@ -23,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from benchmarks.common import BenchContext, Figure, timed, until_done
+from benchmarks.common import BenchContext, Figure, start_query, timed
 from benchmarks.ingest import events_topic
 from connectors import kafka
 from connectors.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
@@ -36,22 +37,20 @@ EVENTS = 1_000_000
 BATCH_FRACTION = 5
 #: Events of the Kafka sinks' warm-up (one small batch through each sink, not timed).
 WARM_EVENTS = 3000
-
-
 #: Micro-batches of the S3 half (its p95 is the 95th percentile of these).
 S3_BATCHES = 6
 #: The proxy's own path: its counts since the last call.
 COUNTS_PATH = "/__counts__"
 #: Request headers not passed on by the counting proxy (it reads the body itself).
 _HOP = {"connection", "keep-alive", "expect", "proxy-connection", "transfer-encoding"}
+ONCE = Trigger(available_now=True)
 
 
 def request_kind(method: str, target: str) -> str:
     """The S3 operation of a request: ``LIST`` (a GET of a bucket with ``list-type``,
     ``prefix`` or ``delimiter``), else its HTTP method (``POST ?delete``: a multi-delete;
     ``POST ?uploads`` / ``?uploadId``: the start and end of a multipart upload, a ``PUT``)."""
-    parts = urlsplit(target)
-    query = parse_qs(parts.query, keep_blank_values=True)
+    query = parse_qs(urlsplit(target).query, keep_blank_values=True)
     if method == "GET" and ({"list-type", "prefix", "delimiter"} & set(query)):
         return "LIST"
     if method == "POST" and "delete" in query:
@@ -61,102 +60,109 @@ def request_kind(method: str, target: str) -> str:
     return method
 
 
-class CountingProxy:
-    """An HTTP proxy in front of an S3 endpoint that counts requests by :func:`request_kind`.
-    Clients sign for the proxy's host, which it passes on unchanged, so signatures hold."""
+class _CountingProxy(BaseHTTPRequestHandler):
+    """Passes each request on to :attr:`upstream` unchanged (clients sign for the proxy's host,
+    so signatures hold) and counts it by :func:`request_kind`; ``GET COUNTS_PATH`` answers the
+    counts since the last such call, as JSON."""
 
-    def __init__(self, upstream: str) -> None:
-        self.upstream = urlsplit(upstream).netloc
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        proxy = self
+    protocol_version = "HTTP/1.1"
+    upstream = ""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def log_message(self, *args: object) -> None:
+        pass
 
-            def log_message(self, *args: object) -> None:
-                pass
+    def _forward(self) -> None:
+        if self.path == COUNTS_PATH:
+            with self.lock:
+                data = json.dumps(self.counts).encode()
+                self.counts.clear()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        with self.lock:
+            self.counts[request_kind(self.command, self.path)] += 1
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        conn = http.client.HTTPConnection(self.upstream, timeout=60)
+        try:
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for key, value in self.headers.items():
+                if key.lower() not in _HOP:
+                    conn.putheader(key, value)
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            data = resp.read()
+        except OSError:  # the store did not answer: the client retries
+            conn.close()
+            self.send_error(502)
+            return
+        head = self.command == "HEAD"
+        self.send_response_only(resp.status, resp.reason)
+        for key, value in resp.getheaders():
+            if key.lower() not in _HOP and (head or key.lower() != "content-length"):
+                self.send_header(key, value)
+        if not head:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+        conn.close()
 
-            def _forward(self) -> None:
-                if self.path == COUNTS_PATH:  # the counts since the last call, as JSON
-                    data = json.dumps(proxy.take()).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                with proxy._lock:
-                    proxy.counts[request_kind(self.command, self.path)] += 1
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
-                try:
-                    conn.putrequest(
-                        self.command, self.path, skip_host=True, skip_accept_encoding=True
-                    )
-                    for key, value in self.headers.items():
-                        if key.lower() not in _HOP:
-                            conn.putheader(key, value)
-                    conn.endheaders(body)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                except OSError:  # the store did not answer: the client retries
-                    conn.close()
-                    self.send_error(502)
-                    return
-                self.send_response_only(resp.status, resp.reason)
-                for key, value in resp.getheaders():
-                    if key.lower() not in _HOP and not (
-                        key.lower() == "content-length" and self.command != "HEAD"
-                    ):
-                        self.send_header(key, value)
-                if self.command != "HEAD":
-                    self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                conn.close()
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
-
-        ThreadingHTTPServer.request_queue_size = 256  # many parallel connections (delta-rs)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def take(self) -> Counter[str]:
-        """The counts since the last call."""
-        with self._lock:
-            counts, self.counts = self.counts, Counter()
-        return counts
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
 
 def _serve(upstream: str, endpoint: Any) -> None:
-    endpoint.put(CountingProxy(upstream).endpoint)
-    threading.Event().wait()
+    _CountingProxy.upstream = urlsplit(upstream).netloc
+    ThreadingHTTPServer.request_queue_size = 256  # many parallel connections (delta-rs)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CountingProxy)
+    server.daemon_threads = True
+    endpoint.put(f"http://127.0.0.1:{server.server_address[1]}")
+    server.serve_forever()
 
 
-class ProxyProcess:
-    """A :class:`CountingProxy` in a process of its own: a delta-rs call that holds the GIL
-    while it waits for the store would otherwise stall a proxy in the same process."""
+def start_proxy(upstream: str) -> str:
+    """The endpoint of a counting proxy in front of ``upstream``, in a process of its own: a
+    delta-rs call that holds the GIL while it waits for the store would stall one in ours."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    context.Process(target=_serve, args=(upstream, queue), daemon=True).start()
+    return str(queue.get(timeout=300))
 
-    def __init__(self, upstream: str) -> None:
-        import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        self.process = context.Process(target=_serve, args=(upstream, queue), daemon=True)
-        self.process.start()
-        self.endpoint: str = queue.get(timeout=300)
+def take_counts(proxy: str) -> Counter[str]:
+    """The requests the proxy at ``proxy`` counted since the last call, by kind."""
+    with urllib.request.urlopen(proxy + COUNTS_PATH, timeout=60) as r:
+        return Counter(json.loads(r.read()))
 
-    def take(self) -> Counter[str]:
-        """The counts since the last call."""
-        with urllib.request.urlopen(self.endpoint + COUNTS_PATH, timeout=60) as r:
-            return Counter(json.loads(r.read()))
+
+def delta_sinks(
+    ctx: BenchContext, source: Callable[[], Any], storage: StorageSettings | None = None
+) -> dict[str, Callable[[str | None], Any]]:
+    """Variant -> ``start(table)``: a query of ``source()``'s parsed events into the Delta table
+    ``table`` (``None``: one in the variant's scratch folder); Spark's own sink first."""
+
+    def spark(table: str | None) -> Any:
+        return start_query(parse_events(source()), ctx.folder("spark-delta"), table=table)
+
+    def ours(mode: Any) -> Callable[[str | None], Any]:
+        def start(table: str | None) -> Any:
+            out = ctx.folder(f"eo-delta-{mode}")
+            return exactly_once_to_delta(
+                parse_events(source()), table or str(out / "table"), sink_id="bench",
+                checkpoint=str(out / "chk"), mode=mode, trigger=ONCE, storage=storage,
+            )  # fmt: skip
+
+        return start
+
+    return {
+        "spark delta sink": spark,
+        "two-phase delta (delta-rs commit)": ours("two_phase"),
+        "idempotent delta (txnAppId)": ours("idempotent"),
+    }
 
 
 def run(ctx: BenchContext) -> list[Figure]:
@@ -164,45 +170,26 @@ def run(ctx: BenchContext) -> list[Figure]:
         return run_s3(ctx)
     n = ctx.n(EVENTS)
     topic = events_topic(ctx, n)
-    per_trigger = max(1000, n // BATCH_FRACTION)
     run_id = int(time.time())
-    once = Trigger(available_now=True)
     figures: list[Figure] = []
 
     def source(name: str = topic) -> Any:
+        per_trigger = max(1000, n // BATCH_FRACTION)
         return kafka.read_stream(
             ctx.spark, ctx.bootstrap, name, max_offsets_per_trigger=per_trigger
         )
 
-    def measure(
-        metric: str, variant: str, start: Callable[[], Any], baseline: bool = False
-    ) -> None:
+    def measure(metric: str, variant: str, start: Callable[[], Any], base: bool = False) -> None:
         seconds = timed(start)
-        figures.append(
-            Figure("sinks", variant, metric, n / seconds, "rows/s", baseline, f"{n:,} rows")
-        )
+        figures.append(Figure("sinks", variant, metric, n / seconds, "rows/s", base, f"{n:,} rows"))
         print(f"  {variant}: {seconds:.1f}s", flush=True)
 
-    # -- Delta: parsed events -> a new table each time ----------------------------------
-    def spark_delta() -> Any:
-        return until_done(parse_events(source()), ctx.folder("spark-delta"))
-
-    def ours_delta(mode: Any) -> Callable[[], Any]:
-        def start() -> Any:
-            out = ctx.folder(f"eo-delta-{mode}")
-            return exactly_once_to_delta(
-                parse_events(source()), str(out / "table"), sink_id="bench",
-                checkpoint=str(out / "chk"), mode=mode, trigger=once,
-            )  # fmt: skip
-
-        return start
-
     halves = os.environ.get("SPARK_EXT_BENCH_SINKS", "all")
-    timed(spark_delta)  # warm-up (not timed): the first query of a session pays JIT and classes
+    delta = delta_sinks(ctx, source)
+    timed(lambda: delta["spark delta sink"](None))  # warm-up, not timed: JIT and classes
     if halves in ("all", "delta"):
-        measure("delta rows/s", "spark delta sink", spark_delta, baseline=True)
-        measure("delta rows/s", "two-phase delta (delta-rs commit)", ours_delta("two_phase"))
-        measure("delta rows/s", "idempotent delta (txnAppId)", ours_delta("idempotent"))
+        for i, (variant, start) in enumerate(delta.items()):
+            measure("delta rows/s", variant, lambda start=start: start(None), base=i == 0)
     if halves not in ("all", "kafka"):
         return figures
 
@@ -213,10 +200,9 @@ def run(ctx: BenchContext) -> list[Figure]:
         return name
 
     def spark_kafka(name: str = topic, tag: str = "") -> Any:
-        out = ctx.folder(f"spark-kafka{tag}")
         records = forward(source(name)).drop("record_id")  # the same key/value, nothing else
         options = {**kafka.spark_options(ctx.bootstrap), "topic": target("spark", tag)}
-        return until_done(records, out, "kafka", **options)
+        return start_query(records, ctx.folder(f"spark-kafka{tag}"), "kafka", **options)
 
     def ours_kafka(mode: Any, name: str = topic, tag: str = "") -> Callable[[], Any]:
         def start() -> Any:
@@ -224,7 +210,7 @@ def run(ctx: BenchContext) -> list[Figure]:
             return exactly_once_to_kafka(
                 forward(source(name)), target(mode, tag), bootstrap=ctx.bootstrap,
                 sink_id=f"bench{tag}_{run_id}", checkpoint=str(out / "chk"), mode=mode,
-                trigger=once,
+                trigger=ONCE,
             )  # fmt: skip
 
         return start
@@ -235,30 +221,30 @@ def run(ctx: BenchContext) -> list[Figure]:
     timed(lambda: spark_kafka(warm, "_warm"))
     timed(ours_kafka("two_phase", name=warm, tag="_warm"))
     timed(ours_kafka("idempotent", name=warm, tag="_warm"))
-    measure("kafka rows/s", "spark kafka sink", spark_kafka, baseline=True)
+    measure("kafka rows/s", "spark kafka sink", spark_kafka, base=True)
     measure("kafka rows/s", "two-phase kafka (1 txn/task)", ours_kafka("two_phase"))
     measure("kafka rows/s", "idempotent kafka (record ids)", ours_kafka("idempotent"))
     return figures
 
 
-_PROXIES: dict[str, ProxyProcess] = {}
+#: Store endpoint -> its counting proxy: S3A keeps the file system (and endpoint) it made first.
+_PROXIES: dict[str, str] = {}
 
 
 def run_s3(ctx: BenchContext) -> list[Figure]:
     """The Delta half with every table on the ``s3`` profile's store (checkpoints local: the
-    same for every variant), through a :class:`CountingProxy`."""
+    same for every variant), through a counting proxy."""
     from connectors.s3.local_store import LocalS3Store
     from spark_ext import storage
     from spark_ext.config import load_profile
 
     LocalS3Store().start()  # a store already answering is used as it is
     store = load_profile("s3").storage
-    # one proxy for every run: S3A keeps the file system (and its endpoint) it made first
     if store.endpoint not in _PROXIES:
-        _PROXIES[store.endpoint] = ProxyProcess(store.endpoint)
+        _PROXIES[store.endpoint] = start_proxy(store.endpoint)
     proxy = _PROXIES[store.endpoint]
     settings = StorageSettings(
-        endpoint=proxy.endpoint,
+        endpoint=proxy,
         region=store.region,
         access_key_id=store.access_key_id,
         secret_access_key=store.secret_access_key,
@@ -267,27 +253,33 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
         ctx.spark.conf.set(key, value)  # before the session's first s3a:// access
     n = ctx.n(EVENTS)
     topic = events_topic(ctx, n)
-    per_trigger = max(100, n // S3_BATCHES)
     root = storage.Location("spark-ext", f"bench/{uuid.uuid4().hex[:8]}")
-    once = Trigger(available_now=True)
+
+    def sinks(per: int) -> dict[str, Callable[[str | None], Any]]:
+        read = kafka.read_stream
+        return delta_sinks(
+            ctx,
+            lambda: read(ctx.spark, ctx.bootstrap, topic, max_offsets_per_trigger=per),
+            settings,
+        )
+
+    if not ctx.storage_warm:  # one batch through each sink, not timed: JIT, classes, workers
+        for i, start in enumerate(sinks(n).values()):
+            start(storage.spark_uri(root.join(f"warm-{i}"))).awaitTermination()
+        ctx.storage_warm = True
     figures: list[Figure] = []
-
-    def source(per: int = per_trigger) -> Any:
-        return kafka.read_stream(ctx.spark, ctx.bootstrap, topic, max_offsets_per_trigger=per)
-
-    def measure(variant: str, start: Callable[[str], Any], baseline: bool = False) -> None:
+    for i, (variant, start) in enumerate(sinks(max(100, n // S3_BATCHES)).items()):
         table = storage.spark_uri(root.join(variant.split()[0], uuid.uuid4().hex[:6]))
-        proxy.take()
+        take_counts(proxy)
         began = time.perf_counter()
         query = start(table)
         query.awaitTermination()
         seconds = time.perf_counter() - began
-        counts = proxy.take()
+        counts = take_counts(proxy)
         batches = [p for p in query.recentProgress if p["numInputRows"]]
         times = sorted(p["durationMs"]["addBatch"] for p in batches)
         k = len(batches) or 1
         p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))] if times else 0.0
-        note = f"{n:,} rows, {len(batches)} batches"
         values = [
             ("delta rows/s", n / seconds, "rows/s"),
             ("batch ms median", statistics.median(times or [0]), "ms"),
@@ -297,35 +289,8 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
             ("GET+HEAD/batch", (counts["GET"] + counts["HEAD"]) / k, ""),
             ("PUT/batch", counts["PUT"] / k, ""),
         ]
-        figures.extend(
-            Figure("sinks-s3", variant, metric, value, unit, baseline, note)
-            for metric, value, unit in values
-        )
+        note = f"{n:,} rows, {len(batches)} batches"
+        figures += [Figure("sinks-s3", variant, m, v, u, i == 0, note) for m, v, u in values]
         print(f"  {variant}: {seconds:.1f}s {dict(counts)}", flush=True)
-
-    def spark_delta(table: str, per: int = per_trigger) -> Any:
-        out = ctx.folder(f"s3-spark-delta-{uuid.uuid4().hex[:6]}")
-        writer = parse_events(source(per)).writeStream.format("delta")
-        writer = writer.option("checkpointLocation", str(out / "chk")).trigger(availableNow=True)
-        return writer.start(table)
-
-    def ours(mode: Any, per: int = per_trigger) -> Callable[[str], Any]:
-        def start(table: str) -> Any:
-            out = ctx.folder(f"s3-eo-{mode}-{uuid.uuid4().hex[:6]}")
-            return exactly_once_to_delta(
-                parse_events(source(per)), table, sink_id="bench", checkpoint=str(out / "chk"),
-                mode=mode, trigger=once, storage=settings,
-            )  # fmt: skip
-
-        return start
-
-    if not ctx.storage_warm:  # one batch through each sink, not timed: JIT, classes, workers
-        spark_delta(storage.spark_uri(root.join("warm-spark")), n).awaitTermination()
-        for mode in ("two_phase", "idempotent"):
-            ours(mode, n)(storage.spark_uri(root.join(f"warm-{mode}"))).awaitTermination()
-        ctx.storage_warm = True
-    measure("spark delta sink", spark_delta, baseline=True)
-    measure("two-phase delta (delta-rs commit)", ours("two_phase"))
-    measure("idempotent delta (txnAppId)", ours("idempotent"))
     storage.delete(root, settings)
     return figures

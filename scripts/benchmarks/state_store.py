@@ -36,8 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from spark_ext.crash import declare
+from spark_ext.metrics import figures_from_progress
 
-from .common import Figure, save_plot
+from .common import ROOT, Figure
 
 log = logging.getLogger(__name__)
 
@@ -115,29 +116,27 @@ class BatchRecorder(StreamingQueryListener):
             self._events.flush()
 
     def onQueryStarted(self, event: Any) -> None:
-        self.write({"event": "query_started", "query": event.name, "t": time.time()})
+        pass
 
     def onQueryProgress(self, event: Any) -> None:
         now = time.time()
-        progress = json.loads(event.progress.json)
-        name = progress.get("name") or ""
-        batch = int(progress["batchId"])
+        figures = figures_from_progress(json.loads(event.progress.json))
+        name, batch = figures.query_name or "", figures.batch_id
         written = 0
         if name in self._checkpoints:
             files = checkpoint_files(self._checkpoints[name])
             before = self._files.get(name, {})
             written = sum(max(0, size - before.get(path, 0)) for path, size in files.items())
             self._files[name] = files
-        ops = progress.get("stateOperators") or []
         self.write(
             {
                 "event": "batch",
                 "query": name,
                 "batch": batch,
                 "t": now,
-                "duration_ms": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
-                "input_rows": int(progress.get("numInputRows") or 0),
-                "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in ops),
+                "duration_ms": figures.duration_ms,
+                "input_rows": figures.input_rows,
+                "state_rows": figures.state_rows,
                 "bytes_written": written,
             }
         )
@@ -180,7 +179,6 @@ def run_queries(
     checkpoints = {f"state_{s}": checkpoint_root / s for s in stores}
     recorder = BatchRecorder(events, checkpoints)
     spark.streams.addListener(recorder)
-    recorder.write({"event": "job_started", "t": time.time(), "pid": os.getpid()})
     try:
         fills = [
             start_count_query(spark, s, checkpoints[f"state_{s}"], keys, keys, conf, once=True)
@@ -209,7 +207,6 @@ def run_queries(
                 recorder.changed.wait(1.0)
         for q in queries:
             q.stop()
-        recorder.write({"event": "job_done", "t": time.time()})
     finally:
         spark.streams.removeListener(recorder)
 
@@ -388,31 +385,39 @@ def _short(keys: int) -> str:
 
 
 def plot(results: Sequence[SweepResult], path: Path) -> Path:
-    """Batch duration, checkpoint bytes per batch and recovery time against live keys."""
+    """Batch duration, checkpoint bytes per batch and recovery time against live keys, as the
+    PNG ``path``."""
+    import matplotlib
 
-    def draw(ax_d: Any, ax_b: Any, ax_r: Any) -> None:
-        for i, store in enumerate(dict.fromkeys(r.store for r in results)):
-            mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
-            xs = [r.keys for r in mine]
-            for ax, ys, style, label in (
-                (ax_d, [statistics.median(r.batch_ms) for r in mine], "o-", "p50"),
-                (ax_d, [percentile(r.batch_ms, 0.95) for r in mine], "--", "p95"),
-                (ax_b, [statistics.mean(r.bytes_per_batch) for r in mine], "o-", ""),
-                (ax_r, [r.catch_up_s for r in mine], "o-", "catch-up"),
-                (ax_r, [r.first_commit_s for r in mine], "--", "first commit"),
-            ):
-                ax.plot(xs, ys, style, color=f"C{i}", label=f"{store} {label}".strip())
-        ax_d.set(yscale="log", ylabel="batch duration (ms)", title="steady-state batch duration")
-        ax_b.set(yscale="log", ylabel="bytes per batch (mean)",
-                 title="bytes written to the checkpoint per batch")  # fmt: skip
-        ax_r.set(ylabel="seconds after restart",
-                 title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
-        for ax in (ax_d, ax_b, ax_r):
-            ax.set(xscale="log", xlabel="live keys")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-    return save_plot(path, draw, cols=3, size=(16, 4.4), dpi=120)
+    fig, (ax_d, ax_b, ax_r) = plt.subplots(1, 3, figsize=(16, 4.4))
+    for i, store in enumerate(dict.fromkeys(r.store for r in results)):
+        mine = sorted((r for r in results if r.store == store), key=lambda r: r.keys)
+        xs = [r.keys for r in mine]
+        for ax, ys, style, label in (
+            (ax_d, [statistics.median(r.batch_ms) for r in mine], "o-", "p50"),
+            (ax_d, [percentile(r.batch_ms, 0.95) for r in mine], "--", "p95"),
+            (ax_b, [statistics.mean(r.bytes_per_batch) for r in mine], "o-", ""),
+            (ax_r, [r.catch_up_s for r in mine], "o-", "catch-up"),
+            (ax_r, [r.first_commit_s for r in mine], "--", "first commit"),
+        ):
+            ax.plot(xs, ys, style, color=f"C{i}", label=f"{store} {label}".strip())
+    ax_d.set(yscale="log", ylabel="batch duration (ms)", title="steady-state batch duration")
+    ax_b.set(yscale="log", ylabel="bytes per batch (mean)",
+             title="bytes written to the checkpoint per batch")  # fmt: skip
+    ax_r.set(ylabel="seconds after restart",
+             title=f"recovery after SIGKILL ({BACKLOG_BATCHES}-batch backlog)")  # fmt: skip
+    for ax in (ax_d, ax_b, ax_r):
+        ax.set(xscale="log", xlabel="live keys")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def run(ctx: Any) -> list[Any]:
@@ -429,9 +434,7 @@ def run(ctx: Any) -> list[Any]:
             results.append(measure(ctx, store, keys, memory))
             print(f"  {store:18} {keys:>10,} keys: done in {time.perf_counter() - began:.0f}s",
                   flush=True)  # fmt: skip
-    out = Path(
-        os.environ.get("SPARK_EXT_BENCH_OUT", Path(__file__).resolve().parents[2] / "var" / "bench")
-    )
+    out = Path(os.environ.get("SPARK_EXT_BENCH_OUT", ROOT / "var" / "bench"))
     png = plot(results, out / "state_store.png")
     (out / "state_store.json").write_text(json.dumps([r.__dict__ for r in results], indent=1))
     print(f"  plot: {png}\n  raw:  {out / 'state_store.json'}", flush=True)

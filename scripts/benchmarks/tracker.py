@@ -21,7 +21,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from benchmarks.common import BenchContext, Figure
+from benchmarks.common import BenchContext, Figure, drained, start_query
+from benchmarks.tracker_pure import PARTITIONS, events
 from connectors.kafka import create_topic, produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
 from spark_ext.operators import Count, WindowAggregate
@@ -30,15 +31,12 @@ from spark_ext.streaming import Closing, TrackedStream
 from spark_ext.tracker import LocalTrackingAgent, Tumbling
 from spark_ext.tracker.snapshot import log_generations, log_name
 
-PARTITIONS = 4
 SLOW = PARTITIONS - 1  # the slow partition lags LAG_S seconds of event time behind the others
 LAG_S = 30
-DISORDER_MS = 300  # in-partition disorder: every 7th event is 300 ms late in its partition
 DROP_DELAY = "20 seconds"  # (b): larger than the in-partition disorder, smaller than the lag
 #: (a): the smallest whole-second delay under which the watermark drops < 1 % of rows
 #: (the slow partition's rows arrive up to LAG_S + disorder behind the fast partitions).
 LATENCY_DELAY = f"{LAG_S + 1} seconds"
-MARKER_EVERY_MS = 2_000  # each producer closes its partition through (its time - disorder)
 WINDOW_MS = 10_000
 EPOCH_MS = int(EPOCH.timestamp() * 1000)
 
@@ -59,21 +57,15 @@ def varying_lag(i: int, period: int = 1_200) -> float:
 
 
 def _input(n: int, lag: Callable[[int], float] = fixed_lag) -> list[Item]:
-    """Items in write order: n events, 10 per second of event time, slightly out of order; the slow
-    partition's written ``lag(i)`` s late; each producer writes a close marker every
-    MARKER_EVERY_MS of its event time and a final one.
-    """
+    """Items in write order: :func:`~benchmarks.tracker_pure.events` with the slow partition's
+    written ``lag(i)`` s late, then a final close marker per partition."""
     items: list[tuple[float, int | None, Record, int | None]] = []
-    last_marker = [0] * PARTITIONS
-    for i in range(n):
-        p = i % PARTITIONS
-        t_ms = i * 100 + (DISORDER_MS if i % 7 == 0 else 0)
+    for i, p, t_ms, through in events(n):
         pos = float(i + (lag(i) * 10 if p == SLOW else 0))
-        rec = (f"u{i % 50}".encode(), event(f"u{i % 50}", 1.0, t_ms), p)
-        items.append((pos, EPOCH_MS + t_ms // WINDOW_MS * WINDOW_MS, rec, None))
-        if i * 100 - last_marker[p] >= MARKER_EVERY_MS:
-            last_marker[p] = i * 100
-            through = i * 100 - DISORDER_MS
+        if t_ms is not None:
+            rec = (f"u{i % 50}".encode(), event(f"u{i % 50}", 1.0, t_ms), p)
+            items.append((pos, EPOCH_MS + t_ms // WINDOW_MS * WINDOW_MS, rec, None))
+        else:
             items.append((pos + 0.5, None, (None, marker(through), p), through))
     items.sort(key=lambda x: x[0])
     end_ms = n * 100 + 60_000
@@ -160,33 +152,13 @@ def _tracked_count(
     return q, agent, sum(counts), seconds
 
 
-def _start(df: DataFrame, folder: Any, sink: Callable[[DataFrame, int], None] | None = None) -> Any:
-    """Start ``df`` with trigger ``processingTime="0 seconds"`` (checkpoint ``folder/chk``)
-    through ``foreachBatch(sink)``, or into Spark's memory sink (table: the query's name)."""
-    writer = df.writeStream.option("checkpointLocation", str(folder / "chk"))
-    writer = writer.trigger(processingTime="0 seconds")
-    if sink is not None:
-        return writer.foreachBatch(sink).start()
-    return writer.format("memory").queryName(f"bench_{uuid.uuid4().hex[:8]}").start()
-
-
-def _drain_to_memory(df: DataFrame, folder: Any) -> tuple[float, str]:
-    """Seconds a query of ``df`` into Spark's memory sink takes to process all its input, and
-    the sink's table."""
-    q = _start(df, folder)
-    began = time.perf_counter()
-    q.processAllAvailable()
-    seconds = time.perf_counter() - began
-    q.stop()
-    return seconds, q.name
-
-
 # -- (b), (c): all input written up front -------------------------------------------------
 def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
     topic = _topic(ctx, "trk", n)
     wm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-    wm_s, table = _drain_to_memory(wm, ctx.folder("tracker_wm"))
-    emitted = ctx.spark.table(table).agg(F.sum("count")).first()[0] or 0
+    q = start_query(wm, ctx.folder("tracker_wm"), "memory", live=True)
+    wm_s = drained(q)
+    emitted = ctx.spark.table(q.name).agg(F.sum("count")).first()[0] or 0
     folder = ctx.folder("tracker_tr")
     _, agent, counted, tr_s = _tracked_count(ctx, topic, per_trigger, folder)
     reports = 0
@@ -231,12 +203,10 @@ def _produce_live(bootstrap: str, topic: str, items: list[Item]) -> dict[int, fl
     finally:
         producer.close()
     closed = {}
-    for w, last in last_written.items():
+    for w, last in last_written.items():  # markers are in write order: the first is the earliest
+        end = w + WINDOW_MS
         firsts = [
-            min(
-                (t for q, through, t in markers if q == p and through >= w + WINDOW_MS),
-                default=None,
-            )
+            next((t for q, th, t in markers if q == p and th >= end), None)
             for p in range(PARTITIONS)
         ]
         if None not in firsts:
@@ -264,7 +234,7 @@ def _latency(
     wm_seen: dict[int, float] = {}
     tr_seen: dict[int, float] = {}
     wm_windows = _watermark_windows(_events(ctx, topic, None), LATENCY_DELAY)
-    wm = _start(wm_windows, ctx.folder("tracker_lat_wm"), _arrivals(wm_seen))
+    wm = start_query(wm_windows, ctx.folder("tracker_lat_wm"), _arrivals(wm_seen), live=True)
     tr, agent = _tracked(ctx, topic, None, ctx.folder("tracker_lat_tr"), _arrivals(tr_seen))
     closed = _produce_live(ctx.bootstrap, topic, items)
     _drain_tracked(tr, agent, lambda: bool(tr_seen))
@@ -327,10 +297,10 @@ def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
             GroupStateTimeout.EventTimeTimeout,
         )
     )
-    un_s, _ = _drain_to_memory(untracked, folder)
+    un_s = drained(start_query(untracked, folder, "memory", live=True))
     # Spark's own windowed count (JVM aggregation, no Python): a reference, not the baseline
     jvm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-    jvm_s, _ = _drain_to_memory(jvm, ctx.folder("tracker_jvm"))
+    jvm_s = drained(start_query(jvm, ctx.folder("tracker_jvm"), "memory", live=True))
     tr_s = _tracked_count(ctx, topic, per_trigger, ctx.folder("tracker_tracked"))[3]
     _, _, counted, dr_s = _tracked_count(
         ctx, topic, per_trigger, ctx.folder("tracker_driver"), "driver"

@@ -20,15 +20,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
-from benchmarks.common import BenchContext, Figure
-from benchmarks.tracker import (
-    LATENCY_DELAY,
-    _events,
-    _start,
-    _topic,
-    _tracked_count,
-    _watermark_windows,
-)
+from benchmarks.common import BenchContext, Figure, drained, start_query
+from benchmarks.tracker import LATENCY_DELAY, _events, _topic, _tracked_count, _watermark_windows
 
 PER_TRIGGER = 200  # rows per micro-batch: the live rate of the latency benchmark
 
@@ -64,9 +57,8 @@ def run(ctx: BenchContext) -> list[Figure]:
     topic = _topic(ctx, "trk-floor", ctx.n(4_000))
 
     def drain(df: Any, name: str) -> float:
-        q = _start(df, ctx.folder(name), lambda d, _b: d.count())
-        q.processAllAvailable()
-        q.stop()
+        q = start_query(df, ctx.folder(name), lambda d, _b: d.count(), live=True)
+        drained(q)
         return _batch_ms(q.recentProgress)
 
     events = _events(ctx, topic, PER_TRIGGER)

@@ -10,6 +10,7 @@ counted once, none late. Run: ``scripts/bench.sh tracker_pure [--scale 1] [--rep
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from benchmarks.common import BenchContext, Figure
@@ -24,22 +25,27 @@ DISORDER_MS = 300
 MARKER_EVERY_MS = 2_000
 
 
+def events(n: int) -> Iterator[tuple[int, int, int | None, int | None]]:
+    """``(i, partition, event ms, None)`` for ``n`` events, each followed, every MARKER_EVERY_MS
+    of event time, by its partition's close marker ``(i, partition, None, through ms)``."""
+    last = [0] * PARTITIONS
+    for i in range(n):
+        p = i % PARTITIONS
+        yield i, p, i * 100 + (DISORDER_MS if i % 7 == 0 else 0), None
+        if i * 100 - last[p] >= MARKER_EVERY_MS:
+            last[p] = i * 100
+            yield i, p, None, i * 100 - DISORDER_MS
+
+
 def rows(n: int) -> list[dict[str, Any]]:
     """``n`` events and their partitions' close markers, in offset order per partition."""
     out: list[dict[str, Any]] = []
     offsets = [0] * PARTITIONS
-    last = [0] * PARTITIONS
-    for i in range(n):
-        p = i % PARTITIONS
-        t = i * 100 + (DISORDER_MS if i % 7 == 0 else 0)
-        out.append({"partition": p, "offset": offsets[p], "key": f"u{i % 50}", "event_time_ms": t})
+    tail = [(0, p, None, n * 100 + 60_000) for p in range(PARTITIONS)]
+    for i, p, t, through in [*events(n), *tail]:
+        row = {"key": f"u{i % 50}", "event_time_ms": t} if through is None else {"close": through}
+        out.append({"partition": p, "offset": offsets[p], **row})
         offsets[p] += 1
-        if i * 100 - last[p] >= MARKER_EVERY_MS:
-            last[p] = i * 100
-            out.append({"partition": p, "offset": offsets[p], "close": i * 100 - DISORDER_MS})
-            offsets[p] += 1
-    for p in range(PARTITIONS):
-        out.append({"partition": p, "offset": offsets[p], "close": n * 100 + 60_000})
     return out
 
 

@@ -1,15 +1,10 @@
 """Tracker scale (c): 10,000 open windows x 64 partitions, driver time, agent bytes, restarts.
 
-Feeds a ``LocalTrackingAgent``, then a ``KafkaTrackingAgent`` (at most KAFKA_BATCHES batches),
-synthetic batches shaped like a tracked query's: a gate report per source partition and one
-per operator shard. Partition 0 lags OPEN windows behind, so OPEN windows stay open; each batch
-ends STEP windows and opens STEP. Figures: driver time per batch in ``agent.apply`` (median,
-p95; target <= 100 ms), the local agent's bytes per batch (``/proc/self/io``), and the reopen
-time after 100, 1,000 and 10,000 past batches (must be flat). No baseline: the target is in
-the notes.
-
-Run: ``.venv/bin/python scripts/bench.py tracker_scale --repeat 1`` (``--scale 0.1``: 1,000
-past batches at most).
+Synthetic batches shaped like a tracked query's (a gate report per source partition, one per
+operator shard) feed a ``LocalTrackingAgent``, then a ``KafkaTrackingAgent`` (at most
+KAFKA_BATCHES); partition 0 lags OPEN windows behind, each batch ends STEP windows and opens
+STEP. No baseline: the targets are in the notes. Run: ``scripts/bench.sh tracker_scale --repeat
+1`` (``--scale 0.1``: 1,000 past batches at most).
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from benchmarks.common import BenchContext, Figure, folder_bytes, save_plot
+from benchmarks.common import BenchContext, Figure, folder_bytes
 from spark_ext.tracker.agent import LocalTrackingAgent
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport
@@ -162,16 +157,4 @@ def run(ctx: BenchContext) -> list[Figure]:
     kafka_marks = [n for n in marks if n <= KAFKA_BATCHES]
     kafka = drive(lambda: KafkaTrackingAgent(ctx.bootstrap, name), kafka_marks)
     figures += figures_of("kafka agent", kafka, None)
-    series = {"local agent": local.restarts, "kafka agent": kafka.restarts}
-    for variant, points in series.items():
-        print(f"restart series, {variant} (past batches, ms, records replayed):", points)
-
-    def draw(ax: Any) -> None:
-        for variant, points in series.items():
-            ax.plot([n for n, _, _ in points], [ms for _, ms, _ in points], "o-", label=variant)
-        ax.legend()
-        ax.set(xscale="log", xlabel="past batches", ylabel="restart time (ms)", ylim=(0, None),
-               title=f"Tracker restart, {OPEN} open windows x {PARTITIONS} partitions")  # fmt: skip
-
-    print("plot:", save_plot(ctx.scratch / "tracker_scale_restart.png", draw), flush=True)
     return figures

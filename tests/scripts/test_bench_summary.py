@@ -21,8 +21,8 @@ def run(base: float, ours: float) -> list[Figure]:
 def test_each_variant_is_the_median_of_its_runs_with_min_and_max():
     summaries = summarize([run(100, 260), run(80, 300), run(120, 240)])
     base, ours = summaries
-    assert (base.median, base.low, base.high, base.runs) == (100, 80, 120, 3)
-    assert (ours.median, ours.low, ours.high) == (260, 240, 300)
+    assert (base.value, base.low, base.high, base.runs) == (100, 80, 120, 3)
+    assert (ours.value, ours.low, ours.high) == (260, 240, 300)
     table = format_table(summaries)
     assert "2.60" in table, "ratio of the medians, not of one run"
     assert "240.0-300.0" in table
@@ -44,5 +44,5 @@ def test_figures_that_differ_only_by_note_are_summarized_apart():
         ]
 
     before, after = summarize([run(0.6, 1.0), run(0.6, 1.0)])
-    assert (before.median, before.runs, before.note) == (0.6, 2, "before last")
-    assert (after.median, after.runs, after.note) == (1.0, 2, "after last")
+    assert (before.value, before.runs, before.note) == (0.6, 2, "before last")
+    assert (after.value, after.runs, after.note) == (1.0, 2, "after last")
