@@ -17,9 +17,8 @@ from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
 from spark_ext.storage import Location
 from spark_ext.streaming.batch import BatchState, run_batch
-from spark_ext.streaming.gate import GateConfig
+from spark_ext.streaming.envelope import StageConfig
 from spark_ext.streaming.handler import BatchHandler
-from spark_ext.streaming.shard import ShardConfig
 from spark_ext.tracker.errors import TrackerError
 
 __all__ = [
@@ -86,8 +85,7 @@ class StateLog:
 class DriverHandler(BatchHandler):
     """:class:`BatchHandler` of the driver path: step 1 is one collect and the pure batch."""
 
-    gate: GateConfig | None = None
-    cfg: ShardConfig | None = None
+    cfg: StageConfig | None = None
     checkpoint: str = ""
     result_schema: StructType | None = None
     #: Open (window, key) groups the driver may hold (docs/design.md, "Tracked queries").
@@ -97,12 +95,12 @@ class DriverHandler(BatchHandler):
     _log: StateLog | None = field(default=None, repr=False)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        assert self.gate is not None and self.cfg is not None and self.result_schema is not None
+        assert self.cfg is not None and self.result_schema is not None
         t0 = time.monotonic()
         states = self._log = self._log or StateLog(self.checkpoint)
         src = df.toPandas()  # 1: the batch's one job
         state = states.before(batch_id)
-        out = run_batch(self.gate, self.cfg, state, src, [], self.columns)
+        out = run_batch(self.cfg, state, src, [])
         self.open_keys = state.open_keys(self.cfg.operator)
         if self.open_keys > self.max_open_keys:
             raise DriverStateTooLarge(

@@ -25,12 +25,16 @@ from spark_ext.streaming.checks import (
     checkpoint_shuffle_partitions,
 )
 from spark_ext.streaming.driver import DriverHandler, check_path
-from spark_ext.streaming.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
-from spark_ext.streaming.gate import GateConfig
+from spark_ext.streaming.envelope import (
+    ALL_SUBSTREAMS,
+    ENVELOPE_FIELDS,
+    KIND_END,
+    RESULT_ENVELOPE,
+    StageConfig,
+)
 from spark_ext.streaming.handler import BatchHandler, Writer, as_callable
 from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.streaming.placement import shard_keys
-from spark_ext.streaming.shard import ShardConfig, stage_configs
 from spark_ext.streaming.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
@@ -205,17 +209,17 @@ class TrackedQuery:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         return shard_keys(self.shards, partitions)
 
-    def _configs(self, columns: list[str]) -> tuple[GateConfig, ShardConfig]:
-        """The gate's and the shards' configuration (``columns``: the shards' output)."""
-        s = self.stream
-        return stage_configs(
+    def _config(self) -> StageConfig:
+        """The gate's and the shards' configuration (after :meth:`_input` bound the operator)."""
+        closing = self.stream.closing
+        return StageConfig(
             self.operator,
             self.windowing,
-            s.closing,
             self.shards,
-            s.upstream,
+            closing.disorder_ms,
+            frozenset(closing.sources),
+            self.stream.upstream,
             self.forward_namespace,
-            tuple(columns),
         )
 
     def plan(self, keys: list[int] | None = None) -> DataFrame:
@@ -224,8 +228,8 @@ class TrackedQuery:
         prepared = self._input()
         envelope = self._envelope_schema()
         output = self._output_schema()
-        gate_cfg, cfg = self._configs([f.name for f in output])
-        gate = GateProcessor(gate_cfg, prepared.columns, [f.name for f in envelope])
+        cfg = self._config()
+        gate = GateProcessor(cfg, prepared.columns, [f.name for f in envelope])
         data = prepared.groupBy("_topic", "_partition").transformWithStateInPandas(
             gate, envelope, "append", "none"
         )
@@ -309,7 +313,7 @@ class TrackedQuery:
                 self.stream.agent,
                 write,
                 write_late,
-                self.result_columns(),
+                self.result_schema().names,
                 namespace=self.windowing.namespace,
                 sources=self.stream.closing.sources,
                 idle=idle,
@@ -318,11 +322,10 @@ class TrackedQuery:
 
         if path == "driver":
             out = self._input()
-            gate, cfg = self._configs([f.name for f in self._output_schema()])
+            self._output_schema()  # the name check
             handler = handler_of(
                 DriverHandler,
-                gate=gate,
-                cfg=cfg,
+                cfg=self._config(),
                 checkpoint=checkpoint,
                 result_schema=self.result_schema(),
                 max_open_keys=max_open_keys,
@@ -360,9 +363,3 @@ class TrackedQuery:
         if self.forward_namespace:
             fields_ += [f for f in RESULT_ENVELOPE if f.name in ("fwd_substream", "fwd_label")]
         return StructType(fields_)
-
-    def result_columns(self) -> list[str]:
-        cols = [f.name for f in self.operator.output_schema]
-        if self.forward_namespace:
-            cols += ["fwd_substream", "fwd_label"]
-        return cols

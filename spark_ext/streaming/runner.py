@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
+from spark_ext.operators.base import Group, OperatorState
 from spark_ext.streaming.envelope import (
     KIND_DATA,
     KIND_END,
@@ -20,6 +20,7 @@ from spark_ext.streaming.envelope import (
     OPERATOR_STAGE,
     REASON_DUPLICATE,
     REASON_ENDED,
+    StageConfig,
     conform,
     raw_json,
 )
@@ -31,8 +32,7 @@ from spark_ext.tracker.substreams import Substream
 __all__ = [
     "GroupOutput",
     "GroupState",
-    "GroupStore",
-    "forward_id",
+    "ShardStore",
     "forward_labels",
     "late_output",
     "run_group",
@@ -87,11 +87,6 @@ class GroupState:
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
-def forward_id(namespace: str, start_ms: int, end_ms: int) -> str:
-    """The downstream substream that a window's results are forwarded into."""
-    return Substream(namespace, start_ms, end_ms).id
-
-
 def forward_labels(substream: str, keys: pd.Series, row_numbers: np.ndarray) -> np.ndarray:
     """Labels of forwarded result rows: derived from (substream, key, row), stable on replay."""
     coords = [f"{substream}|{k}" for k in keys]
@@ -103,22 +98,17 @@ def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
 
 
 def run_group(
-    op: SubstreamOperator,
-    group: Group,
-    state: GroupState,
-    rows: pd.DataFrame,
-    task_partition: int,
-    forward_namespace: str | None = None,
-    dedup: bool = False,
+    cfg: StageConfig, group: Group, state: GroupState, rows: pd.DataFrame, task_partition: int
 ) -> GroupOutput:
-    """Run ``op`` over the rows of one group in one batch."""
+    """Run the operator over the rows of one group in one batch."""
+    op, forward_namespace, dedup = cfg.operator, cfg.forward_namespace, cfg.upstream
     builder = ReportBuilder(OPERATOR_STAGE, task_partition)
     outs: list[pd.DataFrame] = []
     lates: list[pd.DataFrame] = []
 
     def forward(produced: pd.DataFrame, start_ms: int, end_ms: int) -> pd.DataFrame:
         assert forward_namespace is not None
-        fwd = forward_id(forward_namespace, start_ms, end_ms)
+        fwd = Substream(forward_namespace, start_ms, end_ms).id
         produced = produced.reset_index(drop=True)
         numbers = np.arange(state.forwarded, state.forwarded + len(produced), dtype=np.int64)
         state.forwarded += len(produced)
@@ -170,9 +160,8 @@ def run_group(
         signal = EndEvent(int(seq), str(tracked), int(start), int(end_ms))
         produced = op.flush(group, state.op, signal)
         if forward_namespace is not None:
-            builder.add_close(
-                forward_id(forward_namespace, signal.start_ms, signal.end_ms), signal.end_ms
-            )
+            fwd = Substream(forward_namespace, signal.start_ms, signal.end_ms).id
+            builder.add_close(fwd, signal.end_ms)
             if produced is not None and len(produced):
                 produced = forward(produced, signal.start_ms, signal.end_ms)
         if produced is not None and len(produced):
@@ -195,12 +184,14 @@ def _in_order(data: pd.DataFrame) -> pd.DataFrame:
     return data.iloc[np.lexsort((lab, t))].reset_index(drop=True)
 
 
-def late_output(late: pd.DataFrame, input_columns: list[str], columns: list[str]) -> pd.DataFrame:
-    """Envelope late rows -> the operator stage's output rows of kind ``late``."""
-    if "raw" in late and late["raw"].notna().all():
-        raw = late["raw"]
-    else:
-        raw = raw_json(late, "key", "event_time_ms", input_columns)
+def late_output(late: pd.DataFrame, cfg: StageConfig) -> pd.DataFrame:
+    """Envelope late rows -> the operator stage's output rows of kind ``late`` (``raw`` built
+    here for the rows the gate did not build it for)."""
+    raw = late.get("raw", pd.Series(None, index=late.index)).to_numpy(dtype=object, copy=True)
+    missing = pd.isna(raw)
+    if missing.any():
+        columns = list(cfg.operator.input_columns)
+        raw[missing] = raw_json(late[missing], "key", "event_time_ms", columns)
     frame = pd.DataFrame(
         {
             "kind": KIND_LATE,
@@ -211,14 +202,15 @@ def late_output(late: pd.DataFrame, input_columns: list[str], columns: list[str]
             "src_partition": late["src_partition"].to_numpy(),
             "src_offset": late["src_offset"].to_numpy(),
             "reason": late["reason"].to_numpy(),
-            "raw": np.asarray(raw, dtype=object),
+            "raw": raw,
         }
     )
-    return conform(frame, columns)
+    return conform(frame, cfg.columns)
 
 
-class GroupStore(Protocol):
-    """Where group states live (JSON by group id)."""
+class ShardStore(Protocol):
+    """A shard's state: group states (JSON by group id), partition frontiers, the released
+    frontier (``shard.DictStore`` in memory, ``stages`` on Spark's state)."""
 
     def group(self, gid: str) -> str | None: ...
 
@@ -226,19 +218,23 @@ class GroupStore(Protocol):
 
     def drop_group(self, gid: str) -> None: ...
 
+    def group_ids(self) -> list[str]: ...
+
+    def frontiers(self) -> dict[str, int]: ...
+
+    def put_frontier(self, source: str, frontier: int) -> None: ...
+
+    def released(self) -> int: ...
+
+    def put_released(self, through: int) -> None: ...
+
 
 def run_stored(
-    op: SubstreamOperator,
-    store: GroupStore,
-    group: Group,
-    rows: pd.DataFrame,
-    task_partition: int,
-    forward_namespace: str | None = None,
-    dedup: bool = False,
+    cfg: StageConfig, store: ShardStore, group: Group, rows: pd.DataFrame, task_partition: int
 ) -> GroupOutput:
     """:func:`run_group` on the state ``store`` keeps for the group, written back (or dropped)."""
     state = GroupState.from_json(store.group(group.substream))
-    out = run_group(op, group, state, rows, task_partition, forward_namespace, dedup)
+    out = run_group(cfg, group, state, rows, task_partition)
     if state.changed or state.op.changed:
         if state.removed:
             store.drop_group(group.substream)

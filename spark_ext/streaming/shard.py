@@ -5,12 +5,11 @@ queries"). Pure: Spark state (``stages.OperatorProcessor``) or dicts (the tester
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from spark_ext.operators.base import Group, SubstreamOperator
+from spark_ext.operators.base import Group
 from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
     KIND_DATA,
@@ -19,41 +18,21 @@ from spark_ext.streaming.envelope import (
     KIND_PROGRESS,
     KIND_REPORT,
     KIND_RESULT,
+    StageConfig,
     conform,
     end_rows,
 )
-from spark_ext.streaming.gate import NO_FRONTIER, GateConfig
-from spark_ext.streaming.runner import GroupOutput, GroupStore, late_output, run_stored
+from spark_ext.streaming.gate import NO_FRONTIER
+from spark_ext.streaming.runner import GroupOutput, ShardStore, late_output, run_stored
 from spark_ext.tracker.reports import TaskReport
-from spark_ext.tracker.substreams import Substream, Windowing
+from spark_ext.tracker.substreams import Substream
 
-__all__ = [
-    "DictStore",
-    "ShardConfig",
-    "ShardStore",
-    "released_frontier",
-    "run_shard",
-    "stage_configs",
-]
-
-
-class ShardStore(GroupStore, Protocol):
-    """A shard's state: group states (JSON), partition frontiers, the released frontier."""
-
-    def group_ids(self) -> list[str]: ...
-
-    def frontiers(self) -> dict[str, int]: ...
-
-    def put_frontier(self, source: str, frontier: int) -> None: ...
-
-    def released(self) -> int: ...
-
-    def put_released(self, through: int) -> None: ...
+__all__ = ["DictStore", "run_shard"]
 
 
 @dataclass
 class DictStore:
-    """:class:`ShardStore` in memory (the testers)."""
+    """:class:`~spark_ext.streaming.runner.ShardStore` in memory (the testers)."""
 
     groups: dict[str, str] = field(default_factory=dict)
     progress: dict[str, int] = field(default_factory=dict)
@@ -84,50 +63,6 @@ class DictStore:
         self.through = through
 
 
-@dataclass(frozen=True)
-class ShardConfig:
-    """What a shard needs, fixed when the query is planned (``sources`` empty: windows end by
-    the agent's end events only; ``dedup``: rows are forwarded by an upstream query)."""
-
-    operator: SubstreamOperator
-    windowing: Windowing
-    sources: tuple[str, ...]
-    forward_namespace: str | None
-    dedup: bool
-    columns: tuple[str, ...]
-
-
-def stage_configs(
-    operator: SubstreamOperator,
-    windowing: Windowing,
-    closing: Any,
-    shards: int,
-    upstream: bool,
-    forward_namespace: str | None,
-    columns: tuple[str, ...],
-) -> tuple[GateConfig, ShardConfig]:
-    """The gate's and the shards' configuration of one tracked query (``closing``: a
-    :class:`~spark_ext.streaming.query.Closing`)."""
-    gate = GateConfig(
-        windowing,
-        operator.per_substream,
-        shards,
-        closing.disorder_ms,
-        upstream,
-        tuple(operator.input_columns),
-        frozenset(closing.sources),
-    )
-    sources = tuple(closing.sources)
-    return gate, ShardConfig(operator, windowing, sources, forward_namespace, upstream, columns)
-
-
-def released_frontier(frontiers: dict[str, int], sources: tuple[str, ...]) -> int:
-    """``min`` of the declared partitions' frontiers (:data:`NO_FRONTIER` if one has none)."""
-    if not sources:
-        return NO_FRONTIER
-    return min(frontiers.get(s, NO_FRONTIER) for s in sources)
-
-
 @dataclass
 class _Outputs:
     """One shard call's output, gathered over its groups and built into frames once."""
@@ -144,8 +79,8 @@ class _Outputs:
         if not res.report.is_empty():
             self.report = res.report if self.report is None else self.report.merge(res.report)
 
-    def frames(self, cfg: ShardConfig) -> list[pd.DataFrame]:
-        columns = list(cfg.columns)
+    def frames(self, cfg: StageConfig) -> list[pd.DataFrame]:
+        columns = cfg.columns
         out: list[pd.DataFrame] = []
         if self.results:
             res = (
@@ -156,7 +91,7 @@ class _Outputs:
             out.append(conform(res.assign(kind=KIND_RESULT), columns))
         if self.late:
             late = pd.concat(self.late, ignore_index=True)
-            out.append(late_output(late, list(cfg.operator.input_columns), columns))
+            out.append(late_output(late, cfg))
         if self.report is not None:
             frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [self.report.to_json()]})
             out.append(conform(frame, columns))
@@ -164,31 +99,26 @@ class _Outputs:
 
 
 def run_shard(
-    cfg: ShardConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
+    cfg: StageConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
 ) -> list[pd.DataFrame]:
     """One shard's call in one micro-batch; returns output frames (results, late rows, one
     report merged over the shard's groups)."""
-    columns = list(cfg.columns)
     out: list[pd.DataFrame] = []
     kind = rows["kind"].to_numpy()
     reports = rows[kind == KIND_REPORT]
     if len(reports):
         frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
-        out.append(conform(frame, columns))
-    late = rows[kind == KIND_LATE]
-    if len(late):
-        out.append(
-            late_output(late.reset_index(drop=True), list(cfg.operator.input_columns), columns)
-        )
+        out.append(conform(frame, cfg.columns))
+    gathered = _Outputs()
+    if (kind == KIND_LATE).any():  # the gate's, before the operator's
+        gathered.late.append(rows[kind == KIND_LATE].reset_index(drop=True))
     progress = rows[kind == KIND_PROGRESS]
     if len(progress) and cfg.sources:
         known = store.frontiers()
-        declared = set(cfg.sources)
         for source, part in progress.groupby("tracked", sort=True):
             top = int(part["end_ms"].max())
-            if str(source) in declared and top > known.get(str(source), NO_FRONTIER):
+            if str(source) in cfg.sources and top > known.get(str(source), NO_FRONTIER):
                 store.put_frontier(str(source), top)
-    gathered = _Outputs()
     work = rows[(kind == KIND_DATA) | (kind == KIND_END)]
     if len(work):
         # one sort into (group, total order) and one slice per group (docs/design.md, "Operators")
@@ -198,8 +128,10 @@ def run_shard(
         gids = work["substream"].to_numpy()
         bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            gathered.add(_run(cfg, str(gids[a]), shard, work.iloc[a:b], store, task_partition))
-    frontier = released_frontier(store.frontiers(), cfg.sources)
+            group = Group(str(gids[a]), shard)
+            gathered.add(run_stored(cfg, store, group, work.iloc[a:b], task_partition))
+    known = store.frontiers()
+    frontier = min((known.get(s, NO_FRONTIER) for s in cfg.sources), default=NO_FRONTIER)
     if frontier > store.released():
         _release(cfg, shard, frontier, store, task_partition, gathered)
         store.put_released(frontier)
@@ -207,7 +139,7 @@ def run_shard(
 
 
 def _release(
-    cfg: ShardConfig,
+    cfg: StageConfig,
     shard: int,
     frontier: int,
     store: ShardStore,
@@ -224,31 +156,11 @@ def _release(
         for _, gid in due:
             sub = Substream.parse(gid)
             ends = end_rows(gid, sub.start_ms, sub.end_ms, sub.end_ms)
-            into.add(_run(cfg, gid, shard, ends, store, task_partition))
+            into.add(run_stored(cfg, store, Group(gid, shard), ends, task_partition))
         return
     bucket = cfg.windowing.closed_before(frontier)
     before = store.released()
     done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
     if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
         ends = end_rows(bucket.id, bucket.start_ms, bucket.end_ms, bucket.end_ms)
-        into.add(_run(cfg, ALL_SUBSTREAMS, shard, ends, store, task_partition))
-
-
-def _run(
-    cfg: ShardConfig,
-    gid: str,
-    shard: int,
-    rows: pd.DataFrame,
-    store: ShardStore,
-    task_partition: int,
-) -> GroupOutput:
-    """One group's :func:`~spark_ext.streaming.runner.run_stored`."""
-    return run_stored(
-        cfg.operator,
-        store,
-        Group(gid, shard),
-        rows,
-        task_partition,
-        cfg.forward_namespace,
-        cfg.dedup,
-    )
+        into.add(run_stored(cfg, store, Group(ALL_SUBSTREAMS, shard), ends, task_partition))

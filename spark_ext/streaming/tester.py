@@ -20,14 +20,9 @@ import pandas as pd
 
 from spark_ext.operators.base import Group, SubstreamOperator
 from spark_ext.streaming.batch import BatchState, run_batch, source_frame
-from spark_ext.streaming.envelope import (
-    ALL_SUBSTREAMS,
-    KIND_DATA,
-    RESULT_ENVELOPE,
-    end_rows,
-)
+from spark_ext.streaming.envelope import ALL_SUBSTREAMS, KIND_DATA, StageConfig, end_rows
 from spark_ext.streaming.runner import run_stored
-from spark_ext.streaming.shard import DictStore, stage_configs
+from spark_ext.streaming.shard import DictStore
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import TaskReport, batch_reports
@@ -43,6 +38,7 @@ class OperatorTester:
         self.operator = operator
         self.windowing = windowing
         self.shards = shards
+        self.cfg = StageConfig(operator, windowing, shards, None, frozenset(), False, None)
         self.stores: dict[int, DictStore] = {}
         self.reports: list[TaskReport] = []
         self._seq = 0
@@ -91,7 +87,7 @@ class OperatorTester:
     def _call(self, substream: str, shard: int, rows: pd.DataFrame) -> pd.DataFrame | None:
         store = self.stores.setdefault(int(shard), DictStore())
         group = Group(substream, int(shard))
-        out = run_stored(self.operator, store, group, rows.reset_index(drop=True), int(shard))
+        out = run_stored(self.cfg, store, group, rows.reset_index(drop=True), int(shard))
         self.reports.append(out.report)
         return out.results
 
@@ -127,17 +123,19 @@ class PipelineTester:
         self.forward_namespace = forward_namespace
         self.upstream = upstream
         self.query = query
-        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in operator.output_schema]
-        self.cfg, self.shard_cfg = stage_configs(
-            operator, windowing, closing, shards, upstream, forward_namespace, tuple(columns)
+        self.cfg = StageConfig(
+            operator,
+            windowing,
+            shards,
+            closing.disorder_ms,
+            frozenset(closing.sources),
+            upstream,
+            forward_namespace,
         )
         self.agent = agent if agent is not None else TrackerState()
         self.agent.declare(windowing.namespace, closing.sources)
         #: The gate frontiers and each operator shard's state (groups, frontiers, released).
         self.state = BatchState()
-        self.result_columns = [f.name for f in operator.output_schema] + (
-            ["fwd_substream", "fwd_label"] if forward_namespace else []
-        )
         self.pending: list[EndEvent] = []
         self.batch = 0
 
@@ -151,7 +149,7 @@ class PipelineTester:
         frame = pd.DataFrame(list(rows))
         src = source_frame(frame, self.operator.input_columns) if len(frame) else frame
         ends = [e for e in self.pending if e.namespace == self.windowing.namespace]
-        out = run_batch(self.cfg, self.shard_cfg, self.state, src, ends, self.result_columns)
+        out = run_batch(self.cfg, self.state, src, ends)
         self.pending = self.agent_apply(out.reports)
         self.batch += 1
         if not len(out.results):
