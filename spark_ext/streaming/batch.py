@@ -19,6 +19,7 @@ from spark_ext.streaming.envelope import (
     KIND_REPORT,
     KIND_RESULT,
     LATE_COLUMNS,
+    LATE_SOURCE,
     StageConfig,
     end_rows,
 )
@@ -28,10 +29,7 @@ from spark_ext.streaming.shard import DictStore, run_shard
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.reports import ReportBuilder, TaskReport
 
-__all__ = ["LATE_SOURCE", "BatchOutput", "BatchState", "run_batch", "source_frame"]
-
-#: Late-row column -> its name in the operator stage's output.
-LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
+__all__ = ["BatchOutput", "BatchState", "run_batch", "source_frame"]
 
 
 @dataclass

@@ -5,7 +5,6 @@ the writers and the agent run as on the distributed path."""
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 
@@ -17,12 +16,11 @@ from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
 from spark_ext.storage import Location
 from spark_ext.streaming.batch import BatchState, run_batch
-from spark_ext.streaming.envelope import StageConfig
+from spark_ext.streaming.envelope import LATE_SCHEMA, StageConfig
 from spark_ext.streaming.handler import BatchHandler
 from spark_ext.tracker.errors import TrackerError
 
 __all__ = [
-    "LATE_SCHEMA",
     "STATE_DIR",
     "STATE_SAVED",
     "DriverHandler",
@@ -30,17 +28,11 @@ __all__ = [
     "StateLog",
 ]
 
-log = logging.getLogger(__name__)
-
 STATE_SAVED = declare(
     "tracked.driver.state_saved", "driver", "batch state written, results not yet"
 )
 #: The driver path's state files, one per batch id, inside the checkpoint.
 STATE_DIR = "tracked_driver"
-LATE_SCHEMA = (
-    "src_topic string, src_partition long, src_offset long, key string, "
-    "event_time_ms long, window string, reason string, raw string"
-)
 
 
 class DriverStateTooLarge(TrackerError):

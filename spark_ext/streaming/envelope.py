@@ -26,6 +26,8 @@ __all__ = [
     "KIND_RESULT",
     "LATE_COLUMNS",
     "LATE_GROUP",
+    "LATE_SCHEMA",
+    "LATE_SOURCE",
     "OPERATOR_STAGE",
     "PROGRESS_GROUP",
     "REASON_BELOW_FRONTIER",
@@ -100,18 +102,15 @@ ENVELOPE_FIELDS = [
     *SOURCE_FIELDS,
 ]
 
-#: The columns of the late-rows output (what :class:`~spark_ext.streaming.handler.BatchHandler`
-#: hands the late writer): the raw row as JSON, where it came from, the window(s) it missed.
-LATE_COLUMNS = [
-    "src_topic",
-    "src_partition",
-    "src_offset",
-    "key",
-    "event_time_ms",
-    "window",
-    "reason",
-    "raw",
-]
+#: The late-rows output (what :class:`~spark_ext.streaming.handler.BatchHandler` hands the late
+#: writer): where the row came from, its key and time, the window(s) it missed, why, the raw row.
+LATE_SCHEMA = (
+    "src_topic string, src_partition long, src_offset long, key string, "
+    "event_time_ms long, window string, reason string, raw string"
+)
+LATE_COLUMNS = [c.split()[0] for c in LATE_SCHEMA.split(", ")]
+#: Late-row column -> its name in the operator stage's output.
+LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
 
 RESULT_ENVELOPE = [
     StructField("kind", StringType()),

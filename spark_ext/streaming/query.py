@@ -5,7 +5,6 @@ queries"). Example: README.md, "Substream end without watermarks".
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
@@ -42,8 +41,6 @@ from spark_ext.tracker.substreams import Windowing, duration_ms
 
 __all__ = ["Closing", "TrackedQuery", "TrackedStream", "windowing_layout"]
 
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class Closing:
@@ -71,15 +68,6 @@ class Closing:
         else:
             d = 0 if ordered else None
         return cls(tuple(f"{topic}:{p}" for p in range(partitions)), d)
-
-    @classmethod
-    def from_metadata(
-        cls, topic_partitions: Mapping[str, int], disorder: int | str | None = 0
-    ) -> Closing:
-        """Every partition of each topic, as its metadata lists them (``{topic: count}``)."""
-        d = None if disorder is None else cls.partitions("_", 1, disorder=disorder).disorder_ms
-        sources = tuple(f"{t}:{p}" for t, n in sorted(topic_partitions.items()) for p in range(n))
-        return cls(sources, d)
 
     @classmethod
     def upstream(cls) -> Closing:
