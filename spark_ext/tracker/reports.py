@@ -138,15 +138,6 @@ def batch_reports(query: str, batch_id: int, reports: Iterable[TaskReport]) -> l
     ]
 
 
-def _as_array(values: Any, dtype: Any) -> npt.NDArray[Any]:
-    """``values`` (array, Series, list or any iterable) as a NumPy array of ``dtype``."""
-    if isinstance(values, pd.Series):
-        values = values.to_numpy()
-    elif not isinstance(values, np.ndarray):
-        values = list(values)
-    return np.asarray(values, dtype=dtype)
-
-
 class ReportBuilder:
     """Pre-aggregates one task's labels into a :class:`TaskReport` (runs on the executor)."""
 
@@ -155,18 +146,18 @@ class ReportBuilder:
 
     def add_labels(
         self,
-        substreams: Iterable[str] | npt.ArrayLike,
-        labels: Iterable[int] | npt.ArrayLike,
+        substreams: npt.ArrayLike,
+        labels: npt.ArrayLike,
         sent: bool,
-        ends: Iterable[int] | npt.ArrayLike | None = None,
+        ends: npt.ArrayLike | None = None,
     ) -> None:
         """Fold ``labels`` into their substreams (vectorised); ``sent`` counts +1 per element,
         else -1."""
-        subs = _as_array(substreams, object)
+        subs = np.asarray(substreams, dtype=object)
         if len(subs) == 0:
             return
         codes, uniques = pd.factorize(subs, sort=True)
-        labs = _as_array(labels, np.int64)
+        labs = np.asarray(labels, dtype=np.int64)
         order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
         starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
@@ -174,8 +165,7 @@ class ReportBuilder:
         counts = np.diff(np.r_[starts, len(order)])
         first_ends = None
         if ends is not None:
-            e = _as_array(ends, np.int64)
-            first_ends = e[order][starts]
+            first_ends = np.asarray(ends, dtype=np.int64)[order][starts]
         sign = 1 if sent else -1
         r = self._report
         for i, code in enumerate(sorted_codes[starts]):

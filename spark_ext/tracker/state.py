@@ -183,10 +183,6 @@ class TrackerState:
         ends = [e for s, e in self.ends.items() if s.startswith(prefix)]
         return dict(self.progress), (min(ends) if ends else None)
 
-    def in_flight(self) -> dict[str, int]:
-        """Open substreams -> elements sent but not finished (state size metric)."""
-        return {s: self.counts.get(s, 0) for s in self.open_substreams()}
-
     def to_dict(self) -> dict[str, Any]:
         """The state as a JSON value (a snapshot's body)."""
         return {
