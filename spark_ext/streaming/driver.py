@@ -60,11 +60,6 @@ class StateLog:
             return BatchState()
         return BatchState.from_json(storage.read_bytes(self._path(older[-1])))
 
-    def at(self, batch_id: int) -> BatchState | None:
-        """The state written by an earlier attempt of ``batch_id`` (None if there is none)."""
-        path = self._path(batch_id)
-        return BatchState.from_json(storage.read_bytes(path)) if storage.exists(path) else None
-
     def save(self, batch_id: int, state: BatchState) -> None:
         """Write ``batch_id``'s state (atomically), then drop those below ``batch_id - 1``."""
         storage.write_bytes(self._path(batch_id), state.to_json())

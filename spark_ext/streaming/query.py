@@ -6,7 +6,7 @@ queries"). Example: README.md, "Substream end without watermarks".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -134,7 +134,6 @@ class TrackedQuery:
     forward_namespace: str | None = None
     #: The driver's per-batch handler once started (its ``figures`` and ``late_rows``).
     handler: BatchHandler | None = None
-    _input_types: dict[str, DataType] = field(default_factory=dict)
 
     def forward_to(self, namespace: str) -> TrackedQuery:
         """Report results as sent into ``namespace`` of a downstream query and close it there."""
@@ -152,7 +151,6 @@ class TrackedQuery:
             if c not in types:
                 raise ConfigError("TrackedStream.df", f"column {c!r} missing (has {sorted(types)})")
         self.operator.bind(s.df.schema)
-        self._input_types = {c: types[c] for c in self.operator.input_columns}
         cols = [
             F.col(s.key).cast("string").alias("_key"),
             _ms(s.event_time, types[s.event_time]).alias("_t"),
@@ -174,11 +172,6 @@ class TrackedQuery:
         ]
         cols += [F.col(c) for c in self.operator.input_columns]
         return s.df.select(*cols)
-
-    def _envelope_schema(self) -> StructType:
-        return StructType(
-            ENVELOPE_FIELDS + [StructField(c, t) for c, t in self._input_types.items()]
-        )
 
     def _output_schema(self) -> StructType:
         taken = {f.name for f in RESULT_ENVELOPE} & set(self.operator.output_schema.names)
@@ -214,7 +207,8 @@ class TrackedQuery:
         """The streaming DataFrame of operator output (results, late and report rows)."""
         keys = keys if keys is not None else self.shard_keys()
         prepared = self._input()
-        envelope = self._envelope_schema()
+        inputs = [StructField(c, prepared.schema[c].dataType) for c in self.operator.input_columns]
+        envelope = StructType(ENVELOPE_FIELDS + inputs)
         output = self._output_schema()
         cfg = self._config()
         gate = GateProcessor(cfg, prepared.columns, [f.name for f in envelope])
