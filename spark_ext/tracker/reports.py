@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -70,12 +70,7 @@ class TaskReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "stage": self.stage,
-            "partition": self.partition,
-            "xors": self.xors,
-            "counts": self.counts,
-            "ends": self.ends,
-            "progress": self.progress,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
             "closes": sorted(self.closes),
         }
 
@@ -88,15 +83,8 @@ class TaskReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TaskReport:
-        return cls(
-            stage=str(d["stage"]),
-            partition=int(d["partition"]),
-            xors={str(k): int(v) for k, v in d.get("xors", {}).items()},
-            counts={str(k): int(v) for k, v in d.get("counts", {}).items()},
-            ends={str(k): int(v) for k, v in d.get("ends", {}).items()},
-            progress={str(k): int(v) for k, v in d.get("progress", {}).items()},
-            closes={str(s) for s in d.get("closes", [])},
-        )
+        """The inverse of :meth:`to_dict` (JSON keeps the numbers' types)."""
+        return cls(**{**d, "closes": set(d.get("closes", ()))})
 
 
 @dataclass(frozen=True)
