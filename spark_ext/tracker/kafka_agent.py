@@ -319,12 +319,6 @@ class KafkaTrackingAgent(TrackingAgent):
                 self._since_records += 1  # a record, as _transact counts it, not a part
         self._position = max(self._position, end)
 
-    def _snapshot_due(self, record_bytes: int) -> bool:
-        return (
-            self._since_records + 1 >= self.snapshot_every
-            or self._since_bytes + record_bytes >= self.snapshot_bytes
-        )
-
     def _trim_log(self, below: int) -> None:
         """Delete log records below ``below`` (the previous snapshot's position)."""
         from kafka import TopicPartition
@@ -347,7 +341,10 @@ class KafkaTrackingAgent(TrackingAgent):
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
         # above Kafka's record size in parts, all in this transaction (kafka_parts)
         sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
-        snapshot = self._snapshot_due(len(body))
+        snapshot = (
+            self._since_records + 1 >= self.snapshot_every
+            or self._since_bytes + len(body) >= self.snapshot_bytes
+        )
         self._written_bytes = len(body)
         end_futures = [
             p.send(
