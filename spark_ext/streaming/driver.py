@@ -68,13 +68,13 @@ class StateLog:
                 storage.delete(self._path(b))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DriverHandler(BatchHandler):
     """:class:`BatchHandler` of the driver path: step 1 is one collect and the pure batch."""
 
-    cfg: StageConfig | None = None
-    checkpoint: str = ""
-    result_schema: StructType | None = None
+    cfg: StageConfig
+    checkpoint: str
+    result_schema: StructType
     #: Open (window, key) groups the driver may hold (docs/design.md, "Tracked queries").
     max_open_keys: int = 1_000_000
     #: Open (window, key) groups after the last batch (the state-size metric).
@@ -82,7 +82,6 @@ class DriverHandler(BatchHandler):
     _log: StateLog | None = field(default=None, repr=False)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        assert self.cfg is not None and self.result_schema is not None
         t0 = time.monotonic()
         states = self._log = self._log or StateLog(self.checkpoint)
         src = df.toPandas()  # 1: the batch's one job
