@@ -24,8 +24,7 @@ from spark_ext.streaming.envelope import (
     end_rows,
 )
 from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
-from spark_ext.streaming.runner import GroupState
-from spark_ext.streaming.shard import DictStore, run_shard
+from spark_ext.streaming.shard import DictStore, GroupState, run_shard
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.reports import ReportBuilder, TaskReport
 

@@ -90,7 +90,7 @@ _SOURCE_KEY = StructType([StructField("source", StringType())])
 
 
 class _TwsStore:
-    """:class:`~spark_ext.streaming.runner.ShardStore` on two ``MapState``s (groups, frontiers)
+    """:class:`~spark_ext.streaming.shard.ShardStore` on two ``MapState``s (groups, frontiers)
     and a ``ValueState`` (the released frontier)."""
 
     def __init__(self, handle: StatefulProcessorHandle) -> None:

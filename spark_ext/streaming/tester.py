@@ -27,8 +27,7 @@ from spark_ext.streaming.envelope import (
     end_rows,
 )
 from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
-from spark_ext.streaming.runner import run_stored
-from spark_ext.streaming.shard import DictStore
+from spark_ext.streaming.shard import DictStore, run_stored
 from spark_ext.tracker.agent import EndEvent, TrackerState
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
 from spark_ext.tracker.substreams import Substream, Windowing
