@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, read_end_events
 
@@ -33,9 +33,14 @@ log = logging.getLogger(__name__)
 
 FORMAT = "spark_ext_tracker"
 
-END_EVENT_SCHEMA = (
-    "seq long not null, substream string not null, namespace string not null, "
-    "start_ms long not null, end_ms long not null"
+END_EVENT_SCHEMA = StructType(
+    [
+        StructField("seq", LongType(), False),
+        StructField("substream", StringType(), False),
+        StructField("namespace", StringType(), False),
+        StructField("start_ms", LongType(), False),
+        StructField("end_ms", LongType(), False),
+    ]
 )
 
 
@@ -88,7 +93,7 @@ class TrackerEndSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         return END_EVENT_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
