@@ -1,7 +1,7 @@
 """Tracked queries: the tracker and the operators combined into a Spark plan, a layer above both
-(docs/design.md, "Layers"; "Tracked queries"). ``query`` (the API), ``gate``, ``shard`` and
-``runner`` (pure stages), ``stages`` (their Spark side), ``handler`` (the driver's steps),
-``tester`` (in memory), ``envelope``, ``placement``, ``checks``, ``idle``.
+(docs/design.md, "Layers"; "Tracked queries"). ``query`` (the API), ``gate`` and ``shard`` (pure
+stages), ``stages`` (their Spark side), ``handler`` (the driver's steps), ``driver`` and ``batch``
+(the driver path), ``tester`` (in memory), ``envelope``, ``placement``, ``checks``, ``idle``.
 """
 
 from spark_ext.streaming.envelope import LATE_COLUMNS

@@ -19,18 +19,16 @@ from spark_ext.streaming.envelope import (
     KIND_REPORT,
     KIND_RESULT,
     LATE_COLUMNS,
+    LATE_SOURCE,
+    StageConfig,
     end_rows,
 )
-from spark_ext.streaming.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.streaming.runner import GroupState
-from spark_ext.streaming.shard import DictStore, ShardConfig, run_shard
+from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
+from spark_ext.streaming.shard import DictStore, GroupState, run_shard
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.reports import ReportBuilder, TaskReport
 
-__all__ = ["LATE_SOURCE", "BatchOutput", "BatchState", "run_batch", "source_frame"]
-
-#: Late-row column -> its name in the operator stage's output.
-LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
+__all__ = ["BatchOutput", "BatchState", "run_batch", "source_frame"]
 
 
 @dataclass
@@ -90,12 +88,7 @@ class BatchOutput:
 
 
 def run_batch(
-    gate: GateConfig,
-    cfg: ShardConfig,
-    state: BatchState,
-    src: pd.DataFrame,
-    ends: list[EndEvent],
-    result_columns: list[str],
+    cfg: StageConfig, state: BatchState, src: pd.DataFrame, ends: list[EndEvent]
 ) -> BatchOutput:
     """Gate ``src`` (the columns of ``TrackedQuery._input``), one source partition at a time;
     fold ``ends`` (the agent's end events of an upstream-closed query); run each shard over its
@@ -106,15 +99,15 @@ def run_batch(
         for (topic, part), g in src.groupby(["_topic", "_partition"], sort=True):
             builder = ReportBuilder(GATE_STAGE, int(part))
             source = f"{topic}:{int(part)}"
-            frames, new = gate_partition(g, state.frontiers.get(source, NO_FRONTIER), gate, builder)
+            frames, new = gate_partition(g, state.frontiers.get(source, NO_FRONTIER), cfg, builder)
             if new > NO_FRONTIER:
                 state.frontiers[source] = new
             envelope += frames
             reports.append(builder.build())
-    for e in ends if not gate.sources else []:  # an upstream query closes the substreams
-        ctrl = end_rows(e.substream, e.start_ms, e.end_ms, e.seq, gate.shards)
+    for e in ends if not cfg.sources else []:  # an upstream query closes the substreams
+        ctrl = end_rows(e.substream, e.start_ms, e.end_ms, e.seq, cfg.shards)
         group = e.substream if cfg.operator.per_substream else ALL_SUBSTREAMS
-        envelope.append(ctrl.assign(substream=group, shard=range(gate.shards)))
+        envelope.append(ctrl.assign(substream=group, shard=range(cfg.shards)))
     results: list[pd.DataFrame] = []
     late: list[pd.DataFrame] = []
     # a label on every row (0 where none), as in the Spark plan
@@ -128,6 +121,7 @@ def run_batch(
                 results.append(frame[kinds == KIND_RESULT])
                 late.append(frame[kinds == KIND_LATE])
                 reports += [TaskReport.from_json(r) for r in frame["report"][kinds == KIND_REPORT]]
+    result_columns = cfg.result_columns
     results = [r.loc[:, result_columns] for r in results if len(r)]
     late = [x for x in late if len(x)]
     res = (

@@ -5,7 +5,6 @@ the writers and the agent run as on the distributed path."""
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 
@@ -17,13 +16,11 @@ from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
 from spark_ext.storage import Location
 from spark_ext.streaming.batch import BatchState, run_batch
-from spark_ext.streaming.gate import GateConfig
+from spark_ext.streaming.envelope import LATE_SCHEMA, StageConfig
 from spark_ext.streaming.handler import BatchHandler
-from spark_ext.streaming.shard import ShardConfig
 from spark_ext.tracker.errors import TrackerError
 
 __all__ = [
-    "LATE_SCHEMA",
     "STATE_DIR",
     "STATE_SAVED",
     "DriverHandler",
@@ -31,17 +28,11 @@ __all__ = [
     "StateLog",
 ]
 
-log = logging.getLogger(__name__)
-
 STATE_SAVED = declare(
     "tracked.driver.state_saved", "driver", "batch state written, results not yet"
 )
 #: The driver path's state files, one per batch id, inside the checkpoint.
 STATE_DIR = "tracked_driver"
-LATE_SCHEMA = (
-    "src_topic string, src_partition long, src_offset long, key string, "
-    "event_time_ms long, window string, reason string, raw string"
-)
 
 
 class DriverStateTooLarge(TrackerError):
@@ -69,11 +60,6 @@ class StateLog:
             return BatchState()
         return BatchState.from_json(storage.read_bytes(self._path(older[-1])))
 
-    def at(self, batch_id: int) -> BatchState | None:
-        """The state written by an earlier attempt of ``batch_id`` (None if there is none)."""
-        path = self._path(batch_id)
-        return BatchState.from_json(storage.read_bytes(path)) if storage.exists(path) else None
-
     def save(self, batch_id: int, state: BatchState) -> None:
         """Write ``batch_id``'s state (atomically), then drop those below ``batch_id - 1``."""
         storage.write_bytes(self._path(batch_id), state.to_json())
@@ -82,14 +68,13 @@ class StateLog:
                 storage.delete(self._path(b))
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DriverHandler(BatchHandler):
     """:class:`BatchHandler` of the driver path: step 1 is one collect and the pure batch."""
 
-    gate: GateConfig | None = None
-    cfg: ShardConfig | None = None
-    checkpoint: str = ""
-    result_schema: StructType | None = None
+    cfg: StageConfig
+    checkpoint: str
+    result_schema: StructType
     #: Open (window, key) groups the driver may hold (docs/design.md, "Tracked queries").
     max_open_keys: int = 1_000_000
     #: Open (window, key) groups after the last batch (the state-size metric).
@@ -97,12 +82,11 @@ class DriverHandler(BatchHandler):
     _log: StateLog | None = field(default=None, repr=False)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        assert self.gate is not None and self.cfg is not None and self.result_schema is not None
         t0 = time.monotonic()
         states = self._log = self._log or StateLog(self.checkpoint)
         src = df.toPandas()  # 1: the batch's one job
         state = states.before(batch_id)
-        out = run_batch(self.gate, self.cfg, state, src, [], self.columns)
+        out = run_batch(self.cfg, state, src, [])
         self.open_keys = state.open_keys(self.cfg.operator)
         if self.open_keys > self.max_open_keys:
             raise DriverStateTooLarge(

@@ -4,11 +4,15 @@ says what a row is (docs/design.md, "Tracked queries")."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField
+
+from spark_ext.operators.base import SubstreamOperator
+from spark_ext.tracker.substreams import Windowing
 
 __all__ = [
     "ALL_SUBSTREAMS",
@@ -22,6 +26,8 @@ __all__ = [
     "KIND_RESULT",
     "LATE_COLUMNS",
     "LATE_GROUP",
+    "LATE_SCHEMA",
+    "LATE_SOURCE",
     "OPERATOR_STAGE",
     "PROGRESS_GROUP",
     "REASON_BELOW_FRONTIER",
@@ -35,6 +41,7 @@ __all__ = [
     "REPORTS_GROUP",
     "RESULT_ENVELOPE",
     "SOURCE_FIELDS",
+    "StageConfig",
     "conform",
     "end_rows",
     "raw_json",
@@ -95,18 +102,15 @@ ENVELOPE_FIELDS = [
     *SOURCE_FIELDS,
 ]
 
-#: The columns of the late-rows output (what :class:`~spark_ext.streaming.handler.BatchHandler`
-#: hands the late writer): the raw row as JSON, where it came from, the window(s) it missed.
-LATE_COLUMNS = [
-    "src_topic",
-    "src_partition",
-    "src_offset",
-    "key",
-    "event_time_ms",
-    "window",
-    "reason",
-    "raw",
-]
+#: The late-rows output (what :class:`~spark_ext.streaming.handler.BatchHandler` hands the late
+#: writer): where the row came from, its key and time, the window(s) it missed, why, the raw row.
+LATE_SCHEMA = (
+    "src_topic string, src_partition long, src_offset long, key string, "
+    "event_time_ms long, window string, reason string, raw string"
+)
+LATE_COLUMNS = [c.split()[0] for c in LATE_SCHEMA.split(", ")]
+#: Late-row column -> its name in the operator stage's output.
+LATE_SOURCE = {"key": "late_key", "event_time_ms": "late_time_ms"}
 
 RESULT_ENVELOPE = [
     StructField("kind", StringType()),
@@ -118,6 +122,32 @@ RESULT_ENVELOPE = [
     StructField("late_time_ms", LongType()),
     *SOURCE_FIELDS,
 ]
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """What the gate and the shards of one tracked query need, fixed when it is planned:
+    ``sources``: the declared partitions (empty: an upstream query closes the substreams);
+    ``upstream``: rows carry their substream and label, and duplicates go late."""
+
+    operator: SubstreamOperator
+    windowing: Windowing
+    shards: int
+    disorder_ms: int | None
+    sources: frozenset[str]
+    upstream: bool
+    forward_namespace: str | None
+
+    @property
+    def result_columns(self) -> list[str]:
+        """The columns of the result rows handed to the sink."""
+        fwd = ["fwd_substream", "fwd_label"] if self.forward_namespace else []
+        return [f.name for f in self.operator.output_schema] + fwd
+
+    @property
+    def columns(self) -> list[str]:
+        """The operator stage's output columns."""
+        return [f.name for f in RESULT_ENVELOPE] + [f.name for f in self.operator.output_schema]
 
 
 def conform(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

@@ -3,8 +3,6 @@ others go to the late output with their reason (docs/design.md, "Tracked queries
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -20,16 +18,16 @@ from spark_ext.streaming.envelope import (
     REASON_NULL_KEY,
     REASON_NULL_TIME,
     REASON_UNDECLARED,
+    StageConfig,
     raw_json,
 )
 from spark_ext.tracker.errors import ConfigError
 from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder
-from spark_ext.tracker.substreams import Substream, Windowing
+from spark_ext.tracker.substreams import Substream
 
 __all__ = [
     "NO_FRONTIER",
-    "GateConfig",
     "gate_partition",
     "late_rows",
     "progress_rows",
@@ -38,21 +36,6 @@ __all__ = [
 
 #: "No frontier yet" (the partition has promised nothing).
 NO_FRONTIER = -(2**63)
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    """What the gate needs to know, fixed when the query is planned (``per_substream``: the
-    operator's groups; ``upstream``: rows carry their substream and label; ``sources``: the
-    declared partitions, empty for any)."""
-
-    windowing: Windowing
-    per_substream: bool
-    shards: int
-    disorder_ms: int | None
-    upstream: bool
-    input_columns: tuple[str, ...]
-    sources: frozenset[str] = frozenset()
 
 
 def substream_ids(namespace: str, starts: np.ndarray, ends: np.ndarray) -> pd.Series:
@@ -110,7 +93,7 @@ def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
 
 
 def gate_partition(
-    pdf: pd.DataFrame, frontier: int, cfg: GateConfig, builder: ReportBuilder
+    pdf: pd.DataFrame, frontier: int, cfg: StageConfig, builder: ReportBuilder
 ) -> tuple[list[pd.DataFrame], int]:
     """Gate the rows of ONE source partition (``_key``, ``_t``, ``_topic``, ``_partition``,
     ``_offset``, ``_close``, ``_side``, ``_fwd_*``, input columns) in one batch, reporting to
@@ -160,20 +143,22 @@ def gate_partition(
                 None if tn else ",".join(s.id for s in cfg.windowing.substreams_of(int(tt)))
             )
         frames.append(
-            late_rows(late, reasons[late_mask].tolist(), windows, late_shard, cfg.input_columns)
+            late_rows(
+                late, reasons[late_mask].tolist(), windows, late_shard, cfg.operator.input_columns
+            )
         )
     if new_frontier > NO_FRONTIER:
         builder.add_progress(f"{topic}:{part}", new_frontier)
         if f"{topic}:{part}" in cfg.sources:
             frames.append(progress_rows(f"{topic}:{part}", new_frontier, cfg.shards))
-        if not cfg.per_substream:
+        if not cfg.operator.per_substream:
             bucket = cfg.windowing.closed_before(new_frontier)
             if bucket is not None:
                 builder.add_substream(bucket.id, bucket.end_ms)
     return frames, new_frontier
 
 
-def _assign(data: pd.DataFrame, cfg: GateConfig, builder: ReportBuilder) -> pd.DataFrame:
+def _assign(data: pd.DataFrame, cfg: StageConfig, builder: ReportBuilder) -> pd.DataFrame:
     """Data rows -> envelope rows (one per substream membership), reported as sent."""
     namespace = cfg.windowing.namespace
     times = data["_t"].astype("float64").to_numpy().astype(np.int64)
@@ -200,7 +185,7 @@ def _assign(data: pd.DataFrame, cfg: GateConfig, builder: ReportBuilder) -> pd.D
     shard = (key_hashes(uniques) % np.uint64(cfg.shards)).astype(np.int32)[codes]
     out = pd.DataFrame(
         {
-            "substream": tracked if cfg.per_substream else ALL_SUBSTREAMS,
+            "substream": tracked if cfg.operator.per_substream else ALL_SUBSTREAMS,
             "shard": shard,
             "kind": KIND_DATA,
             "tracked": tracked,
@@ -214,7 +199,7 @@ def _assign(data: pd.DataFrame, cfg: GateConfig, builder: ReportBuilder) -> pd.D
             "src_topic": rows["_topic"].astype(str),
             "src_partition": rows["_partition"].astype(np.int64),
             "src_offset": rows["_offset"].astype(np.int64),
-            **{c: rows[c] for c in cfg.input_columns},
+            **{c: rows[c] for c in cfg.operator.input_columns},
         }
     )
     if not cfg.upstream:  # forwarded rows were reported as sent by the upstream query

@@ -18,7 +18,15 @@ from pyspark.sql import functions as F
 
 from spark_ext.crash import declare
 from spark_ext.errors import ConfigError
-from spark_ext.streaming.envelope import KIND_LATE, KIND_REPORT, KIND_RESULT, REASON_IDLE
+from spark_ext.streaming.envelope import (
+    KIND_LATE,
+    KIND_REPORT,
+    KIND_RESULT,
+    LATE_COLUMNS,
+    LATE_SCHEMA,
+    LATE_SOURCE,
+    REASON_IDLE,
+)
 from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.tracker.agent import TrackerFigures, TrackingAgent
 from spark_ext.tracker.reports import TaskReport, batch_reports
@@ -104,11 +112,7 @@ class BatchHandler:
             topic, _, part = source.rpartition(":")
             raw = json.dumps({"declared_at_ms": now, "through_ms": through}, sort_keys=True)
             rows.append((topic, int(part), None, None, through, None, REASON_IDLE, raw))
-        schema = (
-            "src_topic string, src_partition long, src_offset long, key string, "
-            "event_time_ms long, window string, reason string, raw string"
-        )
-        return df.sparkSession.createDataFrame(rows, schema)
+        return df.sparkSession.createDataFrame(rows, LATE_SCHEMA)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         df.persist()
@@ -125,14 +129,7 @@ class BatchHandler:
             counts = {r["reason"]: int(r["n"]) for r in meta if r["kind"] == KIND_LATE}
             results = df.where(F.col("kind") == KIND_RESULT).select(*self.columns)
             late = df.where(F.col("kind") == KIND_LATE).select(
-                "src_topic",
-                "src_partition",
-                "src_offset",
-                F.col("late_key").alias("key"),
-                F.col("late_time_ms").alias("event_time_ms"),
-                "window",
-                "reason",
-                "raw",
+                *[F.col(LATE_SOURCE.get(c, c)).alias(c) for c in LATE_COLUMNS]
             )
             reports = [TaskReport.from_json(r.report) for r in rows]
             self.deliver(batch_id, results, late, counts, reports, t0)

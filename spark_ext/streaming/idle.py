@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from spark_ext.tracker.substreams import duration_ms
 
-__all__ = ["IdlePolicy", "idle_decisions"]
+__all__ = ["IdlePolicy"]
+
+_NONE = -(2**63)
 
 
 @dataclass
@@ -33,42 +35,20 @@ class IdlePolicy:
         now_ms: float,
     ) -> list[tuple[str, int]]:
         """``(source, through_ms)`` to declare idle now (updates the policy's clocks)."""
-        return idle_decisions(
-            sources,
-            progress,
-            oldest_open_end,
-            now_ms,
-            self.timeout_ms,
-            self._last_move,
-            self._last_seen,
-        )
-
-
-def idle_decisions(
-    sources: Sequence[str],
-    progress: Mapping[str, int],
-    oldest_open_end: int | None,
-    now_ms: float,
-    timeout_ms: int,
-    last_move: dict[str, float],
-    last_seen: dict[str, int],
-) -> list[tuple[str, int]]:
-    """Which partitions to declare idle, and through when; updates the two clocks."""
-    none = -(2**63)
-    for s in sources:
-        p = progress.get(s, none)
-        if s not in last_move or p != last_seen.get(s):
-            last_move[s], last_seen[s] = now_ms, p
-    if oldest_open_end is None:
-        return []
-    out = []
-    for s in sources:
-        p = progress.get(s, none)
-        if p >= oldest_open_end or now_ms - last_move[s] < timeout_ms:
-            continue
-        others = [progress.get(o, none) for o in sources if o != s]
-        through = min(others) if others else oldest_open_end
-        if through > p:
-            out.append((s, through))
-            last_move[s] = now_ms  # another declaration only after another timeout
-    return out
+        for s in sources:
+            p = progress.get(s, _NONE)
+            if s not in self._last_move or p != self._last_seen.get(s):
+                self._last_move[s], self._last_seen[s] = now_ms, p
+        if oldest_open_end is None:
+            return []
+        out, timeout = [], self.timeout_ms
+        for s in sources:
+            p = progress.get(s, _NONE)
+            if p >= oldest_open_end or now_ms - self._last_move[s] < timeout:
+                continue
+            others = [progress.get(o, _NONE) for o in sources if o != s]
+            through = min(others) if others else oldest_open_end
+            if through > p:
+                out.append((s, through))
+                self._last_move[s] = now_ms  # another declaration only after another timeout
+        return out

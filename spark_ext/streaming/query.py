@@ -5,9 +5,8 @@ queries"). Example: README.md, "Substream end without watermarks".
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -25,20 +24,22 @@ from spark_ext.streaming.checks import (
     checkpoint_shuffle_partitions,
 )
 from spark_ext.streaming.driver import DriverHandler, check_path
-from spark_ext.streaming.envelope import ALL_SUBSTREAMS, ENVELOPE_FIELDS, KIND_END, RESULT_ENVELOPE
-from spark_ext.streaming.gate import GateConfig
+from spark_ext.streaming.envelope import (
+    ALL_SUBSTREAMS,
+    ENVELOPE_FIELDS,
+    KIND_END,
+    RESULT_ENVELOPE,
+    StageConfig,
+)
 from spark_ext.streaming.handler import BatchHandler, Writer, as_callable
 from spark_ext.streaming.idle import IdlePolicy
 from spark_ext.streaming.placement import shard_keys
-from spark_ext.streaming.shard import ShardConfig, stage_configs
 from spark_ext.streaming.stages import GateProcessor, OperatorProcessor
 from spark_ext.tracker.agent import TrackingAgent
 from spark_ext.tracker.source import FORMAT, register
 from spark_ext.tracker.substreams import Windowing, duration_ms
 
 __all__ = ["Closing", "TrackedQuery", "TrackedStream", "windowing_layout"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,6 @@ class Closing:
         else:
             d = 0 if ordered else None
         return cls(tuple(f"{topic}:{p}" for p in range(partitions)), d)
-
-    @classmethod
-    def from_metadata(
-        cls, topic_partitions: Mapping[str, int], disorder: int | str | None = 0
-    ) -> Closing:
-        """Every partition of each topic, as its metadata lists them (``{topic: count}``)."""
-        d = None if disorder is None else cls.partitions("_", 1, disorder=disorder).disorder_ms
-        sources = tuple(f"{t}:{p}" for t, n in sorted(topic_partitions.items()) for p in range(n))
-        return cls(sources, d)
 
     @classmethod
     def upstream(cls) -> Closing:
@@ -142,7 +134,6 @@ class TrackedQuery:
     forward_namespace: str | None = None
     #: The driver's per-batch handler once started (its ``figures`` and ``late_rows``).
     handler: BatchHandler | None = None
-    _input_types: dict[str, DataType] = field(default_factory=dict)
 
     def forward_to(self, namespace: str) -> TrackedQuery:
         """Report results as sent into ``namespace`` of a downstream query and close it there."""
@@ -160,7 +151,6 @@ class TrackedQuery:
             if c not in types:
                 raise ConfigError("TrackedStream.df", f"column {c!r} missing (has {sorted(types)})")
         self.operator.bind(s.df.schema)
-        self._input_types = {c: types[c] for c in self.operator.input_columns}
         cols = [
             F.col(s.key).cast("string").alias("_key"),
             _ms(s.event_time, types[s.event_time]).alias("_t"),
@@ -183,11 +173,6 @@ class TrackedQuery:
         cols += [F.col(c) for c in self.operator.input_columns]
         return s.df.select(*cols)
 
-    def _envelope_schema(self) -> StructType:
-        return StructType(
-            ENVELOPE_FIELDS + [StructField(c, t) for c, t in self._input_types.items()]
-        )
-
     def _output_schema(self) -> StructType:
         taken = {f.name for f in RESULT_ENVELOPE} & set(self.operator.output_schema.names)
         if taken:
@@ -205,27 +190,28 @@ class TrackedQuery:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
         return shard_keys(self.shards, partitions)
 
-    def _configs(self, columns: list[str]) -> tuple[GateConfig, ShardConfig]:
-        """The gate's and the shards' configuration (``columns``: the shards' output)."""
-        s = self.stream
-        return stage_configs(
+    def _config(self) -> StageConfig:
+        """The gate's and the shards' configuration (after :meth:`_input` bound the operator)."""
+        closing = self.stream.closing
+        return StageConfig(
             self.operator,
             self.windowing,
-            s.closing,
             self.shards,
-            s.upstream,
+            closing.disorder_ms,
+            frozenset(closing.sources),
+            self.stream.upstream,
             self.forward_namespace,
-            tuple(columns),
         )
 
     def plan(self, keys: list[int] | None = None) -> DataFrame:
         """The streaming DataFrame of operator output (results, late and report rows)."""
         keys = keys if keys is not None else self.shard_keys()
         prepared = self._input()
-        envelope = self._envelope_schema()
+        inputs = [StructField(c, prepared.schema[c].dataType) for c in self.operator.input_columns]
+        envelope = StructType(ENVELOPE_FIELDS + inputs)
         output = self._output_schema()
-        gate_cfg, cfg = self._configs([f.name for f in output])
-        gate = GateProcessor(gate_cfg, prepared.columns, [f.name for f in envelope])
+        cfg = self._config()
+        gate = GateProcessor(cfg, prepared.columns, [f.name for f in envelope])
         data = prepared.groupBy("_topic", "_partition").transformWithStateInPandas(
             gate, envelope, "append", "none"
         )
@@ -309,7 +295,7 @@ class TrackedQuery:
                 self.stream.agent,
                 write,
                 write_late,
-                self.result_columns(),
+                self.result_schema().names,
                 namespace=self.windowing.namespace,
                 sources=self.stream.closing.sources,
                 idle=idle,
@@ -318,11 +304,10 @@ class TrackedQuery:
 
         if path == "driver":
             out = self._input()
-            gate, cfg = self._configs([f.name for f in self._output_schema()])
+            self._output_schema()  # the name check
             handler = handler_of(
                 DriverHandler,
-                gate=gate,
-                cfg=cfg,
+                cfg=self._config(),
                 checkpoint=checkpoint,
                 result_schema=self.result_schema(),
                 max_open_keys=max_open_keys,
@@ -360,9 +345,3 @@ class TrackedQuery:
         if self.forward_namespace:
             fields_ += [f for f in RESULT_ENVELOPE if f.name in ("fwd_substream", "fwd_label")]
         return StructType(fields_)
-
-    def result_columns(self) -> list[str]:
-        cols = [f.name for f in self.operator.output_schema]
-        if self.forward_namespace:
-            cols += ["fwd_substream", "fwd_label"]
-        return cols

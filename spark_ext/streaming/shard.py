@@ -1,16 +1,19 @@
-"""The operator stage of one shard: fold the batch's data rows into their groups, then release
-in end order every open window ending at or below ``min(frontier)`` (docs/design.md, "Tracked
-queries"). Pure: Spark state (``stages.OperatorProcessor``) or dicts (the testers)."""
+"""The operator stage of one shard: fold the batch's data rows into their groups (one operator
+call per group: rows in the total order, the task's XOR report; forwarded results get labels and,
+with ``dedup``, duplicates go late), then release in end order every open window ending at or
+below ``min(frontier)`` (docs/design.md, "Tracked queries"). Pure: Spark state
+(``stages.OperatorProcessor``) or dicts (the testers)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from spark_ext.operators.base import Group, SubstreamOperator
+from spark_ext.operators.base import Group, OperatorState
 from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
     KIND_DATA,
@@ -19,26 +22,211 @@ from spark_ext.streaming.envelope import (
     KIND_PROGRESS,
     KIND_REPORT,
     KIND_RESULT,
+    LATE_GROUP,
+    OPERATOR_STAGE,
+    REASON_DUPLICATE,
+    REASON_ENDED,
+    StageConfig,
     conform,
     end_rows,
+    raw_json,
 )
-from spark_ext.streaming.gate import NO_FRONTIER, GateConfig
-from spark_ext.streaming.runner import GroupOutput, GroupStore, late_output, run_stored
-from spark_ext.tracker.reports import TaskReport
-from spark_ext.tracker.substreams import Substream, Windowing
+from spark_ext.streaming.gate import NO_FRONTIER
+from spark_ext.tracker.agent import EndEvent
+from spark_ext.tracker.labels import labels_of
+from spark_ext.tracker.reports import ReportBuilder, TaskReport
+from spark_ext.tracker.substreams import Substream
 
 __all__ = [
     "DictStore",
-    "ShardConfig",
+    "GroupOutput",
+    "GroupState",
     "ShardStore",
-    "released_frontier",
+    "forward_labels",
+    "late_output",
+    "run_group",
     "run_shard",
-    "stage_configs",
+    "run_stored",
 ]
 
 
-class ShardStore(GroupStore, Protocol):
-    """A shard's state: group states (JSON), partition frontiers, the released frontier."""
+@dataclass
+class GroupOutput:
+    """What one call produced: result rows, late rows (envelope) and the task report piece."""
+
+    results: pd.DataFrame | None
+    late: pd.DataFrame | None
+    report: TaskReport
+
+
+@dataclass
+class GroupState:
+    """The pipeline's state of one group: the operator's state plus dedup/tombstone fields."""
+
+    op: OperatorState
+    forwarded: int = 0
+    seen: set[int] = field(default_factory=set)
+    ended: int | None = None
+    changed: bool = False
+
+    @classmethod
+    def from_json(cls, text: str | None) -> GroupState:
+        if not text:
+            return cls(OperatorState())
+        d = json.loads(text)
+        return cls(
+            OperatorState(d.get("op")),
+            int(d.get("fwd", 0)),
+            {int(x) for x in d.get("seen", [])},
+            d.get("ended"),
+        )
+
+    @property
+    def removed(self) -> bool:
+        """Nothing left to keep: the group's state can be dropped."""
+        return not self.op.exists() and self.ended is None and not self.seen and not self.forwarded
+
+    def to_json(self) -> str:
+        d: dict[str, Any] = {"op": self.op.get()}
+        if self.forwarded:
+            d["fwd"] = self.forwarded
+        if self.seen:
+            d["seen"] = sorted(self.seen)
+        if self.ended is not None:
+            d["ended"] = self.ended
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def forward_labels(substream: str, keys: pd.Series, row_numbers: np.ndarray) -> np.ndarray:
+    """Labels of forwarded result rows: derived from (substream, key, row), stable on replay."""
+    coords = [f"{substream}|{k}" for k in keys]
+    return labels_of(coords, np.zeros(len(coords), dtype=np.int64), row_numbers)
+
+
+def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+    return rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason)
+
+
+def run_group(
+    cfg: StageConfig, group: Group, state: GroupState, rows: pd.DataFrame, task_partition: int
+) -> GroupOutput:
+    """Run the operator over the rows of one group in one batch."""
+    op, forward_namespace, dedup = cfg.operator, cfg.forward_namespace, cfg.upstream
+    builder = ReportBuilder(OPERATOR_STAGE, task_partition)
+    outs: list[pd.DataFrame] = []
+    lates: list[pd.DataFrame] = []
+
+    def forward(produced: pd.DataFrame, start_ms: int, end_ms: int) -> pd.DataFrame:
+        assert forward_namespace is not None
+        fwd = Substream(forward_namespace, start_ms, end_ms).id
+        produced = produced.reset_index(drop=True)
+        numbers = np.arange(state.forwarded, state.forwarded + len(produced), dtype=np.int64)
+        state.forwarded += len(produced)
+        state.changed = True
+        keys = produced["key"] if "key" in produced else pd.Series([""] * len(produced))
+        labels = forward_labels(fwd, keys, numbers)
+        builder.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
+        return produced.assign(fwd_substream=fwd, fwd_label=labels)
+
+    kind = rows["kind"].to_numpy()
+    is_data = kind == KIND_DATA
+    data = rows if is_data.all() else rows[is_data]
+    if len(data):
+        data = _in_order(data)
+        if dedup and state.ended is not None:
+            lates.append(_late(data, REASON_ENDED))
+            data = data.iloc[0:0]
+        elif dedup:
+            labels = data["label"].astype(np.int64)
+            dup = labels.duplicated().to_numpy() | labels.isin(state.seen).to_numpy()
+            if dup.any():
+                lates.append(_late(data[dup], REASON_DUPLICATE))
+                data = data[~dup].reset_index(drop=True)
+            state.seen |= {int(x) for x in data["label"]}
+            state.changed = True
+    if len(data):
+        builder.add_labels(data["tracked"], data["label"], sent=False)
+        produced = op.process(group, state.op, data)
+        if produced is not None and len(produced):
+            if forward_namespace is not None:
+                if not op.per_substream:
+                    raise NotImplementedError(
+                        "a per-shard operator emitting rows from process() cannot be forwarded"
+                    )
+                start, end = int(data["start_ms"].iloc[0]), int(data["end_ms"].iloc[0])
+                produced = forward(produced, start, end)
+            outs.append(produced)
+    is_end = kind == KIND_END
+    ends = rows if is_end.all() else rows[is_end]
+    if len(ends) > 1:
+        ends = ends.sort_values(["end_ms", "tracked"], kind="mergesort")
+    for seq, tracked, start, end_ms in zip(
+        ends["label"].tolist(),
+        ends["tracked"].tolist(),
+        ends["start_ms"].tolist(),
+        ends["end_ms"].tolist(),
+        strict=True,
+    ):
+        signal = EndEvent(int(seq), str(tracked), int(start), int(end_ms))
+        produced = op.flush(group, state.op, signal)
+        if forward_namespace is not None:
+            fwd = Substream(forward_namespace, signal.start_ms, signal.end_ms).id
+            builder.add_close(fwd, signal.end_ms)
+            if produced is not None and len(produced):
+                produced = forward(produced, signal.start_ms, signal.end_ms)
+        if produced is not None and len(produced):
+            outs.append(produced)
+        if op.per_substream:  # the window is over: keep only a tombstone (dedup) or nothing
+            state.forwarded, state.seen, state.changed = 0, set(), True
+            if dedup:
+                state.ended = signal.seq
+    results = pd.concat(outs, ignore_index=True) if outs else None
+    late = pd.concat(lates, ignore_index=True) if lates else None
+    return GroupOutput(results, late, builder.build())
+
+
+def _in_order(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` in the total order ``(event_time_ms, label)``, sorted only if it is not."""
+    t = data["event_time_ms"].to_numpy(dtype=np.int64)
+    lab = data["label"].to_numpy(dtype=np.int64)
+    if len(t) < 2 or bool(np.all((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (lab[1:] >= lab[:-1])))):
+        return data.reset_index(drop=True)
+    return data.iloc[np.lexsort((lab, t))].reset_index(drop=True)
+
+
+def late_output(late: pd.DataFrame, cfg: StageConfig) -> pd.DataFrame:
+    """Envelope late rows -> the operator stage's output rows of kind ``late`` (``raw`` built
+    here for the rows the gate did not build it for)."""
+    raw = late.get("raw", pd.Series(None, index=late.index)).to_numpy(dtype=object, copy=True)
+    missing = pd.isna(raw)
+    if missing.any():
+        columns = list(cfg.operator.input_columns)
+        raw[missing] = raw_json(late[missing], "key", "event_time_ms", columns)
+    frame = pd.DataFrame(
+        {
+            "kind": KIND_LATE,
+            "window": late["tracked"].to_numpy(),
+            "late_key": late["key"].to_numpy(),
+            "late_time_ms": late["event_time_ms"].to_numpy(),
+            "src_topic": late["src_topic"].to_numpy(),
+            "src_partition": late["src_partition"].to_numpy(),
+            "src_offset": late["src_offset"].to_numpy(),
+            "reason": late["reason"].to_numpy(),
+            "raw": raw,
+        }
+    )
+    return conform(frame, cfg.columns)
+
+
+class ShardStore(Protocol):
+    """A shard's state: group states (JSON by group id), partition frontiers, the released
+    frontier (``shard.DictStore`` in memory, ``stages`` on Spark's state)."""
+
+    def group(self, gid: str) -> str | None: ...
+
+    def put_group(self, gid: str, blob: str) -> None: ...
+
+    def drop_group(self, gid: str) -> None: ...
 
     def group_ids(self) -> list[str]: ...
 
@@ -49,6 +237,20 @@ class ShardStore(GroupStore, Protocol):
     def released(self) -> int: ...
 
     def put_released(self, through: int) -> None: ...
+
+
+def run_stored(
+    cfg: StageConfig, store: ShardStore, group: Group, rows: pd.DataFrame, task_partition: int
+) -> GroupOutput:
+    """:func:`run_group` on the state ``store`` keeps for the group, written back (or dropped)."""
+    state = GroupState.from_json(store.group(group.substream))
+    out = run_group(cfg, group, state, rows, task_partition)
+    if state.changed or state.op.changed:
+        if state.removed:
+            store.drop_group(group.substream)
+        else:
+            store.put_group(group.substream, state.to_json())
+    return out
 
 
 @dataclass
@@ -84,50 +286,6 @@ class DictStore:
         self.through = through
 
 
-@dataclass(frozen=True)
-class ShardConfig:
-    """What a shard needs, fixed when the query is planned (``sources`` empty: windows end by
-    the agent's end events only; ``dedup``: rows are forwarded by an upstream query)."""
-
-    operator: SubstreamOperator
-    windowing: Windowing
-    sources: tuple[str, ...]
-    forward_namespace: str | None
-    dedup: bool
-    columns: tuple[str, ...]
-
-
-def stage_configs(
-    operator: SubstreamOperator,
-    windowing: Windowing,
-    closing: Any,
-    shards: int,
-    upstream: bool,
-    forward_namespace: str | None,
-    columns: tuple[str, ...],
-) -> tuple[GateConfig, ShardConfig]:
-    """The gate's and the shards' configuration of one tracked query (``closing``: a
-    :class:`~spark_ext.streaming.query.Closing`)."""
-    gate = GateConfig(
-        windowing,
-        operator.per_substream,
-        shards,
-        closing.disorder_ms,
-        upstream,
-        tuple(operator.input_columns),
-        frozenset(closing.sources),
-    )
-    sources = tuple(closing.sources)
-    return gate, ShardConfig(operator, windowing, sources, forward_namespace, upstream, columns)
-
-
-def released_frontier(frontiers: dict[str, int], sources: tuple[str, ...]) -> int:
-    """``min`` of the declared partitions' frontiers (:data:`NO_FRONTIER` if one has none)."""
-    if not sources:
-        return NO_FRONTIER
-    return min(frontiers.get(s, NO_FRONTIER) for s in sources)
-
-
 @dataclass
 class _Outputs:
     """One shard call's output, gathered over its groups and built into frames once."""
@@ -144,8 +302,8 @@ class _Outputs:
         if not res.report.is_empty():
             self.report = res.report if self.report is None else self.report.merge(res.report)
 
-    def frames(self, cfg: ShardConfig) -> list[pd.DataFrame]:
-        columns = list(cfg.columns)
+    def frames(self, cfg: StageConfig) -> list[pd.DataFrame]:
+        columns = cfg.columns
         out: list[pd.DataFrame] = []
         if self.results:
             res = (
@@ -156,7 +314,7 @@ class _Outputs:
             out.append(conform(res.assign(kind=KIND_RESULT), columns))
         if self.late:
             late = pd.concat(self.late, ignore_index=True)
-            out.append(late_output(late, list(cfg.operator.input_columns), columns))
+            out.append(late_output(late, cfg))
         if self.report is not None:
             frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [self.report.to_json()]})
             out.append(conform(frame, columns))
@@ -164,31 +322,26 @@ class _Outputs:
 
 
 def run_shard(
-    cfg: ShardConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
+    cfg: StageConfig, shard: int, rows: pd.DataFrame, store: ShardStore, task_partition: int
 ) -> list[pd.DataFrame]:
     """One shard's call in one micro-batch; returns output frames (results, late rows, one
     report merged over the shard's groups)."""
-    columns = list(cfg.columns)
     out: list[pd.DataFrame] = []
     kind = rows["kind"].to_numpy()
     reports = rows[kind == KIND_REPORT]
     if len(reports):
         frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
-        out.append(conform(frame, columns))
-    late = rows[kind == KIND_LATE]
-    if len(late):
-        out.append(
-            late_output(late.reset_index(drop=True), list(cfg.operator.input_columns), columns)
-        )
+        out.append(conform(frame, cfg.columns))
+    gathered = _Outputs()
+    if (kind == KIND_LATE).any():  # the gate's, before the operator's
+        gathered.late.append(rows[kind == KIND_LATE].reset_index(drop=True))
     progress = rows[kind == KIND_PROGRESS]
     if len(progress) and cfg.sources:
         known = store.frontiers()
-        declared = set(cfg.sources)
         for source, part in progress.groupby("tracked", sort=True):
             top = int(part["end_ms"].max())
-            if str(source) in declared and top > known.get(str(source), NO_FRONTIER):
+            if str(source) in cfg.sources and top > known.get(str(source), NO_FRONTIER):
                 store.put_frontier(str(source), top)
-    gathered = _Outputs()
     work = rows[(kind == KIND_DATA) | (kind == KIND_END)]
     if len(work):
         # one sort into (group, total order) and one slice per group (docs/design.md, "Operators")
@@ -198,8 +351,10 @@ def run_shard(
         gids = work["substream"].to_numpy()
         bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            gathered.add(_run(cfg, str(gids[a]), shard, work.iloc[a:b], store, task_partition))
-    frontier = released_frontier(store.frontiers(), cfg.sources)
+            group = Group(str(gids[a]), shard)
+            gathered.add(run_stored(cfg, store, group, work.iloc[a:b], task_partition))
+    known = store.frontiers()
+    frontier = min((known.get(s, NO_FRONTIER) for s in cfg.sources), default=NO_FRONTIER)
     if frontier > store.released():
         _release(cfg, shard, frontier, store, task_partition, gathered)
         store.put_released(frontier)
@@ -207,7 +362,7 @@ def run_shard(
 
 
 def _release(
-    cfg: ShardConfig,
+    cfg: StageConfig,
     shard: int,
     frontier: int,
     store: ShardStore,
@@ -224,31 +379,11 @@ def _release(
         for _, gid in due:
             sub = Substream.parse(gid)
             ends = end_rows(gid, sub.start_ms, sub.end_ms, sub.end_ms)
-            into.add(_run(cfg, gid, shard, ends, store, task_partition))
+            into.add(run_stored(cfg, store, Group(gid, shard), ends, task_partition))
         return
     bucket = cfg.windowing.closed_before(frontier)
     before = store.released()
     done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
     if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
         ends = end_rows(bucket.id, bucket.start_ms, bucket.end_ms, bucket.end_ms)
-        into.add(_run(cfg, ALL_SUBSTREAMS, shard, ends, store, task_partition))
-
-
-def _run(
-    cfg: ShardConfig,
-    gid: str,
-    shard: int,
-    rows: pd.DataFrame,
-    store: ShardStore,
-    task_partition: int,
-) -> GroupOutput:
-    """One group's :func:`~spark_ext.streaming.runner.run_stored`."""
-    return run_stored(
-        cfg.operator,
-        store,
-        Group(gid, shard),
-        rows,
-        task_partition,
-        cfg.forward_namespace,
-        cfg.dedup,
-    )
+        into.add(run_stored(cfg, store, Group(ALL_SUBSTREAMS, shard), ends, task_partition))

@@ -16,12 +16,18 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark_ext.crash import declare
 from spark_ext.sinks.task import stream_batch_id
-from spark_ext.streaming.envelope import GATE_STAGE, KIND_REPORT, REPORTS_GROUP, conform
-from spark_ext.streaming.gate import NO_FRONTIER, GateConfig, gate_partition
-from spark_ext.streaming.shard import ShardConfig, run_shard
+from spark_ext.streaming.envelope import (
+    GATE_STAGE,
+    KIND_REPORT,
+    REPORTS_GROUP,
+    StageConfig,
+    conform,
+)
+from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
+from spark_ext.streaming.shard import run_shard
 from spark_ext.tracker.reports import ReportBuilder
 
-__all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "report_row", "task_partition"]
+__all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "task_partition"]
 
 _FRONTIER_SCHEMA = StructType([StructField("frontier", LongType())])
 
@@ -38,24 +44,11 @@ def task_partition() -> int:
     return ctx.partitionId() if ctx is not None else 0
 
 
-def report_row(report_json: str, shard: int, columns: list[str]) -> pd.DataFrame:
-    """One report row in the gate's envelope."""
-    frame = pd.DataFrame(
-        {
-            "substream": [REPORTS_GROUP],
-            "shard": [shard],
-            "kind": [KIND_REPORT],
-            "report": [report_json],
-        }
-    )
-    return conform(frame, columns)
-
-
 class GateProcessor(StatefulProcessor):
     """The gate of one source partition (state: its frontier). See :mod:`spark_ext.streaming.gate`."""
 
     def __init__(
-        self, cfg: GateConfig, input_columns: list[str], envelope_columns: list[str]
+        self, cfg: StageConfig, input_columns: list[str], envelope_columns: list[str]
     ) -> None:
         self.cfg = cfg
         self.inputs = input_columns
@@ -82,10 +75,13 @@ class GateProcessor(StatefulProcessor):
         GATE_EMITTED.reached(stream_batch_id())  # data rows out, report not yet
         report = builder.build()
         if not report.is_empty():
-            yield report_row(report.to_json(), part % self.cfg.shards, self.columns)
-
-    def close(self) -> None:
-        pass
+            row = {
+                "substream": REPORTS_GROUP,
+                "shard": part % self.cfg.shards,
+                "kind": KIND_REPORT,
+                "report": report.to_json(),
+            }
+            yield conform(pd.DataFrame([row]), self.columns)
 
 
 _GROUP_KEY = StructType([StructField("group", StringType())])
@@ -149,7 +145,7 @@ class _TwsStore:
 class OperatorProcessor(StatefulProcessor):
     """The operator stage of one shard (see :mod:`spark_ext.streaming.shard`)."""
 
-    def __init__(self, cfg: ShardConfig, envelope_columns: list[str], keys: list[int]) -> None:
+    def __init__(self, cfg: StageConfig, envelope_columns: list[str], keys: list[int]) -> None:
         self.cfg = cfg
         self.inputs = envelope_columns
         #: group key -> logical shard (:mod:`spark_ext.streaming.placement`)
@@ -167,6 +163,3 @@ class OperatorProcessor(StatefulProcessor):
         shard = self.shard_of[int(key[0])]
         self.store.begin()
         yield from run_shard(self.cfg, shard, pdf, self.store, task_partition())
-
-    def close(self) -> None:
-        pass

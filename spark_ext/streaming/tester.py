@@ -15,91 +15,73 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from spark_ext.operators.base import Group, SubstreamOperator
 from spark_ext.streaming.batch import BatchState, run_batch, source_frame
 from spark_ext.streaming.envelope import (
     ALL_SUBSTREAMS,
+    GATE_STAGE,
     KIND_DATA,
-    RESULT_ENVELOPE,
+    StageConfig,
     end_rows,
 )
-from spark_ext.streaming.runner import run_stored
-from spark_ext.streaming.shard import DictStore, stage_configs
+from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
+from spark_ext.streaming.shard import DictStore, run_stored
 from spark_ext.tracker.agent import EndEvent, TrackerState
-from spark_ext.tracker.labels import key_hashes, labels_of
-from spark_ext.tracker.reports import TaskReport, batch_reports
+from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
 from spark_ext.tracker.substreams import Substream, Windowing
 
 __all__ = ["OperatorTester", "PipelineTester"]
 
 
 class OperatorTester:
-    """Feed rows and end signals to ``operator`` as the tracked pipeline would."""
+    """Feed rows and end signals to ``operator`` as the tracked pipeline would (the gate's
+    assignment, the shards' per-group calls), ended by :meth:`end` alone."""
 
     def __init__(self, operator: SubstreamOperator, windowing: Windowing, shards: int = 2) -> None:
         self.operator = operator
-        self.windowing = windowing
-        self.shards = shards
+        self.cfg = StageConfig(operator, windowing, shards, None, frozenset(), False, None)
         self.stores: dict[int, DictStore] = {}
+        #: The operator's task reports (the labels it finished).
         self.reports: list[TaskReport] = []
         self._seq = 0
         self._offset = 0
 
-    def _group_of(self, tracked: str) -> str:
-        return tracked if self.operator.per_substream else ALL_SUBSTREAMS
-
     def add(self, rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-        """One batch of data rows (``key``, ``event_time_ms``, optional ``label``/``side``
-        and the operator's input columns); returns what the operator emitted."""
+        """One batch of data rows (``key``, ``event_time_ms``, optional ``side`` and the
+        operator's input columns; labelled by their offset); returns what the operator emitted."""
         frame = pd.DataFrame(list(rows))
         if frame.empty:
             return self.operator.empty_output()
-        if "label" not in frame:
-            offs = np.arange(self._offset, self._offset + len(frame))
-            frame["label"] = labels_of(["tester"] * len(frame), np.zeros(len(frame)), offs)
+        offsets = range(self._offset, self._offset + len(frame))
         self._offset += len(frame)
-        if "side" not in frame:
-            frame["side"] = ""
-        idx, starts, ends = self.windowing.assign(frame["event_time_ms"].to_numpy(dtype=np.int64))
-        env = frame.iloc[idx].reset_index(drop=True)
-        env["tracked"] = [
-            Substream(self.windowing.namespace, int(s), int(e)).id
-            for s, e in zip(starts, ends, strict=True)
-        ]
-        env["start_ms"], env["end_ms"], env["kind"] = starts, ends, KIND_DATA
-        env["key"] = env["key"].astype(str)
-        shard = key_hashes(env["key"]) % np.uint64(self.shards)
-        env["shard"] = shard.astype(int)
-        env["substream"] = [self._group_of(t) for t in env["tracked"]]
-        outs = [
-            self._call(g, s, part)
-            for (g, s), part in env.groupby(["substream", "shard"], sort=True)
-        ]
-        return self._concat(outs)
+        frame = frame.assign(topic="tester", partition=0, offset=offsets)
+        src = source_frame(frame, self.operator.input_columns)
+        frames, _ = gate_partition(src, NO_FRONTIER, self.cfg, ReportBuilder(GATE_STAGE, 0))
+        env = pd.concat(frames, ignore_index=True)
+        groups = env[env["kind"] == KIND_DATA].groupby(["substream", "shard"], sort=True)
+        return self._concat([self._call(g, int(s), part) for (g, s), part in groups])
 
     def end(self, substream: str) -> pd.DataFrame:
         """The tracker ended ``substream``: one control row to each shard of its groups."""
         self._seq += 1
         sub = Substream.parse(substream)
         ctrl = end_rows(substream, sub.start_ms, sub.end_ms, self._seq)
-        group = self._group_of(substream)
-        return self._concat([self._call(group, shard, ctrl) for shard in range(self.shards)])
+        group = substream if self.operator.per_substream else ALL_SUBSTREAMS
+        return self._concat([self._call(group, shard, ctrl) for shard in range(self.cfg.shards)])
 
     def _call(self, substream: str, shard: int, rows: pd.DataFrame) -> pd.DataFrame | None:
-        store = self.stores.setdefault(int(shard), DictStore())
-        group = Group(substream, int(shard))
-        out = run_stored(self.operator, store, group, rows.reset_index(drop=True), int(shard))
+        store = self.stores.setdefault(shard, DictStore())
+        out = run_stored(
+            self.cfg, store, Group(substream, shard), rows.reset_index(drop=True), shard
+        )
         self.reports.append(out.report)
         return out.results
 
     def _concat(self, outs: list[pd.DataFrame | None]) -> pd.DataFrame:
         frames = [o for o in outs if o is not None and len(o)]
-        if not frames:
-            return self.operator.empty_output()
-        return pd.concat(frames, ignore_index=True)
+        return pd.concat(frames, ignore_index=True) if frames else self.operator.empty_output()
 
     def state_groups(self) -> int:
         """How many groups hold state (the state-size metric)."""
@@ -127,17 +109,19 @@ class PipelineTester:
         self.forward_namespace = forward_namespace
         self.upstream = upstream
         self.query = query
-        columns = [f.name for f in RESULT_ENVELOPE] + [f.name for f in operator.output_schema]
-        self.cfg, self.shard_cfg = stage_configs(
-            operator, windowing, closing, shards, upstream, forward_namespace, tuple(columns)
+        self.cfg = StageConfig(
+            operator,
+            windowing,
+            shards,
+            closing.disorder_ms,
+            frozenset(closing.sources),
+            upstream,
+            forward_namespace,
         )
         self.agent = agent if agent is not None else TrackerState()
         self.agent.declare(windowing.namespace, closing.sources)
         #: The gate frontiers and each operator shard's state (groups, frontiers, released).
         self.state = BatchState()
-        self.result_columns = [f.name for f in operator.output_schema] + (
-            ["fwd_substream", "fwd_label"] if forward_namespace else []
-        )
         self.pending: list[EndEvent] = []
         self.batch = 0
 
@@ -151,7 +135,7 @@ class PipelineTester:
         frame = pd.DataFrame(list(rows))
         src = source_frame(frame, self.operator.input_columns) if len(frame) else frame
         ends = [e for e in self.pending if e.namespace == self.windowing.namespace]
-        out = run_batch(self.cfg, self.shard_cfg, self.state, src, ends, self.result_columns)
+        out = run_batch(self.cfg, self.state, src, ends)
         self.pending = self.agent_apply(out.reports)
         self.batch += 1
         if not len(out.results):

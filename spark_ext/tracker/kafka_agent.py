@@ -62,28 +62,19 @@ class KafkaAgentTopics:
     """Names of one Kafka agent's topics and transactional id, derived from its name."""
 
     name: str
+    log: str
+    ends: str
+    snapshot: str
+    transactional_id: str
 
-    def __post_init__(self) -> None:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", self.name):
+    @classmethod
+    def of(cls, name: str) -> KafkaAgentTopics:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
             raise ConfigError(
-                "KafkaTrackingAgent.name", f"letters, digits, '.', '_', '-' only, got {self.name!r}"
+                "KafkaTrackingAgent.name", f"letters, digits, '.', '_', '-' only, got {name!r}"
             )
-
-    @property
-    def log(self) -> str:
-        return f"spark_ext.tracker.{self.name}.log"
-
-    @property
-    def ends(self) -> str:
-        return f"spark_ext.tracker.{self.name}.ends"
-
-    @property
-    def snapshot(self) -> str:
-        return f"spark_ext.tracker.{self.name}.snapshot"
-
-    @property
-    def transactional_id(self) -> str:
-        return f"spark_ext.tracker.{self.name}"
+        base = f"spark_ext.tracker.{name}"
+        return cls(name, f"{base}.log", f"{base}.ends", f"{base}.snapshot", base)
 
 
 class _TopicReader:
@@ -218,7 +209,7 @@ class KafkaTrackingAgent(TrackingAgent):
         snapshot_bytes: int | None = None,
     ) -> None:
         self.bootstrap = bootstrap
-        self.topics = KafkaAgentTopics(name)
+        self.topics = KafkaAgentTopics.of(name)
         self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
         self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
         if create_topics:
@@ -328,12 +319,6 @@ class KafkaTrackingAgent(TrackingAgent):
                 self._since_records += 1  # a record, as _transact counts it, not a part
         self._position = max(self._position, end)
 
-    def _snapshot_due(self, record_bytes: int) -> bool:
-        return (
-            self._since_records + 1 >= self.snapshot_every
-            or self._since_bytes + record_bytes >= self.snapshot_bytes
-        )
-
     def _trim_log(self, below: int) -> None:
         """Delete log records below ``below`` (the previous snapshot's position)."""
         from kafka import TopicPartition
@@ -356,7 +341,10 @@ class KafkaTrackingAgent(TrackingAgent):
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
         # above Kafka's record size in parts, all in this transaction (kafka_parts)
         sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
-        snapshot = self._snapshot_due(len(body))
+        snapshot = (
+            self._since_records + 1 >= self.snapshot_every
+            or self._since_bytes + len(body) >= self.snapshot_bytes
+        )
         self._written_bytes = len(body)
         end_futures = [
             p.send(

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from spark_ext.hashing import splitmix64
 
-__all__ = ["key_hashes", "label_of", "labels_of", "string_seed", "xor_array", "xor_fold"]
+__all__ = ["key_hashes", "label_of", "labels_of", "string_seed", "xor_fold"]
 
 
 @lru_cache(maxsize=4096)
@@ -54,10 +54,3 @@ def xor_fold(labels: Iterable[int]) -> int:
     for label in labels:
         acc ^= int(label)
     return acc
-
-
-def xor_array(labels: npt.NDArray[np.int64]) -> int:
-    """XOR of a NumPy array of labels (vectorised :func:`xor_fold`)."""
-    if len(labels) == 0:
-        return 0
-    return int(np.bitwise_xor.reduce(np.asarray(labels, dtype=np.int64)))

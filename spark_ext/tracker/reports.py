@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -70,12 +70,7 @@ class TaskReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "stage": self.stage,
-            "partition": self.partition,
-            "xors": self.xors,
-            "counts": self.counts,
-            "ends": self.ends,
-            "progress": self.progress,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
             "closes": sorted(self.closes),
         }
 
@@ -88,15 +83,8 @@ class TaskReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TaskReport:
-        return cls(
-            stage=str(d["stage"]),
-            partition=int(d["partition"]),
-            xors={str(k): int(v) for k, v in d.get("xors", {}).items()},
-            counts={str(k): int(v) for k, v in d.get("counts", {}).items()},
-            ends={str(k): int(v) for k, v in d.get("ends", {}).items()},
-            progress={str(k): int(v) for k, v in d.get("progress", {}).items()},
-            closes={str(s) for s in d.get("closes", [])},
-        )
+        """The inverse of :meth:`to_dict` (JSON keeps the numbers' types)."""
+        return cls(**{**d, "closes": set(d.get("closes", ()))})
 
 
 @dataclass(frozen=True)
@@ -138,15 +126,6 @@ def batch_reports(query: str, batch_id: int, reports: Iterable[TaskReport]) -> l
     ]
 
 
-def _as_array(values: Any, dtype: Any) -> npt.NDArray[Any]:
-    """``values`` (array, Series, list or any iterable) as a NumPy array of ``dtype``."""
-    if isinstance(values, pd.Series):
-        values = values.to_numpy()
-    elif not isinstance(values, np.ndarray):
-        values = list(values)
-    return np.asarray(values, dtype=dtype)
-
-
 class ReportBuilder:
     """Pre-aggregates one task's labels into a :class:`TaskReport` (runs on the executor)."""
 
@@ -155,18 +134,18 @@ class ReportBuilder:
 
     def add_labels(
         self,
-        substreams: Iterable[str] | npt.ArrayLike,
-        labels: Iterable[int] | npt.ArrayLike,
+        substreams: npt.ArrayLike,
+        labels: npt.ArrayLike,
         sent: bool,
-        ends: Iterable[int] | npt.ArrayLike | None = None,
+        ends: npt.ArrayLike | None = None,
     ) -> None:
         """Fold ``labels`` into their substreams (vectorised); ``sent`` counts +1 per element,
         else -1."""
-        subs = _as_array(substreams, object)
+        subs = np.asarray(substreams, dtype=object)
         if len(subs) == 0:
             return
         codes, uniques = pd.factorize(subs, sort=True)
-        labs = _as_array(labels, np.int64)
+        labs = np.asarray(labels, dtype=np.int64)
         order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
         starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
@@ -174,8 +153,7 @@ class ReportBuilder:
         counts = np.diff(np.r_[starts, len(order)])
         first_ends = None
         if ends is not None:
-            e = _as_array(ends, np.int64)
-            first_ends = e[order][starts]
+            first_ends = np.asarray(ends, dtype=np.int64)[order][starts]
         sign = 1 if sent else -1
         r = self._report
         for i, code in enumerate(sorted_codes[starts]):

@@ -35,7 +35,6 @@ __all__ = [
     "log_generations",
     "log_name",
     "newest_snapshot",
-    "read_snapshot",
     "snapshot_generations",
     "snapshot_name",
     "trim",
@@ -89,30 +88,24 @@ def write_snapshot(folder: Path, gen: int, body: dict[str, Any]) -> int:
     return len(blob)
 
 
-def read_snapshot(path: Path) -> tuple[dict[str, Any], int] | None:
-    """The body of a whole snapshot and the bytes read; None when torn or unreadable."""
-    try:
-        blob = path.read_bytes()
-        head, _, data = blob.partition(b"\n")
-        header = json.loads(head)
-        if (
-            header.get("format") != SNAPSHOT_FORMAT
-            or header.get("bytes") != len(data)
-            or header.get("sha256") != hashlib.sha256(data).hexdigest()
-        ):
-            raise ValueError("length or checksum does not match the header")
-        return json.loads(data), len(blob)
-    except (OSError, ValueError) as e:  # JSONDecodeError is a ValueError
-        log.warning("tracker snapshot %s is not whole (%s): ignored", path, e)
-        return None
-
-
 def newest_snapshot(folder: Path) -> tuple[int, dict[str, Any], int] | None:
-    """``(gen, body, bytes read)`` of the newest whole snapshot, None when there is none."""
+    """``(gen, body, bytes read)`` of the newest whole snapshot (a torn or unreadable one is
+    skipped), None when there is none."""
     for gen in reversed(snapshot_generations(folder)):
-        found = read_snapshot(folder / snapshot_name(gen))
-        if found is not None:
-            return gen, found[0], found[1]
+        path = folder / snapshot_name(gen)
+        try:
+            blob = path.read_bytes()
+            head, _, data = blob.partition(b"\n")
+            header = json.loads(head)
+            if (
+                header.get("format") != SNAPSHOT_FORMAT
+                or header.get("bytes") != len(data)
+                or header.get("sha256") != hashlib.sha256(data).hexdigest()
+            ):
+                raise ValueError("length or checksum does not match the header")
+            return gen, json.loads(data), len(blob)
+        except (OSError, ValueError) as e:  # JSONDecodeError is a ValueError
+            log.warning("tracker snapshot %s is not whole (%s): ignored", path, e)
     return None
 
 

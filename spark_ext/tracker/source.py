@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_ext.tracker.agent import EndEvent, read_end_events
+from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, read_end_events
 
 if TYPE_CHECKING:
     from spark_ext.tracker.kafka_agent import KafkaEndLog
@@ -58,7 +58,9 @@ class SeqRange(InputPartition):
     events: tuple[tuple[Any, ...], ...] | None = None
 
 
-_LOCAL_AGENTS: dict[str, Any] = {}  # one per folder in the driver-side reader process
+_LOCAL_AGENTS: dict[
+    str, LocalTrackingAgent
+] = {}  # one per folder in the driver-side reader process
 
 
 def _kafka(options: dict[str, str]) -> KafkaEndLog:
@@ -72,8 +74,6 @@ def _kafka(options: dict[str, str]) -> KafkaEndLog:
 def _last_seq(options: dict[str, str]) -> int:
     if options.get("agent", "local") != "local":
         return _kafka(options).last_seq()
-    from spark_ext.tracker.agent import LocalTrackingAgent
-
     agent = _LOCAL_AGENTS.get(options["path"])
     if agent is None:
         agent = _LOCAL_AGENTS[options["path"]] = LocalTrackingAgent(options["path"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from spark_ext.tracker.errors import TrackerLogCorrupt
@@ -183,41 +183,24 @@ class TrackerState:
         ends = [e for s, e in self.ends.items() if s.startswith(prefix)]
         return dict(self.progress), (min(ends) if ends else None)
 
-    def in_flight(self) -> dict[str, int]:
-        """Open substreams -> elements sent but not finished (state size metric)."""
-        return {s: self.counts.get(s, 0) for s in self.open_substreams()}
-
     def to_dict(self) -> dict[str, Any]:
         """The state as a JSON value (a snapshot's body)."""
-        return {
-            "sources": {ns: list(p) for ns, p in self.sources.items()},
-            "high_water": [[q, st, p, b] for (q, st, p), b in self.high_water.items()],
-            "xors": self.xors,
-            "counts": self.counts,
-            "ends": self.ends,
-            "closed": sorted(self.closed),
-            "progress": self.progress,
-            "released": {ns: list(r) for ns, r in self.released.items()},
-            "ended_counts": self.ended_counts,
-            "seq": self.seq,
-            "late_reports": self.late_reports,
-        }
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["high_water"] = [[*stream, b] for stream, b in self.high_water.items()]
+        d["closed"] = sorted(self.closed)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrackerState:
-        """The inverse of :meth:`to_dict`."""
+        """The inverse of :meth:`to_dict` (JSON keeps the numbers' types; tuples come as lists)."""
         return cls(
+            **{k: d[k] for k in ("xors", "counts", "ends", "progress", "ended_counts")},
             sources={ns: tuple(p) for ns, p in d["sources"].items()},
-            high_water={(str(q), str(st), int(p)): int(b) for q, st, p, b in d["high_water"]},
-            xors={s: int(x) for s, x in d["xors"].items()},
-            counts={s: int(c) for s, c in d["counts"].items()},
-            ends={s: int(e) for s, e in d["ends"].items()},
+            high_water={(q, st, p): b for q, st, p, b in d["high_water"]},
             closed=set(d["closed"]),
-            progress={p: int(t) for p, t in d["progress"].items()},
-            released={ns: (int(r[0]), str(r[1])) for ns, r in d["released"].items()},
-            ended_counts={ns: int(c) for ns, c in d["ended_counts"].items()},
-            seq=int(d["seq"]),
-            late_reports=int(d["late_reports"]),
+            released={ns: (r[0], r[1]) for ns, r in d["released"].items()},
+            seq=d["seq"],
+            late_reports=d["late_reports"],
         )
 
     def figures(self) -> TrackerFigures:

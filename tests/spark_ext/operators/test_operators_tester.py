@@ -16,7 +16,7 @@ from spark_ext.operators import (
     ewma,
 )
 from spark_ext.streaming.tester import OperatorTester
-from spark_ext.tracker import Sliding, Tumbling, xor_fold
+from spark_ext.tracker import Sliding, Tumbling, label_of, xor_fold
 
 
 def rows(*items):
@@ -47,12 +47,11 @@ def test_sliding_window_counts_an_element_in_every_window_it_falls_in():
 
 def test_operator_reports_cancel_the_labels_it_finished():
     t = OperatorTester(WindowAggregate(Count()), Tumbling("10 seconds", namespace="w"))
-    batch = [{"key": f"k{i}", "event_time_ms": i * 100, "label": 1000 + i} for i in range(20)]
-    t.add(batch)
+    t.add([{"key": f"k{i}", "event_time_ms": i * 100} for i in range(20)])
     got = 0
     for r in t.reports:
         got ^= r.xors.get("w/0/10000", 0)
-    assert got == xor_fold(1000 + i for i in range(20))
+    assert got == xor_fold(label_of("tester", 0, i) for i in range(20))  # offsets 0..19
     assert sum(r.counts.get("w/0/10000", 0) for r in t.reports) == -20
 
 

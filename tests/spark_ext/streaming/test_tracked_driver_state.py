@@ -31,7 +31,7 @@ def rows(first: int, n: int, keys: int) -> list[dict]:
 
 def test_a_replay_of_batch_n_starts_from_the_state_of_batch_n_minus_1(tmp_path):
     log = StateLog(str(tmp_path / "chk"))
-    assert log.before(0).stores == {} and log.at(0) is None
+    assert log.before(0).stores == {}
     t = new_tester()
     saved = []
     for batch in range(3):
@@ -39,7 +39,6 @@ def test_a_replay_of_batch_n_starts_from_the_state_of_batch_n_minus_1(tmp_path):
         log.save(batch, t.state)
         saved.append(t.state.to_json())
     assert log.before(2).to_json() == saved[1]  # not batch 2's own, written before a crash
-    assert log.at(2) is not None and log.at(2).to_json() == saved[2]
     assert log.before(3).to_json() == saved[2]
     assert sorted(p.name for p in (tmp_path / "chk" / "tracked_driver").iterdir()) == [
         f"{1:020d}.json",

@@ -7,17 +7,16 @@ import time
 
 import pytest
 
-from spark_ext.streaming.idle import idle_decisions
+from spark_ext.streaming.idle import IdlePolicy
 
 
 def test_a_partition_without_progress_past_the_timeout_is_declared_idle_through_the_others():
-    last_move: dict[str, float] = {}
-    last_seen: dict[str, int] = {}
+    policy = IdlePolicy(2_000, mark=lambda topic, part, through: None)
     sources = ["t:0", "t:1", "t:2"]
     progress = {"t:0": 50_000, "t:1": 40_000, "t:2": 5_000}
 
     def decide(now, oldest_end=10_000):
-        return idle_decisions(sources, progress, oldest_end, now, 2_000, last_move, last_seen)
+        return policy.decide(sources, progress, oldest_end, now)
 
     assert decide(0) == []  # clocks start
     assert decide(1_999) == []
@@ -29,13 +28,12 @@ def test_a_partition_without_progress_past_the_timeout_is_declared_idle_through_
 
 
 def test_no_partition_is_declared_idle_while_no_window_waits_for_it():
-    last_move: dict[str, float] = {}
-    last_seen: dict[str, int] = {}
+    policy = IdlePolicy(1, mark=lambda topic, part, through: None)
     progress = {"t:0": 50_000, "t:1": 5_000}
-    assert idle_decisions(["t:0", "t:1"], progress, None, 0, 1, last_move, last_seen) == []
-    assert idle_decisions(["t:0", "t:1"], progress, None, 10_000, 1, last_move, last_seen) == []
+    assert policy.decide(["t:0", "t:1"], progress, None, 0) == []
+    assert policy.decide(["t:0", "t:1"], progress, None, 10_000) == []
     # the oldest open window ends at 5 s: t:1 has passed it, nothing waits for it
-    assert idle_decisions(["t:0", "t:1"], progress, 5_000, 20_000, 1, last_move, last_seen) == []
+    assert policy.decide(["t:0", "t:1"], progress, 5_000, 20_000) == []
 
 
 @pytest.mark.integration

@@ -98,7 +98,7 @@ def test_a_declared_partition_set_that_is_not_the_topics_is_a_typed_error(declar
     sources = Closing.partitions("t", declared).sources
     with pytest.raises(PartitionSetMismatch, match=r"0\.\.2"):
         check_partitions(sources, {"t": 3})
-    check_partitions(Closing.from_metadata({"t": 3}).sources, {"t": 3})
+    check_partitions(Closing.partitions("t", 3).sources, {"t": 3})
 
 
 def test_rows_of_an_undeclared_partition_go_to_late_and_windows_still_end():

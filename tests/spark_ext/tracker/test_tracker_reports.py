@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_ext.tracker.agent import TrackerState
-from spark_ext.tracker.labels import label_of, labels_of, xor_array, xor_fold
+from spark_ext.tracker.labels import label_of, labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
 from spark_ext.tracker.substreams import Sliding, Tumbling
 
@@ -34,7 +34,6 @@ def test_label_is_a_pure_function_of_source_coordinates():
 def test_vectorised_labels_match_single_labels(cs):
     vec = labels_of([c[0] for c in cs], [c[1] for c in cs], [c[2] for c in cs]) if cs else []
     assert [int(x) for x in vec] == [label_of(*c) for c in cs]
-    assert xor_array(np.asarray(vec, dtype=np.int64)) == xor_fold(label_of(*c) for c in cs)
 
 
 def _split(items, cuts):
