@@ -138,3 +138,24 @@ def test_relative_path_flags_are_made_absolute_against_the_callers_folder(tmp_pa
     args = parser.parse_args(["--out", "var/out", "--table", "/abs/t", "--topic", "rel"])
     assert args.out == str(tmp_path / "var" / "out") and args.table == "/abs/t"
     assert args.topic == "rel" and not args.traceback and not args.verbose
+
+
+def test_only_sparks_worker_timeout_restarts_a_job_and_at_most_twice(monkeypatch):
+    """The error hook re-executes the job's own command line after Spark's worker timeout (the
+    restart itself: tests/spark_ext/tracker/test_tracker_crash.py), never after another error."""
+    import os
+    import sys
+
+    from jobs import console
+
+    execs: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: execs.append([path, *argv]))
+    monkeypatch.setattr(console.logging, "shutdown", lambda: None)
+    monkeypatch.setenv(console.RESTARTS_ENV, "0")  # restored after the test
+    timeout = RuntimeError("org.apache.spark.SparkException: Python worker failed to connect back.")
+    console.restart_after_worker_timeout("job", RuntimeError("TopicMissingError: topic: gone"))
+    assert execs == []
+    for _ in range(3):
+        console.restart_after_worker_timeout("job", timeout)
+    assert execs == [[sys.executable, *sys.orig_argv]] * console.MAX_RESTARTS
+    assert os.environ[console.RESTARTS_ENV] == str(console.MAX_RESTARTS)
