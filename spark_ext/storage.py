@@ -210,19 +210,20 @@ def spark_conf(settings: StorageSettings) -> dict[str, str]:
 
 
 def session_settings(spark: SparkSession | None = None) -> StorageSettings:
-    """The settings ``spark`` (default: the active or default session) reaches ``s3a://``
-    with, read back from its Hadoop configuration; empty settings without a session (an
-    executor's Python worker: docs/design.md, "Object storage", settings in tasks)."""
+    """The settings ``spark`` (default: the session the builder returns, the one the user
+    built) reaches ``s3a://`` with, read back from its Hadoop configuration; empty settings
+    without a session (an executor's Python worker: docs/design.md, "Object storage", settings
+    in tasks). Not ``SparkSession.active()``: after a ``foreachBatch`` batch created a DataFrame
+    it is that batch's clone, with the settings of its query's start."""
     if spark is None:
         if "pyspark.sql" not in sys.modules:
             return StorageSettings()
-        from pyspark.errors import PySparkRuntimeError
+        from pyspark import SparkContext
         from pyspark.sql import SparkSession
 
-        try:
-            spark = SparkSession.active()
-        except PySparkRuntimeError:  # no session in this process
+        if SparkContext._active_spark_context is None:  # no session in this process
             return StorageSettings()
+        spark = SparkSession.builder.getOrCreate()
     if getattr(spark, "_jsparkSession", None) is None:  # Spark Connect: no Hadoop conf here
         return StorageSettings()
     conf = spark._jsparkSession.sessionState().newHadoopConf()
