@@ -11,7 +11,7 @@ bash scripts/setup.sh
 set +e
 # Two test processes (pytest-xdist), each test module whole in one: job processes wait on JVMs,
 # brokers and stores, so two modules at a time fill 2 cores (docs/design.md, "Tests").
-.venv/bin/python -m pytest -n "${SPARK_EXT_TEST_WORKERS:-2}" --dist loadfile "$@"
+.venv/bin/python -m pytest -n "${SPARK_EXT_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests"; fi

@@ -35,9 +35,9 @@ SPECULATED = [
     for n in registry.names()
     if (cell := registry.get(n).cell(FaultClass.SPECULATION)) and cell.point is not None
 ]
-#: The ones CI runs (a task per slice fencing its speculative copy, and the tracker's gate);
-#: the others are heavy (the suite must stay under 35 minutes).
-CI_SPECULATED = ["exactly_once_kafka", "tracker_windows"]
+#: The one CI runs (a task per slice fencing its speculative copy); the others, the tracker's
+#: gate among them, are heavy (the suite must stay under 35 minutes).
+CI_SPECULATED = ["exactly_once_kafka"]
 
 
 @pytest.fixture(scope="module")
