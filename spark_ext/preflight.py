@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from spark_ext import kafka_clients, storage
+from spark_ext.config import kafka_addresses
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
 from spark_ext.sinks.delta_txn import check_target_path
 from spark_ext.sinks.errors import TopicMissingError
@@ -34,20 +35,12 @@ __all__ = [
 BROKER_WAIT_S = 10.0
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
-        out.append((host.strip("[]") or "localhost", int(port or 9092)))
-    return out
-
-
 def require_brokers(bootstrap: str, wait_s: float = BROKER_WAIT_S) -> None:
     """:class:`~spark_ext.errors.BrokerUnreachableError` unless a server of ``bootstrap``
     accepts a TCP connection within ``wait_s`` seconds (retried every half second)."""
     deadline = time.monotonic() + wait_s
     while True:
-        for address in _addresses(bootstrap):
+        for address in kafka_addresses(bootstrap):
             left = max(0.1, deadline - time.monotonic())
             try:
                 socket.create_connection(address, timeout=min(left, 3.0)).close()
