@@ -149,12 +149,8 @@ class Location:
 
     def join(self, *names: str) -> Location:
         """The location ``names`` below this one."""
-        return Location(
-            self.bucket,
-            posixpath.join(self.path, *names).strip("/")
-            if self.bucket
-            else os.path.join(self.path, *names),
-        )
+        path = posixpath.join(self.path, *names)
+        return Location(self.bucket, path.strip("/") if self.bucket else path)
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.path}" if self.is_s3 else self.path
