@@ -99,14 +99,13 @@ def figures_from_progress(progress: dict[str, Any], step: str | None = None) -> 
 class ProgressListener(StreamingQueryListener):
     """Logs one line per batch and keeps every :class:`BatchFigures` it saw."""
 
-    def __init__(self, echo: bool = True) -> None:
-        self.echo = echo
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._figures: list[BatchFigures] = []
 
     @classmethod
-    def attach(cls, spark: SparkSession, echo: bool = True) -> ProgressListener:
-        listener = cls(echo=echo)
+    def attach(cls, spark: SparkSession) -> ProgressListener:
+        listener = cls()
         spark.streams.addListener(listener)
         return listener
 
@@ -118,16 +117,12 @@ class ProgressListener(StreamingQueryListener):
         figures = figures_from_progress(progress, last_reached(int(progress["batchId"])))
         with self._lock:
             self._figures.append(figures)
-        if self.echo:
-            log.info("%s", figures.line())
+        log.info("%s", figures.line())
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:  # its first line: the job reports the cause (or the whole trace)
             log.error("query %s failed: %s", event.id, str(event.exception).splitlines()[0][:300])
 
-    def figures(self) -> list[BatchFigures]:
-        with self._lock:
-            return list(self._figures)
-
     def figures_for(self, query_id: Any) -> list[BatchFigures]:
-        return [f for f in self.figures() if f.query_id == str(query_id)]
+        with self._lock:
+            return [f for f in self._figures if f.query_id == str(query_id)]
