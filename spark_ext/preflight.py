@@ -10,7 +10,6 @@ talks").
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Iterable
@@ -19,6 +18,7 @@ from pathlib import Path
 from spark_ext import kafka_clients, storage
 from spark_ext.config import kafka_addresses
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
+from spark_ext.metrics import kafka_offsets
 from spark_ext.sinks.delta_txn import check_target_path
 from spark_ext.sinks.errors import TopicMissingError
 
@@ -77,21 +77,9 @@ def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[list[st
         topics: set[str] = set()
         entry = storage.read_bytes(offsets.join(str(batch))).decode().splitlines()
         for line in entry[2:]:  # "v1", the batch's metadata, then one line per source
-            try:
-                source = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(source, dict) and all(_partition_offsets(v) for v in source.values()):
-                topics.update(source)
+            topics.update(kafka_offsets(line) or {})
         found.append(sorted(topics))
     return found
-
-
-def _partition_offsets(value: object) -> bool:
-    """Whether ``value`` is a Kafka source's offsets of one topic: ``{"0": 5, "1": 7}``."""
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and k.isdigit() and isinstance(o, int) for k, o in value.items()
-    )
 
 
 def require_checkpoint_reads(
