@@ -18,7 +18,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError
-from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.owner import SinkOwner, owner_of_checkpoint
 from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
 from spark_ext.storage import Location, StorageSettings, session_settings
 
@@ -40,8 +40,6 @@ def _start(
 ) -> tuple[DataStreamWriter, SinkOwner]:
     """The query's writer (checkpoint, named ``sink_id``, trigger, append) and its owner, after the checks
     (``check``: the sink's own, before a new checkpoint's metadata is written)."""
-    from spark_ext.sinks.owner import owner_of_checkpoint
-
     chk = check_sink_query(df, checkpoint, sink_id)
     if mode not in ("two_phase", "idempotent"):
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
