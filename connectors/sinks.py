@@ -18,7 +18,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import SinkConfigError
-from spark_ext.sinks.owner import SinkOwner
+from spark_ext.sinks.owner import SinkOwner, owner_of_checkpoint
 from spark_ext.sinks.trigger import DEFAULT_TRIGGER, Trigger, check_sink_query
 from spark_ext.storage import Location, StorageSettings, session_settings
 
@@ -35,19 +35,16 @@ def _start(
     checkpoint: str | Path,
     sink_id: str,
     mode: str,
-    query_name: str | None,
     trigger: Trigger,
     check: Callable[[], None] = lambda: None,
 ) -> tuple[DataStreamWriter, SinkOwner]:
-    """The query's writer (checkpoint, name, trigger, append) and its owner, after the checks
+    """The query's writer (checkpoint, named ``sink_id``, trigger, append) and its owner, after the checks
     (``check``: the sink's own, before a new checkpoint's metadata is written)."""
-    from spark_ext.sinks.owner import owner_of_checkpoint
-
     chk = check_sink_query(df, checkpoint, sink_id)
     if mode not in ("two_phase", "idempotent"):
         raise SinkConfigError("mode", f"{mode!r} is not 'two_phase' or 'idempotent'")
     check()
-    writer = df.writeStream.option("checkpointLocation", chk).queryName(query_name or sink_id)
+    writer = df.writeStream.option("checkpointLocation", chk).queryName(sink_id)
     # the owner is the query id Spark will run this checkpoint with
     return trigger.apply(writer.outputMode("append")), owner_of_checkpoint(chk)
 
@@ -60,7 +57,6 @@ def exactly_once_to_delta(
     checkpoint: str | Path,
     mode: DeltaMode = "two_phase",
     trigger: Trigger = DEFAULT_TRIGGER,
-    query_name: str | None = None,
     take_over: bool = False,
     storage: StorageSettings | None = None,
 ) -> StreamingQuery:
@@ -87,7 +83,7 @@ def exactly_once_to_delta(
     table = str(path)
     if storage is None and Location.parse(table).is_s3:
         storage = session_settings(df.sparkSession)  # the profile's [storage], as built
-    writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger)
+    writer, owner = _start(df, checkpoint, sink_id, mode, trigger)
     if mode == "two_phase":
         ensure_table(table, df.schema, storage)
         committer = DeltaCommitter(
@@ -124,7 +120,6 @@ def exactly_once_to_kafka(
     trigger: Trigger = DEFAULT_TRIGGER,
     transaction_timeout_ms: int = 300_000,
     delivery_timeout_ms: int = 120_000,
-    query_name: str | None = None,
     take_over: bool = False,
     kafka_properties: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
@@ -157,7 +152,7 @@ def exactly_once_to_kafka(
             check_no_speculation(df)
         require_topic(bootstrap, topic)
 
-    writer, owner = _start(df, checkpoint, sink_id, mode, query_name, trigger, check)
+    writer, owner = _start(df, checkpoint, sink_id, mode, trigger, check)
     if mode == "two_phase":
         from connectors.kafka.settings import KafkaSinkSettings
         from connectors.kafka.slices import FORMAT, KafkaSlicedDataSource, recover_slices

@@ -32,6 +32,7 @@ __all__ = [
     "PathSettings",
     "Profile",
     "SparkSettings",
+    "kafka_addresses",
     "load_profile",
     "profile_path",
 ]
@@ -82,6 +83,17 @@ STATE_STORES: dict[str, dict[str, str]] = {
     "rocksdb": _state_store("RocksDB", changelog=False),
     "rocksdb_changelog": _state_store("RocksDB", changelog=True),
 }
+
+
+def kafka_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` of each server of ``bootstrap`` (else ``ConfigError``)."""
+    found = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+        found.append((host.strip("[]"), int(port)))
+    return found
 
 
 @dataclass(frozen=True)
@@ -179,10 +191,7 @@ class Profile:
         for key in s.conf:
             if not key.startswith("spark."):
                 raise ConfigError(f"spark.conf.{key}", "Spark settings start with 'spark.'")
-        for server in self.kafka.bootstrap_servers.split(","):
-            host, _, port = server.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ConfigError("kafka.bootstrap_servers", f"{server!r} is not host:port")
+        kafka_addresses(self.kafka.bootstrap_servers)
         self.kafka.client_properties()
 
 

@@ -20,7 +20,13 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from spark_ext.crash import last_reached
 
-__all__ = ["BatchFigures", "ProgressListener", "figures_from_progress", "source_lag"]
+__all__ = [
+    "BatchFigures",
+    "ProgressListener",
+    "figures_from_progress",
+    "kafka_offsets",
+    "source_lag",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +58,18 @@ class BatchFigures:
         )
 
 
-def _offsets(value: Any) -> dict[str, dict[str, int]] | None:
-    """A Kafka source's offsets (``{"topic": {"partition": offset}}``, as JSON or parsed)."""
+def kafka_offsets(value: Any) -> dict[str, dict[str, int]] | None:
+    """``value`` (JSON or parsed) if it is a Kafka source's offsets, ``{"topic": {"0": 5}}``."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             return None
-    if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
+    if isinstance(value, dict) and all(
+        isinstance(parts, dict)
+        and all(isinstance(p, str) and p.isdigit() and isinstance(o, int) for p, o in parts.items())
+        for parts in value.values()
+    ):
         return value
     return None
 
@@ -69,7 +79,8 @@ def source_lag(sources: list[dict[str, Any]]) -> int | None:
     a source does not report both, as a non-Kafka source does)."""
     total = 0
     for source in sources:
-        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+        end = kafka_offsets(source.get("endOffset"))
+        latest = kafka_offsets(source.get("latestOffset"))
         if end is None or latest is None:
             return None
         for topic, parts in latest.items():
@@ -99,14 +110,13 @@ def figures_from_progress(progress: dict[str, Any], step: str | None = None) -> 
 class ProgressListener(StreamingQueryListener):
     """Logs one line per batch and keeps every :class:`BatchFigures` it saw."""
 
-    def __init__(self, echo: bool = True) -> None:
-        self.echo = echo
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._figures: list[BatchFigures] = []
 
     @classmethod
-    def attach(cls, spark: SparkSession, echo: bool = True) -> ProgressListener:
-        listener = cls(echo=echo)
+    def attach(cls, spark: SparkSession) -> ProgressListener:
+        listener = cls()
         spark.streams.addListener(listener)
         return listener
 
@@ -118,16 +128,12 @@ class ProgressListener(StreamingQueryListener):
         figures = figures_from_progress(progress, last_reached(int(progress["batchId"])))
         with self._lock:
             self._figures.append(figures)
-        if self.echo:
-            log.info("%s", figures.line())
+        log.info("%s", figures.line())
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:  # its first line: the job reports the cause (or the whole trace)
             log.error("query %s failed: %s", event.id, str(event.exception).splitlines()[0][:300])
 
-    def figures(self) -> list[BatchFigures]:
-        with self._lock:
-            return list(self._figures)
-
     def figures_for(self, query_id: Any) -> list[BatchFigures]:
-        return [f for f in self.figures() if f.query_id == str(query_id)]
+        with self._lock:
+            return [f for f in self._figures if f.query_id == str(query_id)]

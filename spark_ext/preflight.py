@@ -10,14 +10,15 @@ talks").
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from spark_ext import kafka_clients, storage
+from spark_ext.config import kafka_addresses
 from spark_ext.errors import BrokerUnreachableError, CheckpointMismatchError
+from spark_ext.metrics import kafka_offsets
 from spark_ext.sinks.delta_txn import check_target_path
 from spark_ext.sinks.errors import TopicMissingError
 
@@ -34,20 +35,12 @@ __all__ = [
 BROKER_WAIT_S = 10.0
 
 
-def _addresses(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
-        out.append((host.strip("[]") or "localhost", int(port or 9092)))
-    return out
-
-
 def require_brokers(bootstrap: str, wait_s: float = BROKER_WAIT_S) -> None:
     """:class:`~spark_ext.errors.BrokerUnreachableError` unless a server of ``bootstrap``
     accepts a TCP connection within ``wait_s`` seconds (retried every half second)."""
     deadline = time.monotonic() + wait_s
     while True:
-        for address in _addresses(bootstrap):
+        for address in kafka_addresses(bootstrap):
             left = max(0.1, deadline - time.monotonic())
             try:
                 socket.create_connection(address, timeout=min(left, 3.0)).close()
@@ -84,21 +77,9 @@ def checkpoint_topics(checkpoint: str | Path | storage.Location) -> list[list[st
         topics: set[str] = set()
         entry = storage.read_bytes(offsets.join(str(batch))).decode().splitlines()
         for line in entry[2:]:  # "v1", the batch's metadata, then one line per source
-            try:
-                source = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(source, dict) and all(_partition_offsets(v) for v in source.values()):
-                topics.update(source)
+            topics.update(kafka_offsets(line) or {})
         found.append(sorted(topics))
     return found
-
-
-def _partition_offsets(value: object) -> bool:
-    """Whether ``value`` is a Kafka source's offsets of one topic: ``{"0": 5, "1": 7}``."""
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and k.isdigit() and isinstance(o, int) for k, o in value.items()
-    )
 
 
 def require_checkpoint_reads(

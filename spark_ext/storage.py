@@ -59,17 +59,14 @@ __all__ = [
 
 #: The jar set of ``scripts/jvm/hadoop-aws.pom.xml``; bumped whenever that pom changes.
 S3_JARS_SET = "hadoop-aws-3.5.0-awssdk-2.35.4"
-#: Spark's checkpoint file manager for S3 (no rename): only for checkpoints on S3, it refuses
-#: a local path.
+#: Spark's checkpoint file manager for S3 (docs/design.md, "Object storage": checkpoints on S3).
 S3_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
 )
 _S3_SCHEMES = {"s3", "s3a", "s3n"}
-#: Seconds before an endpoint that does not answer is reported (no retry).
-_TIMEOUT_S = 3
-#: Seconds :func:`check` waits for the answer of an endpoint that accepted its connection
-#: (a hung server; a loaded one answers well within it).
-_PROBE_TIMEOUT_S = 10
+#: Seconds to connect (one attempt), and :func:`check`'s seconds for an answer (docs/design.md,
+#: "Object storage": errors).
+_TIMEOUT_S, _PROBE_TIMEOUT_S = 3, 10
 #: AWS error codes (as pyarrow names them) of refused credentials.
 _ACCESS_CODES = ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH")
 
@@ -92,11 +89,8 @@ class EndpointUnreachable(StorageError):
 
 @dataclass(frozen=True)
 class StorageSettings:
-    """The ``[storage]`` section of a profile: where the S3-API store is and how to sign in.
-
-    Empty credentials are taken from ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` /
-    ``AWS_SESSION_TOKEN``. The secret is never shown (``repr``) nor logged.
-    """
+    """The ``[storage]`` section of a profile: where the S3-API store is and how to sign in
+    (empty credentials: the ``AWS_*`` environment's; docs/design.md, "Object storage")."""
 
     #: ``http(s)://host:port`` of an S3-API server; empty for AWS's own endpoint of ``region``.
     endpoint: str = ""
@@ -126,11 +120,8 @@ class StorageSettings:
 
 @dataclass(frozen=True)
 class Location:
-    """A table, checkpoint or state location: an object prefix in a bucket, or a local path.
-
-    ``s3a://``, ``s3://`` and ``s3n://`` name the same object; ``file://`` URIs and plain paths
-    are local (made absolute).
-    """
+    """A table, checkpoint or state location: an object prefix in a bucket, or an absolute local
+    path (the URI forms: docs/design.md, "Object storage")."""
 
     bucket: str
     #: The key prefix in ``bucket`` (no leading ``/``), or the absolute local path.
@@ -158,12 +149,8 @@ class Location:
 
     def join(self, *names: str) -> Location:
         """The location ``names`` below this one."""
-        return Location(
-            self.bucket,
-            posixpath.join(self.path, *names).strip("/")
-            if self.bucket
-            else os.path.join(self.path, *names),
-        )
+        path = posixpath.join(self.path, *names)
+        return Location(self.bucket, path.strip("/") if self.bucket else path)
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.path}" if self.is_s3 else self.path
@@ -210,11 +197,9 @@ def spark_conf(settings: StorageSettings) -> dict[str, str]:
 
 
 def session_settings(spark: SparkSession | None = None) -> StorageSettings:
-    """The settings ``spark`` (default: the session the builder returns, the one the user
-    built) reaches ``s3a://`` with, read back from its Hadoop configuration; empty settings
-    without a session (an executor's Python worker: docs/design.md, "Object storage", settings
-    in tasks). Not ``SparkSession.active()``: after a ``foreachBatch`` batch created a DataFrame
-    it is that batch's clone, with the settings of its query's start."""
+    """The settings ``spark`` (default: the builder's default session, not the active one)
+    reaches ``s3a://`` with, from its Hadoop configuration; empty without a session
+    (docs/design.md, "Object storage": settings in tasks)."""
     if spark is None:
         if "pyspark.sql" not in sys.modules:
             return StorageSettings()
@@ -277,7 +262,7 @@ def filesystem(
     request_timeout: float = 30,
 ) -> tuple[pafs.FileSystem, str]:
     """A ``pyarrow.fs`` filesystem and the path in it for ``location`` (no ``settings``: the
-    active session's); S3 checksums only where required (docs/design.md, "Object storage")."""
+    session's); S3 checksums only where required (docs/design.md, "Object storage")."""
     import pyarrow.fs as pafs
 
     loc = Location.parse(location)
@@ -309,8 +294,6 @@ def _opened(
     """The location, its filesystem and path; a client error inside becomes the
     :class:`StorageError` it is, naming the location (``FileNotFoundError`` passes as it is)."""
     loc = Location.parse(location)
-    if loc.is_s3 and settings is None:
-        settings = session_settings()
     fs, path = filesystem(loc, settings, request_timeout)
     try:
         yield loc, fs, path
@@ -324,7 +307,7 @@ def _opened(
         if any(code in text for code in _ACCESS_CODES):
             raise AccessDenied(f"{loc}: the store refused the credentials ({first})") from exc
         if "NETWORK_CONNECTION" in text or any(f"curlCode: {c}," in text for c in (6, 7, 28)):
-            endpoint = (settings.endpoint if settings else "") or "AWS"
+            endpoint = (settings or session_settings()).endpoint or "AWS"
             raise EndpointUnreachable(f"{loc}: no answer from {endpoint}") from exc
         raise
 
@@ -360,17 +343,14 @@ def read_bytes(location: Location | str, settings: StorageSettings | None = None
 def write_bytes(
     location: Location | str, data: bytes, settings: StorageSettings | None = None
 ) -> None:
-    """Replace the content at ``location`` with ``data`` atomically: a reader sees the old or
-    the new content, never a part (S3: one PUT, visible when complete; local: a temporary file,
-    synced, renamed over it)."""
+    """Replace the content at ``location`` with ``data`` atomically, a reader sees the old or
+    the new content (S3: one PUT; local: a temporary file of its own, synced, renamed over it)."""
     with _opened(location, settings) as (loc, fs, path):
         if loc.is_s3:
             with fs.open_output_stream(path) as f:
                 f.write(data)
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        # A temporary file of its own: two writers of one target (a task and its speculative
-        # copy) each replace it whole.
         tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
         with open(tmp, "wb") as f:
             f.write(data)
@@ -380,9 +360,8 @@ def write_bytes(
 
 
 def file_sizes(location: Location | str, settings: StorageSettings | None = None) -> dict[str, int]:
-    """Every file under ``location`` (recursively, one listing; one more request when empty, to
-    tell a missing bucket) by path relative to it, with its size; a local file removed while
-    listed (a live query's clean-up) is left out."""
+    """The size of every file under ``location`` (recursively) by path relative to it; a local
+    file removed while listed (a live query's clean-up) is left out."""
     import pyarrow.fs as pafs
 
     loc = Location.parse(location)
@@ -411,8 +390,7 @@ def file_sizes(location: Location | str, settings: StorageSettings | None = None
 
 
 def list_prefix(location: Location | str, settings: StorageSettings | None = None) -> list[str]:
-    """Every file under ``location`` (recursively) as paths relative to it, sorted; empty
-    when there is none."""
+    """The paths of :func:`file_sizes`, sorted."""
     return sorted(file_sizes(location, settings))
 
 
@@ -437,7 +415,7 @@ def identity(
     location: Location | str, settings: StorageSettings | None = None
 ) -> tuple[int, int] | None:
     """What tells the file at ``location`` from one written again in its place: (inode, mtime)
-    locally, (size, mtime) on object storage (no inode there); ``None`` if there is none."""
+    locally, (size, mtime) on S3; ``None`` if there is none."""
     loc = Location.parse(location)
     if not loc.is_s3:
         try:

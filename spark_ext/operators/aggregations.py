@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pyspark.sql.types import DataType, DoubleType, LongType
+from pyspark.sql.types import DataType, DoubleType, LongType, StringType, StructField, StructType
 
-__all__ = ["Aggregation", "Count", "Max", "Mean", "Sum", "UserFunction"]
+__all__ = ["Aggregation", "Count", "Max", "Mean", "Sum", "UserFunction", "columns_of"]
 
 
 class Aggregation(ABC):
@@ -128,3 +128,14 @@ class UserFunction(Aggregation):
 
     def result(self, acc: list[Any]) -> Any:
         return self.fn(acc)
+
+
+def columns_of(
+    span: str, aggregations: Sequence[Aggregation]
+) -> tuple[tuple[str, ...], StructType]:
+    """The input columns ``aggregations`` read, and the output schema: ``<span>_start_ms``,
+    ``<span>_end_ms``, ``key``, then one column per aggregation."""
+    fields = [StructField(f"{span}_{end}_ms", LongType()) for end in ("start", "end")]
+    fields += [StructField("key", StringType())]
+    fields += [StructField(a.name, a.data_type) for a in aggregations]
+    return tuple(sorted({a.column for a in aggregations if a.column})), StructType(fields)

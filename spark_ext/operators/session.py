@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_ext.operators.aggregations import Aggregation
+from spark_ext.operators.aggregations import Aggregation, columns_of
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.substreams import duration_ms
@@ -26,15 +25,7 @@ class SessionWindow(SubstreamOperator):
     def __init__(self, gap: int | str, *aggregations: Aggregation) -> None:
         self.gap_ms = duration_ms(gap, "SessionWindow.gap")
         self.aggregations = aggregations
-        self.input_columns = tuple(sorted({a.column for a in aggregations if a.column}))
-        self.output_schema = StructType(
-            [
-                StructField("session_start_ms", LongType()),
-                StructField("session_end_ms", LongType()),
-                StructField("key", StringType()),
-                *[StructField(a.name, a.data_type) for a in aggregations],
-            ]
-        )
+        self.input_columns, self.output_schema = columns_of("session", aggregations)
 
     def process(
         self, group: Group, state: OperatorState, rows: pd.DataFrame

@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_ext.operators.aggregations import Aggregation
+from spark_ext.operators.aggregations import Aggregation, columns_of
 from spark_ext.operators.base import Group, OperatorState, SubstreamOperator
 from spark_ext.tracker.agent import EndEvent
 
@@ -33,15 +32,7 @@ class WindowAggregate(SubstreamOperator):
 
             raise ConfigError("WindowAggregate.aggregations", "give at least one aggregation")
         self.aggregations = aggregations
-        self.input_columns = tuple(sorted({a.column for a in aggregations if a.column}))
-        self.output_schema = StructType(
-            [
-                StructField("window_start_ms", LongType()),
-                StructField("window_end_ms", LongType()),
-                StructField("key", StringType()),
-                *[StructField(a.name, a.data_type) for a in aggregations],
-            ]
-        )
+        self.input_columns, self.output_schema = columns_of("window", aggregations)
 
     def process(
         self, group: Group, state: OperatorState, rows: pd.DataFrame

@@ -145,6 +145,12 @@ def readings(per_partition: int):
     return parts
 
 
+def progress(partition, event_time_ms):
+    """A progress row of ``partition`` as mark_progress makes it (the other columns null)."""
+    fixed = {"shard": 0, "kind": KIND_PROGRESS, "topic": TOPIC, "partition": partition}
+    return dict.fromkeys(MARKED_SCHEMA.fieldNames()) | fixed | {"event_time_ms": event_time_ms}
+
+
 def marked(rows, shards=1):
     """What mark_progress produces for a batch: the rows, then one progress row per partition."""
     frame = [
@@ -162,40 +168,12 @@ def marked(rows, shards=1):
         for p, o, et, k, v in rows
     ]
     for p in sorted({r[0] for r in rows}):
-        frame.append(
-            {
-                "shard": 0,
-                "kind": KIND_PROGRESS,
-                "key": None,
-                "record_id": None,
-                "event_time_ms": max(r[2] for r in rows if r[0] == p),
-                "value": None,
-                "topic": TOPIC,
-                "partition": p,
-                "offset": None,
-            }
-        )
+        frame.append(progress(p, max(r[2] for r in rows if r[0] == p)))
     return pd.DataFrame(frame, columns=MARKED_SCHEMA.fieldNames())
 
 
 def closing():
-    return pd.DataFrame(
-        [
-            {
-                "shard": 0,
-                "kind": KIND_PROGRESS,
-                "key": None,
-                "record_id": None,
-                "event_time_ms": CLOSED,
-                "value": None,
-                "topic": TOPIC,
-                "partition": p,
-                "offset": None,
-            }
-            for p in (0, 1)
-        ],
-        columns=MARKED_SCHEMA.fieldNames(),
-    )
+    return pd.DataFrame([progress(p, CLOSED) for p in (0, 1)], columns=MARKED_SCHEMA.fieldNames())
 
 
 def run_plan(plan, buffered=True, ends=False):
