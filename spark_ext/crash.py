@@ -164,7 +164,12 @@ class FaultPoint:
         attempt = _task_attempt()
         if spec.kind is not FaultKind.KILL and attempt not in (None, 0):
             return  # raise/sleep in a task: attempt 0 only, the retry runs clean
-        _record(self, spec, batch_id, attempt)
+        log.warning(
+            "fault %s at %s (batch %s, attempt %s)", spec.kind.value, self, batch_id, attempt
+        )
+        sys.stderr.write(f"SPARK_EXT_FAULT {self} kind={spec.kind.value} batch={batch_id}\n")
+        sys.stderr.flush()
+        _append(self, spec.kind.value, batch_id, attempt)
         if spec.kind is FaultKind.KILL:
             kill_job(self.name, batch_id)
         elif spec.kind is FaultKind.SLEEP:
@@ -248,15 +253,6 @@ def _task_partition() -> int | None:
 
 def _task_attempt() -> int | None:
     return None if (ctx := _task()) is None else ctx.attemptNumber()
-
-
-def _record(point: FaultPoint, spec: FaultSpec, batch_id: int | None, attempt: int | None) -> None:
-    log.warning(
-        "fault %s at %s (batch %s, attempt %s)", spec.kind.value, point.name, batch_id, attempt
-    )
-    sys.stderr.write(f"SPARK_EXT_FAULT {point.name} kind={spec.kind.value} batch={batch_id}\n")
-    sys.stderr.flush()
-    _append(point, spec.kind.value, batch_id, attempt)
 
 
 def _append(point: FaultPoint, kind: str, batch_id: int | None, attempt: int | None) -> None:

@@ -40,7 +40,6 @@ __all__ = [
     "job_environment",
     "relayed",
     "run_job",
-    "scratch_environment",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,16 +103,6 @@ def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def scratch_environment(folder: Path) -> dict[str, str]:
-    """Environment that puts a job's scratch files under ``folder`` (created here), removed
-    with it however the job ended (docs/design.md, "Fault points")."""
-    folder.mkdir(parents=True, exist_ok=True)
-    java = " ".join(
-        filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={folder}"])
-    )
-    return {"TMPDIR": str(folder), "SPARK_LOCAL_DIRS": str(folder), "JAVA_TOOL_OPTIONS": java}
-
-
 def run_job(
     module: str,
     args: Sequence[str] = (),
@@ -132,19 +121,25 @@ def run_job(
     point reached (:attr:`JobRun.steps`; default: on for those random kills). A job still
     running after ``timeout_s`` is killed and :class:`TimeoutError` raised.
     """
-    extra = dict(env or {})
     spec = str(FaultSpec.parse(str(fault))) if fault else None
     if trace is None:
         trace = kill_after_s is not None or kill_when is not None
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-ext-run-") as tmp:
-        fault_log = Path(tmp) / "faults.jsonl"
-        extra = {**scratch_environment(Path(tmp) / "scratch"), **extra}
+        scratch = Path(tmp) / "scratch"  # removed with the run however it ended
+        scratch.mkdir()
+        java = [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={scratch}"]
+        extra = {
+            "TMPDIR": str(scratch),
+            "SPARK_LOCAL_DIRS": str(scratch),
+            "JAVA_TOOL_OPTIONS": " ".join(filter(None, java)),
+            FAULT_LOG_ENV: str(Path(tmp) / "faults.jsonl"),
+            **(env or {}),
+        }
         if spec:
             extra[FAULT_ENV] = spec
         if trace:
             extra[TRACE_ENV] = "1"
-        extra.setdefault(FAULT_LOG_ENV, str(fault_log))
         with open(Path(tmp) / "output", "w+b") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, *args],
@@ -208,25 +203,16 @@ def _wait(
     kill_after_s: float | None,
     kill_when: Callable[[], bool] | None,
 ) -> None:
-    """Wait for the job to end, for the kill moment, or for the timeout (then raise)."""
-    deadline = start + timeout_s
-    if kill_when is None:
-        if kill_after_s is not None:
-            deadline = start + kill_after_s
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            if kill_after_s is None:
-                raise TimeoutError(f"{module} still running after {timeout_s}s") from None
-        return
+    """Wait for the job to end or for the kill moment (``kill_after_s`` after the start, or
+    after ``kill_when`` first holds), polling every 0.2 s; :class:`TimeoutError` past
+    ``timeout_s``."""
+    kill_at = None if kill_when or kill_after_s is None else start + kill_after_s
     while proc.poll() is None:
-        if kill_when():
-            try:
-                proc.wait(timeout=kill_after_s or 0.0)
-            except subprocess.TimeoutExpired:
-                pass
+        if kill_at is None and kill_when is not None and kill_when():
+            kill_at = time.monotonic() + (kill_after_s or 0.0)
+        if kill_at is not None and time.monotonic() >= kill_at:
             return
-        if time.monotonic() > deadline:
+        if time.monotonic() > start + timeout_s:
             raise TimeoutError(f"{module} still running after {timeout_s}s")
         time.sleep(0.2)
 

@@ -41,8 +41,7 @@ class RecoveryHarness(JobRuns):
     """Run cases clean and under faults, restart them, and classify what each fault did.
 
     ``workdir``: a subfolder per case, emptied when it is checked. ``bootstrap``: never paused
-    or killed; broker cells run on a broker ``brokers`` makes (from ``broker_port`` on; none:
-    those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
+    or killed; broker cells run on a broker ``brokers`` makes (none: those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
     kills, ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
     speculation cells. ``hosts``: an isolated cluster the host faults run on (none: those
     cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs);
@@ -53,7 +52,6 @@ class RecoveryHarness(JobRuns):
 
     parallel: bool = True
     hosts: IsolatedHosts | None = None
-    broker_port: int = 19192
     brokers: BrokerFactory | None = None
     speculation_profile: str = "faults"
 
@@ -109,7 +107,7 @@ class RecoveryHarness(JobRuns):
                 raise FaultNotApplicable(
                     case.name, str(fault), "the harness was given no broker factory (brokers=)"
                 )
-            return run_broker_cell(self, case, cell, self.brokers, self.broker_port)
+            return run_broker_cell(self, case, cell, self.brokers)
         if fault is FaultClass.DISORDER:
             return run_disorder_cell(self, case, cell)
         if fault in HOST_FAULTS and self.hosts is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
+from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot, under
 from spark_ext.recovery.classification import Comparison, classify
@@ -103,13 +104,8 @@ class JobRuns:
         storage.delete(slot.out, ctx.settings)
         log.info("%s: %s", case.name, cell.describe())
         traced = {"trace": True} if cell.fault is FaultClass.SPECULATION else {}
-        run = self.runner(
-            case.module,
-            case.job_args(ctx, slot) if args is None else args,
-            fault=cell.spec(),
-            timeout_s=self.timeout_s,
-            **traced,
-        )
+        args = case.job_args(ctx, slot) if args is None else args
+        run = self.runner(case.module, args, fault=cell.spec(), timeout_s=self.timeout_s, **traced)
         kind = cell.kind
         if cell.point and kind and not run.fired(cell.point.name, kind.value):
             raise FaultNotFired(case.name, cell.describe(), run)
@@ -120,23 +116,20 @@ class JobRuns:
         case: RecoveryCase,
         cell: FaultCell,
         args: Sequence[str],
-        env: Mapping[str, str],
-        act: Callable[[], bool],
+        fault_log: Path,
+        act: Callable[[list[dict[str, object]]], bool],
     ) -> tuple[JobRun, bool]:
-        """Run ``case`` with ``args`` and ``env`` (its fault log) under ``cell``, calling ``act``
-        every 0.2 s until it returns ``True`` (it acted); the run and whether it did."""
+        """Run ``case`` with ``args`` under ``cell``, its faults logged to ``fault_log``, calling
+        ``act`` with the log's entries every 0.2 s until it returns ``True`` (it acted); the
+        run and whether it did."""
+        env = {FAULT_LOG_ENV: str(fault_log)}
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(
-                self.runner,
-                case.module,
-                args,
-                fault=cell.spec(),
-                env=env,
-                timeout_s=self.timeout_s,
+                self.runner, case.module, args, fault=cell.spec(), env=env, timeout_s=self.timeout_s
             )
             acted = False
             while not pending.done():
-                acted = acted or act()
+                acted = acted or act(fault_log_entries(fault_log))
                 time.sleep(0.2)
             return pending.result(), acted
 
