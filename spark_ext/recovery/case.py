@@ -29,6 +29,7 @@ __all__ = [
     "RecoveryCase",
     "RecoveryResult",
     "RunSlot",
+    "delta_table",
     "read_delta_rows",
     "under",
 ]
@@ -238,20 +239,21 @@ class RecoveryResult:
             )
         return self.error is None and self.recovery_class == self.expected
 
-    @property
-    def expected_label(self) -> str:
-        return str(self.expected)
+
+def delta_table(path: str | Path, settings: storage.StorageSettings | None = None) -> Any:
+    """The delta-rs table at ``path`` (a path or URI reached with ``settings``); ``None`` if
+    there is no table."""
+    from deltalake import DeltaTable
+
+    uri, options = storage.delta_storage(str(path), settings or storage.StorageSettings())
+    if not DeltaTable.is_deltatable(uri, options):
+        return None
+    return DeltaTable(uri, storage_options=options)
 
 
 def read_delta_rows(
     path: str | Path, columns: Sequence[str], settings: storage.StorageSettings | None = None
 ) -> list[dict[str, Any]]:
-    """Rows of the Delta table at ``path`` (a path or URI reached with ``settings``, read with
-    delta-rs); empty if there is no table."""
-    from deltalake import DeltaTable
-
-    uri, options = storage.delta_storage(str(path), settings or storage.StorageSettings())
-    if not DeltaTable.is_deltatable(uri, options):
-        return []
-    frame = DeltaTable(uri, storage_options=options).to_pandas(columns=list(columns))
-    return frame.to_dict("records")
+    """Rows of the Delta table at ``path`` (:func:`delta_table`); empty if there is no table."""
+    table = delta_table(path, settings)
+    return [] if table is None else table.to_pandas(columns=list(columns)).to_dict("records")

@@ -211,9 +211,7 @@ def judge(
             error=error,
             note=note,
         )
-        log.info(
-            "%s %s: %s (expected %s)", result.label, fault, result.observed, result.expected_label
-        )
+        log.info("%s %s: %s (expected %s)", result.label, fault, result.observed, result.expected)
         results.append(result)
     return results
 
