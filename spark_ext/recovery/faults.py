@@ -163,20 +163,14 @@ class FaultCell:
         return FaultKind.SLEEP
 
     def spec(self) -> str | None:
-        """The ``SPARK_EXT_FAULT`` value of the cell (``None`` when no point is involved)."""
+        """The ``SPARK_EXT_FAULT`` value of the cell (``None`` when no point is involved); broker
+        and host faults hold the job at the point (1 s, :data:`HOST_HOLD_S`) while the harness
+        acts."""
         if self.point is None or self.kind is None:
             return None
-        # Broker and host faults hold the job at the point while the harness acts.
-        seconds = self.seconds if self.fault is FaultClass.SPECULATION else 1.0
-        seconds = HOST_HOLD_S if self.fault in HOST_FAULTS else seconds
-        spec = FaultSpec(
-            self.point.name,
-            self.batch,
-            self.kind,
-            seconds * bool(self.kind is FaultKind.SLEEP),
-            self.partition,
-        )
-        return str(spec)
+        hold = {FaultClass.SPECULATION: self.seconds, **dict.fromkeys(HOST_FAULTS, HOST_HOLD_S)}
+        seconds = hold.get(self.fault, 1.0) if self.kind is FaultKind.SLEEP else 0.0
+        return str(FaultSpec(self.point.name, self.batch, self.kind, seconds, self.partition))
 
     def describe(self) -> str:
         """``<fault class> at <spec>`` for tables and reports."""

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
-from spark_ext.crash import FaultSpec
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.disorder import run_disorder_cell
@@ -81,13 +80,10 @@ class RecoveryHarness(JobRuns):
             )
             if pending is not None:
                 clean = pending.result()
-        described = case.crash.describe()
-        if case.crash.fault:
-            if not run.fired(FaultSpec.parse(case.crash.fault).point, "kill"):
-                raise FaultNotFired(case.name, described, run)
-        elif not run.killed:
+        described, point = case.crash.describe(), case.crash.point
+        if not (run.fired(point.name, "kill") if point else run.killed):
             raise FaultNotFired(case.name, described, run)
-        else:  # a random moment: say where it landed
+        if point is None:  # a random moment: say where it landed
             described += f" (after {run.last_step or 'no step'})"
         return self.restart_and_compare(case, ctx, slot, clean, run, FaultClass.KILL, described)
 
