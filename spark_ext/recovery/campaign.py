@@ -24,9 +24,10 @@ from spark_ext.jobrun import JobRun
 from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot, under
 from spark_ext.recovery.classification import RecoveryClass
-from spark_ext.recovery.faults import FaultClass, observed_error
+from spark_ext.recovery.errors import observed_error, typed_error_names
+from spark_ext.recovery.faults import FaultClass
 from spark_ext.recovery.harness import RecoveryHarness
-from spark_ext.recovery.profiles import derive_profile, typed_error_names
+from spark_ext.recovery.profiles import derive_profile
 from spark_ext.recovery.runs import compare, judge
 
 __all__ = ["CampaignOutcome", "format_campaign", "run_campaign", "run_plan", "with_flag"]

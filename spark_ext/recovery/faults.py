@@ -10,8 +10,7 @@ How each class is injected: docs/design.md, "Fault points".
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -31,7 +30,6 @@ __all__ = [
     "ExpectedError",
     "FaultCell",
     "FaultClass",
-    "observed_error",
 ]
 
 
@@ -184,14 +182,3 @@ class FaultCell:
         if isinstance(self.expected, RecoveryClass | ExpectedError):
             return self.expected
         return self.expected.get(output, default)
-
-
-_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]+)\b")
-
-
-def observed_error(output: str, known: Iterable[str]) -> str | None:
-    """The last of the ``known`` error class names in a failed run's output (``None``: none;
-    Spark's ``StreamingQueryException`` message holds the Python traceback)."""
-    names = set(known)
-    found = [m.group(1) for m in _ERROR_NAME.finditer(output) if m.group(1) in names]
-    return found[-1] if found else None

@@ -19,9 +19,15 @@ from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot, under
 from spark_ext.recovery.classification import Comparison, classify
-from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFailed
-from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
-from spark_ext.recovery.profiles import resolve_profile, typed_error_names
+from spark_ext.recovery.errors import (
+    EmptyCleanOutput,
+    FaultNotFired,
+    JobRunFailed,
+    observed_error,
+    typed_error_names,
+)
+from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass
+from spark_ext.recovery.profiles import resolve_profile
 
 __all__ = ["CleanRun", "JobRuns", "Runner", "compare", "judge", "typed_error"]
 
