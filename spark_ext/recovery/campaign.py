@@ -107,11 +107,6 @@ def _step_args(
     return with_flag(args, "--max-offsets-per-trigger", limit)
 
 
-def _ended(run: JobRun, error: str | None) -> str:
-    fired = ", ".join(f"{f['point']}:{f['kind']}" for f in run.faults) or "no fault fired"
-    return f"{fired} -> {'rc 0' if run.ok else (error or f'rc {run.returncode}')}"
-
-
 def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -> CampaignOutcome:
     """Run ``plan`` for ``case`` (already fed its workload) and judge it."""
     start = time.monotonic()
@@ -124,27 +119,28 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
     def outcome(status: str, detail: str) -> CampaignOutcome:
         return CampaignOutcome(plan, status, detail, time.monotonic() - start, tuple(ended))
 
+    def run(step: RunStep, name: str = "") -> tuple[JobRun, str | None]:
+        """Run ``step``; note how it ended (which faults fired, the typed error it named)."""
+        args = _step_args(harness, case, ctx, slot, step, len(ended))
+        fault, after = step.fault, step.kill_after_s
+        done = harness.runner(
+            case.module, args, fault=fault, kill_after_s=after, timeout_s=harness.timeout_s
+        )
+        error = None if done.ok else observed_error(done.output_tail, errors)
+        fired = ", ".join(f"{f['point']}:{f['kind']}" for f in done.faults) or "no fault fired"
+        ended.append(f"{name}{fired} -> {'rc 0' if done.ok else error or f'rc {done.returncode}'}")
+        return done, error
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(harness.clean_run, case, ctx)
         try:
-            last = None
-            for i, step in enumerate(plan.steps):
-                last = harness.runner(
-                    case.module,
-                    _step_args(harness, case, ctx, slot, step, i),
-                    fault=step.fault,
-                    kill_after_s=step.kill_after_s,
-                    timeout_s=harness.timeout_s,
-                )
-                error = None if last.ok else observed_error(last.output_tail, errors)
-                ended.append(_ended(last, error))
+            for step in plan.steps:  # the last one has no fault
+                last, error = run(step)
         except TimeoutError as exc:
             pending.result()
             return outcome("fail", f"hang: {exc}")
         clean = pending.result()
-    assert last is not None
     if not last.ok:
-        error = observed_error(last.output_tail, errors)
         tail = last.output_tail.strip().splitlines()[-3:]
         return outcome(
             "fail",
@@ -164,10 +160,7 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
     # job declares for checkpoint-reset.
     for path in case.checkpoints(ctx, slot):
         storage.delete(path, ctx.settings)
-    args = _step_args(harness, case, ctx, slot, plan.second_query, len(ended))
-    run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
-    error = None if run.ok else observed_error(run.output_tail, errors)
-    ended.append("second query: " + _ended(run, error))
+    _, error = run(plan.second_query, "second query: ")
     compared = compare(case, ctx, slot, clean.rows)
     results = judge(case, FaultClass.CHECKPOINT_RESET, "second query", compared, {}, "", error)
     wrong = [
