@@ -69,16 +69,9 @@ class CampaignOutcome:
 
 def with_flag(args: Sequence[str], flag: str, value: str | None) -> list[str]:
     """``args`` with ``flag`` set to ``value`` (replaced if present), or removed (``None``)."""
-    out: list[str] = []
-    skip = False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg == flag and i + 1 < len(args):
-            skip = True
-            continue
-        out.append(arg)
+    out = list(args)
+    while flag in out[:-1]:
+        del out[out.index(flag) : out.index(flag) + 2]
     return out if value is None else [*out, flag, value]
 
 
