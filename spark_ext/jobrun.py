@@ -9,6 +9,8 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import logging
 import os
 import re
@@ -221,18 +223,12 @@ def _session_members(sid: int) -> list[int]:
     """Live (not zombie) processes of session ``sid``, read from ``/proc`` (Linux; elsewhere
     none are found and only the leader's group is killed)."""
     members = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in entries:
-        if not name.isdigit():
-            continue
-        pid = int(name)
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        pid = int(stat.split("/")[2])
         try:
             if os.getsid(pid) != sid:
                 continue
-            with open(f"/proc/{pid}/stat", "rb") as f:
+            with open(stat, "rb") as f:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue  # gone meanwhile
@@ -244,18 +240,14 @@ def _session_members(sid: int) -> list[int]:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL every process of the job's session, not only the leader's process group
     (docs/design.md, "Fault points")."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     for _ in range(50):  # new members cannot appear: every process that could fork is killed
         members = _session_members(proc.pid)
         if not members:
             break
         for pid in members:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.1)
     proc.wait()
