@@ -1,8 +1,7 @@
 """The randomized campaign: many seeded runs of a job, each a chain of faulted runs, checked.
 
-Draw, check and replay: docs/design.md, "The randomized campaign". A job is fed a workload by
-the ``variant(case, workload)`` the runner is given (``jobs/cases/campaign.py``).
-"""
+Draw, check and replay: docs/design.md, "The randomized campaign". A case comes fed its drawn
+workload (``variant`` in ``jobs/cases/campaign.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import re
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 from spark_ext import storage
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.jobrun import JobRun
-from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
+from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot, under
 from spark_ext.recovery.classification import RecoveryClass
 from spark_ext.recovery.errors import observed_error, typed_error_names
@@ -33,8 +32,6 @@ from spark_ext.recovery.runs import compare, judge
 __all__ = ["CampaignOutcome", "format_campaign", "run_campaign", "run_plan", "with_flag"]
 
 log = logging.getLogger(__name__)
-
-Variant = Callable[[RecoveryCase, Workload], RecoveryCase]
 
 
 @dataclass(frozen=True)
