@@ -59,19 +59,6 @@ def free_port(start: int) -> int:
     raise OSError(f"no free port pair from {start}")
 
 
-def _act(cell: FaultCell, broker: Broker) -> None:
-    if cell.fault is FaultClass.BROKER_PAUSE:
-        broker.pause()
-        try:
-            time.sleep(cell.seconds)
-        finally:
-            broker.resume()
-    else:
-        broker.kill()
-        time.sleep(cell.seconds)
-        broker.start()
-
-
 def run_broker_cell(
     runs: JobRuns, case: RecoveryCase, cell: FaultCell, brokers: BrokerFactory
 ) -> list[RecoveryResult]:
@@ -93,7 +80,16 @@ def run_broker_cell(
             if not fired:
                 return False
             log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
-            _act(cell, broker)
+            if cell.fault is FaultClass.BROKER_PAUSE:
+                broker.pause()
+                try:
+                    time.sleep(cell.seconds)
+                finally:
+                    broker.resume()
+            else:
+                broker.kill()
+                time.sleep(cell.seconds)
+                broker.start()
             return True
 
         fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"

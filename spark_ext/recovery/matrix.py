@@ -153,13 +153,10 @@ def format_matrix(cells: Sequence[MatrixCell]) -> str:
     jobs, faults, by = _grid(cells)
 
     def text(cell: MatrixCell | None) -> str:
-        if cell is None:
-            return ""
-        if cell.status is CellStatus.AS_EXPECTED:
-            return cell.observed
-        if cell.status is CellStatus.UNEXPECTED:
-            return f"{cell.observed} (want {cell.expected})"
-        return str(cell.status)
+        if cell is None or not cell.results:
+            return "" if cell is None else str(cell.status)
+        want = f" (want {cell.expected})" if cell.status is CellStatus.UNEXPECTED else ""
+        return cell.observed + want
 
     rows = [("job", *map(str, faults))] + [
         (job, *(text(by.get((job, f))) for f in faults)) for job in jobs
