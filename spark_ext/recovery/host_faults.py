@@ -13,7 +13,7 @@ from typing import Protocol
 
 from spark_ext import storage
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.errors import FaultNotFired, RecoveryError
+from spark_ext.recovery.errors import RecoveryError
 from spark_ext.recovery.faults import HOST_FAULTS, FaultCell, FaultClass
 from spark_ext.recovery.network import cut, heal, host_of, kill_host
 from spark_ext.recovery.runs import CleanRun, JobRuns
@@ -101,10 +101,9 @@ def run_host_cell(
         return True
 
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
-    faulted, _ = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+    faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+    assert at is not None  # it acted
     try:
-        if at is None:
-            raise FaultNotFired(case.name, cell.describe(), faulted)
         described = f"{cell.describe()} on {host}"
         results = runs.restart_and_compare(case, ctx, slot, clean, faulted, cell.fault, described)
     finally:

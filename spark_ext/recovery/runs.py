@@ -124,10 +124,10 @@ class JobRuns:
         args: Sequence[str],
         fault_log: Path,
         act: Callable[[list[dict[str, object]]], bool],
-    ) -> tuple[JobRun, bool]:
+    ) -> JobRun:
         """Run ``case`` with ``args`` under ``cell``, its faults logged to ``fault_log``, calling
-        ``act`` with the log's entries every 0.2 s until it returns ``True`` (it acted); the
-        run and whether it did."""
+        ``act`` with the log's entries every 0.2 s until it returns ``True`` (it acted);
+        :class:`FaultNotFired` if it never did."""
         env = {FAULT_LOG_ENV: str(fault_log)}
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(
@@ -137,7 +137,9 @@ class JobRuns:
             while not pending.done():
                 acted = acted or act(fault_log_entries(fault_log))
                 time.sleep(0.2)
-            return pending.result(), acted
+        if not acted:
+            raise FaultNotFired(case.name, cell.describe(), pending.result())
+        return pending.result()
 
     def restart(self, case: RecoveryCase, fault: FaultClass, args: Sequence[str]) -> JobRun:
         """Run ``case`` again after ``fault``; :class:`JobRunFailed` unless it finishes."""
