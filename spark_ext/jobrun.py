@@ -74,10 +74,8 @@ class JobRun:
     @property
     def last_step(self) -> str | None:
         """``point@batch`` of the last step reached (traced runs; ``None``: no step)."""
-        if not self.steps:
-            return None
-        last = self.steps[-1]
-        return f"{last['point']}@{last['batch']}"
+        last = self.steps[-1] if self.steps else None
+        return None if last is None else f"{last['point']}@{last['batch']}"
 
     @property
     def killed(self) -> bool:
