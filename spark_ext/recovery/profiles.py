@@ -17,9 +17,7 @@ __all__ = ["derive_profile", "resolve_profile"]
 def resolve_profile(profile: str | Path) -> str:
     """A profile name as it is, a profile path made absolute against the caller's folder."""
     text = str(profile)
-    if text.endswith(".toml"):
-        return str(Path(text).resolve())
-    return text
+    return str(Path(text).resolve()) if text.endswith(".toml") else text
 
 
 def _toml(table: Mapping[str, Any], prefix: str = "") -> list[str]:
