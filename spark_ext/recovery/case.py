@@ -1,8 +1,5 @@
 """A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults
-(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`).
-
-A run's outputs are at a location (:attr:`RunSlot.out`): a local folder or an ``s3a://`` prefix,
-reached through :mod:`spark_ext.storage` with :attr:`HarnessContext.settings`."""
+(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`)."""
 
 from __future__ import annotations
 
