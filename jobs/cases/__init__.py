@@ -166,8 +166,7 @@ class JobCase(RecoveryCase):
         if w is None:
             return args
         if "--sink-id" in args:
-            # Unique to the run (its topics' tag) in front, so runs sharing the broker never
-            # share a sink id (a second query on the same id is drawn on purpose, not by chance).
+            # A part unique to the run in front (docs/design.md, "The randomized campaign").
             args = with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{w.sink_id}")
         if "--partitions" in args:
             args = with_flag(args, "--partitions", str(w.partitions))

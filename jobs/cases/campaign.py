@@ -1,10 +1,5 @@
-"""The campaign's jobs, and how each is fed a drawn workload (:mod:`spark_ext.recovery.campaign`).
-
-Which jobs take part: docs/design.md, "The randomized campaign". :func:`variant` returns a copy
-of a registered case producing the workload as its input (events skewed onto partition 0,
-readings over four sensors with copies and quiet sensors, ordered tracker events), with the
-drawn sink id behind a part unique to the run.
-"""
+"""The campaign's jobs (which, and the workloads: docs/design.md, "The randomized campaign"),
+and :func:`variant`, a copy of a registered case fed a drawn workload."""
 
 from __future__ import annotations
 
