@@ -155,8 +155,11 @@ class FaultPoint:
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
-        if STEP_DIR_ENV in os.environ and _task() is None:  # a driver-side step
-            _note_step(os.environ[STEP_DIR_ENV], self.name, batch_id)
+        folder = os.environ.get(STEP_DIR_ENV)
+        if folder and _task() is None:  # a driver-side step: its batch's file (last_reached)
+            step = os.path.join(folder, str(batch_id))
+            with contextlib.suppress(OSError), open(step, "w", encoding="utf-8") as f:
+                f.write(self.name)
         if os.environ.get(TRACE_ENV) == "1":
             _append(self, REACHED, batch_id, _task_attempt())
         spec = self._requested(batch_id)
@@ -180,13 +183,6 @@ class FaultPoint:
 
 
 _DECLARED: dict[str, FaultPoint] = {}
-
-
-def _note_step(folder: str, point: str, batch_id: int | None) -> None:
-    """Write ``point`` over the step file of ``batch_id`` (read by :func:`last_reached`)."""
-    with contextlib.suppress(OSError):  # else the batch line shows no step; the step is done
-        with open(os.path.join(folder, str(batch_id)), "w", encoding="utf-8") as f:
-            f.write(point)
 
 
 def last_reached(batch_id: int) -> str | None:
