@@ -6,7 +6,7 @@ import html
 import io
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from spark_ext.recovery.case import RecoveryResult
@@ -29,37 +29,24 @@ log = logging.getLogger(__name__)
 
 #: How many differing rows (or keys) a report shows per output.
 ROWS_SHOWN = 50
-TABLE_COLUMNS = (
-    "job/output",
-    "fault",
-    "expected",
-    "observed",
-    "clean rows",
-    "recovered rows",
-    "missing",
-    "duplicate",
-    "differing",
-    "ok",
-)
+#: The table's columns: each header and how a result fills it.
+TABLE_COLUMNS: dict[str, Callable[[RecoveryResult], object]] = {
+    "job/output": lambda r: r.label,
+    "fault": lambda r: r.crash,
+    "expected": lambda r: r.expected,
+    "observed": lambda r: r.observed,
+    "clean rows": lambda r: r.comparison.expected_rows,
+    "recovered rows": lambda r: r.comparison.observed_rows,
+    "missing": lambda r: r.comparison.missing_rows,
+    "duplicate": lambda r: r.comparison.duplicate_rows,
+    "differing": lambda r: r.comparison.differing_rows,
+    "ok": lambda r: "yes" if r.as_expected else "NO",
+}
 
 
 def table_rows(results: Iterable[RecoveryResult]) -> list[tuple[str, ...]]:
     """One row of :data:`TABLE_COLUMNS` per result."""
-    return [
-        (
-            r.label,
-            r.crash,
-            str(r.expected),
-            r.observed,
-            str(r.comparison.expected_rows),
-            str(r.comparison.observed_rows),
-            str(r.comparison.missing_rows),
-            str(r.comparison.duplicate_rows),
-            str(r.comparison.differing_rows),
-            "yes" if r.as_expected else "NO",
-        )
-        for r in results
-    ]
+    return [tuple(str(column(r)) for column in TABLE_COLUMNS.values()) for r in results]
 
 
 def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -72,7 +59,7 @@ def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def format_table(results: Iterable[RecoveryResult]) -> str:
     """A plain-text table of the results, one line per job."""
-    return "\n".join(text_table([TABLE_COLUMNS, *table_rows(results)]))
+    return "\n".join(text_table([tuple(TABLE_COLUMNS), *table_rows(results)]))
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -87,7 +74,7 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def html_table(results: Iterable[RecoveryResult]) -> str:
     """The results as an HTML table of :data:`TABLE_COLUMNS`."""
-    return _table(TABLE_COLUMNS, table_rows(results))
+    return _table(list(TABLE_COLUMNS), table_rows(results))
 
 
 def write_page(folder: Path, title: str, intro: str, body: str) -> Path:
