@@ -10,6 +10,7 @@ FaultSpec(point='demo.1.written', batch=3, kind=<FaultKind.RAISE: 'raise'>, seco
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
@@ -154,8 +155,11 @@ class FaultPoint:
 
     def reached(self, batch_id: int | None = None) -> None:
         """The step is done for ``batch_id``: fire the requested fault if it is this one."""
-        if STEP_DIR_ENV in os.environ and _task() is None:  # a driver-side step
-            _note_step(os.environ[STEP_DIR_ENV], self.name, batch_id)
+        folder = os.environ.get(STEP_DIR_ENV)
+        if folder and _task() is None:  # a driver-side step: its batch's file (last_reached)
+            step = os.path.join(folder, str(batch_id))
+            with contextlib.suppress(OSError), open(step, "w", encoding="utf-8") as f:
+                f.write(self.name)
         if os.environ.get(TRACE_ENV) == "1":
             _append(self, REACHED, batch_id, _task_attempt())
         spec = self._requested(batch_id)
@@ -164,7 +168,12 @@ class FaultPoint:
         attempt = _task_attempt()
         if spec.kind is not FaultKind.KILL and attempt not in (None, 0):
             return  # raise/sleep in a task: attempt 0 only, the retry runs clean
-        _record(self, spec, batch_id, attempt)
+        log.warning(
+            "fault %s at %s (batch %s, attempt %s)", spec.kind.value, self, batch_id, attempt
+        )
+        sys.stderr.write(f"SPARK_EXT_FAULT {self} kind={spec.kind.value} batch={batch_id}\n")
+        sys.stderr.flush()
+        _append(self, spec.kind.value, batch_id, attempt)
         if spec.kind is FaultKind.KILL:
             kill_job(self.name, batch_id)
         elif spec.kind is FaultKind.SLEEP:
@@ -174,15 +183,6 @@ class FaultPoint:
 
 
 _DECLARED: dict[str, FaultPoint] = {}
-
-
-def _note_step(folder: str, point: str, batch_id: int | None) -> None:
-    """Write ``point`` over the step file of ``batch_id`` (read by :func:`last_reached`)."""
-    try:
-        with open(os.path.join(folder, str(batch_id)), "w", encoding="utf-8") as f:
-            f.write(point)
-    except OSError:
-        pass  # the batch line shows no step; the step itself is unaffected
 
 
 def last_reached(batch_id: int) -> str | None:
@@ -248,15 +248,6 @@ def _task_partition() -> int | None:
 
 def _task_attempt() -> int | None:
     return None if (ctx := _task()) is None else ctx.attemptNumber()
-
-
-def _record(point: FaultPoint, spec: FaultSpec, batch_id: int | None, attempt: int | None) -> None:
-    log.warning(
-        "fault %s at %s (batch %s, attempt %s)", spec.kind.value, point.name, batch_id, attempt
-    )
-    sys.stderr.write(f"SPARK_EXT_FAULT {point.name} kind={spec.kind.value} batch={batch_id}\n")
-    sys.stderr.flush()
-    _append(point, spec.kind.value, batch_id, attempt)
 
 
 def _append(point: FaultPoint, kind: str, batch_id: int | None, attempt: int | None) -> None:

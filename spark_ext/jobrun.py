@@ -9,6 +9,8 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import logging
 import os
 import re
@@ -40,7 +42,6 @@ __all__ = [
     "job_environment",
     "relayed",
     "run_job",
-    "scratch_environment",
 ]
 
 log = logging.getLogger(__name__)
@@ -73,10 +74,8 @@ class JobRun:
     @property
     def last_step(self) -> str | None:
         """``point@batch`` of the last step reached (traced runs; ``None``: no step)."""
-        if not self.steps:
-            return None
-        last = self.steps[-1]
-        return f"{last['point']}@{last['batch']}"
+        last = self.steps[-1] if self.steps else None
+        return None if last is None else f"{last['point']}@{last['batch']}"
 
     @property
     def killed(self) -> bool:
@@ -104,16 +103,6 @@ def job_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def scratch_environment(folder: Path) -> dict[str, str]:
-    """Environment that puts a job's scratch files under ``folder`` (created here), removed
-    with it however the job ended (docs/design.md, "Fault points")."""
-    folder.mkdir(parents=True, exist_ok=True)
-    java = " ".join(
-        filter(None, [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={folder}"])
-    )
-    return {"TMPDIR": str(folder), "SPARK_LOCAL_DIRS": str(folder), "JAVA_TOOL_OPTIONS": java}
-
-
 def run_job(
     module: str,
     args: Sequence[str] = (),
@@ -132,19 +121,25 @@ def run_job(
     point reached (:attr:`JobRun.steps`; default: on for those random kills). A job still
     running after ``timeout_s`` is killed and :class:`TimeoutError` raised.
     """
-    extra = dict(env or {})
     spec = str(FaultSpec.parse(str(fault))) if fault else None
     if trace is None:
         trace = kill_after_s is not None or kill_when is not None
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-ext-run-") as tmp:
-        fault_log = Path(tmp) / "faults.jsonl"
-        extra = {**scratch_environment(Path(tmp) / "scratch"), **extra}
+        scratch = Path(tmp) / "scratch"  # removed with the run however it ended
+        scratch.mkdir()
+        java = [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={scratch}"]
+        extra = {
+            "TMPDIR": str(scratch),
+            "SPARK_LOCAL_DIRS": str(scratch),
+            "JAVA_TOOL_OPTIONS": " ".join(filter(None, java)),
+            FAULT_LOG_ENV: str(Path(tmp) / "faults.jsonl"),
+            **(env or {}),
+        }
         if spec:
             extra[FAULT_ENV] = spec
         if trace:
             extra[TRACE_ENV] = "1"
-        extra.setdefault(FAULT_LOG_ENV, str(fault_log))
         with open(Path(tmp) / "output", "w+b") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, *args],
@@ -208,25 +203,16 @@ def _wait(
     kill_after_s: float | None,
     kill_when: Callable[[], bool] | None,
 ) -> None:
-    """Wait for the job to end, for the kill moment, or for the timeout (then raise)."""
-    deadline = start + timeout_s
-    if kill_when is None:
-        if kill_after_s is not None:
-            deadline = start + kill_after_s
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            if kill_after_s is None:
-                raise TimeoutError(f"{module} still running after {timeout_s}s") from None
-        return
+    """Wait for the job to end or for the kill moment (``kill_after_s`` after the start, or
+    after ``kill_when`` first holds), polling every 0.2 s; :class:`TimeoutError` past
+    ``timeout_s``."""
+    kill_at = None if kill_when or kill_after_s is None else start + kill_after_s
     while proc.poll() is None:
-        if kill_when():
-            try:
-                proc.wait(timeout=kill_after_s or 0.0)
-            except subprocess.TimeoutExpired:
-                pass
+        if kill_at is None and kill_when is not None and kill_when():
+            kill_at = time.monotonic() + (kill_after_s or 0.0)
+        if kill_at is not None and time.monotonic() >= kill_at:
             return
-        if time.monotonic() > deadline:
+        if time.monotonic() > start + timeout_s:
             raise TimeoutError(f"{module} still running after {timeout_s}s")
         time.sleep(0.2)
 
@@ -235,18 +221,12 @@ def _session_members(sid: int) -> list[int]:
     """Live (not zombie) processes of session ``sid``, read from ``/proc`` (Linux; elsewhere
     none are found and only the leader's group is killed)."""
     members = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in entries:
-        if not name.isdigit():
-            continue
-        pid = int(name)
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        pid = int(stat.split("/")[2])
         try:
             if os.getsid(pid) != sid:
                 continue
-            with open(f"/proc/{pid}/stat", "rb") as f:
+            with open(stat, "rb") as f:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue  # gone meanwhile
@@ -258,18 +238,14 @@ def _session_members(sid: int) -> list[int]:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL every process of the job's session, not only the leader's process group
     (docs/design.md, "Fault points")."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     for _ in range(50):  # new members cannot appear: every process that could fork is killed
         members = _session_members(proc.pid)
         if not members:
             break
         for pid in members:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.1)
     proc.wait()

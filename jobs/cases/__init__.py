@@ -166,8 +166,7 @@ class JobCase(RecoveryCase):
         if w is None:
             return args
         if "--sink-id" in args:
-            # Unique to the run (its topics' tag) in front, so runs sharing the broker never
-            # share a sink id (a second query on the same id is drawn on purpose, not by chance).
+            # A part unique to the run in front (docs/design.md, "The randomized campaign").
             args = with_flag(args, "--sink-id", f"t{ctx.tag[-8:]}.{w.sink_id}")
         if "--partitions" in args:
             args = with_flag(args, "--partitions", str(w.partitions))
@@ -185,12 +184,9 @@ class JobCase(RecoveryCase):
         """Retention on every Delta table of :attr:`tables` the runs created."""
         from spark_ext.recovery.retention import expire_txns, trim_delta_log
 
-        if fault not in (FaultClass.TXN_RETENTION, FaultClass.LOG_RETENTION):
+        expire = {FaultClass.TXN_RETENTION: expire_txns, FaultClass.LOG_RETENTION: trim_delta_log}
+        if fault not in expire:
             raise ValueError(f"{fault} does not act on a Delta table")
         for table in self.tables:
-            if not storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
-                continue
-            if fault is FaultClass.TXN_RETENTION:
-                expire_txns(slot.at(table), ctx.settings)
-            else:
-                trim_delta_log(slot.at(table), ctx.settings)
+            if storage.list_prefix(slot.at(table, "_delta_log"), ctx.settings):
+                expire[fault](slot.at(table), ctx.settings)

@@ -1,10 +1,5 @@
-"""The campaign's jobs, and how each is fed a drawn workload (:mod:`spark_ext.recovery.campaign`).
-
-Which jobs take part: docs/design.md, "The randomized campaign". :func:`variant` returns a copy
-of a registered case producing the workload as its input (events skewed onto partition 0,
-readings over four sensors with copies and quiet sensors, ordered tracker events), with the
-drawn sink id behind a part unique to the run.
-"""
+"""The campaign's jobs (which, and the workloads: docs/design.md, "The randomized campaign"),
+and :func:`variant`, a copy of a registered case fed a drawn workload."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from jobs.cases.kafka_to_delta import EventsCase
 from jobs.cases.readings import ReadingsCase
 from jobs.cases.tracker import TrackerWindowsCase
 from spark_ext.crash import declared
-from spark_ext.recovery import RecoveryCase
+from spark_ext.recovery import FaultClass, RecoveryCase
 from spark_ext.recovery.campaign_plan import Workload
 
 __all__ = ["CAMPAIGN_JOBS", "fault_points", "variant"]
@@ -40,9 +35,8 @@ SENSORS = 4
 def fault_points(case: RecoveryCase) -> list[str]:
     """Every declared step of the protocols the job's cells name (not only the cells' own),
     but those the case says its runs never reach (``unreached``: names or prefixes)."""
-    named = {c.point.name for c in case.cells.values() if c.point is not None}
-    if case.crash.point is not None:
-        named.add(case.crash.point.name)
+    cells = [case.cell(fault) for fault in FaultClass]
+    named = {c.point.name for c in cells if c is not None and c.point is not None}
     prefixes = {name.split(".")[0] + "." for name in named}
     unreached = tuple(getattr(case, "unreached", ()))
     found = {p.name for prefix in prefixes for p in declared(prefix)} | named

@@ -7,7 +7,7 @@ with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with not
 =============================  ================================================================
 ``classification``             the classes and :func:`classify` (pure, no Spark, no I/O)
 ``faults``                     fault classes and what a job declares per class (pure)
-``errors``                     the harness's typed errors (a cell that cannot be judged)
+``errors``                     the harness's typed errors, the typed error a failed run names
 ``case``                       :class:`RecoveryCase`: a job as the harness sees it, its rows
 ``runs``                       a fresh context, the clean run, the restart, the results
 ``broker_faults``              a broker of the harness's own, paused or killed mid-run
@@ -16,7 +16,7 @@ with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with not
 ``speculation``                a straggler task and Spark's speculative copy of it
 ``harness``                    :class:`RecoveryHarness`: the kill check, each cell to its module
 ``kills``                      a job killed at each declared step in turn, or at random moments
-``profiles``                   derived profiles (speculation, own broker), typed error names
+``profiles``                   derived profiles (speculation, own broker)
 ``report``                     the text table and the HTML report with one plot per output
 ``matrix``                     jobs x faults: :func:`run_plan` and its HTML picture
 ``campaign(_plan)``            the randomized campaign: drawn from a seed, run, checked
@@ -44,13 +44,9 @@ from spark_ext.recovery.errors import (
     JobRunFailed,
     RecoveryError,
     RetentionNotApplied,
-)
-from spark_ext.recovery.faults import (
-    ExpectedError,
-    FaultCell,
-    FaultClass,
     observed_error,
 )
+from spark_ext.recovery.faults import ExpectedError, FaultCell, FaultClass
 from spark_ext.recovery.harness import RecoveryHarness, forget_last_commit
 from spark_ext.recovery.report import format_table, write_report
 

@@ -12,9 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
-from spark_ext.recovery.errors import FaultNotFired
 from spark_ext.recovery.faults import FaultCell, FaultClass
 from spark_ext.recovery.profiles import derive_profile
 from spark_ext.recovery.runs import JobRuns
@@ -39,6 +37,8 @@ class Broker(Protocol):
 
 #: Makes a broker with its data in a folder, listening on a port (the next one: its controller).
 BrokerFactory = Callable[[Path, int], Broker]
+#: The first port tried for a broker of the harness's own.
+BROKER_PORT = 19192
 
 
 def _bindable(port: int) -> bool:
@@ -58,26 +58,13 @@ def free_port(start: int) -> int:
     raise OSError(f"no free port pair from {start}")
 
 
-def _act(cell: FaultCell, broker: Broker) -> None:
-    if cell.fault is FaultClass.BROKER_PAUSE:
-        broker.pause()
-        try:
-            time.sleep(cell.seconds)
-        finally:
-            broker.resume()
-    else:
-        broker.kill()
-        time.sleep(cell.seconds)
-        broker.start()
-
-
 def run_broker_cell(
-    runs: JobRuns, case: RecoveryCase, cell: FaultCell, brokers: BrokerFactory, port: int
+    runs: JobRuns, case: RecoveryCase, cell: FaultCell, brokers: BrokerFactory
 ) -> list[RecoveryResult]:
     """Run ``case`` clean and under ``cell`` (a broker fault) against a broker of its own,
-    made by ``brokers`` on the first free port from ``port``."""
+    made by ``brokers`` on the first free port from :data:`BROKER_PORT`."""
     ctx = runs.context(case, f"{case.name}-{cell.fault}")
-    broker = brokers(ctx.workdir / "broker", free_port(port))
+    broker = brokers(ctx.workdir / "broker", free_port(BROKER_PORT))
     try:
         bootstrap = broker.start()
         profile = derive_profile(
@@ -87,19 +74,25 @@ def run_broker_cell(
         case.prepare(ctx)
         clean = runs.clean_run(case, ctx, runner=runs.runner)
         slot = ctx.slot(str(cell.fault))
-        fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
 
-        def act() -> bool:
-            if not fault_log_entries(fault_log):
+        def act(fired: list[dict[str, object]]) -> bool:
+            if not fired:
                 return False
             log.info("%s: %s fired; %s", case.name, cell.describe(), cell.fault)
-            _act(cell, broker)
+            if cell.fault is FaultClass.BROKER_PAUSE:
+                broker.pause()
+                try:
+                    time.sleep(cell.seconds)
+                finally:
+                    broker.resume()
+            else:
+                broker.kill()
+                time.sleep(cell.seconds)
+                broker.start()
             return True
 
-        env = {FAULT_LOG_ENV: str(fault_log)}
-        faulted, acted = runs.run_acting(case, cell, case.job_args(ctx, slot), env, act)
-        if not acted:
-            raise FaultNotFired(case.name, cell.describe(), faulted)
+        fault_log = ctx.workdir / f"{cell.fault}-faults.jsonl"
+        faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
         return runs.restart_and_compare(
             case, ctx, slot, clean, faulted, cell.fault, cell.describe()
         )

@@ -1,8 +1,7 @@
 """The randomized campaign: many seeded runs of a job, each a chain of faulted runs, checked.
 
-Draw, check and replay: docs/design.md, "The randomized campaign". A job is fed a workload by
-the ``variant(case, workload)`` the runner is given (``jobs/cases/campaign.py``).
-"""
+Draw, check and replay: docs/design.md, "The randomized campaign". A case comes fed its drawn
+workload (``variant`` in ``jobs/cases/campaign.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import re
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,19 +20,18 @@ from pathlib import Path
 from spark_ext import storage
 from spark_ext.config import KAFKA_MIN_PARTITIONS_CONF
 from spark_ext.jobrun import JobRun
-from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep, Workload
+from spark_ext.recovery.campaign_plan import CampaignPlan, RunStep
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RunSlot, under
 from spark_ext.recovery.classification import RecoveryClass
-from spark_ext.recovery.faults import FaultClass, observed_error
+from spark_ext.recovery.errors import observed_error, typed_error_names
+from spark_ext.recovery.faults import FaultClass
 from spark_ext.recovery.harness import RecoveryHarness
-from spark_ext.recovery.profiles import derive_profile, typed_error_names
+from spark_ext.recovery.profiles import derive_profile
 from spark_ext.recovery.runs import compare, judge
 
 __all__ = ["CampaignOutcome", "format_campaign", "run_campaign", "run_plan", "with_flag"]
 
 log = logging.getLogger(__name__)
-
-Variant = Callable[[RecoveryCase, Workload], RecoveryCase]
 
 
 @dataclass(frozen=True)
@@ -68,16 +66,9 @@ class CampaignOutcome:
 
 def with_flag(args: Sequence[str], flag: str, value: str | None) -> list[str]:
     """``args`` with ``flag`` set to ``value`` (replaced if present), or removed (``None``)."""
-    out: list[str] = []
-    skip = False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg == flag and i + 1 < len(args):
-            skip = True
-            continue
-        out.append(arg)
+    out = list(args)
+    while flag in out[:-1]:
+        del out[out.index(flag) : out.index(flag) + 2]
     return out if value is None else [*out, flag, value]
 
 
@@ -106,11 +97,6 @@ def _step_args(
     return with_flag(args, "--max-offsets-per-trigger", limit)
 
 
-def _ended(run: JobRun, error: str | None) -> str:
-    fired = ", ".join(f"{f['point']}:{f['kind']}" for f in run.faults) or "no fault fired"
-    return f"{fired} -> {'rc 0' if run.ok else (error or f'rc {run.returncode}')}"
-
-
 def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -> CampaignOutcome:
     """Run ``plan`` for ``case`` (already fed its workload) and judge it."""
     start = time.monotonic()
@@ -123,27 +109,28 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
     def outcome(status: str, detail: str) -> CampaignOutcome:
         return CampaignOutcome(plan, status, detail, time.monotonic() - start, tuple(ended))
 
+    def run(step: RunStep, name: str = "") -> tuple[JobRun, str | None]:
+        """Run ``step``; note how it ended (which faults fired, the typed error it named)."""
+        args = _step_args(harness, case, ctx, slot, step, len(ended))
+        fault, after = step.fault, step.kill_after_s
+        done = harness.runner(
+            case.module, args, fault=fault, kill_after_s=after, timeout_s=harness.timeout_s
+        )
+        error = None if done.ok else observed_error(done.output_tail, errors)
+        fired = ", ".join(f"{f['point']}:{f['kind']}" for f in done.faults) or "no fault fired"
+        ended.append(f"{name}{fired} -> {'rc 0' if done.ok else error or f'rc {done.returncode}'}")
+        return done, error
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(harness.clean_run, case, ctx)
         try:
-            last = None
-            for i, step in enumerate(plan.steps):
-                last = harness.runner(
-                    case.module,
-                    _step_args(harness, case, ctx, slot, step, i),
-                    fault=step.fault,
-                    kill_after_s=step.kill_after_s,
-                    timeout_s=harness.timeout_s,
-                )
-                error = None if last.ok else observed_error(last.output_tail, errors)
-                ended.append(_ended(last, error))
+            for step in plan.steps:  # the last one has no fault
+                last, error = run(step)
         except TimeoutError as exc:
             pending.result()
             return outcome("fail", f"hang: {exc}")
         clean = pending.result()
-    assert last is not None
     if not last.ok:
-        error = observed_error(last.output_tail, errors)
         tail = last.output_tail.strip().splitlines()[-3:]
         return outcome(
             "fail",
@@ -163,10 +150,7 @@ def run_plan(harness: RecoveryHarness, case: RecoveryCase, plan: CampaignPlan) -
     # job declares for checkpoint-reset.
     for path in case.checkpoints(ctx, slot):
         storage.delete(path, ctx.settings)
-    args = _step_args(harness, case, ctx, slot, plan.second_query, len(ended))
-    run = harness.runner(case.module, args, timeout_s=harness.timeout_s)
-    error = None if run.ok else observed_error(run.output_tail, errors)
-    ended.append("second query: " + _ended(run, error))
+    _, error = run(plan.second_query, "second query: ")
     compared = compare(case, ctx, slot, clean.rows)
     results = judge(case, FaultClass.CHECKPOINT_RESET, "second query", compared, {}, "", error)
     wrong = [

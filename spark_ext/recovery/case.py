@@ -1,8 +1,5 @@
 """A guarantee job as the harness sees it: its input, its runs' arguments, outputs and faults
-(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`).
-
-A run's outputs are at a location (:attr:`RunSlot.out`): a local folder or an ``s3a://`` prefix,
-reached through :mod:`spark_ext.storage` with :attr:`HarnessContext.settings`."""
+(cases: ``jobs/cases/``; Kafka outputs are read there, Delta ones by :func:`read_delta_rows`)."""
 
 from __future__ import annotations
 
@@ -29,6 +26,7 @@ __all__ = [
     "RecoveryCase",
     "RecoveryResult",
     "RunSlot",
+    "delta_table",
     "read_delta_rows",
     "under",
 ]
@@ -238,20 +236,21 @@ class RecoveryResult:
             )
         return self.error is None and self.recovery_class == self.expected
 
-    @property
-    def expected_label(self) -> str:
-        return str(self.expected)
+
+def delta_table(path: str | Path, settings: storage.StorageSettings | None = None) -> Any:
+    """The delta-rs table at ``path`` (a path or URI reached with ``settings``); ``None`` if
+    there is no table."""
+    from deltalake import DeltaTable
+
+    uri, options = storage.delta_storage(str(path), settings or storage.StorageSettings())
+    if not DeltaTable.is_deltatable(uri, options):
+        return None
+    return DeltaTable(uri, storage_options=options)
 
 
 def read_delta_rows(
     path: str | Path, columns: Sequence[str], settings: storage.StorageSettings | None = None
 ) -> list[dict[str, Any]]:
-    """Rows of the Delta table at ``path`` (a path or URI reached with ``settings``, read with
-    delta-rs); empty if there is no table."""
-    from deltalake import DeltaTable
-
-    uri, options = storage.delta_storage(str(path), settings or storage.StorageSettings())
-    if not DeltaTable.is_deltatable(uri, options):
-        return []
-    frame = DeltaTable(uri, storage_options=options).to_pandas(columns=list(columns))
-    return frame.to_dict("records")
+    """Rows of the Delta table at ``path`` (:func:`delta_table`); empty if there is no table."""
+    table = delta_table(path, settings)
+    return [] if table is None else table.to_pandas(columns=list(columns)).to_dict("records")

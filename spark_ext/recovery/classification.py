@@ -5,6 +5,7 @@ Definitions: docs/design.md, "Recovery classes". Example: :mod:`spark_ext.recove
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -126,19 +127,15 @@ def _normal(value: Any) -> Hashable:
     if value is None:
         return None
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
-        try:
+        with contextlib.suppress(ValueError, TypeError):
             return _normal(value.item())
-        except (ValueError, TypeError):
-            pass
     if isinstance(value, (list, tuple)):
         return tuple(_normal(v) for v in value)
     if isinstance(value, dict):
         return tuple(sorted((k, _normal(v)) for k, v in value.items()))
-    try:
+    with contextlib.suppress(TypeError, ValueError):
         if value != value:  # NaN, pandas NaT
             return None
-    except (TypeError, ValueError):
-        pass
     return value
 
 

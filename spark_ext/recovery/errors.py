@@ -1,9 +1,11 @@
-"""Errors of the recovery harness: a cell that cannot be judged is one of these, never a class
-(classifying it could report ``precise`` over two empty outputs)."""
+"""Errors of the recovery harness (a cell that cannot be judged is one of these, never a class:
+classifying it could report ``precise`` over two empty outputs), and the typed error a failed
+run names."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from spark_ext.errors import SparkExtError
@@ -12,6 +14,7 @@ if TYPE_CHECKING:
     from spark_ext.jobrun import JobRun
 
 __all__ = [
+    "ERROR_MODULES",
     "EmptyCleanOutput",
     "FaultNotApplicable",
     "FaultNotFired",
@@ -19,6 +22,8 @@ __all__ = [
     "RecoveryError",
     "RetentionNotApplied",
     "cause_lines",
+    "observed_error",
+    "typed_error_names",
 ]
 
 
@@ -95,3 +100,39 @@ class RetentionNotApplied(RecoveryError):
     def __init__(self, target: str, why: str) -> None:
         self.target = target
         super().__init__(f"retention on {target} did nothing: {why}")
+
+
+#: Modules whose typed errors a failed run may name.
+ERROR_MODULES = (
+    "spark_ext.crash",
+    "spark_ext.sinks.errors",
+    "spark_ext.tracker.errors",
+    "spark_ext.dedup.errors",
+    "spark_ext.recovery.errors",
+)
+
+
+def typed_error_names() -> set[str]:
+    """Class names of every :class:`~spark_ext.errors.SparkExtError` subclass (modules imported)."""
+    import importlib
+
+    for module in ERROR_MODULES:
+        importlib.import_module(module)  # a module that fails to import is a loud failure
+    names: set[str] = set()
+    todo: list[type] = [SparkExtError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]+)\b")
+
+
+def observed_error(output: str, known: Iterable[str]) -> str | None:
+    """The last of the ``known`` error class names in a failed run's output (``None``: none;
+    Spark's ``StreamingQueryException`` message holds the Python traceback)."""
+    names = set(known)
+    found = [m.group(1) for m in _ERROR_NAME.finditer(output) if m.group(1) in names]
+    return found[-1] if found else None

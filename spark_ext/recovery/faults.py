@@ -10,8 +10,7 @@ How each class is injected: docs/design.md, "Fault points".
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -31,7 +30,6 @@ __all__ = [
     "ExpectedError",
     "FaultCell",
     "FaultClass",
-    "observed_error",
 ]
 
 
@@ -163,20 +161,14 @@ class FaultCell:
         return FaultKind.SLEEP
 
     def spec(self) -> str | None:
-        """The ``SPARK_EXT_FAULT`` value of the cell (``None`` when no point is involved)."""
+        """The ``SPARK_EXT_FAULT`` value of the cell (``None`` when no point is involved); broker
+        and host faults hold the job at the point (1 s, :data:`HOST_HOLD_S`) while the harness
+        acts."""
         if self.point is None or self.kind is None:
             return None
-        # Broker and host faults hold the job at the point while the harness acts.
-        seconds = self.seconds if self.fault is FaultClass.SPECULATION else 1.0
-        seconds = HOST_HOLD_S if self.fault in HOST_FAULTS else seconds
-        spec = FaultSpec(
-            self.point.name,
-            self.batch,
-            self.kind,
-            seconds * bool(self.kind is FaultKind.SLEEP),
-            self.partition,
-        )
-        return str(spec)
+        hold = {FaultClass.SPECULATION: self.seconds, **dict.fromkeys(HOST_FAULTS, HOST_HOLD_S)}
+        seconds = hold.get(self.fault, 1.0) if self.kind is FaultKind.SLEEP else 0.0
+        return str(FaultSpec(self.point.name, self.batch, self.kind, seconds, self.partition))
 
     def describe(self) -> str:
         """``<fault class> at <spec>`` for tables and reports."""
@@ -190,14 +182,3 @@ class FaultCell:
         if isinstance(self.expected, RecoveryClass | ExpectedError):
             return self.expected
         return self.expected.get(output, default)
-
-
-_ERROR_NAME = re.compile(r"\b([A-Z][A-Za-z0-9]+)\b")
-
-
-def observed_error(output: str, known: Iterable[str]) -> str | None:
-    """The last of the ``known`` error class names in a failed run's output (``None``: none;
-    Spark's ``StreamingQueryException`` message holds the Python traceback)."""
-    names = set(known)
-    found = [m.group(1) for m in _ERROR_NAME.finditer(output) if m.group(1) in names]
-    return found[-1] if found else None

@@ -16,12 +16,10 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from spark_ext import storage
-from spark_ext.crash import FaultSpec
 from spark_ext.recovery.broker_faults import BrokerFactory, run_broker_cell
-from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.disorder import run_disorder_cell
 from spark_ext.recovery.errors import FaultNotApplicable, FaultNotFired, RecoveryError
 from spark_ext.recovery.faults import BROKER_FAULTS, RETENTION_FAULTS, FaultCell, FaultClass
@@ -41,19 +39,18 @@ class RecoveryHarness(JobRuns):
     """Run cases clean and under faults, restart them, and classify what each fault did.
 
     ``workdir``: a subfolder per case, emptied when it is checked. ``bootstrap``: never paused
-    or killed; broker cells run on a broker ``brokers`` makes (from ``broker_port`` on; none:
-    those cells are n/a). Profiles (``conf/`` names or paths): ``profile`` for clean runs and
-    kills, ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
+    or killed; broker cells run on a broker ``brokers`` makes (none: those cells are n/a).
+    Profiles (``conf/`` names or paths): ``profile`` for clean runs and kills,
+    ``fault_profile`` for other faults (tasks retried), ``speculation_profile`` for
     speculation cells. ``hosts``: an isolated cluster the host faults run on (none: those
     cells are n/a). ``runner`` runs one job process (``clean_runner``: the clean runs);
-    ``parallel`` runs the clean run beside the killed one.
-    ``out_root``: where the runs' tables and checkpoints go (default: ``workdir``; an
-    ``s3a://`` prefix runs the jobs with ``--storage s3``), reached with ``storage``.
+    ``parallel`` runs the clean run beside the killed one. ``out_root``: where the runs'
+    tables and checkpoints go (default: ``workdir``; an ``s3a://`` prefix runs the jobs with
+    ``--storage s3``), reached with ``storage``.
     """
 
     parallel: bool = True
     hosts: IsolatedHosts | None = None
-    broker_port: int = 19192
     brokers: BrokerFactory | None = None
     speculation_profile: str = "faults"
 
@@ -83,13 +80,10 @@ class RecoveryHarness(JobRuns):
             )
             if pending is not None:
                 clean = pending.result()
-        described = case.crash.describe()
-        if case.crash.fault:
-            if not run.fired(FaultSpec.parse(case.crash.fault).point, "kill"):
-                raise FaultNotFired(case.name, described, run)
-        elif not run.killed:
+        described, point = case.crash.describe(), case.crash.point
+        if not (run.fired(point.name, "kill") if point else run.killed):
             raise FaultNotFired(case.name, described, run)
-        else:  # a random moment: say where it landed
+        if point is None:  # a random moment: say where it landed
             described += f" (after {run.last_step or 'no step'})"
         return self.restart_and_compare(case, ctx, slot, clean, run, FaultClass.KILL, described)
 
@@ -109,7 +103,7 @@ class RecoveryHarness(JobRuns):
                 raise FaultNotApplicable(
                     case.name, str(fault), "the harness was given no broker factory (brokers=)"
                 )
-            return run_broker_cell(self, case, cell, self.brokers, self.broker_port)
+            return run_broker_cell(self, case, cell, self.brokers)
         if fault is FaultClass.DISORDER:
             return run_disorder_cell(self, case, cell)
         if fault in HOST_FAULTS and self.hosts is None:
@@ -118,14 +112,12 @@ class RecoveryHarness(JobRuns):
             ctx = self.context(case)
             case.prepare(ctx)
             clean = self.clean_run(case, ctx)
-        if fault is FaultClass.CHECKPOINT_RESET:
-            return self._checkpoint_reset(case, cell, clean)
+        if cell.point is None:  # checkpoint-reset, or a job that refuses speculation
+            return self._run_once(case, cell, clean)
         if fault in HOST_FAULTS and self.hosts is not None:
             return run_host_cell(self, case, cell, self.hosts, clean)
         if fault in RETENTION_FAULTS:
             return run_retention_cell(self, case, cell, clean)
-        if fault is FaultClass.SPECULATION and cell.point is None:
-            return self._refused_speculation(case, cell, clean)
         profile = self.fault_profile
         if fault is FaultClass.SPECULATION:
             dest = clean.ctx.workdir / "speculation.toml"
@@ -137,47 +129,35 @@ class RecoveryHarness(JobRuns):
         slot = ctx.slot(str(fault))
         return self.restart_and_compare(case, ctx, slot, clean, run, fault, cell.describe())
 
-    def _checkpoint_reset(
+    def _run_once(
         self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
     ) -> list[RecoveryResult]:
-        checkpoints = case.checkpoints(clean.ctx, clean.slot)
-        if not checkpoints:
-            raise FaultNotApplicable(
-                case.name, str(cell.fault), f"no checkpoint under {clean.slot.out}"
-            )
-        for path in checkpoints:
-            log.info("%s: checkpoint reset: deleting %s, keeping the output", case.name, path)
-            storage.delete(path, clean.ctx.settings)
-        return self._run_and_judge(case, cell, clean.ctx, clean.slot, clean.rows, clean.seconds)
-
-    def _refused_speculation(
-        self, case: RecoveryCase, cell: FaultCell, clean: CleanRun
-    ) -> list[RecoveryResult]:
-        """A job that refuses speculation, started with it on: the typed error, nothing written."""
-        dest = clean.ctx.workdir / "speculation.toml"
-        profile = derive_profile(self.speculation_profile, dest, SPECULATION_CONF)
-        ctx = dataclasses.replace(clean.ctx, profile=str(profile))
-        slot = ctx.slot(str(cell.fault))
-        storage.delete(slot.out, ctx.settings)
-        log.info("%s: started with spark.speculation on; must refuse", case.name)
-        nothing: dict[str, list[dict[str, Any]]] = {o.name: [] for o in case.outputs}
-        return self._run_and_judge(case, cell, ctx, slot, nothing, clean.seconds)
-
-    def _run_and_judge(
-        self,
-        case: RecoveryCase,
-        cell: FaultCell,
-        ctx: HarnessContext,
-        slot: RunSlot,
-        reference: dict[str, list[dict[str, Any]]],
-        clean_seconds: float,
-    ) -> list[RecoveryResult]:
-        """Run the job once on ``slot``; classify each output against ``reference`` and name
-        the typed error the run stopped with, if any."""
+        """Run the job once: ``checkpoint-reset`` on the clean slot, its checkpoints deleted and
+        its output kept; a job refusing speculation on a fresh slot, with speculation on.
+        Classify each output against what the slot held and name the typed error the run
+        stopped with, if any."""
+        ctx, slot, reference = clean.ctx, clean.slot, clean.rows
+        if cell.fault is FaultClass.CHECKPOINT_RESET:
+            checkpoints = case.checkpoints(ctx, slot)
+            if not checkpoints:
+                raise FaultNotApplicable(
+                    case.name, str(cell.fault), f"no checkpoint under {slot.out}"
+                )
+            for path in checkpoints:
+                log.info("%s: checkpoint reset: deleting %s, keeping the output", case.name, path)
+                storage.delete(path, ctx.settings)
+        else:
+            dest = ctx.workdir / "speculation.toml"
+            profile = derive_profile(self.speculation_profile, dest, SPECULATION_CONF)
+            ctx = dataclasses.replace(ctx, profile=str(profile))
+            slot = ctx.slot(str(cell.fault))
+            storage.delete(slot.out, ctx.settings)
+            log.info("%s: started with spark.speculation on; must refuse", case.name)
+            reference = {o.name: [] for o in case.outputs}
         run = self.runner(case.module, case.job_args(ctx, slot), timeout_s=self.timeout_s)
         error = typed_error(case, str(cell.fault), run)
         compared = compare(case, ctx, slot, reference, {k: len(v) for k, v in reference.items()})
-        seconds = {"clean": clean_seconds, "fault": run.seconds}
+        seconds = {"clean": clean.seconds, "fault": run.seconds}
         note = "stopped with a typed error" if error else "ran to its end"
         return judge(case, cell.fault, cell.describe(), compared, seconds, note, error)
 

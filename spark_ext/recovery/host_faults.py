@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Protocol
 
 from spark_ext import storage
-from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
-from spark_ext.recovery.errors import FaultNotFired, RecoveryError
+from spark_ext.recovery.errors import RecoveryError
 from spark_ext.recovery.faults import HOST_FAULTS, FaultCell, FaultClass
 from spark_ext.recovery.network import cut, heal, host_of, kill_host
 from spark_ext.recovery.runs import CleanRun, JobRuns
@@ -79,10 +78,10 @@ def run_host_cell(
     host: str | None = None
     at: float | None = None  # wall clock, comparable with file times
 
-    def act() -> bool:
+    def act(fired: list[dict[str, object]]) -> bool:
         """Act on the host of the first task that reached the point; ``True`` once done."""
         nonlocal host, at
-        tasks = [e for e in fault_log_entries(fault_log) if e["side"] == "executor"]
+        tasks = [e for e in fired if e["side"] == "executor"]
         if not tasks:
             return False
         host = host_of(int(str(tasks[0]["pid"])))
@@ -102,11 +101,9 @@ def run_host_cell(
         return True
 
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
-    env = {FAULT_LOG_ENV: str(fault_log)}
-    faulted, _ = runs.run_acting(case, cell, case.job_args(ctx, slot), env, act)
+    faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+    assert at is not None  # it acted
     try:
-        if at is None:
-            raise FaultNotFired(case.name, cell.describe(), faulted)
         described = f"{cell.describe()} on {host}"
         results = runs.restart_and_compare(case, ctx, slot, clean, faulted, cell.fault, described)
     finally:

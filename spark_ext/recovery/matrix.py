@@ -79,7 +79,7 @@ class MatrixCell:
 
     @property
     def expected(self) -> str:
-        return self._per_output("expected_label")
+        return self._per_output("expected")
 
     @property
     def anchor(self) -> str:
@@ -153,13 +153,10 @@ def format_matrix(cells: Sequence[MatrixCell]) -> str:
     jobs, faults, by = _grid(cells)
 
     def text(cell: MatrixCell | None) -> str:
-        if cell is None:
-            return ""
-        if cell.status is CellStatus.AS_EXPECTED:
-            return cell.observed
-        if cell.status is CellStatus.UNEXPECTED:
-            return f"{cell.observed} (want {cell.expected})"
-        return str(cell.status)
+        if cell is None or not cell.results:
+            return "" if cell is None else str(cell.status)
+        want = f" (want {cell.expected})" if cell.status is CellStatus.UNEXPECTED else ""
+        return cell.observed + want
 
     rows = [("job", *map(str, faults))] + [
         (job, *(text(by.get((job, f))) for f in faults)) for job in jobs
@@ -269,7 +266,7 @@ def plot_matrix(cells: Sequence[MatrixCell]) -> tuple[bytes, dict[str, tuple[int
     return buf.getvalue(), pixels
 
 
-def write_matrix_report(cells: Sequence[MatrixCell], folder: Path, limit: int = 50) -> Path:
+def write_matrix_report(cells: Sequence[MatrixCell], folder: Path) -> Path:
     """Write ``folder/index.html``: the matrix picture (cells link to their diffs), the table,
     and one section per cell and output. Returns the page's path."""
     folder = Path(folder)
@@ -293,7 +290,7 @@ def write_matrix_report(cells: Sequence[MatrixCell], folder: Path, limit: int = 
             + (f", declared {html.escape(c.expected)}" if c.results else "")
             + f". {inner}</p>"
             + (f"<pre>{html.escape(c.error[:4000])}</pre>" if c.error else "")
-            + "".join(result_section(r, folder, limit) for r in c.results)
+            + "".join(result_section(r, folder) for r in c.results)
             + "</section>"
         )
     intro = (

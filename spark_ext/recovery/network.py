@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -96,11 +97,9 @@ def kill_host(host: str, timeout_s: float = 10.0) -> int:
     deadline = time.monotonic() + timeout_s
     while pids := host_pids(host):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
-            except ProcessLookupError:
-                pass
         if time.monotonic() > deadline:
             raise NetworkError(f"{host}: processes {pids} still alive after SIGKILL")
         time.sleep(0.1)

@@ -1,5 +1,5 @@
 """Profiles of the harness's runs (a derived one is a TOML file in the cell's folder, passed by
-absolute path), and the names of the typed errors it recognises."""
+absolute path)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext.config import load_profile, profile_path
-from spark_ext.errors import SparkExtError
 
-__all__ = ["ERROR_MODULES", "derive_profile", "resolve_profile", "typed_error_names"]
+__all__ = ["derive_profile", "resolve_profile"]
 
 
 def resolve_profile(profile: str | Path) -> str:
     """A profile name as it is, a profile path made absolute against the caller's folder."""
     text = str(profile)
-    if text.endswith(".toml"):
-        return str(Path(text).resolve())
-    return text
+    return str(Path(text).resolve()) if text.endswith(".toml") else text
 
 
 def _toml(table: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -58,28 +55,3 @@ def derive_profile(
     dest.write_text("\n".join(_toml(raw)) + "\n")
     load_profile(dest)
     return dest
-
-
-#: Modules whose typed errors a failed run may name.
-ERROR_MODULES = (
-    "spark_ext.crash",
-    "spark_ext.sinks.errors",
-    "spark_ext.tracker.errors",
-    "spark_ext.dedup.errors",
-    "spark_ext.recovery.errors",
-)
-
-
-def typed_error_names() -> set[str]:
-    """Class names of every :class:`~spark_ext.errors.SparkExtError` subclass (modules imported)."""
-    import importlib
-
-    for module in ERROR_MODULES:
-        importlib.import_module(module)  # a module that fails to import is a loud failure
-    names: set[str] = set()
-    todo: list[type] = [SparkExtError]
-    while todo:
-        cls = todo.pop()
-        names.add(cls.__name__)
-        todo.extend(cls.__subclasses__())
-    return names

@@ -6,7 +6,7 @@ import html
 import io
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from spark_ext.recovery.case import RecoveryResult
@@ -27,37 +27,26 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TABLE_COLUMNS = (
-    "job/output",
-    "fault",
-    "expected",
-    "observed",
-    "clean rows",
-    "recovered rows",
-    "missing",
-    "duplicate",
-    "differing",
-    "ok",
-)
+#: How many differing rows (or keys) a report shows per output.
+ROWS_SHOWN = 50
+#: The table's columns: each header and how a result fills it.
+TABLE_COLUMNS: dict[str, Callable[[RecoveryResult], object]] = {
+    "job/output": lambda r: r.label,
+    "fault": lambda r: r.crash,
+    "expected": lambda r: r.expected,
+    "observed": lambda r: r.observed,
+    "clean rows": lambda r: r.comparison.expected_rows,
+    "recovered rows": lambda r: r.comparison.observed_rows,
+    "missing": lambda r: r.comparison.missing_rows,
+    "duplicate": lambda r: r.comparison.duplicate_rows,
+    "differing": lambda r: r.comparison.differing_rows,
+    "ok": lambda r: "yes" if r.as_expected else "NO",
+}
 
 
 def table_rows(results: Iterable[RecoveryResult]) -> list[tuple[str, ...]]:
     """One row of :data:`TABLE_COLUMNS` per result."""
-    return [
-        (
-            r.label,
-            r.crash,
-            r.expected_label,
-            r.observed,
-            str(r.comparison.expected_rows),
-            str(r.comparison.observed_rows),
-            str(r.comparison.missing_rows),
-            str(r.comparison.duplicate_rows),
-            str(r.comparison.differing_rows),
-            "yes" if r.as_expected else "NO",
-        )
-        for r in results
-    ]
+    return [tuple(str(column(r)) for column in TABLE_COLUMNS.values()) for r in results]
 
 
 def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -70,7 +59,7 @@ def text_table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 def format_table(results: Iterable[RecoveryResult]) -> str:
     """A plain-text table of the results, one line per job."""
-    return "\n".join(text_table([TABLE_COLUMNS, *table_rows(results)]))
+    return "\n".join(text_table([tuple(TABLE_COLUMNS), *table_rows(results)]))
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
@@ -85,7 +74,7 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def html_table(results: Iterable[RecoveryResult]) -> str:
     """The results as an HTML table of :data:`TABLE_COLUMNS`."""
-    return _table(TABLE_COLUMNS, table_rows(results))
+    return _table(list(TABLE_COLUMNS), table_rows(results))
 
 
 def write_page(folder: Path, title: str, intro: str, body: str) -> Path:
@@ -122,7 +111,7 @@ def plot_result(result: RecoveryResult) -> bytes:
     bars = ax.bar(list(labels), list(values), color=list(colours))
     ax.bar_label(bars)
     ax.set_ylabel("rows")
-    verdict = "as expected" if result.as_expected else f"expected {result.expected_label}"
+    verdict = "as expected" if result.as_expected else f"expected {result.expected}"
     ax.set_title(f"{result.label}: {result.observed} ({verdict}); {result.crash}", fontsize=10)
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
@@ -132,21 +121,22 @@ def plot_result(result: RecoveryResult) -> bytes:
     return buf.getvalue()
 
 
-def _html_rows(title: str, diffs: Sequence[RowDiff], limit: int) -> str:
+def _html_rows(title: str, diffs: Sequence[RowDiff]) -> str:
     if not diffs:
         return ""
     cols = list(diffs[0].row)
-    rows = ([*(d.row[c] for c in cols), d.expected_count, d.observed_count] for d in diffs[:limit])
-    more = f"<p>... {len(diffs) - limit} more</p>" if len(diffs) > limit else ""
+    shown = diffs[:ROWS_SHOWN]
+    rows = ([*(d.row[c] for c in cols), d.expected_count, d.observed_count] for d in shown)
+    more = f"<p>... {len(diffs) - len(shown)} more</p>" if len(diffs) > len(shown) else ""
     table = _table([*cols, "clean", "recovered"], rows)
     return f"<h3>{html.escape(title)} ({len(diffs)})</h3>{table}{more}"
 
 
-def _html_state(diffs: Sequence[StateDiff], limit: int) -> str:
+def _html_state(diffs: Sequence[StateDiff]) -> str:
     if not diffs:
         return ""
     rows = [[json.dumps(v, default=str) for v in (d.key, d.expected, d.observed)] for d in diffs]
-    table = _table(("key", "clean", "recovered"), rows[:limit])
+    table = _table(("key", "clean", "recovered"), rows[:ROWS_SHOWN])
     return f"<h3>final state differs ({len(diffs)} keys)</h3>{table}"
 
 
@@ -155,7 +145,7 @@ def result_id(result: RecoveryResult) -> str:
     return f"{result.job}-{result.fault}-{result.output}"
 
 
-def result_section(result: RecoveryResult, folder: Path, limit: int = 50) -> str:
+def result_section(result: RecoveryResult, folder: Path) -> str:
     """One result's HTML section: its plot (written to ``folder``) and the differing rows."""
     r, c = result, result.comparison
     png = folder / f"{result_id(r)}.png"
@@ -163,24 +153,24 @@ def result_section(result: RecoveryResult, folder: Path, limit: int = 50) -> str
     return (
         f"<section id='{html.escape(result_id(r))}'><h2>{html.escape(r.label)} under "
         f"{html.escape(str(r.fault))}: {html.escape(r.observed)}</h2>"
-        f"<p>expected {html.escape(r.expected_label)}, {html.escape(r.crash)}, "
+        f"<p>expected {html.escape(str(r.expected))}, {html.escape(r.crash)}, "
         f"{html.escape(r.note)}; final state {'equal' if c.final_state_equal else 'differs'}; "
         "runs "
         + ", ".join(f"{k} {v:.0f}s" for k, v in r.run_seconds.items())
         + f"</p><img src='{png.name}' alt='{html.escape(r.label)} rows'>"
-        + _html_rows("missing rows", c.missing, limit)
-        + _html_rows("extra rows", c.extra, limit)
-        + _html_state(c.state_diffs, limit)
+        + _html_rows("missing rows", c.missing)
+        + _html_rows("extra rows", c.extra)
+        + _html_state(c.state_diffs)
         + "</section>"
     )
 
 
-def write_report(results: Sequence[RecoveryResult], folder: Path, limit: int = 50) -> Path:
+def write_report(results: Sequence[RecoveryResult], folder: Path) -> Path:
     """Write ``folder/index.html``: the table, then per output its PNG (beside the page) and
     differing rows. Returns the page's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sections = "".join(result_section(r, folder, limit) for r in results)
+    sections = "".join(result_section(r, folder) for r in results)
     intro = (
         "<p>O_e: output of a clean run; O_f + O': output of a run under a fault (SIGKILL, unless "
         "the fault column says otherwise) and its restart from the checkpoint. Recovery classes "

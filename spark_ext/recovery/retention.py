@@ -8,10 +8,9 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from spark_ext import storage
-from spark_ext.recovery.case import RecoveryCase, RecoveryResult
+from spark_ext.recovery.case import RecoveryCase, RecoveryResult, delta_table
 from spark_ext.recovery.classification import classify, without
 from spark_ext.recovery.errors import RetentionNotApplied
 from spark_ext.recovery.faults import FaultCell
@@ -56,17 +55,9 @@ def trim_topic(bootstrap: str, topic: str) -> dict[int, int]:
     return {tp.partition: o for tp, o in todo.items()}
 
 
-def _delta(table: str | Path, settings: storage.StorageSettings | None) -> Any:
-    """The delta-rs table at ``table`` (a path or URI reached with ``settings``)."""
-    from deltalake import DeltaTable
-
-    uri, options = storage.delta_storage(str(table), settings or storage.StorageSettings())
-    return DeltaTable(uri, storage_options=options)
-
-
 def expire_txns(table: str | Path, settings: storage.StorageSettings | None = None) -> None:
     """Expire every ``txn`` of the Delta table at ``table`` (:data:`TXN_RETENTION`, waited out)."""
-    _delta(table, settings).alter.set_table_properties(
+    delta_table(table, settings).alter.set_table_properties(
         {"delta.setTransactionRetentionDuration": TXN_RETENTION}
     )
     time.sleep(TXN_RETENTION_WAIT_S)
@@ -74,16 +65,14 @@ def expire_txns(table: str | Path, settings: storage.StorageSettings | None = No
 
 
 def trim_delta_log(table: str | Path, settings: storage.StorageSettings | None = None) -> int:
-    """Give the Delta table at ``table`` a log retention of :data:`TXN_RETENTION`, checkpoint
-    it and delete every commit file before the checkpoint, as the log clean-up does once they
-    expired: one delete per object through :mod:`spark_ext.storage` (delta-rs's
-    ``cleanup_metadata`` sends a bulk ``DeleteObjects`` the local S3 store refuses: 501);
-    returns how many (at least one, or :class:`RetentionNotApplied`)."""
+    """Trim the log of the Delta table at ``table`` to a new checkpoint (docs/design.md, "Fault
+    points": ``log-retention``); returns how many commit files went (at least one, or
+    :class:`RetentionNotApplied`)."""
     log_dir = storage.Location.parse(table).join("_delta_log")
-    _delta(table, settings).alter.set_table_properties(
+    delta_table(table, settings).alter.set_table_properties(
         {"delta.logRetentionDuration": TXN_RETENTION}
     )
-    dt = _delta(table, settings)
+    dt = delta_table(table, settings)
     dt.create_checkpoint()
     names = storage.list_prefix(log_dir, settings)
     expired = [n for n in names if re.fullmatch(r"\d{20}\.json", n) and int(n[:20]) < dt.version()]

@@ -15,12 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from spark_ext import storage
+from spark_ext.crash import FAULT_LOG_ENV, fault_log_entries
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot, under
 from spark_ext.recovery.classification import Comparison, classify
-from spark_ext.recovery.errors import EmptyCleanOutput, FaultNotFired, JobRunFailed
-from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass, observed_error
-from spark_ext.recovery.profiles import resolve_profile, typed_error_names
+from spark_ext.recovery.errors import (
+    EmptyCleanOutput,
+    FaultNotFired,
+    JobRunFailed,
+    observed_error,
+    typed_error_names,
+)
+from spark_ext.recovery.faults import Expectation, FaultCell, FaultClass
+from spark_ext.recovery.profiles import resolve_profile
 
 __all__ = ["CleanRun", "JobRuns", "Runner", "compare", "judge", "typed_error"]
 
@@ -103,13 +110,8 @@ class JobRuns:
         storage.delete(slot.out, ctx.settings)
         log.info("%s: %s", case.name, cell.describe())
         traced = {"trace": True} if cell.fault is FaultClass.SPECULATION else {}
-        run = self.runner(
-            case.module,
-            case.job_args(ctx, slot) if args is None else args,
-            fault=cell.spec(),
-            timeout_s=self.timeout_s,
-            **traced,
-        )
+        args = case.job_args(ctx, slot) if args is None else args
+        run = self.runner(case.module, args, fault=cell.spec(), timeout_s=self.timeout_s, **traced)
         kind = cell.kind
         if cell.point and kind and not run.fired(cell.point.name, kind.value):
             raise FaultNotFired(case.name, cell.describe(), run)
@@ -120,25 +122,24 @@ class JobRuns:
         case: RecoveryCase,
         cell: FaultCell,
         args: Sequence[str],
-        env: Mapping[str, str],
-        act: Callable[[], bool],
-    ) -> tuple[JobRun, bool]:
-        """Run ``case`` with ``args`` and ``env`` (its fault log) under ``cell``, calling ``act``
-        every 0.2 s until it returns ``True`` (it acted); the run and whether it did."""
+        fault_log: Path,
+        act: Callable[[list[dict[str, object]]], bool],
+    ) -> JobRun:
+        """Run ``case`` with ``args`` under ``cell``, its faults logged to ``fault_log``, calling
+        ``act`` with the log's entries every 0.2 s until it returns ``True`` (it acted);
+        :class:`FaultNotFired` if it never did."""
+        env = {FAULT_LOG_ENV: str(fault_log)}
         with ThreadPoolExecutor(max_workers=1) as pool:
             pending = pool.submit(
-                self.runner,
-                case.module,
-                args,
-                fault=cell.spec(),
-                env=env,
-                timeout_s=self.timeout_s,
+                self.runner, case.module, args, fault=cell.spec(), env=env, timeout_s=self.timeout_s
             )
             acted = False
             while not pending.done():
-                acted = acted or act()
+                acted = acted or act(fault_log_entries(fault_log))
                 time.sleep(0.2)
-            return pending.result(), acted
+        if not acted:
+            raise FaultNotFired(case.name, cell.describe(), pending.result())
+        return pending.result()
 
     def restart(self, case: RecoveryCase, fault: FaultClass, args: Sequence[str]) -> JobRun:
         """Run ``case`` again after ``fault``; :class:`JobRunFailed` unless it finishes."""
@@ -218,9 +219,7 @@ def judge(
             error=error,
             note=note,
         )
-        log.info(
-            "%s %s: %s (expected %s)", result.label, fault, result.observed, result.expected_label
-        )
+        log.info("%s %s: %s (expected %s)", result.label, fault, result.observed, result.expected)
         results.append(result)
     return results
 

@@ -13,9 +13,7 @@ from spark_ext.recovery.profiles import derive_profile
 
 __all__ = ["SPECULATION_CONF", "assert_speculated", "no_speculative_copy", "speculation_profile"]
 
-#: Spark settings of the ``speculation`` cells: speculate early and often on tiny batches. No
-#: locality wait: a Kafka source task prefers one executor, and the copy would otherwise wait
-#: ``spark.locality.wait`` (3 s) for it before running on the other host.
+#: Spark settings of the ``speculation`` cells (why each: docs/design.md, "Fault points").
 SPECULATION_CONF: dict[str, str] = {
     "spark.locality.wait": "0s",
     "spark.speculation": "true",

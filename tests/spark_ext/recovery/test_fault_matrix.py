@@ -121,7 +121,7 @@ def test_job_under_fault_gets_its_declared_outcome(matrix, job: str, fault: Faul
     for r in cell.results:
         c = r.comparison
         assert r.as_expected, (
-            f"{r.label} under {fault}: {r.observed}, declared {r.expected_label} ({r.note})\n"
+            f"{r.label} under {fault}: {r.observed}, declared {r.expected} ({r.note})\n"
             f"missing: {[d.row for d in c.missing[:5]]}\n"
             f"extra: {[d.row for d in c.extra[:5]]}\nstate: {c.state_diffs[:5]}"
         )

@@ -34,7 +34,7 @@ def run(harness, job: str, fault: FaultClass, results: list[RecoveryResult]) -> 
     results.append(result)
     c = result.comparison
     assert result.as_expected, (
-        f"{result.label} under {fault}: {result.observed}, declared {result.expected_label} "
+        f"{result.label} under {fault}: {result.observed}, declared {result.expected} "
         f"({result.note})\nmissing: {[d.row for d in c.missing[:5]]}\n"
         f"extra: {[d.row for d in c.extra[:5]]}"
     )
