@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -115,6 +115,17 @@ def drained(query: Any) -> float:
     seconds = time.perf_counter() - began
     query.stop()
     return seconds
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by linear interpolation."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:

@@ -26,7 +26,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from spark_ext.crash import declare
 from spark_ext.metrics import figures_from_progress
 
-from .common import ROOT, Figure
+from .common import ROOT, Figure, percentile
 
 log = logging.getLogger(__name__)
 
@@ -280,17 +280,6 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:  # the last line of a job killed mid-write
             continue
     return records
-
-
-def percentile(values: Iterable[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by linear interpolation."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
