@@ -117,6 +117,11 @@ def drained(query: Any) -> float:
     return seconds
 
 
+def batch_ms(query: Any, phase: str = "triggerExecution") -> list[float]:
+    """``durationMs[phase]`` of each recent batch of ``query`` that read rows."""
+    return [p["durationMs"][phase] for p in query.recentProgress if p["numInputRows"]]
+
+
 def percentile(values: Iterable[float], q: float) -> float:
     """The ``q`` quantile (0..1) by linear interpolation."""
     ordered = sorted(values)

@@ -13,7 +13,6 @@ import http.client
 import json
 import multiprocessing
 import os
-import statistics
 import threading
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from benchmarks.common import BenchContext, Figure, start_query, timed
+from benchmarks.common import BenchContext, Figure, batch_ms, percentile, start_query, timed
 from benchmarks.ingest import events_topic
 from connectors import kafka
 from connectors.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
@@ -276,20 +275,18 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
         query.awaitTermination()
         seconds = time.perf_counter() - began
         counts = take_counts(proxy)
-        batches = [p for p in query.recentProgress if p["numInputRows"]]
-        times = sorted(p["durationMs"]["addBatch"] for p in batches)
-        k = len(batches) or 1
-        p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))] if times else 0.0
+        times = batch_ms(query, "addBatch")
+        k = len(times) or 1
         values = [
             ("delta rows/s", n / seconds, "rows/s"),
-            ("batch ms median", statistics.median(times or [0]), "ms"),
-            ("batch ms p95", p95, "ms"),
+            ("batch ms median", percentile(times, 0.5), "ms"),
+            ("batch ms p95", percentile(times, 0.95), "ms"),
             ("requests/batch", sum(counts.values()) / k, ""),
             ("LIST/batch", counts["LIST"] / k, ""),
             ("GET+HEAD/batch", (counts["GET"] + counts["HEAD"]) / k, ""),
             ("PUT/batch", counts["PUT"] / k, ""),
         ]
-        note = f"{n:,} rows, {len(batches)} batches"
+        note = f"{n:,} rows, {len(times)} batches"
         figures += [Figure("sinks-s3", variant, m, v, u, i == 0, note) for m, v, u in values]
         print(f"  {variant}: {seconds:.1f}s {dict(counts)}", flush=True)
     storage.delete(root, settings)

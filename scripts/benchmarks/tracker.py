@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from benchmarks.common import BenchContext, Figure, drained, start_query
+from benchmarks.common import BenchContext, Figure, drained, percentile, start_query
 from benchmarks.tracker_pure import PARTITIONS, events
 from connectors.kafka import create_topic, produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
@@ -297,15 +296,15 @@ def _latency(
     closable = [w for w in closed if w + WINDOW_MS + delay_ms <= last_event_ms]
     figures = []
     for variant, seen, base in (("spark watermark", wm_seen, True), ("tracker", tr_seen, False)):
-        lat = sorted(seen[w] - closed[w] for w in closable if w in seen)
+        lat = [seen[w] - closed[w] for w in closable if w in seen]
         if not lat:
             continue
         note = f"{len(lat)}/{len(closable)} windows" + (
             f", delay {LATENCY_DELAY} ({tuning})" if base else ", same batch as its closing row"
         )
         figures += [
-            Figure("tracker", variant, f"{metric} median", statistics.median(lat), "s", base, note),
-            Figure("tracker", variant, f"{metric} p95", lat[int(0.95 * (len(lat) - 1))], "s", base),
+            Figure("tracker", variant, f"{metric} median", percentile(lat, 0.5), "s", base, note),
+            Figure("tracker", variant, f"{metric} p95", percentile(lat, 0.95), "s", base),
         ]
     return figures
 
