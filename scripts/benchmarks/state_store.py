@@ -100,7 +100,7 @@ class BatchRecorder(StreamingQueryListener):
     """
 
     def __init__(self, events: Path | None, checkpoints: dict[str, Path]) -> None:
-        self._events = events.open("a") if events else None
+        self._events = events.open("a", buffering=1) if events else None  # a line a write
         self._checkpoints = checkpoints  # query name -> checkpoint folder
         self._files = {name: checkpoint_files(path) for name, path in checkpoints.items()}
         self._committed: dict[str, int] = {}
@@ -109,11 +109,6 @@ class BatchRecorder(StreamingQueryListener):
     def all_committed(self, batch: int) -> bool:
         """Whether every query has committed ``batch`` (call holding :attr:`changed`)."""
         return all(self._committed.get(n, -1) >= batch for n in self._checkpoints)
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self._events is not None:
-            self._events.write(json.dumps(record) + "\n")
-            self._events.flush()
 
     def onQueryStarted(self, event: Any) -> None:
         pass
@@ -128,18 +123,18 @@ class BatchRecorder(StreamingQueryListener):
             before = self._files.get(name, {})
             written = sum(max(0, size - before.get(path, 0)) for path, size in files.items())
             self._files[name] = files
-        self.write(
-            {
-                "event": "batch",
-                "query": name,
-                "batch": batch,
-                "t": now,
-                "duration_ms": figures.duration_ms,
-                "input_rows": figures.input_rows,
-                "state_rows": figures.state_rows,
-                "bytes_written": written,
-            }
-        )
+        record = {
+            "event": "batch",
+            "query": name,
+            "batch": batch,
+            "t": now,
+            "duration_ms": figures.duration_ms,
+            "input_rows": figures.input_rows,
+            "state_rows": figures.state_rows,
+            "bytes_written": written,
+        }
+        if self._events is not None:
+            self._events.write(json.dumps(record) + "\n")
         with self.changed:
             self._committed[name] = max(batch, self._committed.get(name, -1))
             lowest = min(self._committed.get(n, -1) for n in self._checkpoints)
@@ -306,8 +301,7 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     )
     if not run.killed:
         raise RuntimeError(f"{store} {keys}: the job was not killed:\n{run.output_tail}")
-    batches = [e for e in read_events(steady_events) if e["event"] == "batch"]
-    steady = [e for e in batches if 1 <= e["batch"] <= crash_batch]
+    steady = [e for e in read_events(steady_events) if 1 <= e["batch"] <= crash_batch]
 
     checkpoint = root / store
     last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
@@ -330,7 +324,7 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     report = json.loads(report_file.read_text())[store]
     if report["rows"] != keys:
         raise RuntimeError(f"{store}: state holds {report['rows']} rows, expected {keys}")
-    after = [e for e in read_events(restart_events) if e["event"] == "batch"]
+    after = read_events(restart_events)
     first = min(after, key=lambda e: e["t"])
     done = next(e for e in after if e["batch"] == until)
     return SweepResult(
