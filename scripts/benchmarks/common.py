@@ -47,7 +47,7 @@ class BenchContext:
 
     scale: float = 1.0
     storage: str = "local"  # where tables go: "local", or "s3" (the s3 profile's store)
-    storage_warm: bool = False  # the S3 sinks had their untimed warm-up
+    s3_proxy: str = ""  # the S3 sinks' request-counting proxy, once started (and they warmed up)
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="spark_ext_bench_")))
 
     def n(self, rows: int) -> int:

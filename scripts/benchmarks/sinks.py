@@ -226,10 +226,6 @@ def run(ctx: BenchContext) -> list[Figure]:
     return figures
 
 
-#: Store endpoint -> its counting proxy: S3A keeps the file system (and endpoint) it made first.
-_PROXIES: dict[str, str] = {}
-
-
 def run_s3(ctx: BenchContext) -> list[Figure]:
     """The Delta half with every table on the ``s3`` profile's store (checkpoints local: the
     same for every variant), through a counting proxy."""
@@ -239,9 +235,10 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
 
     LocalS3Store().start()  # a store already answering is used as it is
     store = load_profile("s3").storage
-    if store.endpoint not in _PROXIES:
-        _PROXIES[store.endpoint] = start_proxy(store.endpoint)
-    proxy = _PROXIES[store.endpoint]
+    first = not ctx.s3_proxy  # one per process: S3A keeps the endpoint it was first given
+    if first:
+        ctx.s3_proxy = start_proxy(store.endpoint)
+    proxy = ctx.s3_proxy
     settings = StorageSettings(
         endpoint=proxy,
         region=store.region,
@@ -262,10 +259,9 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
             settings,
         )
 
-    if not ctx.storage_warm:  # one batch through each sink, not timed: JIT, classes, workers
+    if first:  # one batch through each sink, not timed: JIT, classes, workers
         for i, start in enumerate(sinks(n).values()):
             start(storage.spark_uri(root.join(f"warm-{i}"))).awaitTermination()
-        ctx.storage_warm = True
     figures: list[Figure] = []
     for i, (variant, start) in enumerate(sinks(max(100, n // S3_BATCHES)).items()):
         table = storage.spark_uri(root.join(variant.split()[0], uuid.uuid4().hex[:6]))
