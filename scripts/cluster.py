@@ -18,6 +18,7 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -81,8 +82,15 @@ class StandaloneCluster:
             SPARK_DAEMON_MEMORY="512m",
             PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         )
-        cmd = [*prefix, str(spark_home() / "bin" / "spark-class"), *args]
-        proc = spawn(cmd, env, logs / f"{name}.log", logs / f"{name}.pid")
+        with open(logs / f"{name}.log", "ab") as out:
+            proc = subprocess.Popen(
+                [*prefix, str(spark_home() / "bin" / "spark-class"), *args],
+                cwd=self.folder,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         log.info("%s: pid %d", name, proc.pid)
         return proc.pid
 
