@@ -303,7 +303,7 @@ class IsolatedCluster(StandaloneCluster):
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop the workers, the master and the services, then remove the hosts and the bridge."""
-        watchdog = read_pid(self.folder / "logs" / "watchdog.pid", marker="watch")
+        watchdog = read_pid(self.folder / "logs" / "watchdog.pid", f"watch\0--dir\0{self.folder}")
         if watchdog is not None and watchdog != os.getpid():
             os.kill(watchdog, signal.SIGKILL)
         super().stop(timeout_s)
