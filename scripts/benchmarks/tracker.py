@@ -109,7 +109,7 @@ def _tracked(
     """The tracked window count on ``path``, closed by the producers' markers (partitions not
     ordered); the late rows are only counted (the handler's ``late_rows`` metric)."""
     # Never compacted (the thresholds are out of reach), so every log record stays for the
-    # report count of _drops_and_reports; a compaction would delete the records it covers.
+    # report count of _written_up_front; a compaction would delete the records it covers.
     agent = LocalTrackingAgent(folder / "agent", snapshot_every=1 << 62, snapshot_bytes=1 << 62)
     q = (
         TrackedStream(
