@@ -26,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyspark
+
 if TYPE_CHECKING:
     from connectors.kafka.local_broker import LocalKafkaBroker
     from connectors.s3.local_store import LocalS3Store
@@ -40,13 +42,6 @@ log = logging.getLogger("cluster")
 HOST = "127.0.0.1"
 #: Where the isolated cluster keeps its settings (beside ``cluster.json``'s pids).
 ISOLATED = "isolated.json"
-
-
-def spark_home() -> Path:
-    """The pyspark package folder: it holds ``bin/spark-class`` and the Spark jars."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
 
 
 class StandaloneCluster:
@@ -73,9 +68,10 @@ class StandaloneCluster:
         logs = self.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         python = ROOT / ".venv" / "bin" / "python"
+        spark_home = Path(pyspark.__file__).resolve().parent  # bin/spark-class, the Spark jars
         env = dict(
             os.environ,
-            SPARK_HOME=str(spark_home()),
+            SPARK_HOME=str(spark_home),
             SPARK_LOCAL_IP=host,
             PYSPARK_PYTHON=str(python) if python.exists() else sys.executable,
             SPARK_LOG_DIR=str(logs),
@@ -84,7 +80,7 @@ class StandaloneCluster:
         )
         with open(logs / f"{name}.log", "ab") as out:
             proc = subprocess.Popen(
-                [*prefix, str(spark_home() / "bin" / "spark-class"), *args],
+                [*prefix, str(spark_home / "bin" / "spark-class"), *args],
                 cwd=self.folder,
                 env=env,
                 stdout=out,

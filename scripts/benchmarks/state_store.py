@@ -259,7 +259,6 @@ class SweepResult:
     bytes_per_batch: list[int]
     checkpoint_bytes: int
     state_bytes: int
-    state_rows: int
     first_commit_s: float
     first_batch_ms: int
     catch_up_s: float
@@ -335,7 +334,6 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
         bytes_per_batch=[e["bytes_written"] for e in steady],
         checkpoint_bytes=checkpoint_bytes,
         state_bytes=report["bytes_on_disk"],
-        state_rows=report["rows"],
         first_commit_s=first["t"] - started,
         first_batch_ms=first["duration_ms"],
         catch_up_s=done["t"] - started,
