@@ -227,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from spark_ext.session import build_session
 
-    memory = {"driver_memory": args.driver_memory} if args.driver_memory else None
-    spark = build_session(args.profile, spark=memory) if memory else build_session(args.profile)
+    memory = {"driver_memory": args.driver_memory} if args.driver_memory else {}
+    spark = build_session(args.profile, spark=memory)
     conf = dict(item.split("=", 1) for item in args.conf)
     run_queries(
         spark, args.store, args.checkpoint_root, args.keys, args.rows_per_batch, args.until_batch,
