@@ -22,8 +22,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pyspark
 
 if TYPE_CHECKING:
     from connectors.kafka.local_broker import LocalKafkaBroker
@@ -32,20 +35,13 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connectors.processes import alive, port_open  # noqa: E402
+from connectors.processes import alive, port_open, read_pid, spawn  # noqa: E402
 from spark_ext.recovery import network  # noqa: E402
 
 log = logging.getLogger("cluster")
 HOST = "127.0.0.1"
 #: Where the isolated cluster keeps its settings (beside ``cluster.json``'s pids).
 ISOLATED = "isolated.json"
-
-
-def spark_home() -> Path:
-    """The pyspark package folder: it holds ``bin/spark-class`` and the Spark jars."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
 
 
 class StandaloneCluster:
@@ -72,9 +68,10 @@ class StandaloneCluster:
         logs = self.folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         python = ROOT / ".venv" / "bin" / "python"
+        spark_home = Path(pyspark.__file__).resolve().parent  # bin/spark-class, the Spark jars
         env = dict(
             os.environ,
-            SPARK_HOME=str(spark_home()),
+            SPARK_HOME=str(spark_home),
             SPARK_LOCAL_IP=host,
             PYSPARK_PYTHON=str(python) if python.exists() else sys.executable,
             SPARK_LOG_DIR=str(logs),
@@ -83,7 +80,7 @@ class StandaloneCluster:
         )
         with open(logs / f"{name}.log", "ab") as out:
             proc = subprocess.Popen(
-                [*prefix, str(spark_home() / "bin" / "spark-class"), *args],
+                [*prefix, str(spark_home / "bin" / "spark-class"), *args],
                 cwd=self.folder,
                 env=env,
                 stdout=out,
@@ -120,7 +117,12 @@ class StandaloneCluster:
         for i in range(self.workers):
             pids[f"worker-{i}"] = self.launch_worker(i)
         self.state_file.write_text(json.dumps(pids))
-        self.wait_alive(pids, timeout_s)
+        try:
+            self.wait_alive(pids, self.hosts, timeout_s)
+        except SystemExit:
+            self.stop()
+            raise
+        log.info("cluster up: %s with %d workers", self.master_url, self.workers)
 
     def launch_worker(self, index: int) -> int:
         """Start worker ``index`` on its host; returns the launcher's pid."""
@@ -136,20 +138,19 @@ class StandaloneCluster:
         """What worker ``index``'s launch is wrapped in (nothing: it runs on this host)."""
         return ()
 
-    def wait_alive(self, pids: dict[str, int], timeout_s: float) -> None:
-        """Return once every worker is ALIVE; stop everything if one exits or time runs out."""
+    def wait_alive(self, pids: dict[str, int], hosts: list[str], timeout_s: float) -> None:
+        """Return once the master lists an ALIVE worker on each of ``hosts`` (a host named twice:
+        two); ``SystemExit`` once a process of ``pids`` exits or time runs out."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if len(self.alive_worker_hosts() or []) == self.workers:
-                log.info("cluster up: %s with %d workers", self.master_url, self.workers)
-                return
+        while Counter(hosts) - Counter(self.alive_worker_hosts() or []):
             dead = [n for n, p in pids.items() if not alive(p)]
             if dead:
-                self.stop()
                 raise SystemExit(f"{dead} exited; see {self.folder / 'logs'}")
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"workers not ALIVE after {timeout_s}s; see {self.folder / 'logs'}"
+                )
             time.sleep(1)
-        self.stop()
-        raise SystemExit(f"workers not ALIVE after {timeout_s}s; see {self.folder / 'logs'}")
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop every process (workers first), then remove the workers' application folders."""
@@ -185,44 +186,17 @@ class IsolatedCluster(StandaloneCluster):
         self.master_url = f"spark://{self.host}:{args.port}"
         self.settings_file = self.folder / ISOLATED
         self.hide = [Path(h).resolve() for h in args.hide or [ROOT / "var"]]
-
-    # -- the network
-    def _check_range_free(self) -> None:
-        used = [
-            line.split()[1]
-            for line in network.ip("-o", "-4", "addr", "show").splitlines()
-            if f" {network.SUBNET}." in line and line.split()[1] != network.BRIDGE
-        ]
-        if used:
-            raise SystemExit(f"{network.SUBNET}.0/24 is in use on {used}: isolated hosts need it")
-
-    def _make_network(self) -> None:
-        ip, bridge = network.ip, network.BRIDGE
-        ip("link", "add", bridge, "type", "bridge")
-        for address in (network.DRIVER_ADDRESS, network.SERVICE_ADDRESS):
-            ip("addr", "add", f"{address}/24", "dev", bridge)
-        ip("link", "set", bridge, "up")
-        self._record_owner(self.args.owner_pid or os.getpid())
-        for i in range(self.workers):
-            self._make_host(i)
-
-    def _make_host(self, index: int) -> None:
-        ip, name = network.ip, network.host_name(index)
-        ip("netns", "add", name)
-        ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name)
-        ip("link", "set", name, "master", network.BRIDGE, "up")
-        ip("-n", name, "addr", "add", f"{network.host_address(index)}/24", "dev", "eth0")
-        ip("-n", name, "link", "set", "eth0", "up")
-        ip("-n", name, "link", "set", "lo", "up")
+        #: The one folder every host and the driver see: the harness's fault logs, never data.
+        self.shared = self.folder / "shared"
 
     def _record_owner(self, pid: int) -> None:
         """Write on the bridge who owns the cluster and where its records are (:func:`_owner`)."""
         network.ip("link", "set", network.BRIDGE, "alias", f"owner={pid} dir={self.folder}")
 
-    # -- the processes
-    def _mounts(self, index: int) -> str:
-        """The shell lines giving a host its own view of the files: a private ``/tmp``, a tmpfs
+    def worker_prefix(self, index: int) -> tuple[str, ...]:
+        """Into the host's network namespace, with mounts of its own: a private ``/tmp``, a tmpfs
         over each hidden folder, and only its work folder and ``shared/`` from the machine."""
+        self.shared.mkdir(parents=True, exist_ok=True)
         q = shlex.quote
         keep = [self.folder / f"worker-{index}", self.shared]
         lines = ["mount -t tmpfs sxh-stage /mnt"]  # the kept folders wait here meanwhile
@@ -236,19 +210,10 @@ class IsolatedCluster(StandaloneCluster):
         lines += [
             f"mkdir -p {q(str(k))} && mount --move /mnt/{j} {q(str(k))}" for j, k in enumerate(keep)
         ]
-        return "\n".join([*lines, "umount /mnt", 'exec "$@"'])
-
-    @property
-    def shared(self) -> Path:
-        """The one folder every host and the driver see: the harness's fault logs, never data."""
-        return self.folder / "shared"
-
-    def worker_prefix(self, index: int) -> tuple[str, ...]:
-        """Into the host's network namespace, with its own mounts (:meth:`_mounts`)."""
-        self.shared.mkdir(parents=True, exist_ok=True)
+        mounts = "\n".join([*lines, "umount /mnt", 'exec "$@"'])
         name = network.host_name(index)
         prefix = ("ip", "netns", "exec", name, "unshare", "--mount", "--propagation", "private")
-        return (*prefix, "sh", "-ec", self._mounts(index), "sh")
+        return (*prefix, "sh", "-ec", mounts, "sh")
 
     def _services(self) -> tuple[LocalKafkaBroker, LocalS3Store]:
         """The cluster's broker and store on the bridge (the store runs only with ``--store``)."""
@@ -300,35 +265,42 @@ class IsolatedCluster(StandaloneCluster):
     def make_hosts(self) -> None:
         """Refuse a range in use or a cluster whose owner lives, remove what a dead one left
         (:func:`clean_leftovers`), record the settings, make the bridge and the hosts."""
-        a = self.args
-        self._check_range_free()
+        ip, bridge = network.ip, network.BRIDGE
+        used = [
+            line.split()[1]
+            for line in ip("-o", "-4", "addr", "show").splitlines()
+            if f" {network.SUBNET}." in line and line.split()[1] != bridge
+        ]
+        if used:
+            raise SystemExit(f"{network.SUBNET}.0/24 is in use on {used}: isolated hosts need it")
         clean_leftovers()
         self.folder.mkdir(parents=True, exist_ok=True)
-        settings = {"hosts": self.workers, "port": a.port, "webui_port": a.webui_port}
-        settings |= {"cores": a.cores, "memory": a.memory, "hide": [str(h) for h in self.hide]}
-        self.settings_file.write_text(json.dumps({**settings, "owner": a.owner_pid}))
-        self._make_network()
+        settings = vars(self.args) | {"dir": str(self.folder), "hide": [str(h) for h in self.hide]}
+        self.settings_file.write_text(json.dumps(settings))
+        ip("link", "add", bridge, "type", "bridge")
+        for address in (network.DRIVER_ADDRESS, network.SERVICE_ADDRESS):
+            ip("addr", "add", f"{address}/24", "dev", bridge)
+        ip("link", "set", bridge, "up")
+        self._record_owner(self.args.owner_pid or os.getpid())
+        for i, name in enumerate(map(network.host_name, range(self.workers))):
+            ip("netns", "add", name)
+            ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name)
+            ip("link", "set", name, "master", bridge, "up")
+            ip("-n", name, "addr", "add", f"{self.hosts[i]}/24", "dev", "eth0")
+            ip("-n", name, "link", "set", "eth0", "up")
+            ip("-n", name, "link", "set", "lo", "up")
 
-    def start_watchdog(self) -> int:
+    def start_watchdog(self) -> None:
         """Start the process that stops the cluster once its owner is gone (:func:`watch`)."""
         watch = [sys.executable, str(Path(__file__).resolve()), "watch", "--dir", str(self.folder)]
-        (self.folder / "logs").mkdir(parents=True, exist_ok=True)
-        with open(self.folder / "logs" / "watchdog.log", "ab") as out:
-            proc = subprocess.Popen(
-                watch, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        settings = json.loads(self.settings_file.read_text())
-        self.settings_file.write_text(json.dumps({**settings, "watchdog": proc.pid}))
-        return proc.pid
+        logs = self.folder / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        spawn(watch, os.environ, logs / "watchdog.log", logs / "watchdog.pid")
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop the workers, the master and the services, then remove the hosts and the bridge."""
-        try:
-            settings = json.loads(self.settings_file.read_text())
-        except FileNotFoundError:
-            settings = {}
-        watchdog = settings.get("watchdog")
-        if watchdog and watchdog != os.getpid() and alive(watchdog):
+        watchdog = read_pid(self.folder / "logs" / "watchdog.pid", f"watch\0--dir\0{self.folder}")
+        if watchdog is not None and watchdog != os.getpid():
             os.kill(watchdog, signal.SIGKILL)
         super().stop(timeout_s)
         broker, store = self._services()
@@ -345,12 +317,9 @@ class IsolatedCluster(StandaloneCluster):
         pids = self.pids()
         pids[f"worker-{index}"] = self.launch_worker(index)
         self.state_file.write_text(json.dumps(pids))
-        deadline = time.monotonic() + timeout_s
-        address = network.host_address(index)
-        while address not in (self.alive_worker_hosts() or []):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"host {index} not ALIVE after {timeout_s}s")
-            time.sleep(1)
+        self.wait_alive(
+            {f"worker-{index}": pids[f"worker-{index}"]}, [self.hosts[index]], timeout_s
+        )
 
 
 def _owner() -> tuple[int, str] | None:
@@ -376,20 +345,14 @@ def clean_leftovers() -> list[str]:
 
 
 def isolated_from(folder: Path) -> IsolatedCluster:
-    """The isolated cluster whose settings ``folder`` holds."""
+    """The isolated cluster whose settings (its start's arguments) ``folder`` holds."""
     settings = json.loads((folder / ISOLATED).read_text())
-    args = parser().parse_args(
-        ["start", "--isolated", "--dir", str(folder), "--hosts", str(settings["hosts"])]
-        + ["--port", str(settings["port"]), "--webui-port", str(settings["webui_port"])]
-        + ["--cores", str(settings["cores"]), "--memory", settings["memory"]]
-        + [f"--hide={h}" for h in settings["hide"]]
-    )
-    return IsolatedCluster(args)
+    return IsolatedCluster(argparse.Namespace(**settings | {"dir": folder}))
 
 
 def watch(folder: Path) -> None:
     """Stop the isolated cluster of ``folder`` once its owner process is gone."""
-    owner = json.loads((folder / ISOLATED).read_text())["owner"]
+    owner = json.loads((folder / ISOLATED).read_text())["owner_pid"]
     while alive(owner) and (folder / ISOLATED).exists():
         time.sleep(0.5)
     if (folder / ISOLATED).exists():

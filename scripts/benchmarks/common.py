@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,7 +47,7 @@ class BenchContext:
 
     scale: float = 1.0
     storage: str = "local"  # where tables go: "local", or "s3" (the s3 profile's store)
-    storage_warm: bool = False  # the S3 sinks had their untimed warm-up
+    s3_proxy: str = ""  # the S3 sinks' request-counting proxy, once started (and they warmed up)
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="spark_ext_bench_")))
 
     def n(self, rows: int) -> int:
@@ -115,6 +115,22 @@ def drained(query: Any) -> float:
     seconds = time.perf_counter() - began
     query.stop()
     return seconds
+
+
+def batch_ms(query: Any, phase: str = "triggerExecution") -> list[float]:
+    """``durationMs[phase]`` of each recent batch of ``query`` that read rows."""
+    return [p["durationMs"][phase] for p in query.recentProgress if p["numInputRows"]]
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by linear interpolation."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def summarize(runs: Sequence[Sequence[Figure]]) -> list[Summary]:

@@ -8,22 +8,18 @@ from functools import partial
 from benchmarks.common import BenchContext, Figure, start_query, timed
 from connectors import kafka
 from connectors.demo_events import produce_events
+from connectors.kafka.readback import end_offsets
 from jobs.exactly_once_delta import parse_events
 from jobs.ingest_events import IngestPaths, start_ingest
-from spark_ext import kafka_clients
 
 EVENTS = 1_000_000
 
 
 def events_topic(ctx: BenchContext, n: int) -> str:
     """A 3-partition topic holding exactly ``n`` demo events (1 in 1000 malformed), reused."""
-    from kafka import TopicPartition
-
     topic = f"bench-events-{n}"
     kafka.create_topic(ctx.bootstrap, topic, partitions=3)
-    consumer = kafka_clients.consumer(ctx.bootstrap)
-    have = sum(consumer.end_offsets([TopicPartition(topic, p) for p in range(3)]).values())
-    consumer.close()
+    have = sum(end_offsets(ctx.bootstrap, topic).values())
     if have != n:
         if have:
             raise RuntimeError(f"{topic} holds {have} records, not {n}: delete it and rerun")

@@ -13,7 +13,6 @@ import http.client
 import json
 import multiprocessing
 import os
-import statistics
 import threading
 import time
 import urllib.request
@@ -24,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from benchmarks.common import BenchContext, Figure, start_query, timed
+from benchmarks.common import BenchContext, Figure, batch_ms, percentile, start_query, timed
 from benchmarks.ingest import events_topic
 from connectors import kafka
 from connectors.sinks import Trigger, exactly_once_to_delta, exactly_once_to_kafka
@@ -227,10 +226,6 @@ def run(ctx: BenchContext) -> list[Figure]:
     return figures
 
 
-#: Store endpoint -> its counting proxy: S3A keeps the file system (and endpoint) it made first.
-_PROXIES: dict[str, str] = {}
-
-
 def run_s3(ctx: BenchContext) -> list[Figure]:
     """The Delta half with every table on the ``s3`` profile's store (checkpoints local: the
     same for every variant), through a counting proxy."""
@@ -240,9 +235,10 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
 
     LocalS3Store().start()  # a store already answering is used as it is
     store = load_profile("s3").storage
-    if store.endpoint not in _PROXIES:
-        _PROXIES[store.endpoint] = start_proxy(store.endpoint)
-    proxy = _PROXIES[store.endpoint]
+    first = not ctx.s3_proxy  # one per process: S3A keeps the endpoint it was first given
+    if first:
+        ctx.s3_proxy = start_proxy(store.endpoint)
+    proxy = ctx.s3_proxy
     settings = StorageSettings(
         endpoint=proxy,
         region=store.region,
@@ -263,10 +259,9 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
             settings,
         )
 
-    if not ctx.storage_warm:  # one batch through each sink, not timed: JIT, classes, workers
+    if first:  # one batch through each sink, not timed: JIT, classes, workers
         for i, start in enumerate(sinks(n).values()):
             start(storage.spark_uri(root.join(f"warm-{i}"))).awaitTermination()
-        ctx.storage_warm = True
     figures: list[Figure] = []
     for i, (variant, start) in enumerate(sinks(max(100, n // S3_BATCHES)).items()):
         table = storage.spark_uri(root.join(variant.split()[0], uuid.uuid4().hex[:6]))
@@ -276,20 +271,18 @@ def run_s3(ctx: BenchContext) -> list[Figure]:
         query.awaitTermination()
         seconds = time.perf_counter() - began
         counts = take_counts(proxy)
-        batches = [p for p in query.recentProgress if p["numInputRows"]]
-        times = sorted(p["durationMs"]["addBatch"] for p in batches)
-        k = len(batches) or 1
-        p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))] if times else 0.0
+        times = batch_ms(query, "addBatch")
+        k = len(times) or 1
         values = [
             ("delta rows/s", n / seconds, "rows/s"),
-            ("batch ms median", statistics.median(times or [0]), "ms"),
-            ("batch ms p95", p95, "ms"),
+            ("batch ms median", percentile(times, 0.5), "ms"),
+            ("batch ms p95", percentile(times, 0.95), "ms"),
             ("requests/batch", sum(counts.values()) / k, ""),
             ("LIST/batch", counts["LIST"] / k, ""),
             ("GET+HEAD/batch", (counts["GET"] + counts["HEAD"]) / k, ""),
             ("PUT/batch", counts["PUT"] / k, ""),
         ]
-        note = f"{n:,} rows, {len(batches)} batches"
+        note = f"{n:,} rows, {len(times)} batches"
         figures += [Figure("sinks-s3", variant, m, v, u, i == 0, note) for m, v, u in values]
         print(f"  {variant}: {seconds:.1f}s {dict(counts)}", flush=True)
     storage.delete(root, settings)

@@ -26,7 +26,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from spark_ext.crash import declare
 from spark_ext.metrics import figures_from_progress
 
-from .common import ROOT, Figure
+from .common import ROOT, Figure, percentile
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class BatchRecorder(StreamingQueryListener):
     """
 
     def __init__(self, events: Path | None, checkpoints: dict[str, Path]) -> None:
-        self._events = events.open("a") if events else None
+        self._events = events.open("a", buffering=1) if events else None  # a line a write
         self._checkpoints = checkpoints  # query name -> checkpoint folder
         self._files = {name: checkpoint_files(path) for name, path in checkpoints.items()}
         self._committed: dict[str, int] = {}
@@ -109,11 +109,6 @@ class BatchRecorder(StreamingQueryListener):
     def all_committed(self, batch: int) -> bool:
         """Whether every query has committed ``batch`` (call holding :attr:`changed`)."""
         return all(self._committed.get(n, -1) >= batch for n in self._checkpoints)
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self._events is not None:
-            self._events.write(json.dumps(record) + "\n")
-            self._events.flush()
 
     def onQueryStarted(self, event: Any) -> None:
         pass
@@ -128,18 +123,18 @@ class BatchRecorder(StreamingQueryListener):
             before = self._files.get(name, {})
             written = sum(max(0, size - before.get(path, 0)) for path, size in files.items())
             self._files[name] = files
-        self.write(
-            {
-                "event": "batch",
-                "query": name,
-                "batch": batch,
-                "t": now,
-                "duration_ms": figures.duration_ms,
-                "input_rows": figures.input_rows,
-                "state_rows": figures.state_rows,
-                "bytes_written": written,
-            }
-        )
+        record = {
+            "event": "batch",
+            "query": name,
+            "batch": batch,
+            "t": now,
+            "duration_ms": figures.duration_ms,
+            "input_rows": figures.input_rows,
+            "state_rows": figures.state_rows,
+            "bytes_written": written,
+        }
+        if self._events is not None:
+            self._events.write(json.dumps(record) + "\n")
         with self.changed:
             self._committed[name] = max(batch, self._committed.get(name, -1))
             lowest = min(self._committed.get(n, -1) for n in self._checkpoints)
@@ -232,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from spark_ext.session import build_session
 
-    memory = {"driver_memory": args.driver_memory} if args.driver_memory else None
-    spark = build_session(args.profile, spark=memory) if memory else build_session(args.profile)
+    memory = {"driver_memory": args.driver_memory} if args.driver_memory else {}
+    spark = build_session(args.profile, spark=memory)
     conf = dict(item.split("=", 1) for item in args.conf)
     run_queries(
         spark, args.store, args.checkpoint_root, args.keys, args.rows_per_batch, args.until_batch,
@@ -264,7 +259,6 @@ class SweepResult:
     bytes_per_batch: list[int]
     checkpoint_bytes: int
     state_bytes: int
-    state_rows: int
     first_commit_s: float
     first_batch_ms: int
     catch_up_s: float
@@ -280,17 +274,6 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:  # the last line of a job killed mid-write
             continue
     return records
-
-
-def percentile(values: Iterable[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by linear interpolation."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q
-    low = int(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
@@ -317,8 +300,7 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     )
     if not run.killed:
         raise RuntimeError(f"{store} {keys}: the job was not killed:\n{run.output_tail}")
-    batches = [e for e in read_events(steady_events) if e["event"] == "batch"]
-    steady = [e for e in batches if 1 <= e["batch"] <= crash_batch]
+    steady = [e for e in read_events(steady_events) if 1 <= e["batch"] <= crash_batch]
 
     checkpoint = root / store
     last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
@@ -341,7 +323,7 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
     report = json.loads(report_file.read_text())[store]
     if report["rows"] != keys:
         raise RuntimeError(f"{store}: state holds {report['rows']} rows, expected {keys}")
-    after = [e for e in read_events(restart_events) if e["event"] == "batch"]
+    after = read_events(restart_events)
     first = min(after, key=lambda e: e["t"])
     done = next(e for e in after if e["batch"] == until)
     return SweepResult(
@@ -352,7 +334,6 @@ def measure(ctx: Any, store: str, keys: int, driver_memory: str) -> SweepResult:
         bytes_per_batch=[e["bytes_written"] for e in steady],
         checkpoint_bytes=checkpoint_bytes,
         state_bytes=report["bytes_on_disk"],
-        state_rows=report["rows"],
         first_commit_s=first["t"] - started,
         first_batch_ms=first["duration_ms"],
         catch_up_s=done["t"] - started,

@@ -2,14 +2,16 @@
 
 (a) release latency from a window's closing record in Kafka to its row at the sink, both
 queries on one live topic, the slow partition's lag fixed at LAG_S or varying 0..LAG_S (the
-watermark's delay: the smallest that drops nothing). Run: ``scripts/bench.sh tracker
-[--scale 0.25] [--repeat 1]``; compare ratios, not absolute seconds.
+watermark's delay: the smallest that drops nothing); (b)-(d) every query on one topic written up
+front. Run: ``scripts/bench.sh tracker [--scale 0.25] [--repeat 1]``; compare ratios, not
+absolute seconds. ``SPARK_EXT_BENCH_TRACKER=throughput``: (b)-(d) alone at 1M events, 100,000
+a batch (README, "Throughput, measured").
 """
 
 from __future__ import annotations
 
 import json
-import statistics
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
-from benchmarks.common import BenchContext, Figure, drained, start_query
+from benchmarks.common import BenchContext, Figure, drained, percentile, start_query
 from benchmarks.tracker_pure import PARTITIONS, events
 from connectors.kafka import create_topic, produce, read_stream
 from jobs.tracker_windows import EPOCH, event, marker, parse
@@ -107,7 +109,7 @@ def _tracked(
     """The tracked window count on ``path``, closed by the producers' markers (partitions not
     ordered); the late rows are only counted (the handler's ``late_rows`` metric)."""
     # Never compacted (the thresholds are out of reach), so every log record stays for the
-    # report count of _drops_and_reports; a compaction would delete the records it covers.
+    # report count of _written_up_front; a compaction would delete the records it covers.
     agent = LocalTrackingAgent(folder / "agent", snapshot_every=1 << 62, snapshot_bytes=1 << 62)
     q = (
         TrackedStream(
@@ -152,21 +154,62 @@ def _tracked_count(
     return q, agent, sum(counts), seconds
 
 
-# -- (b), (c): all input written up front -------------------------------------------------
-def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
+# -- (b), (c), (d): all input written up front, every query drains the same topic ------------
+def _untracked(events: DataFrame) -> DataFrame:
+    """Plain ``applyInPandasWithState``: count per (window, user), emitted on event-time timeout."""
+
+    def counts(key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        # Nested so that it is pickled by value: ``benchmarks`` is not importable on workers.
+        if state.hasTimedOut:
+            (count,) = state.get
+            state.remove()
+            yield pd.DataFrame({"window_start_ms": [key[0]], "user_id": [key[1]], "count": [count]})
+            return
+        n = sum(len(f) for f in frames)
+        state.update(((state.get[0] if state.exists else 0) + n,))
+        state.setTimeoutTimestamp(int(key[0]) + WINDOW_MS)
+
+    start_ms = F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS
+    return (
+        events.where("event_time is not null")
+        .withWatermark("event_time", DROP_DELAY)
+        # the watermark column stays in the plan (event-time timeouts)
+        .select(start_ms.alias("window_start_ms"), "user_id", "event_time")
+        .groupBy("window_start_ms", "user_id")
+        .applyInPandasWithState(
+            counts,
+            "window_start_ms long, user_id string, count long",
+            "count long",
+            "append",
+            GroupStateTimeout.EventTimeTimeout,
+        )
+    )
+
+
+def _written_up_front(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
+    """Rows dropped, wall time and rows/s of Spark's watermark windows (JVM), the untracked
+    count and the tracker on both paths; the tracker's report messages against punctuations."""
     topic = _topic(ctx, "trk", n)
     wm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
     q = start_query(wm, ctx.folder("tracker_wm"), "memory", live=True)
     wm_s = drained(q)
     emitted = ctx.spark.table(q.name).agg(F.sum("count")).first()[0] or 0
+    untracked = _untracked(_events(ctx, topic, per_trigger))
+    un_s = drained(start_query(untracked, ctx.folder("tracker_untracked"), "memory", live=True))
     folder = ctx.folder("tracker_tr")
     _, agent, counted, tr_s = _tracked_count(ctx, topic, per_trigger, folder)
+    _, _, dr_counted, dr_s = _tracked_count(
+        ctx, topic, per_trigger, ctx.folder("tracker_driver"), "driver"
+    )
+    if dr_counted != n:
+        raise AssertionError(f"driver path: {dr_counted} of {n} rows counted")
     reports = 0
     for gen in log_generations(folder / "agent"):
         for line in (folder / "agent" / log_name(gen)).read_text().splitlines():
             reports += len(json.loads(line).get("reports", []))
     k = len(agent.end_events(0, 10**9))
     figure = partial(Figure, "tracker")
+    rate = partial(Figure, "tracker", metric="throughput", unit="rows/s")
     return [
         figure("spark watermark", "rows dropped", n - emitted, "rows", True,
                f"delay {DROP_DELAY}; includes windows never closed"),
@@ -175,6 +218,12 @@ def _drops_and_reports(ctx: BenchContext, n: int, per_trigger: int) -> list[Figu
         figure("tracker", "wall time", tr_s, "s", note="incl. flush batches"),
         figure("tracker", "report messages", reports, "msgs", note=f"K={k}, P={PARTITIONS}"),
         figure("punctuations K*P^2", "report messages", k * PARTITIONS**2, "msgs", True),
+        rate("untracked applyInPandasWithState", value=n / un_s, baseline=True,
+             note=f"{per_trigger} rows/trigger, watermark timeouts"),
+        rate("tracker", value=n / tr_s, note="distributed path, until all emitted"),
+        rate("tracker driver path", value=n / dr_s, note="until all emitted"),
+        rate("spark window count (JVM)", value=n / wm_s,
+             note="reference: groupBy(window).count() with the same watermark"),
     ]  # fmt: skip
 
 
@@ -247,84 +296,27 @@ def _latency(
     closable = [w for w in closed if w + WINDOW_MS + delay_ms <= last_event_ms]
     figures = []
     for variant, seen, base in (("spark watermark", wm_seen, True), ("tracker", tr_seen, False)):
-        lat = sorted(seen[w] - closed[w] for w in closable if w in seen)
+        lat = [seen[w] - closed[w] for w in closable if w in seen]
         if not lat:
             continue
         note = f"{len(lat)}/{len(closable)} windows" + (
             f", delay {LATENCY_DELAY} ({tuning})" if base else ", same batch as its closing row"
         )
         figures += [
-            Figure("tracker", variant, f"{metric} median", statistics.median(lat), "s", base, note),
-            Figure("tracker", variant, f"{metric} p95", lat[int(0.95 * (len(lat) - 1))], "s", base),
+            Figure("tracker", variant, f"{metric} median", percentile(lat, 0.5), "s", base, note),
+            Figure("tracker", variant, f"{metric} p95", percentile(lat, 0.95), "s", base),
         ]
     return figures
 
 
-# -- (d): rows/s of the tracked query vs the same query untracked --------------------------
-def _throughput(ctx: BenchContext, n: int, per_trigger: int) -> list[Figure]:
-    topic = _topic(ctx, "trk-tp", n)
-    folder = ctx.folder("tracker_untracked")
-
-    def untracked_counts(
-        key: Any, frames: Iterator[pd.DataFrame], state: Any
-    ) -> Iterator[pd.DataFrame]:
-        """Plain applyInPandasWithState: count per (window, user), emitted on event-time timeout.
-
-        (Nested so that it is pickled by value: ``benchmarks`` is not importable on workers.)
-        """
-        if state.hasTimedOut:
-            (count,) = state.get
-            state.remove()
-            yield pd.DataFrame({"window_start_ms": [key[0]], "user_id": [key[1]], "count": [count]})
-            return
-        n = sum(len(f) for f in frames)
-        state.update(((state.get[0] if state.exists else 0) + n,))
-        state.setTimeoutTimestamp(int(key[0]) + WINDOW_MS)
-
-    start_ms = F.unix_millis("event_time") - F.unix_millis("event_time") % WINDOW_MS
-    untracked = (
-        _events(ctx, topic, per_trigger)
-        .where("event_time is not null")
-        .withWatermark("event_time", DROP_DELAY)
-        # the watermark column stays in the plan (event-time timeouts)
-        .select(start_ms.alias("window_start_ms"), "user_id", "event_time")
-        .groupBy("window_start_ms", "user_id")
-        .applyInPandasWithState(
-            untracked_counts,
-            "window_start_ms long, user_id string, count long",
-            "count long",
-            "append",
-            GroupStateTimeout.EventTimeTimeout,
-        )
-    )
-    un_s = drained(start_query(untracked, folder, "memory", live=True))
-    # Spark's own windowed count (JVM aggregation, no Python): a reference, not the baseline
-    jvm = _watermark_windows(_events(ctx, topic, per_trigger), DROP_DELAY)
-    jvm_s = drained(start_query(jvm, ctx.folder("tracker_jvm"), "memory", live=True))
-    tr_s = _tracked_count(ctx, topic, per_trigger, ctx.folder("tracker_tracked"))[3]
-    _, _, counted, dr_s = _tracked_count(
-        ctx, topic, per_trigger, ctx.folder("tracker_driver"), "driver"
-    )
-    if counted != n:
-        raise AssertionError(f"driver path: {counted} of {n} rows counted")
-    figure = partial(Figure, "tracker", metric="throughput", unit="rows/s")
-    return [
-        figure("untracked applyInPandasWithState", value=n / un_s, baseline=True,
-               note=f"{per_trigger} rows/trigger, watermark timeouts"),
-        figure("tracker", value=n / tr_s, note="distributed path, until all emitted"),
-        figure("tracker driver path", value=n / dr_s, note="until all emitted"),
-        figure("spark window count (JVM)", value=n / jvm_s,
-               note="reference: groupBy(window).count() with the same watermark"),
-    ]  # fmt: skip
-
-
 def run(ctx: BenchContext) -> list[Figure]:
+    if os.environ.get("SPARK_EXT_BENCH_TRACKER") == "throughput":  # (b)-(d) only, at 1M events
+        n = ctx.n(1_000_000)
+        return _written_up_front(ctx, n, max(1_000, min(100_000, n // 10)))
     n = ctx.n(20_000)
-    per_trigger = max(500, n // 20)
-    figures = _drops_and_reports(ctx, n, per_trigger)
+    figures = _written_up_front(ctx, n, max(500, n // 20))
     figures += _latency(ctx, n, fixed_lag, "latency fixed lag", f"the exact lag {LAG_S} s + 1 s")
     figures += _latency(
         ctx, n, varying_lag, f"latency lag 0-{LAG_S} s", f"drops nothing at lag {LAG_S} s"
     )
-    figures += _throughput(ctx, n, per_trigger)
     return figures

@@ -10,7 +10,6 @@ Run: ``scripts/bench.sh tracker_floor [--repeat 3]``.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -20,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import LongType, StructField, StructType
 
-from benchmarks.common import BenchContext, Figure, drained, start_query
+from benchmarks.common import BenchContext, Figure, batch_ms, drained, percentile, start_query
 from benchmarks.tracker import LATENCY_DELAY, _events, _topic, _tracked_count, _watermark_windows
 
 PER_TRIGGER = 200  # rows per micro-batch: the live rate of the latency benchmark
@@ -47,19 +46,18 @@ def _count_per_key() -> StatefulProcessor:
     return _CountPerKey()
 
 
-def _batch_ms(progress: list[dict[str, Any]]) -> float:
-    """Median trigger time of the batches that read rows, the first two (warm-up) left out."""
-    times = [p["durationMs"]["triggerExecution"] for p in progress if p["numInputRows"]][2:]
-    return float(statistics.median(times))
-
-
 def run(ctx: BenchContext) -> list[Figure]:
     topic = _topic(ctx, "trk-floor", ctx.n(4_000))
 
     def drain(df: Any, name: str) -> float:
+        """The median time of the batches that read rows, the first two (warm-up) left out."""
         q = start_query(df, ctx.folder(name), lambda d, _b: d.count(), live=True)
         drained(q)
-        return _batch_ms(q.recentProgress)
+        return percentile(batch_ms(q)[2:], 0.5)
+
+    def tracked(name: str, path: str) -> float:
+        q = _tracked_count(ctx, topic, PER_TRIGGER, ctx.folder(name), path)[0]
+        return percentile(batch_ms(q)[2:], 0.5)
 
     events = _events(ctx, topic, PER_TRIGGER)
     wm = drain(_watermark_windows(events, LATENCY_DELAY), "floor_wm")
@@ -69,13 +67,12 @@ def run(ctx: BenchContext) -> list[Figure]:
         .transformWithStateInPandas(_count_per_key(), "source string, n long", "append", "none"),
         "floor_tws",
     )
-    q = _tracked_count(ctx, topic, PER_TRIGGER, ctx.folder("floor_tracked"))[0]
-    d = _tracked_count(ctx, topic, PER_TRIGGER, ctx.folder("floor_driver"), "driver")[0]
     figure = partial(Figure, "tracker_floor", metric="batch time", unit="ms")
     note = f"{PER_TRIGGER} rows/batch, median batch time"
     return [
         figure("spark watermark windows (JVM)", value=wm, baseline=True, note=note),
         figure("empty transformWithStateInPandas", value=empty, note=f"{note}, 4 keys"),
-        figure("tracker (gate + shard stages)", value=_batch_ms(q.recentProgress), note=note),
-        figure("tracker driver path", value=_batch_ms(d.recentProgress), note=note),
-    ]
+        figure("tracker (gate + shard stages)", value=tracked("floor_tracked", "distributed"),
+               note=note),
+        figure("tracker driver path", value=tracked("floor_driver", "driver"), note=note),
+    ]  # fmt: skip

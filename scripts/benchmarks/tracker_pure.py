@@ -49,18 +49,14 @@ def rows(n: int) -> list[dict[str, Any]]:
     return out
 
 
-def tester() -> PipelineTester:
-    return PipelineTester(
+def events_per_s(n: int, per_batch: int = PER_BATCH) -> float:
+    """Run ``n`` events through a fresh :class:`PipelineTester`; events/s, output checked."""
+    data = rows(n)
+    t = PipelineTester(
         WindowAggregate(Count()),
         Tumbling("10 seconds", namespace="w"),
         Closing.partitions("src", PARTITIONS, ordered=False),
     )
-
-
-def events_per_s(n: int, per_batch: int = PER_BATCH) -> float:
-    """Run ``n`` events through a fresh :class:`PipelineTester`; events/s, output checked."""
-    data = rows(n)
-    t = tester()
     counted = late = 0
     began = time.perf_counter()
     for i in range(0, len(data), per_batch):

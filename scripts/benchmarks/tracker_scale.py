@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from benchmarks.common import BenchContext, Figure, folder_bytes
+from benchmarks.common import BenchContext, Figure, folder_bytes, percentile
 from spark_ext.tracker.agent import LocalTrackingAgent
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 from spark_ext.tracker.reports import Report, ReportKey, TaskReport
@@ -126,7 +126,7 @@ def figures_of(variant: str, s: Series, bytes_note: str | None) -> list[Figure]:
     figure = partial(Figure, "tracker_scale", variant)
     target = f"target <= {TARGET_MS:.0f} ms"
     setup = f"{OPEN} open windows x {PARTITIONS} partitions, {SHARDS} shards, {STEP} ends/batch"
-    median, p95 = statistics.median(s.apply_ms), statistics.quantiles(s.apply_ms, n=20)[18]
+    median, p95 = percentile(s.apply_ms, 0.5), percentile(s.apply_ms, 0.95)
     out = [
         figure("driver time/batch median", median, "ms", note=f"{target}; {setup}"),
         figure("driver time/batch p95", p95, "ms", note=target),
