@@ -28,15 +28,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = [
-    "INTERRUPTED",
-    "configure_logging",
-    "error_line",
-    "restart_after_worker_timeout",
-    "talk",
-    "watch_interrupts",
-]
-
 log = logging.getLogger(__name__)
 
 #: The exit code of a job stopped by Ctrl-C (a shell's 128 + SIGINT).

@@ -23,23 +23,6 @@ if TYPE_CHECKING:
 
     from spark_ext.config import Profile
 
-__all__ = [
-    "STORAGES",
-    "STORAGE_ENV",
-    "JobLocation",
-    "JobPaths",
-    "JobStart",
-    "Under",
-    "job_parser",
-    "location",
-    "sink_id_for",
-    "start_batches",
-    "start_job",
-    "storage_overrides",
-    "under",
-]
-
-
 #: Spark's checkpoint file manager setting (set to S3's when every location is on S3).
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: ``--storage``: the profile's own paths, or the store of conf/s3.toml; its default's variable.

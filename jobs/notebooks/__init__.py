@@ -21,8 +21,6 @@ import spark_ext
 from spark_ext import kafka_clients
 from spark_ext.errors import ConfigError
 
-__all__ = ["ROOT_PLACEHOLDER", "NotebookSetupError", "cells", "check_root", "run_notebook", "setup"]
-
 log = logging.getLogger(__name__)
 
 HEADER = "# Databricks notebook source"
