@@ -65,6 +65,12 @@ def storage_overrides(kind: str) -> dict[str, dict[str, Any]]:
     return {"paths": asdict(s3.paths), "storage": asdict(s3.storage)}
 
 
+def add_storage_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--storage``: ``s3`` puts ``what`` in conf/s3.toml's store."""
+    help = f"s3: {what} in conf/s3.toml's store (default: ${STORAGE_ENV} or local)"
+    parser.add_argument("--storage", choices=STORAGES, default=None, help=help)
+
+
 def job_parser(
     description: str, topic: str, out: bool = True, max_offsets: int | None = None
 ) -> argparse.ArgumentParser:
@@ -77,12 +83,7 @@ def job_parser(
     parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
     parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
     parser.add_argument("--topic", default=topic, help="the input topic")
-    parser.add_argument(
-        "--storage",
-        choices=STORAGES,
-        default=None,
-        help=f"s3: tables and checkpoints in conf/s3.toml's store (default: ${STORAGE_ENV} or local)",
-    )
+    add_storage_flag(parser, "tables and checkpoints")
     if out:
         parser.add_argument(
             "--out", type=location, default=None, help="folder or URI of tables + checkpoint"
