@@ -10,8 +10,6 @@ state store (docs/design.md, "Dedup"). Does not guarantee: dedup of copies furth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -42,7 +40,6 @@ def parse(raw: DataFrame) -> DataFrame:
     )
 
 
-@dataclass(frozen=True)
 class DedupPaths(JobPaths):
     unique = Under("unique")
     quarantine = Under("quarantine")

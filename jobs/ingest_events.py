@@ -10,8 +10,6 @@ table across crashes and restarts; a batch id below a table's recorded one is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -52,7 +50,6 @@ def append_events(batch: DataFrame, events: str, quarantine: str) -> DataFrame:
     return valid
 
 
-@dataclass(frozen=True)
 class IngestPaths(JobPaths):
     events = Under("events")
     quarantine = Under("quarantine")

@@ -170,7 +170,6 @@ def parse_readings(raw: DataFrame) -> DataFrame:
     )
 
 
-@dataclass(frozen=True)
 class PipelinePaths(JobPaths):
     ewma = Under("ewma")
     late = Under("late")
