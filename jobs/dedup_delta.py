@@ -80,9 +80,7 @@ def start(
         output_columns=OUTPUT_COLUMNS,
         storage=storage,
     )
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
+    source = kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger)
     return start_batches(parse(source), sink, paths.checkpoint, f"dedup_delta_{topic}"), sink
 
 

@@ -83,9 +83,7 @@ def start_ingest(
         finally:
             kept.unpersist()
 
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
+    source = kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger)
     return start_batches(source, write, paths.checkpoint, "ingest_events")
 
 

@@ -210,9 +210,7 @@ def start_pipeline(
         if options.dedup
         else None
     )
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=options.max_offsets_per_trigger
-    )
+    source = kafka.read_stream(spark, bootstrap, topic, options.max_offsets_per_trigger)
     tagged = order_and_fold(parse_readings(source), ordering, EwmaFahrenheit(options.alpha), dedup)
     sink = DedupSink(
         dedup,

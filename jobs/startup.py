@@ -135,8 +135,7 @@ class JobStart:
         """The input topic as a stream of stamped Kafka rows."""
         from connectors.kafka import read_stream
 
-        limit = self.max_offsets_per_trigger
-        return read_stream(self.spark, self.bootstrap, self.topic, max_offsets_per_trigger=limit)
+        return read_stream(self.spark, self.bootstrap, self.topic, self.max_offsets_per_trigger)
 
     def print_tables(self, job: str, **tables: str) -> None:
         """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""

@@ -106,11 +106,8 @@ def tracked_events(
     from connectors import kafka
     from spark_ext.streaming import Closing, TrackedStream
 
-    events = parse(
-        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
-    )
     return TrackedStream(
-        events,
+        parse(kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger)),
         key="user_id",
         event_time="event_time",
         agent=agent,  # type: ignore[arg-type]
