@@ -116,17 +116,6 @@ def tracked_events(
     )
 
 
-def windows_agent(bootstrap: str, out: str) -> object:
-    """The tracker's agent of the run writing to ``out``: a local folder under it, or on object
-    storage (no durable local disk) a Kafka agent named for ``out``."""
-    from spark_ext.tracker import LocalTrackingAgent
-    from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
-
-    if not storage.Location.parse(out).is_s3:
-        return LocalTrackingAgent(under(out, "tracker"))
-    return KafkaTrackingAgent(bootstrap, "tw-" + hashlib.sha256(out.encode()).hexdigest()[:16])
-
-
 def start_windows(
     spark: SparkSession,
     bootstrap: str,
@@ -137,15 +126,21 @@ def start_windows(
     disorder_ms: int = 0,
     path: str = "distributed",
 ) -> tuple[StreamingQuery, object]:
-    """Start the tracked window query; returns it and its agent. ``disorder_ms``: the allowed
-    disorder inside each partition (0: ordered); rows beyond it go to the Delta table ``late``;
-    ``path``: the tracked query's path (``driver`` or ``distributed``)."""
+    """Start the tracked window query; returns it and its agent (the module docstring's).
+    ``disorder_ms``: the allowed disorder inside each partition (0: ordered); rows beyond it go
+    to the Delta table ``late``; ``path``: the tracked query's (``driver`` or ``distributed``)."""
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracker import Tumbling
+    from spark_ext.tracker import LocalTrackingAgent, Tumbling
+    from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 
-    agent = windows_agent(bootstrap, out)
+    if storage.Location.parse(out).is_s3:
+        agent: object = KafkaTrackingAgent(
+            bootstrap, f"tw-{hashlib.sha256(out.encode()).hexdigest()[:16]}"
+        )
+    else:
+        agent = LocalTrackingAgent(under(out, "tracker"))
     query = (
         tracked_events(
             spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger, disorder_ms
