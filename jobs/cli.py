@@ -31,17 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def job_module(name: str) -> str:
-    """The module of job ``name``: a registered job, or any module ``jobs.<name>``."""
-    from jobs import registry  # imported on use: pyspark loads only for what needs it
-
-    if name in registry.JOBS:
-        return str(registry.JOBS[name].module)
-    if name.isidentifier() and importlib.util.find_spec(f"jobs.{name}") is not None:
-        return f"jobs.{name}"
-    raise registry.UnknownJobError(name, registry.names())
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     from jobs import registry
     from spark_ext.recovery import FaultClass
@@ -68,7 +57,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    module = job_module(args.job)
+    """Run a registered job, or any module ``jobs.<JOB>``."""
+    from jobs import registry  # imported on use: pyspark loads only for what needs it
+
+    module = f"jobs.{args.job}"
+    if args.job in registry.JOBS:
+        module = registry.JOBS[args.job].module
+    elif not args.job.isidentifier() or importlib.util.find_spec(module) is None:
+        raise registry.UnknownJobError(args.job, registry.names())
     cmd = [sys.executable, "-m", module, *args.job_args]
     log.info("running %s", " ".join(cmd))
     return subprocess.call(cmd, env=job_environment())  # the caller's cwd: its relative paths
