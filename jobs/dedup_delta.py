@@ -68,8 +68,6 @@ def start(
         rotation_ms=rotation_ms,
         buckets=buckets,
         id_column="reading_id",
-        event_time_column="event_time",
-        coordinate_columns=("topic", "partition", "offset"),
     )
     sink = DeltaDedupSink(
         config,
