@@ -90,14 +90,13 @@ def sensor_readings(
     partitions: int = 2,
     duplicate_every: int = 0,
     duplicate_delay: int = 3,
-    close: bool = True,
     quiet: int = 0,
 ) -> Iterator[tuple[int, dict[str, object]]]:
     """Deterministic ``(partition, reading)`` in produce order.
 
     Reading ``i`` has event time ``EPOCH + i s`` and partition ``i % partitions``; every
-    ``duplicate_every``-th is produced again ``duplicate_delay`` records later; ``close`` ends each
-    partition with a close record; the first ``quiet`` sensors skip their middle third.
+    ``duplicate_every``-th is produced again ``duplicate_delay`` records later; each partition
+    ends with a close record; the first ``quiet`` sensors skip their middle third.
     """
     per_partition: list[list[dict[str, object]]] = [[] for _ in range(partitions)]
     for i in range(per_sensor):
@@ -121,8 +120,7 @@ def sensor_readings(
                 yield p, pending.pop(0)[1]
         for _, row in pending:
             yield p, row
-        if close:
-            yield p, {"close": True}
+        yield p, {"close": True}
 
 
 def produce_readings(bootstrap: str, topic: str, **kwargs: int | bool) -> int:

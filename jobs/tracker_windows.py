@@ -54,26 +54,19 @@ def demo_time(i: int, step_ms: int = 700, jitter_ms: int = 0) -> int:
 
 
 def demo_records(
-    n: int,
-    partitions: int,
-    users: int = 7,
-    step_ms: int = 700,
-    close: bool = True,
-    jitter_ms: int = 0,
+    n: int, partitions: int, step_ms: int = 700, jitter_ms: int = 0
 ) -> Iterator[tuple[bytes | None, bytes, int]]:
-    """``n`` events over ``partitions``, then a final marker each.
+    """``n`` events of 7 users over ``partitions``, then a final marker each.
 
     ``jitter_ms``: each event up to that much earlier than ``i * step_ms`` (out of order). Whole
     amounts keep sums exact in any order.
     """
     for i in range(n):
-        p = i % partitions
+        user = f"u{i % 7}"
         t = demo_time(i, step_ms, jitter_ms)
-        yield f"u{i % users}".encode(), event(f"u{i % users}", float(i % 13), t), p
-    if close:
-        end = n * step_ms + 60_000
-        for p in range(partitions):
-            yield None, marker(end), p
+        yield user.encode(), event(user, float(i % 13), t), i % partitions
+    for p in range(partitions):
+        yield None, marker(n * step_ms + 60_000), p
 
 
 def topic_partitions(bootstrap: str, topic: str) -> dict[str, int]:
