@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 WINDOW = "10 seconds"
 EVENT_SCHEMA = "user_id STRING, amount DOUBLE, event_time TIMESTAMP, close_through TIMESTAMP"
+TIMEOUT_S = 600  # how long the tracker jobs run before they give up (run_until)
 
 
 def iso(ms: int) -> str:
@@ -155,12 +156,10 @@ def start_windows(
     return query, agent
 
 
-def run_until(
-    queries: Sequence[StreamingQuery], done: Callable[[], bool], pause_s: float, timeout_s: float
-) -> None:
+def run_until(queries: Sequence[StreamingQuery], done: Callable[[], bool], pause_s: float) -> None:
     """Process ``queries`` until ``done()``, then the last one once more (the flush batch of
-    the last end events), then stop them; ``TimeoutError`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+    the last end events), then stop them; ``TimeoutError`` after :data:`TIMEOUT_S`."""
+    deadline = time.monotonic() + TIMEOUT_S
     try:
         while time.monotonic() < deadline:
             for query in queries:
@@ -169,16 +168,16 @@ def run_until(
                 queries[-1].processAllAvailable()
                 return
             time.sleep(pause_s)
-        raise TimeoutError(f"substreams still open after {timeout_s}s")
+        raise TimeoutError(f"substreams still open after {TIMEOUT_S}s")
     finally:
         for query in queries:
             query.stop()
 
 
-def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 600) -> None:
+def run_until_complete(query: StreamingQuery, agent: object) -> None:
     """Process until the source is drained and the tracker has no open substream; stop."""
     state = agent.state  # type: ignore[attr-defined]
-    run_until([query], lambda: not state().open_substreams(), 0.5, timeout_s)
+    run_until([query], lambda: not state().open_substreams(), 0.5)
 
 
 def main(argv: list[str] | None = None) -> int:
