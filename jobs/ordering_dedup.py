@@ -123,16 +123,11 @@ def sensor_readings(
         yield p, {"close": True}
 
 
-def produce_readings(bootstrap: str, topic: str, **kwargs: int | bool) -> int:
+def produce_readings(bootstrap: str, topic: str, **kwargs: int) -> int:
     """Produce :func:`sensor_readings` (keyed by sensor); returns the record count."""
-    return kafka.produce(
-        bootstrap,
-        topic,
-        (
-            (str(r.get("sensor", "")).encode(), json.dumps(r).encode(), p)
-            for p, r in sensor_readings(**kwargs)  # type: ignore[arg-type]
-        ),
-    )
+    readings = sensor_readings(**kwargs)
+    records = ((str(r.get("sensor", "")).encode(), json.dumps(r).encode(), p) for p, r in readings)
+    return kafka.produce(bootstrap, topic, records)
 
 
 def add_dedup_flags(parser: argparse.ArgumentParser) -> None:
