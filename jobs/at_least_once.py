@@ -10,8 +10,6 @@ duplicates: a crash at the point rewrites the batch, ``events`` gets copies
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -26,7 +24,6 @@ AFTER_WRITE = declare("at_least_once.after_write", "driver", "events written and
 EWMA_SCHEMA = "user_id STRING, ewma DOUBLE, events BIGINT"
 
 
-@dataclass(frozen=True)
 class AtLeastOncePaths(JobPaths):
     events = Under("events")
     quarantine = Under("quarantine")

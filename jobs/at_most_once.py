@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -30,7 +29,6 @@ AFTER_OFFSET_COMMIT = declare(
 AFTER_WRITE = declare("at_most_once.after_write", "driver", "events and quarantine written")
 
 
-@dataclass(frozen=True)
 class AtMostOncePaths(JobPaths):
     events = Under("events")
     quarantine = Under("quarantine")

@@ -15,11 +15,12 @@ import logging
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.console import configure_logging, error_line
-from jobs.startup import STORAGE_ENV, STORAGES, default_storage
+from jobs.startup import add_storage_flag, default_storage
 from spark_ext.errors import ConfigError, SparkExtError
 from spark_ext.jobrun import job_environment
 
@@ -28,17 +29,6 @@ if TYPE_CHECKING:
     from spark_ext.storage import StorageSettings
 
 log = logging.getLogger(__name__)
-
-
-def job_module(name: str) -> str:
-    """The module of job ``name``: a registered job, or any module ``jobs.<name>``."""
-    from jobs import registry  # imported on use: pyspark loads only for what needs it
-
-    if name in registry.JOBS:
-        return str(registry.JOBS[name].module)
-    if name.isidentifier() and importlib.util.find_spec(f"jobs.{name}") is not None:
-        return f"jobs.{name}"
-    raise registry.UnknownJobError(name, registry.names())
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -67,7 +57,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    module = job_module(args.job)
+    """Run a registered job, or any module ``jobs.<JOB>``."""
+    from jobs import registry  # imported on use: pyspark loads only for what needs it
+
+    module = f"jobs.{args.job}"
+    if args.job in registry.JOBS:
+        module = registry.JOBS[args.job].module
+    elif not args.job.isidentifier() or importlib.util.find_spec(module) is None:
+        raise registry.UnknownJobError(args.job, registry.names())
     cmd = [sys.executable, "-m", module, *args.job_args]
     log.info("running %s", " ".join(cmd))
     return subprocess.call(cmd, env=job_environment())  # the caller's cwd: its relative paths
@@ -194,25 +191,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--traceback", action="store_true", help="a typed error's whole trace")
     parser.add_argument("--verbose", action="store_true", help="other libraries' INFO lines")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="the registered jobs, their fault points and declared outcomes")
-    run = sub.add_parser("run", help="run a job: python -m jobs.JOB ARGS...")
+
+    def command(
+        name: str, run: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help)
+        cmd.set_defaults(run=run)
+        return cmd
+
+    command("list", cmd_list, "the registered jobs, their fault points and declared outcomes")
+    run = command("run", cmd_run, "run a job: python -m jobs.JOB ARGS...")
     run.add_argument("job")
     run.add_argument("job_args", nargs=argparse.REMAINDER, help="arguments of the job")
-    check = sub.add_parser("check", help="crash jobs, restart them, classify their outputs")
-    matrix = sub.add_parser("matrix", help="jobs x fault classes, each against its declaration")
-    campaign = sub.add_parser("campaign", help="seeded randomized runs: workloads x fault chains")
+    check = command("check", cmd_check, "crash jobs, restart them, classify their outputs")
+    matrix = command("matrix", cmd_matrix, "jobs x fault classes, each against its declaration")
+    campaign = command("campaign", cmd_campaign, "seeded randomized runs: workloads x fault chains")
     for cmd, profile in ((check, "local"), (matrix, "test"), (campaign, "test")):
         cmd.add_argument("--profile", default=profile, help="conf/ profile of the (clean) runs")
         cmd.add_argument("--workdir", type=Path, default=None, help="runs' outputs")
         report = argparse.SUPPRESS if cmd is campaign else "folder of the HTML report"
         cmd.add_argument("--report", type=Path, default=None, help=report)
-        cmd.add_argument(
-            "--storage",
-            choices=STORAGES,
-            default=None,
-            help=f"s3: the runs' tables and checkpoints in conf/s3.toml's store "
-            f"(default: ${STORAGE_ENV} or local)",
-        )
+        add_storage_flag(cmd, "the runs' tables and checkpoints")
     for cmd in (check, matrix):
         cmd.add_argument("jobs", nargs="*", help="registered jobs (default: all)")
     matrix.add_argument("--faults", help="comma-separated fault classes (default: all)")
@@ -236,15 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.verbose)  # with each job run's own lines, relayed as they come
-    commands = {
-        "list": cmd_list,
-        "run": cmd_run,
-        "check": cmd_check,
-        "matrix": cmd_matrix,
-        "campaign": cmd_campaign,
-    }
     try:
-        return commands[args.command](args)
+        return args.run(args)
     except SparkExtError as exc:  # an unknown job, a bad profile, a job that failed
         if args.traceback:
             traceback.print_exc()

@@ -28,15 +28,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = [
-    "INTERRUPTED",
-    "configure_logging",
-    "error_line",
-    "restart_after_worker_timeout",
-    "talk",
-    "watch_interrupts",
-]
-
 log = logging.getLogger(__name__)
 
 #: The exit code of a job stopped by Ctrl-C (a shell's 128 + SIGINT).
@@ -85,17 +76,15 @@ def error_line(exc: BaseException) -> str | None:
     return f"{name}: {message}" + (f"; fix: {fix}" if fix else "")
 
 
-#: Spark's error when a Python worker it started (the driver's for transformWithState) did not
-#: connect back within Spark's fixed 10 s: an overloaded machine, not the job.
+#: Spark's error when a Python worker it started did not connect back within its fixed 10 s.
 WORKER_TIMEOUT = "Python worker failed to connect back"
 #: How often a job restarts itself after :data:`WORKER_TIMEOUT` (counted in the environment).
 RESTARTS_ENV, MAX_RESTARTS = "SPARK_EXT_JOB_RESTARTS", 2
 
 
 def restart_after_worker_timeout(prog: str, exc: BaseException) -> None:
-    """Run the job again in this process (same id and arguments: it resumes from its checkpoint,
-    its JVM exits as this process execs) when ``exc`` is :data:`WORKER_TIMEOUT`, at most
-    :data:`MAX_RESTARTS` times (docs/design.md, "A job that talks"); else return."""
+    """Re-execute the job's command line in this process when ``exc`` is :data:`WORKER_TIMEOUT`,
+    at most :data:`MAX_RESTARTS` times (docs/design.md, "A job that talks"); else return."""
     done = int(os.environ.get(RESTARTS_ENV, "0"))
     if WORKER_TIMEOUT not in str(exc) or done >= MAX_RESTARTS:
         return
@@ -115,9 +104,9 @@ def restart_after_worker_timeout(prog: str, exc: BaseException) -> None:
 
 
 def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
-    """Ctrl-C (SIGINT) stops every active query once its batch in flight is done, then the
-    session, logs one line and exits :data:`INTERRUPTED` at once (no clean-up of the job's
-    own runs after it); a second Ctrl-C exits at once."""
+    """Ctrl-C stops each active query after its batch in flight, then the session, logs one line
+    and exits :data:`INTERRUPTED`; a second one exits at once (docs/design.md, "A job that
+    talks")."""
     stopping = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> NoReturn:
@@ -137,9 +126,7 @@ def watch_interrupts(prog: str, spark: SparkSession | None) -> None:
         )
         if spark is None:
             raise SystemExit(INTERRUPTED)
-        # Queries and session are stopped: the job's own clean-up (a ``finally`` stopping its
-        # queries) would only call a stopped gateway, maybe on a connection still waiting.
-        logging.shutdown()
+        logging.shutdown()  # no clean-up of the job's own: it would call the stopped gateway
         shutil.rmtree(os.environ.get(STEP_DIR_ENV, ""), ignore_errors=True)
         os._exit(INTERRUPTED)
 
@@ -153,9 +140,8 @@ def _last_batch(query: StreamingQuery) -> int:
 
 
 def _stop_after_batch(spark: SparkSession, done: list[str], wait_s: float = 600.0) -> None:
-    """Stop each active query when its batch in flight has ended (its progress reported, or
-    no trigger active), then the session; append ``<query> after batch <n>`` for each to
-    ``done``."""
+    """Stop each active query once its batch in flight reported progress (or no trigger is
+    active), then the session; append ``<query> after batch <n>`` for each to ``done``."""
     for query in spark.streams.active:
         start = _last_batch(query)
         deadline = time.monotonic() + wait_s
@@ -171,10 +157,8 @@ def _stop_after_batch(spark: SparkSession, done: list[str], wait_s: float = 600.
 
 
 def talk(args: argparse.Namespace) -> str:
-    """Set up what the job ``sys.argv[0]`` names says (``--verbose``, ``--traceback``): logging,
-    an uncaught typed error as one line (after Spark's worker timeout, a restart:
-    :func:`restart_after_worker_timeout`), Ctrl-C, and the step folder each batch's line reads;
-    returns the job's name."""
+    """Set up logging, the typed-error hook, Ctrl-C and the step folder for the job
+    ``sys.argv[0]`` names (``--verbose``, ``--traceback``); returns the job's name."""
     prog = Path(sys.argv[0]).stem
     steps = tempfile.mkdtemp(prefix="spark-ext-steps-")
     os.environ[STEP_DIR_ENV] = steps  # before the JVM starts: its Python workers see it

@@ -10,8 +10,6 @@ state store (docs/design.md, "Dedup"). Does not guarantee: dedup of copies furth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -42,7 +40,6 @@ def parse(raw: DataFrame) -> DataFrame:
     )
 
 
-@dataclass(frozen=True)
 class DedupPaths(JobPaths):
     unique = Under("unique")
     quarantine = Under("quarantine")
@@ -71,8 +68,6 @@ def start(
         rotation_ms=rotation_ms,
         buckets=buckets,
         id_column="reading_id",
-        event_time_column="event_time",
-        coordinate_columns=("topic", "partition", "offset"),
     )
     sink = DeltaDedupSink(
         config,
@@ -83,9 +78,7 @@ def start(
         output_columns=OUTPUT_COLUMNS,
         storage=storage,
     )
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
+    source = kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger)
     return start_batches(parse(source), sink, paths.checkpoint, f"dedup_delta_{topic}"), sink
 
 

@@ -34,10 +34,7 @@ def events_stream(
     spark: SparkSession, bootstrap: str, topic: str, max_offsets_per_trigger: int | None
 ) -> DataFrame:
     """The topic's events, parsed, with their source coordinates (deterministic per batch)."""
-    raw = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
-    return parse_events(raw)
+    return parse_events(kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger))
 
 
 def start(

@@ -10,8 +10,6 @@ table across crashes and restarts; a batch id below a table's recorded one is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -52,7 +50,6 @@ def append_events(batch: DataFrame, events: str, quarantine: str) -> DataFrame:
     return valid
 
 
-@dataclass(frozen=True)
 class IngestPaths(JobPaths):
     events = Under("events")
     quarantine = Under("quarantine")
@@ -86,9 +83,7 @@ def start_ingest(
         finally:
             kept.unpersist()
 
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger
-    )
+    source = kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger)
     return start_batches(source, write, paths.checkpoint, "ingest_events")
 
 

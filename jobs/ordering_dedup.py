@@ -90,14 +90,13 @@ def sensor_readings(
     partitions: int = 2,
     duplicate_every: int = 0,
     duplicate_delay: int = 3,
-    close: bool = True,
     quiet: int = 0,
 ) -> Iterator[tuple[int, dict[str, object]]]:
     """Deterministic ``(partition, reading)`` in produce order.
 
     Reading ``i`` has event time ``EPOCH + i s`` and partition ``i % partitions``; every
-    ``duplicate_every``-th is produced again ``duplicate_delay`` records later; ``close`` ends each
-    partition with a close record; the first ``quiet`` sensors skip their middle third.
+    ``duplicate_every``-th is produced again ``duplicate_delay`` records later; each partition
+    ends with a close record; the first ``quiet`` sensors skip their middle third.
     """
     per_partition: list[list[dict[str, object]]] = [[] for _ in range(partitions)]
     for i in range(per_sensor):
@@ -121,20 +120,14 @@ def sensor_readings(
                 yield p, pending.pop(0)[1]
         for _, row in pending:
             yield p, row
-        if close:
-            yield p, {"close": True}
+        yield p, {"close": True}
 
 
-def produce_readings(bootstrap: str, topic: str, **kwargs: int | bool) -> int:
+def produce_readings(bootstrap: str, topic: str, **kwargs: int) -> int:
     """Produce :func:`sensor_readings` (keyed by sensor); returns the record count."""
-    return kafka.produce(
-        bootstrap,
-        topic,
-        (
-            (str(r.get("sensor", "")).encode(), json.dumps(r).encode(), p)
-            for p, r in sensor_readings(**kwargs)  # type: ignore[arg-type]
-        ),
-    )
+    readings = sensor_readings(**kwargs)
+    records = ((str(r.get("sensor", "")).encode(), json.dumps(r).encode(), p) for p, r in readings)
+    return kafka.produce(bootstrap, topic, records)
 
 
 def add_dedup_flags(parser: argparse.ArgumentParser) -> None:
@@ -170,7 +163,6 @@ def parse_readings(raw: DataFrame) -> DataFrame:
     )
 
 
-@dataclass(frozen=True)
 class PipelinePaths(JobPaths):
     ewma = Under("ewma")
     late = Under("late")
@@ -211,9 +203,7 @@ def start_pipeline(
         if options.dedup
         else None
     )
-    source = kafka.read_stream(
-        spark, bootstrap, topic, max_offsets_per_trigger=options.max_offsets_per_trigger
-    )
+    source = kafka.read_stream(spark, bootstrap, topic, options.max_offsets_per_trigger)
     tagged = order_and_fold(parse_readings(source), ordering, EwmaFahrenheit(options.alpha), dedup)
     sink = DedupSink(
         dedup,

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connectors.delta.dedup_staging import DEDUP_DELTA
-from jobs.at_least_once import AFTER_WRITE as AT_LEAST_ONCE_WRITTEN
-from jobs.at_most_once import AFTER_OFFSET_COMMIT as AT_MOST_ONCE_COMMITTED
+from jobs import at_least_once, at_most_once, eo_spark_kafka_sink, upsert_totals
 from jobs.cases import (
     BEHIND_AGENT,
     OWNER_REFUSED,
@@ -36,8 +35,6 @@ from jobs.cases.kafka_to_delta import (
 from jobs.cases.kafka_to_kafka import FORWARDED, KafkaToKafkaCase
 from jobs.cases.readings import READINGS, UNIQUE, ReadingsCase
 from jobs.cases.tracker import TrackerTwoQueriesCase, TrackerWindowsCase
-from jobs.eo_spark_kafka_sink import WRITTEN as SPARK_KAFKA_WRITTEN
-from jobs.upsert_totals import AFTER_UPSERT
 from spark_ext.dedup import AFTER_OUTPUT as DEDUP_AFTER_OUTPUT
 from spark_ext.errors import SparkExtError
 from spark_ext.recovery import (
@@ -99,7 +96,7 @@ CASES: tuple[RecoveryCase, ...] = (
         name="at_most_once",
         outputs=(ExpectedOutput("events", EVENTS, RecoveryClass.GAP),),
         description="offsets committed before the write: a crash in between loses the batch",
-        cells=driver_cells(AT_MOST_ONCE_COMMITTED, 1, PRECISE),
+        cells=driver_cells(at_most_once.AFTER_OFFSET_COMMIT, 1, PRECISE),
     ),
     EventsCase(
         name="at_least_once",
@@ -109,7 +106,7 @@ CASES: tuple[RecoveryCase, ...] = (
         ),
         description="rows written before the offsets are committed: a replayed batch is "
         "written again",
-        cells=driver_cells(AT_LEAST_ONCE_WRITTEN, 1),
+        cells=driver_cells(at_least_once.AFTER_WRITE, 1),
     ),
     ExactlyOnceDeltaCase(
         name="exactly_once_delta",
@@ -156,7 +153,7 @@ CASES: tuple[RecoveryCase, ...] = (
         module="jobs.eo_spark_kafka_sink",
         outputs=(ExpectedOutput("forwarded", FORWARDED, RecoveryClass.ROLLBACK_REPEATING),),
         description="negative control: Spark's own Kafka writer writes a replayed batch again",
-        cells=driver_cells(SPARK_KAFKA_WRITTEN, 1),
+        cells=driver_cells(eo_spark_kafka_sink.WRITTEN, 1),
     ),
     TrackerWindowsCase(
         name="tracker_windows",
@@ -212,7 +209,9 @@ CASES: tuple[RecoveryCase, ...] = (
         ),
         description="running totals MERGEd at least once: the change feed repeats, then converges",
         cells=driver_cells(
-            AFTER_UPSERT, 0, {"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING}
+            upsert_totals.AFTER_UPSERT,
+            0,
+            {"totals": PRECISE, "changes": RecoveryClass.ROLLBACK_REPEATING},
         ),
         catch_up=True,
         events=300,

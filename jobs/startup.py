@@ -23,23 +23,6 @@ if TYPE_CHECKING:
 
     from spark_ext.config import Profile
 
-__all__ = [
-    "STORAGES",
-    "STORAGE_ENV",
-    "JobLocation",
-    "JobPaths",
-    "JobStart",
-    "Under",
-    "job_parser",
-    "location",
-    "sink_id_for",
-    "start_batches",
-    "start_job",
-    "storage_overrides",
-    "under",
-]
-
-
 #: Spark's checkpoint file manager setting (set to S3's when every location is on S3).
 CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: ``--storage``: the profile's own paths, or the store of conf/s3.toml; its default's variable.
@@ -82,6 +65,12 @@ def storage_overrides(kind: str) -> dict[str, dict[str, Any]]:
     return {"paths": asdict(s3.paths), "storage": asdict(s3.storage)}
 
 
+def add_storage_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--storage``: ``s3`` puts ``what`` in conf/s3.toml's store."""
+    help = f"s3: {what} in conf/s3.toml's store (default: ${STORAGE_ENV} or local)"
+    parser.add_argument("--storage", choices=STORAGES, default=None, help=help)
+
+
 def job_parser(
     description: str, topic: str, out: bool = True, max_offsets: int | None = None
 ) -> argparse.ArgumentParser:
@@ -94,12 +83,7 @@ def job_parser(
     parser.add_argument("--profile", default="local", help="conf/ profile name or .toml path")
     parser.add_argument("--bootstrap", default=None, help="overrides the profile's brokers")
     parser.add_argument("--topic", default=topic, help="the input topic")
-    parser.add_argument(
-        "--storage",
-        choices=STORAGES,
-        default=None,
-        help=f"s3: tables and checkpoints in conf/s3.toml's store (default: ${STORAGE_ENV} or local)",
-    )
+    add_storage_flag(parser, "tables and checkpoints")
     if out:
         parser.add_argument(
             "--out", type=location, default=None, help="folder or URI of tables + checkpoint"
@@ -151,8 +135,7 @@ class JobStart:
         """The input topic as a stream of stamped Kafka rows."""
         from connectors.kafka import read_stream
 
-        limit = self.max_offsets_per_trigger
-        return read_stream(self.spark, self.bootstrap, self.topic, max_offsets_per_trigger=limit)
+        return read_stream(self.spark, self.bootstrap, self.topic, self.max_offsets_per_trigger)
 
     def print_tables(self, job: str, **tables: str) -> None:
         """Print each Delta table's path and row count, ``<job>: <name> table <path>: <n> rows``."""

@@ -107,9 +107,7 @@ def start_two_queries(
     return up, down, agent
 
 
-def run_until_complete(
-    up: StreamingQuery, down: StreamingQuery, agent: object, timeout_s: float = 600
-) -> None:
+def run_until_complete(up: StreamingQuery, down: StreamingQuery, agent: object) -> None:
     """Process until every upstream window ended, was forwarded, and ended downstream; stop."""
 
     def done() -> bool:
@@ -117,7 +115,7 @@ def run_until_complete(
         n_up, n_down = (int(state.ended_counts.get(n, 0)) for n in (UP, DOWN))
         return bool(n_up and n_up == n_down and not state.open_substreams())
 
-    run_until([up, down], done, 0.2, timeout_s)
+    run_until([up, down], done, 0.2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 WINDOW = "10 seconds"
 EVENT_SCHEMA = "user_id STRING, amount DOUBLE, event_time TIMESTAMP, close_through TIMESTAMP"
+TIMEOUT_S = 600  # how long the tracker jobs run before they give up (run_until)
 
 
 def iso(ms: int) -> str:
@@ -54,26 +55,19 @@ def demo_time(i: int, step_ms: int = 700, jitter_ms: int = 0) -> int:
 
 
 def demo_records(
-    n: int,
-    partitions: int,
-    users: int = 7,
-    step_ms: int = 700,
-    close: bool = True,
-    jitter_ms: int = 0,
+    n: int, partitions: int, step_ms: int = 700, jitter_ms: int = 0
 ) -> Iterator[tuple[bytes | None, bytes, int]]:
-    """``n`` events over ``partitions``, then a final marker each.
+    """``n`` events of 7 users over ``partitions``, then a final marker each.
 
     ``jitter_ms``: each event up to that much earlier than ``i * step_ms`` (out of order). Whole
     amounts keep sums exact in any order.
     """
     for i in range(n):
-        p = i % partitions
+        user = f"u{i % 7}"
         t = demo_time(i, step_ms, jitter_ms)
-        yield f"u{i % users}".encode(), event(f"u{i % users}", float(i % 13), t), p
-    if close:
-        end = n * step_ms + 60_000
-        for p in range(partitions):
-            yield None, marker(end), p
+        yield user.encode(), event(user, float(i % 13), t), i % partitions
+    for p in range(partitions):
+        yield None, marker(n * step_ms + 60_000), p
 
 
 def topic_partitions(bootstrap: str, topic: str) -> dict[str, int]:
@@ -106,28 +100,14 @@ def tracked_events(
     from connectors import kafka
     from spark_ext.streaming import Closing, TrackedStream
 
-    events = parse(
-        kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger=max_offsets_per_trigger)
-    )
     return TrackedStream(
-        events,
+        parse(kafka.read_stream(spark, bootstrap, topic, max_offsets_per_trigger)),
         key="user_id",
         event_time="event_time",
         agent=agent,  # type: ignore[arg-type]
         closing=Closing.partitions(topic, partitions, disorder=disorder_ms),
         close_marker="close_through",
     )
-
-
-def windows_agent(bootstrap: str, out: str) -> object:
-    """The tracker's agent of the run writing to ``out``: a local folder under it, or on object
-    storage (no durable local disk) a Kafka agent named for ``out``."""
-    from spark_ext.tracker import LocalTrackingAgent
-    from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
-
-    if not storage.Location.parse(out).is_s3:
-        return LocalTrackingAgent(under(out, "tracker"))
-    return KafkaTrackingAgent(bootstrap, "tw-" + hashlib.sha256(out.encode()).hexdigest()[:16])
 
 
 def start_windows(
@@ -140,15 +120,21 @@ def start_windows(
     disorder_ms: int = 0,
     path: str = "distributed",
 ) -> tuple[StreamingQuery, object]:
-    """Start the tracked window query; returns it and its agent. ``disorder_ms``: the allowed
-    disorder inside each partition (0: ordered); rows beyond it go to the Delta table ``late``;
-    ``path``: the tracked query's path (``driver`` or ``distributed``)."""
+    """Start the tracked window query; returns it and its agent (the module docstring's).
+    ``disorder_ms``: the allowed disorder inside each partition (0: ordered); rows beyond it go
+    to the Delta table ``late``; ``path``: the tracked query's (``driver`` or ``distributed``)."""
     from connectors.delta.idempotent import DeltaIdempotentWriter
     from spark_ext.operators import Count, Mean, Sum, WindowAggregate
     from spark_ext.sinks.trigger import Trigger
-    from spark_ext.tracker import Tumbling
+    from spark_ext.tracker import LocalTrackingAgent, Tumbling
+    from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
 
-    agent = windows_agent(bootstrap, out)
+    if storage.Location.parse(out).is_s3:
+        agent: object = KafkaTrackingAgent(
+            bootstrap, f"tw-{hashlib.sha256(out.encode()).hexdigest()[:16]}"
+        )
+    else:
+        agent = LocalTrackingAgent(under(out, "tracker"))
     query = (
         tracked_events(
             spark, bootstrap, topic, partitions, agent, max_offsets_per_trigger, disorder_ms
@@ -170,12 +156,10 @@ def start_windows(
     return query, agent
 
 
-def run_until(
-    queries: Sequence[StreamingQuery], done: Callable[[], bool], pause_s: float, timeout_s: float
-) -> None:
+def run_until(queries: Sequence[StreamingQuery], done: Callable[[], bool], pause_s: float) -> None:
     """Process ``queries`` until ``done()``, then the last one once more (the flush batch of
-    the last end events), then stop them; ``TimeoutError`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+    the last end events), then stop them; ``TimeoutError`` after :data:`TIMEOUT_S`."""
+    deadline = time.monotonic() + TIMEOUT_S
     try:
         while time.monotonic() < deadline:
             for query in queries:
@@ -184,16 +168,16 @@ def run_until(
                 queries[-1].processAllAvailable()
                 return
             time.sleep(pause_s)
-        raise TimeoutError(f"substreams still open after {timeout_s}s")
+        raise TimeoutError(f"substreams still open after {TIMEOUT_S}s")
     finally:
         for query in queries:
             query.stop()
 
 
-def run_until_complete(query: StreamingQuery, agent: object, timeout_s: float = 600) -> None:
+def run_until_complete(query: StreamingQuery, agent: object) -> None:
     """Process until the source is drained and the tracker has no open substream; stop."""
     state = agent.state  # type: ignore[attr-defined]
-    run_until([query], lambda: not state().open_substreams(), 0.5, timeout_s)
+    run_until([query], lambda: not state().open_substreams(), 0.5)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,8 +21,6 @@ import spark_ext
 from spark_ext import kafka_clients
 from spark_ext.errors import ConfigError
 
-__all__ = ["ROOT_PLACEHOLDER", "NotebookSetupError", "cells", "check_root", "run_notebook", "setup"]
-
 log = logging.getLogger(__name__)
 
 HEADER = "# Databricks notebook source"
@@ -98,24 +96,13 @@ ROOT_PLACEHOLDER = "/Volumes/<catalog>/<schema>/<volume>/spark_ext"
 
 
 def check_root(root: str) -> Path:
-    """The run root given in the ``root`` widget: a Unity Catalog volume path, which Spark on
-    every executor and Python on the driver read alike."""
-    if not root or root == ROOT_PLACEHOLDER:
-        raise NotebookSetupError(
-            "root", f"set the widget to a folder of a Unity Catalog volume, {ROOT_PLACEHOLDER}"
-        )
-    if root.startswith(("dbfs:/", "/dbfs/")):
+    """The run root given in the ``root`` widget: a Unity Catalog volume path, the one path
+    Spark on every executor and Python on the driver (delta-rs) read alike."""
+    if root == ROOT_PLACEHOLDER or not root.startswith("/Volumes/"):
         raise NotebookSetupError(
             "root",
-            f"{root!r}: Spark reads 'dbfs:/...' and Python '/dbfs/...', and the jobs hand one "
-            "path to both (Spark and delta-rs); use a Unity Catalog volume, "
-            "'/Volumes/<catalog>/<schema>/<volume>/spark_ext'",
-        )
-    if not root.startswith("/Volumes/"):
-        raise NotebookSetupError(
-            "root",
-            f"{root!r} is not on a Unity Catalog volume: the executors do not share the "
-            f"driver's disk; use {ROOT_PLACEHOLDER} with your volume",
+            f"{root!r}: set the widget to a folder of a Unity Catalog volume, {ROOT_PLACEHOLDER} "
+            "(not dbfs: Spark reads 'dbfs:/', Python '/dbfs/'; not the driver's own disk)",
         )
     return Path(root)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
+from jobs.console import configure_logging
 from jobs.notebooks import run_notebook
 
 HERE = Path(__file__).resolve().parent
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", choices=names, help="the notebook, e.g. 07_dedup_delta")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging()  # as a job logs: the project's INFO lines, other libraries' warnings
     run_notebook(HERE / f"{args.name}.py")
     return 0
 
