@@ -12,21 +12,13 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from spark_ext import kafka_clients
 from spark_ext.crash import declare
 from spark_ext.kafka_clients import admin, consumer, create_topic, producer
-from spark_ext.tracker.agent import (
-    SNAPSHOT_BYTES,
-    SNAPSHOT_EVERY,
-    Build,
-    EndEvent,
-    TrackerState,
-    TrackingAgent,
-)
+from spark_ext.tracker.agent import Build, EndEvent, TrackerState, TrackingAgent
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
 from spark_ext.tracker.kafka_parts import PartBuffer, split_record
 from spark_ext.tracker.kafka_snapshot import chunk_records, last_record, newest_snapshot
@@ -38,8 +30,6 @@ __all__ = [
     "BEFORE_COMMIT",
     "BEFORE_SEND",
     "READ_TIMEOUT_S",
-    "SNAPSHOT_BYTES",
-    "SNAPSHOT_EVERY",
     "KafkaAgentTopics",
     "KafkaEndLog",
     "KafkaTrackingAgent",
@@ -208,27 +198,21 @@ class KafkaTrackingAgent(TrackingAgent):
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
+        super().__init__(snapshot_every, snapshot_bytes)
         self.bootstrap = bootstrap
         self.topics = KafkaAgentTopics.of(name)
-        self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
-        self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
         if create_topics:
             self._create_topics()
         self._lock = threading.RLock()
-        self._state = TrackerState()
         self._stale = True  # the state must be (re)loaded before use
         self._position = 0  # next log offset not yet folded into the state
         self._own_marker = False  # the offset at our position is our own commit marker
-        self._since_records = 0  # log records after the newest snapshot
-        self._since_bytes = 0
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
         self._snap_slot = 1  # its key slot (the next snapshot takes the other)
         self._snap_position = 0  # the log position the newest snapshot covers
         #: What ``_write`` sent: the record's bytes, (snapshot's last offset, slot, position).
         self._written_bytes = 0
         self._written_snapshot: tuple[int, int, int] | None = None
-        #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
-        self.load_figures: dict[str, int] = {}
         self._reader = _TopicReader(bootstrap, self.topics.log)
         self._parts = PartBuffer()  # a log record cut in parts, until its last is read
         self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
@@ -270,6 +254,9 @@ class KafkaTrackingAgent(TrackingAgent):
                 log.debug("closing a failed tracker producer", exc_info=True)
             self._producer = None
 
+    def _locked(self) -> threading.RLock:
+        return self._lock
+
     def _load(self) -> None:
         """The state from the newest snapshot (none: empty) and the log records after it."""
         self._own_marker = False
@@ -292,11 +279,7 @@ class KafkaTrackingAgent(TrackingAgent):
         self._stale = False
         self._parts.clear()
         self._catch_up()
-        self.load_figures = {
-            "snapshot_bytes": snap_bytes,
-            "log_bytes": self._since_bytes,
-            "records": self._since_records,
-        }
+        self._loaded(snap_bytes)
 
     def _catch_up(self) -> None:
         """Fold records committed since our position (by another instance) into the state."""
@@ -341,10 +324,7 @@ class KafkaTrackingAgent(TrackingAgent):
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
         # above Kafka's record size in parts, all in this transaction (kafka_parts)
         sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
-        snapshot = (
-            self._since_records + 1 >= self.snapshot_every
-            or self._since_bytes + len(body) >= self.snapshot_bytes
-        )
+        snapshot = self._snapshot_due(1, len(body))
         self._written_bytes = len(body)
         end_futures = [
             p.send(
@@ -429,12 +409,6 @@ class KafkaTrackingAgent(TrackingAgent):
     def source_options(self) -> dict[str, str]:
         options = {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
         return {**options, **kafka_clients.access(self.bootstrap).options()}
-
-    @contextmanager
-    def _synced(self) -> Iterator[TrackerState]:
-        with self._lock:
-            self._catch_up()
-            yield self._state
 
     def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
         return list(self._end_log.events(after_seq, up_to_seq))

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+import spark_ext.tracker.agent as agent_module
 import spark_ext.tracker.kafka_agent as kafka_agent_module
 from spark_ext.tracker.errors import TrackerLogCorrupt
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
@@ -34,10 +35,10 @@ def test_kafka_agent_restarts_from_a_snapshot_and_trims_its_log(kafka_bootstrap,
     without snapshots."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     plain_name = f"t-{uuid.uuid4().hex[:10]}"
-    monkeypatch.setattr(kafka_agent_module, "SNAPSHOT_EVERY", 10**9, raising=False)
+    monkeypatch.setattr(agent_module, "SNAPSHOT_EVERY", 10**9, raising=False)
     plain = KafkaTrackingAgent(kafka_bootstrap, plain_name)
     run_batches(plain, 23)
-    monkeypatch.setattr(kafka_agent_module, "SNAPSHOT_EVERY", 5, raising=False)
+    monkeypatch.setattr(agent_module, "SNAPSHOT_EVERY", 5, raising=False)
     compacted = KafkaTrackingAgent(kafka_bootstrap, name)
     run_batches(compacted, 23)
 
