@@ -21,7 +21,7 @@ from spark_ext.kafka_clients import admin, consumer, create_topic, producer
 from spark_ext.tracker.agent import Build, EndEvent, TrackerState, TrackingAgent
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
 from spark_ext.tracker.kafka_parts import PartBuffer, split_record
-from spark_ext.tracker.kafka_snapshot import chunk_records, last_record, newest_snapshot
+from spark_ext.tracker.kafka_records import chunk_records, last_record, newest_snapshot
 from spark_ext.tracker.state import replay_record
 
 __all__ = [
