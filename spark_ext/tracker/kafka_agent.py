@@ -17,11 +17,19 @@ from typing import Any
 
 from spark_ext import kafka_clients
 from spark_ext.crash import declare
-from spark_ext.kafka_clients import admin, consumer, create_topic, producer
+from spark_ext.kafka_clients import admin, create_topic, producer
 from spark_ext.tracker.agent import Build, EndEvent, TrackerState, TrackingAgent
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
-from spark_ext.tracker.kafka_parts import PartBuffer, split_record
-from spark_ext.tracker.kafka_records import chunk_records, last_record, newest_snapshot
+from spark_ext.tracker.kafka_records import (
+    READ_TIMEOUT_S,
+    PartBuffer,
+    TopicReader,
+    chunk_records,
+    decode,
+    last_record,
+    newest_snapshot,
+    split_record,
+)
 from spark_ext.tracker.state import replay_record
 
 __all__ = [
@@ -29,7 +37,6 @@ __all__ = [
     "ATTEMPTS",
     "BEFORE_COMMIT",
     "BEFORE_SEND",
-    "READ_TIMEOUT_S",
     "KafkaAgentTopics",
     "KafkaEndLog",
     "KafkaTrackingAgent",
@@ -43,8 +50,6 @@ AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends com
 
 #: Attempts of a failed transaction (fenced, broker unreachable) before giving up.
 ATTEMPTS = 4
-#: How long a read or a visibility wait may take before the agent is unavailable.
-READ_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -67,66 +72,6 @@ class KafkaAgentTopics:
         return cls(name, f"{base}.log", f"{base}.ends", f"{base}.snapshot", base)
 
 
-class _TopicReader:
-    """A ``read_committed`` reader of partition 0 of one topic, by offset range."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from kafka import TopicPartition
-
-        self.topic = topic
-        self.tp = TopicPartition(topic, 0)
-        try:
-            self.consumer = consumer(
-                bootstrap,
-                enable_auto_commit=False,
-                group_id=None,
-                isolation_level="read_committed",
-                auto_offset_reset="earliest",
-            )
-            self.consumer.assign([self.tp])
-        except Exception as e:  # kafka-python raises NoBrokersAvailable and friends
-            raise TrackerUnavailable(f"cannot read {topic} at {bootstrap}: {e}") from e
-
-    def end(self) -> int:
-        """The last stable offset: records below it are committed (or aborted), none open."""
-        try:
-            return int(self.consumer.end_offsets([self.tp])[self.tp])
-        except Exception as e:
-            raise TrackerUnavailable(f"cannot read the end offset of {self.topic}: {e}") from e
-
-    def start(self) -> int:
-        """The log start offset (records below it were deleted)."""
-        try:
-            return int(self.consumer.beginning_offsets([self.tp])[self.tp])
-        except Exception as e:
-            raise TrackerUnavailable(f"cannot read the start offset of {self.topic}: {e}") from e
-
-    def read(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-        """Committed records with ``start <= offset < stop`` as ``(offset, value)``."""
-        if start >= stop:
-            return
-        self.consumer.seek(self.tp, start)
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while self.consumer.position(self.tp) < stop:
-            if time.monotonic() > deadline:
-                raise TrackerUnavailable(f"reading {self.topic} [{start}, {stop}) timed out")
-            batch = self.consumer.poll(timeout_ms=200)
-            for msg in batch.get(self.tp, []):
-                if msg.offset >= stop:
-                    return
-                yield msg.offset, msg.value
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def _decode(topic: str, offset: int, value: bytes) -> Any:
-    try:
-        return json.loads(value)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrackerLogCorrupt(f"{topic} at offset {offset}: {e}") from e
-
-
 class KafkaEndLog:
     """Reads a Kafka agent's end events by sequence number (the tracker source uses it)."""
 
@@ -136,7 +81,7 @@ class KafkaEndLog:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
-        self._reader = _TopicReader(bootstrap, topic)
+        self._reader = TopicReader(bootstrap, topic)
         self._lock = threading.Lock()
 
     @classmethod
@@ -149,7 +94,7 @@ class KafkaEndLog:
             return found
 
     def _event(self, offset: int, value: bytes) -> EndEvent:
-        return EndEvent.from_list(_decode(self.topic, offset, value))
+        return EndEvent.from_list(decode(self.topic, offset, value))
 
     def end_offset(self) -> int:
         """The topic's end offset as ``read_committed`` readers see it (the next offset)."""
@@ -213,10 +158,10 @@ class KafkaTrackingAgent(TrackingAgent):
         #: What ``_write`` sent: the record's bytes, (snapshot's last offset, slot, position).
         self._written_bytes = 0
         self._written_snapshot: tuple[int, int, int] | None = None
-        self._reader = _TopicReader(bootstrap, self.topics.log)
+        self._reader = TopicReader(bootstrap, self.topics.log)
         self._parts = PartBuffer()  # a log record cut in parts, until its last is read
         self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
-        self._snap_reader = _TopicReader(bootstrap, self.topics.snapshot)
+        self._snap_reader = TopicReader(bootstrap, self.topics.snapshot)
         self._producer: Any = None
         with self._lock:
             self._start_producer()
@@ -296,7 +241,7 @@ class KafkaTrackingAgent(TrackingAgent):
             self._position = offset + 1
             self._since_bytes += len(value)
             where = f"{self.topics.log} at offset {offset}"
-            record = self._parts.add(_decode(self.topics.log, offset, value), where)
+            record = self._parts.add(decode(self.topics.log, offset, value), where)
             if record is not None:  # whole (the last of its parts, or never cut)
                 replay_record(self._state, record)
                 self._since_records += 1  # a record, as _transact counts it, not a part
@@ -322,7 +267,7 @@ class KafkaTrackingAgent(TrackingAgent):
         p.begin_transaction()
         BEFORE_SEND.reached(batch)
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        # above Kafka's record size in parts, all in this transaction (kafka_parts)
+        # above Kafka's record size in parts, all in this transaction (kafka_records)
         sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
         snapshot = self._snapshot_due(1, len(body))
         self._written_bytes = len(body)
