@@ -22,11 +22,9 @@ from spark_ext.tracker.errors import (
 
 __all__ = [
     "LAYOUT_FILE",
-    "LAYOUT_VERSION",
     "check_agent_and_checkpoint",
     "check_layout",
     "check_partitions",
-    "checkpoint_shuffle_partitions",
     "read_end_seq",
 ]
 

@@ -20,13 +20,7 @@ from spark_ext.streaming.envelope import LATE_SCHEMA, StageConfig
 from spark_ext.streaming.handler import BatchHandler
 from spark_ext.tracker.errors import TrackerError
 
-__all__ = [
-    "STATE_DIR",
-    "STATE_SAVED",
-    "DriverHandler",
-    "DriverStateTooLarge",
-    "StateLog",
-]
+__all__ = ["STATE_SAVED", "DriverHandler", "DriverStateTooLarge", "StateLog"]
 
 STATE_SAVED = declare(
     "tracked.driver.state_saved", "driver", "batch state written, results not yet"

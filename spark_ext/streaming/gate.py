@@ -26,13 +26,7 @@ from spark_ext.tracker.labels import key_hashes, labels_of
 from spark_ext.tracker.reports import ReportBuilder
 from spark_ext.tracker.substreams import Substream
 
-__all__ = [
-    "NO_FRONTIER",
-    "gate_partition",
-    "late_rows",
-    "progress_rows",
-    "substream_ids",
-]
+__all__ = ["NO_FRONTIER", "gate_partition"]
 
 #: "No frontier yet" (the partition has promised nothing).
 NO_FRONTIER = -(2**63)

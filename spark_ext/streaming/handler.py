@@ -34,15 +34,7 @@ from spark_ext.tracker.reports import TaskReport, batch_reports
 AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
 AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
 
-__all__ = [
-    "AFTER_REPORTS",
-    "AFTER_SINK",
-    "BatchHandler",
-    "BatchWriter",
-    "Writer",
-    "as_callable",
-    "forward_records",
-]
+__all__ = ["AFTER_REPORTS", "AFTER_SINK", "BatchHandler", "Writer", "forward_records"]
 
 log = logging.getLogger(__name__)
 

@@ -37,17 +37,7 @@ from spark_ext.tracker.labels import labels_of
 from spark_ext.tracker.reports import ReportBuilder, TaskReport
 from spark_ext.tracker.substreams import Substream
 
-__all__ = [
-    "DictStore",
-    "GroupOutput",
-    "GroupState",
-    "ShardStore",
-    "forward_labels",
-    "late_output",
-    "run_group",
-    "run_shard",
-    "run_stored",
-]
+__all__ = ["DictStore", "GroupState", "ShardStore", "run_shard"]
 
 
 @dataclass

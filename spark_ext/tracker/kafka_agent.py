@@ -32,15 +32,7 @@ from spark_ext.tracker.kafka_records import (
 )
 from spark_ext.tracker.state import replay_record
 
-__all__ = [
-    "AFTER_COMMIT",
-    "ATTEMPTS",
-    "BEFORE_COMMIT",
-    "BEFORE_SEND",
-    "KafkaAgentTopics",
-    "KafkaEndLog",
-    "KafkaTrackingAgent",
-]
+__all__ = ["AFTER_COMMIT", "BEFORE_COMMIT", "BEFORE_SEND", "KafkaEndLog", "KafkaTrackingAgent"]
 
 log = logging.getLogger(__name__)
 

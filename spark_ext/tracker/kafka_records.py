@@ -20,17 +20,7 @@ from typing import Any
 from spark_ext.kafka_clients import consumer
 from spark_ext.tracker.errors import TrackerLogCorrupt, TrackerUnavailable
 
-__all__ = [
-    "PART_CHARS",
-    "READ_TIMEOUT_S",
-    "PartBuffer",
-    "TopicReader",
-    "chunk_records",
-    "decode",
-    "last_record",
-    "newest_snapshot",
-    "split_record",
-]
+__all__ = ["PART_CHARS", "PartBuffer", "TopicReader", "newest_snapshot", "split_record"]
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +25,7 @@ from spark_ext.local_files import (
 )
 from spark_ext.tracker.errors import TrackerLogCorrupt
 
-__all__ = [
-    "ENDS_DIR",
-    "SEGMENT_EVENTS",
-    "SNAPSHOT_FORMAT",
-    "EndSegments",
-    "folder_bytes",
-    "fsync_dir",
-    "log_generations",
-    "log_name",
-    "newest_snapshot",
-    "snapshot_generations",
-    "snapshot_name",
-    "trim",
-    "write_snapshot",
-]
+__all__ = ["SEGMENT_EVENTS", "EndSegments", "log_generations", "log_name"]
 
 log = logging.getLogger(__name__)
 
@@ -211,13 +197,3 @@ class EndSegments:
                     return
                 if int(e[0]) > after:
                     yield e
-
-
-def folder_bytes(folder: Path, names: Iterable[str] | None = None) -> int:
-    """Bytes of the files directly in ``folder`` (optionally only ``names``)."""
-    wanted = set(names) if names is not None else None
-    return sum(
-        p.stat().st_size
-        for p in folder.iterdir()
-        if p.is_file() and (wanted is None or p.name in wanted)
-    )

@@ -20,14 +20,7 @@ from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, read_end_event
 if TYPE_CHECKING:
     from spark_ext.tracker.kafka_agent import KafkaEndLog
 
-__all__ = [
-    "END_EVENT_SCHEMA",
-    "FORMAT",
-    "SeqRange",
-    "TrackerEndReader",
-    "TrackerEndSource",
-    "register",
-]
+__all__ = ["FORMAT", "TrackerEndReader", "TrackerEndSource", "register"]
 
 log = logging.getLogger(__name__)
 
