@@ -34,19 +34,10 @@ from spark_ext.streaming.envelope import (
 from spark_ext.streaming.gate import NO_FRONTIER
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.labels import labels_of
-from spark_ext.tracker.reports import ReportBuilder, TaskReport
+from spark_ext.tracker.reports import ReportBuilder
 from spark_ext.tracker.substreams import Substream
 
 __all__ = ["DictStore", "GroupState", "ShardStore", "run_shard"]
-
-
-@dataclass
-class GroupOutput:
-    """What one call produced: result rows, late rows (envelope) and the task report piece."""
-
-    results: pd.DataFrame | None
-    late: pd.DataFrame | None
-    report: TaskReport
 
 
 @dataclass
@@ -98,13 +89,11 @@ def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
 
 
 def run_group(
-    cfg: StageConfig, group: Group, state: GroupState, rows: pd.DataFrame, task_partition: int
-) -> GroupOutput:
-    """Run the operator over the rows of one group in one batch."""
+    cfg: StageConfig, group: Group, state: GroupState, rows: pd.DataFrame, out: _Outputs
+) -> None:
+    """Run the operator over the rows of one group in one batch, into ``out``."""
     op, forward_namespace, dedup = cfg.operator, cfg.forward_namespace, cfg.upstream
-    builder = ReportBuilder(OPERATOR_STAGE, task_partition)
-    outs: list[pd.DataFrame] = []
-    lates: list[pd.DataFrame] = []
+    builder, outs, lates = out.report, out.results, out.late
 
     def forward(produced: pd.DataFrame, start_ms: int, end_ms: int) -> pd.DataFrame:
         assert forward_namespace is not None
@@ -170,9 +159,6 @@ def run_group(
             state.forwarded, state.seen, state.changed = 0, set(), True
             if dedup:
                 state.ended = signal.seq
-    results = pd.concat(outs, ignore_index=True) if outs else None
-    late = pd.concat(lates, ignore_index=True) if lates else None
-    return GroupOutput(results, late, builder.build())
 
 
 def _in_order(data: pd.DataFrame) -> pd.DataFrame:
@@ -230,17 +216,16 @@ class ShardStore(Protocol):
 
 
 def run_stored(
-    cfg: StageConfig, store: ShardStore, group: Group, rows: pd.DataFrame, task_partition: int
-) -> GroupOutput:
+    cfg: StageConfig, store: ShardStore, group: Group, rows: pd.DataFrame, out: _Outputs
+) -> None:
     """:func:`run_group` on the state ``store`` keeps for the group, written back (or dropped)."""
     state = GroupState.from_json(store.group(group.substream))
-    out = run_group(cfg, group, state, rows, task_partition)
+    run_group(cfg, group, state, rows, out)
     if state.changed or state.op.changed:
         if state.removed:
             store.drop_group(group.substream)
         else:
             store.put_group(group.substream, state.to_json())
-    return out
 
 
 @dataclass
@@ -278,19 +263,12 @@ class DictStore:
 
 @dataclass
 class _Outputs:
-    """One shard call's output, gathered over its groups and built into frames once."""
+    """One shard call's output, gathered over its groups (one report) and built into frames
+    once."""
 
+    report: ReportBuilder
     results: list[pd.DataFrame] = field(default_factory=list)
     late: list[pd.DataFrame] = field(default_factory=list)
-    report: TaskReport | None = None
-
-    def add(self, res: GroupOutput) -> None:
-        if res.results is not None and len(res.results):
-            self.results.append(res.results)
-        if res.late is not None and len(res.late):
-            self.late.append(res.late)
-        if not res.report.is_empty():
-            self.report = res.report if self.report is None else self.report.merge(res.report)
 
     def frames(self, cfg: StageConfig) -> list[pd.DataFrame]:
         columns = cfg.columns
@@ -305,8 +283,9 @@ class _Outputs:
         if self.late:
             late = pd.concat(self.late, ignore_index=True)
             out.append(late_output(late, cfg))
-        if self.report is not None:
-            frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [self.report.to_json()]})
+        report = self.report.build()
+        if not report.is_empty():
+            frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [report.to_json()]})
             out.append(conform(frame, columns))
         return out
 
@@ -322,7 +301,7 @@ def run_shard(
     if len(reports):
         frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
         out.append(conform(frame, cfg.columns))
-    gathered = _Outputs()
+    gathered = _Outputs(ReportBuilder(OPERATOR_STAGE, task_partition))
     if (kind == KIND_LATE).any():  # the gate's, before the operator's
         gathered.late.append(rows[kind == KIND_LATE].reset_index(drop=True))
     progress = rows[kind == KIND_PROGRESS]
@@ -342,22 +321,17 @@ def run_shard(
         bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             group = Group(str(gids[a]), shard)
-            gathered.add(run_stored(cfg, store, group, work.iloc[a:b], task_partition))
+            run_stored(cfg, store, group, work.iloc[a:b], gathered)
     known = store.frontiers()
     frontier = min((known.get(s, NO_FRONTIER) for s in cfg.sources), default=NO_FRONTIER)
     if frontier > store.released():
-        _release(cfg, shard, frontier, store, task_partition, gathered)
+        _release(cfg, shard, frontier, store, gathered)
         store.put_released(frontier)
     return out + gathered.frames(cfg)
 
 
 def _release(
-    cfg: StageConfig,
-    shard: int,
-    frontier: int,
-    store: ShardStore,
-    task_partition: int,
-    into: _Outputs,
+    cfg: StageConfig, shard: int, frontier: int, store: ShardStore, into: _Outputs
 ) -> None:
     """Flush every open window ending at or before ``frontier``, in end order."""
     if cfg.operator.per_substream:
@@ -369,11 +343,11 @@ def _release(
         for _, gid in due:
             sub = Substream.parse(gid)
             ends = end_rows(gid, sub.start_ms, sub.end_ms, sub.end_ms)
-            into.add(run_stored(cfg, store, Group(gid, shard), ends, task_partition))
+            run_stored(cfg, store, Group(gid, shard), ends, into)
         return
     bucket = cfg.windowing.closed_before(frontier)
     before = store.released()
     done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
     if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
         ends = end_rows(bucket.id, bucket.start_ms, bucket.end_ms, bucket.end_ms)
-        into.add(run_stored(cfg, store, Group(ALL_SUBSTREAMS, shard), ends, task_partition))
+        run_stored(cfg, store, Group(ALL_SUBSTREAMS, shard), ends, into)
