@@ -26,7 +26,7 @@ from spark_ext.streaming.envelope import (
 from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
 from spark_ext.streaming.shard import DictStore, GroupState, run_shard
 from spark_ext.tracker.agent import EndEvent
-from spark_ext.tracker.reports import ReportBuilder, TaskReport
+from spark_ext.tracker.reports import TaskReport
 
 __all__ = ["BatchOutput", "BatchState", "run_batch", "source_frame"]
 
@@ -97,13 +97,13 @@ def run_batch(
     envelope: list[pd.DataFrame] = []
     if len(src):
         for (topic, part), g in src.groupby(["_topic", "_partition"], sort=True):
-            builder = ReportBuilder(GATE_STAGE, int(part))
+            report = TaskReport(GATE_STAGE, int(part))
             source = f"{topic}:{int(part)}"
-            frames, new = gate_partition(g, state.frontiers.get(source, NO_FRONTIER), cfg, builder)
+            frames, new = gate_partition(g, state.frontiers.get(source, NO_FRONTIER), cfg, report)
             if new > NO_FRONTIER:
                 state.frontiers[source] = new
             envelope += frames
-            reports.append(builder.build())
+            reports.append(report)
     for e in ends if not cfg.sources else []:  # an upstream query closes the substreams
         ctrl = end_rows(e.substream, e.start_ms, e.end_ms, e.seq, cfg.shards)
         group = e.substream if cfg.operator.per_substream else ALL_SUBSTREAMS

@@ -23,7 +23,7 @@ from spark_ext.streaming.envelope import (
 )
 from spark_ext.tracker.errors import ConfigError
 from spark_ext.tracker.labels import key_hashes, labels_of
-from spark_ext.tracker.reports import ReportBuilder
+from spark_ext.tracker.reports import TaskReport
 from spark_ext.tracker.substreams import Substream
 
 __all__ = ["NO_FRONTIER", "gate_partition"]
@@ -87,11 +87,11 @@ def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
 
 
 def gate_partition(
-    pdf: pd.DataFrame, frontier: int, cfg: StageConfig, builder: ReportBuilder
+    pdf: pd.DataFrame, frontier: int, cfg: StageConfig, report: TaskReport
 ) -> tuple[list[pd.DataFrame], int]:
     """Gate the rows of ONE source partition (``_key``, ``_t``, ``_topic``, ``_partition``,
     ``_offset``, ``_close``, ``_side``, ``_fwd_*``, input columns) in one batch, reporting to
-    ``builder``: the envelope frames (data, late, progress rows) and the new frontier."""
+    ``report``: the envelope frames (data, late, progress rows) and the new frontier."""
     if pdf.empty:
         return [], frontier
     pdf = pdf.sort_values("_offset", kind="mergesort").reset_index(drop=True)
@@ -128,7 +128,7 @@ def gate_partition(
     frames: list[pd.DataFrame] = []
     data = pdf[keep].reset_index(drop=True)
     if len(data):
-        frames.append(_assign(data, cfg, builder))
+        frames.append(_assign(data, cfg, report))
     if late_mask.any():
         late = pdf[late_mask].reset_index(drop=True)
         windows: list[str | None] = []
@@ -142,17 +142,17 @@ def gate_partition(
             )
         )
     if new_frontier > NO_FRONTIER:
-        builder.add_progress(f"{topic}:{part}", new_frontier)
+        report.add_progress(f"{topic}:{part}", new_frontier)
         if f"{topic}:{part}" in cfg.sources:
             frames.append(progress_rows(f"{topic}:{part}", new_frontier, cfg.shards))
         if not cfg.operator.per_substream:
             bucket = cfg.windowing.closed_before(new_frontier)
             if bucket is not None:
-                builder.add_substream(bucket.id, bucket.end_ms)
+                report.add_substream(bucket.id, bucket.end_ms)
     return frames, new_frontier
 
 
-def _assign(data: pd.DataFrame, cfg: StageConfig, builder: ReportBuilder) -> pd.DataFrame:
+def _assign(data: pd.DataFrame, cfg: StageConfig, report: TaskReport) -> pd.DataFrame:
     """Data rows -> envelope rows (one per substream membership), reported as sent."""
     namespace = cfg.windowing.namespace
     times = data["_t"].astype("float64").to_numpy().astype(np.int64)
@@ -197,5 +197,5 @@ def _assign(data: pd.DataFrame, cfg: StageConfig, builder: ReportBuilder) -> pd.
         }
     )
     if not cfg.upstream:  # forwarded rows were reported as sent by the upstream query
-        builder.add_labels(tracked, labels, sent=True, ends=ends)
+        report.add_labels(tracked, labels, sent=True, ends=ends)
     return out

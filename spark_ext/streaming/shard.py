@@ -34,7 +34,7 @@ from spark_ext.streaming.envelope import (
 from spark_ext.streaming.gate import NO_FRONTIER
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.labels import labels_of
-from spark_ext.tracker.reports import ReportBuilder
+from spark_ext.tracker.reports import TaskReport
 from spark_ext.tracker.substreams import Substream
 
 __all__ = ["DictStore", "GroupState", "ShardStore", "run_shard"]
@@ -93,7 +93,7 @@ def run_group(
 ) -> None:
     """Run the operator over the rows of one group in one batch, into ``out``."""
     op, forward_namespace, dedup = cfg.operator, cfg.forward_namespace, cfg.upstream
-    builder, outs, lates = out.report, out.results, out.late
+    report, outs, lates = out.report, out.results, out.late
 
     def forward(produced: pd.DataFrame, start_ms: int, end_ms: int) -> pd.DataFrame:
         assert forward_namespace is not None
@@ -104,7 +104,7 @@ def run_group(
         state.changed = True
         keys = produced["key"] if "key" in produced else pd.Series([""] * len(produced))
         labels = forward_labels(fwd, keys, numbers)
-        builder.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
+        report.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
         return produced.assign(fwd_substream=fwd, fwd_label=labels)
 
     kind = rows["kind"].to_numpy()
@@ -124,7 +124,7 @@ def run_group(
             state.seen |= {int(x) for x in data["label"]}
             state.changed = True
     if len(data):
-        builder.add_labels(data["tracked"], data["label"], sent=False)
+        report.add_labels(data["tracked"], data["label"], sent=False)
         produced = op.process(group, state.op, data)
         if produced is not None and len(produced):
             if forward_namespace is not None:
@@ -150,7 +150,7 @@ def run_group(
         produced = op.flush(group, state.op, signal)
         if forward_namespace is not None:
             fwd = Substream(forward_namespace, signal.start_ms, signal.end_ms).id
-            builder.add_close(fwd, signal.end_ms)
+            report.add_close(fwd, signal.end_ms)
             if produced is not None and len(produced):
                 produced = forward(produced, signal.start_ms, signal.end_ms)
         if produced is not None and len(produced):
@@ -266,7 +266,7 @@ class _Outputs:
     """One shard call's output, gathered over its groups (one report) and built into frames
     once."""
 
-    report: ReportBuilder
+    report: TaskReport
     results: list[pd.DataFrame] = field(default_factory=list)
     late: list[pd.DataFrame] = field(default_factory=list)
 
@@ -283,9 +283,8 @@ class _Outputs:
         if self.late:
             late = pd.concat(self.late, ignore_index=True)
             out.append(late_output(late, cfg))
-        report = self.report.build()
-        if not report.is_empty():
-            frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [report.to_json()]})
+        if not self.report.is_empty():
+            frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [self.report.to_json()]})
             out.append(conform(frame, columns))
         return out
 
@@ -301,7 +300,7 @@ def run_shard(
     if len(reports):
         frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
         out.append(conform(frame, cfg.columns))
-    gathered = _Outputs(ReportBuilder(OPERATOR_STAGE, task_partition))
+    gathered = _Outputs(TaskReport(OPERATOR_STAGE, task_partition))
     if (kind == KIND_LATE).any():  # the gate's, before the operator's
         gathered.late.append(rows[kind == KIND_LATE].reset_index(drop=True))
     progress = rows[kind == KIND_PROGRESS]
