@@ -157,26 +157,15 @@ class EndSegments:
             raise TrackerLogCorrupt(
                 f"{self.dir}: end event {events[0][0]} appended after {last} (not next)"
             )
-        firsts = self.firsts()
-        first = firsts[-1] if firsts else int(events[0][0])
-        pending: list[bytes] = []
-        events_done: list[Sequence[Any]] = []
-        new_file = not firsts
-
-        def flush() -> None:
-            path = self._path(first)
-            size = append_synced(path, b"".join(pending))
-            self._tail = (path, size, int(events_done[-1][0]), count)
-
-        for e in events:
-            if count >= SEGMENT_EVENTS:
-                if pending:
-                    flush()
-                pending, first, count, new_file = [], int(e[0]), 0, True
-            pending.append(json.dumps(list(e), separators=(",", ":")).encode() + b"\n")
-            events_done.append(e)
-            count += 1
-        flush()
+        firsts, new_file, done = self.firsts(), False, 0
+        while done < len(events):
+            if not firsts or count >= SEGMENT_EVENTS:  # a new segment from this event on
+                firsts, count, new_file = [int(events[done][0])], 0, True
+            chunk = events[done : done + SEGMENT_EVENTS - count]
+            lines = [json.dumps(list(e), separators=(",", ":")).encode() + b"\n" for e in chunk]
+            path = self._path(firsts[-1])
+            count, done = count + len(chunk), done + len(chunk)
+            self._tail = (path, append_synced(path, b"".join(lines)), int(chunk[-1][0]), count)
         if new_file:
             fsync_dir(self.dir)
 
