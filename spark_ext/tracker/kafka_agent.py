@@ -147,9 +147,6 @@ class KafkaTrackingAgent(TrackingAgent):
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
         self._snap_slot = 1  # its key slot (the next snapshot takes the other)
         self._snap_position = 0  # the log position the newest snapshot covers
-        #: What ``_write`` sent: the record's bytes, (snapshot's last offset, slot, position).
-        self._written_bytes = 0
-        self._written_snapshot: tuple[int, int, int] | None = None
         self._reader = TopicReader(bootstrap, self.topics.log)
         self._parts = PartBuffer()  # a log record cut in parts, until its last is read
         self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
@@ -253,8 +250,8 @@ class KafkaTrackingAgent(TrackingAgent):
 
     def _write(
         self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None
-    ) -> tuple[int, int | None]:
-        """Steps 4-5, committed: the log record's offset and the last end event's (or None)."""
+    ) -> int | None:
+        """Steps 4-6: send, commit and adopt the state; the last end event's offset (or None)."""
         p = self._producer
         p.begin_transaction()
         BEFORE_SEND.reached(batch)
@@ -262,7 +259,6 @@ class KafkaTrackingAgent(TrackingAgent):
         # above Kafka's record size in parts, all in this transaction (kafka_records)
         sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
         snapshot = self._snapshot_due(1, len(body))
-        self._written_bytes = len(body)
         end_futures = [
             p.send(
                 self.topics.ends,
@@ -276,18 +272,32 @@ class KafkaTrackingAgent(TrackingAgent):
         # every future, not just the last (docs/design.md, "Tracker": KAFKA-5385)
         offset = [f.get(timeout=READ_TIMEOUT_S).offset for f in sent][-1]  # the last part
         end_offsets = [f.get(timeout=READ_TIMEOUT_S).offset for f in end_futures]
-        end_offset = end_offsets[-1] if end_offsets else None
+        written = None  # the snapshot's (last chunk's offset, slot, log position)
         if snapshot:  # the state after this record, in the same transaction
             slot = 1 - self._snap_slot
             chunks = chunk_records(self._state.to_dict(), offset + 1, slot, self._snap_last)
             futures = [p.send(self.topics.snapshot, key=k, value=v, partition=0) for k, v in chunks]
             p.flush()
-            last = [f.get(timeout=READ_TIMEOUT_S).offset for f in futures][-1]
-            self._written_snapshot = (last, slot, offset + 1)
+            written = (
+                [f.get(timeout=READ_TIMEOUT_S).offset for f in futures][-1],
+                slot,
+                offset + 1,
+            )
         BEFORE_COMMIT.reached(batch)
         p.commit_transaction()
         AFTER_COMMIT.reached(batch)
-        return offset, end_offset
+        # 6. committed: the state is the one the record describes, past the record
+        self._stale = False
+        self._position = offset + 1
+        self._own_marker = True  # at ``offset + 1``: the log record is the only one
+        self._since_records += 1
+        self._since_bytes += len(body)
+        if written is not None:
+            previous = self._snap_position
+            self._snap_last, self._snap_slot, self._snap_position = written
+            self._since_records = self._since_bytes = 0
+            self._trim_log(previous)  # keep the records after the previous snapshot
+        return end_offsets[-1] if end_offsets else None
 
     def _await_visible(self, offset: int) -> None:
         """Wait until ``read_committed`` readers of the ends topic see ``offset``."""
@@ -304,7 +314,6 @@ class KafkaTrackingAgent(TrackingAgent):
         last: Exception | None = None
         with self._lock:
             for attempt in range(ATTEMPTS):
-                self._written_snapshot = None
                 try:
                     if self._producer is None:
                         self._start_producer()  # 1.
@@ -315,7 +324,7 @@ class KafkaTrackingAgent(TrackingAgent):
                         self._stale = False  # nothing accepted, nothing changed
                         return []
                     record, ends = built
-                    offset, end_offset = self._write(record, ends, batch)  # 4.-5.
+                    end_offset = self._write(record, ends, batch)  # 4.-6.
                 except TrackerUnavailable as e:
                     last = e
                     continue
@@ -324,17 +333,6 @@ class KafkaTrackingAgent(TrackingAgent):
                     log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
                     self._close_producer()
                     continue
-                # 6. committed: the state is the one the record describes, past the record
-                self._stale = False
-                self._position = offset + 1
-                self._own_marker = True  # at ``offset + 1``: the log record is the only one
-                self._since_records += 1
-                self._since_bytes += self._written_bytes
-                if self._written_snapshot is not None:
-                    previous = self._snap_position
-                    self._snap_last, self._snap_slot, self._snap_position = self._written_snapshot
-                    self._since_records = self._since_bytes = 0
-                    self._trim_log(previous)  # keep the records after the previous snapshot
                 if end_offset is not None:
                     self._await_visible(end_offset)
                 return ends
