@@ -44,7 +44,6 @@ __all__ = [
     "TrackerFigures",
     "TrackerState",
     "TrackingAgent",
-    "read_end_events",
 ]
 
 BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
@@ -66,8 +65,6 @@ SNAPSHOT_EVERY = 1000
 SNAPSHOT_BYTES = 4 << 20
 
 log = logging.getLogger(__name__)
-#: What to use for an agent off the local disk (the local one needs a file lock).
-_ELSEWHERE = "KafkaTrackingAgent (spark_ext.tracker) for queries on object storage"
 
 #: ``build(state)``: mutates the state, returns ``(log record, end events)`` or None (no change).
 Build = Callable[[TrackerState], tuple[dict[str, Any], list[EndEvent]] | None]
@@ -178,7 +175,9 @@ class LocalTrackingAgent(TrackingAgent):
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
-        self.folder = local_folder(folder, "LocalTrackingAgent(folder)", _ELSEWHERE)
+        # off the local disk: no file lock, so the Kafka agent
+        elsewhere = "KafkaTrackingAgent (spark_ext.tracker) for queries on object storage"
+        self.folder = local_folder(folder, "LocalTrackingAgent(folder)", elsewhere)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -311,26 +310,13 @@ class LocalTrackingAgent(TrackingAgent):
         return {"agent": "local", "path": str(self.folder)}
 
     def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
-        return _checked(self.folder, after_seq, up_to_seq)
-
-
-def _checked(folder: Path, after: int, up_to: int) -> list[EndEvent]:
-    """Every end event in ``(after, up_to]`` from the files, or :class:`TrackerLogCorrupt`."""
-    if up_to <= after:
-        return []
-    got = [EndEvent.from_list(v) for v in EndSegments(folder).read(after, up_to)]
-    if [e.seq for e in got] != list(range(after + 1, up_to + 1)):
-        have = f"{got[0].seq}..{got[-1].seq} ({len(got)})" if got else "none"
-        raise TrackerLogCorrupt(f"{folder}: end events {after + 1}..{up_to} expected, {have} found")
-    return got
-
-
-def read_end_events(
-    folder: str | os.PathLike[str], after_seq: int, up_to_seq: int
-) -> Iterator[EndEvent]:
-    """End events of a local agent's folder without building its state (the source reads them);
-    a folder without end-event files yet is opened once as an agent, which writes them."""
-    path = local_folder(folder, "read_end_events(folder)", _ELSEWHERE)
-    if not EndSegments(path).exists() and up_to_seq > after_seq:
-        LocalTrackingAgent(path).last_seq()  # migrates an uncompacted log
-    yield from _checked(path, after_seq, up_to_seq)
+        """Every end event in the range from the files, or :class:`TrackerLogCorrupt`."""
+        if up_to_seq <= after_seq:
+            return []
+        got = [EndEvent.from_list(v) for v in self._ends_files.read(after_seq, up_to_seq)]
+        if [e.seq for e in got] != list(range(after_seq + 1, up_to_seq + 1)):
+            have = f"{got[0].seq}..{got[-1].seq} ({len(got)})" if got else "none"
+            raise TrackerLogCorrupt(
+                f"{self.folder}: end events {after_seq + 1}..{up_to_seq} expected, {have} found"
+            )
+        return got

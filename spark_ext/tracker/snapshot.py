@@ -115,9 +115,6 @@ class EndSegments:
         #: ``(segment path, its size, last seq, events)`` as last read (valid while the size is).
         self._tail: tuple[Path, int, int, int] | None = None
 
-    def exists(self) -> bool:
-        return self.dir.is_dir()
-
     def firsts(self) -> list[int]:
         """First sequence numbers of the segments, ascending."""
         if not self.dir.is_dir():

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, read_end_events
+from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent
 
 if TYPE_CHECKING:
     from spark_ext.tracker.kafka_agent import KafkaEndLog
@@ -51,9 +51,14 @@ class SeqRange(InputPartition):
     events: tuple[tuple[Any, ...], ...] | None = None
 
 
-_LOCAL_AGENTS: dict[
-    str, LocalTrackingAgent
-] = {}  # one per folder in the driver-side reader process
+_LOCAL_AGENTS: dict[str, LocalTrackingAgent] = {}  # one per folder in the driver's process
+
+
+def _local(path: str) -> LocalTrackingAgent:
+    agent = _LOCAL_AGENTS.get(path)
+    if agent is None:
+        agent = _LOCAL_AGENTS[path] = LocalTrackingAgent(path)
+    return agent
 
 
 def _kafka(options: dict[str, str]) -> KafkaEndLog:
@@ -67,15 +72,12 @@ def _kafka(options: dict[str, str]) -> KafkaEndLog:
 def _last_seq(options: dict[str, str]) -> int:
     if options.get("agent", "local") != "local":
         return _kafka(options).last_seq()
-    agent = _LOCAL_AGENTS.get(options["path"])
-    if agent is None:
-        agent = _LOCAL_AGENTS[options["path"]] = LocalTrackingAgent(options["path"])
-    return agent.last_seq()
+    return _local(options["path"]).last_seq()
 
 
 def _events(options: dict[str, str], after: int, up_to: int) -> Iterator[EndEvent]:
     if options.get("agent", "local") == "local":
-        return read_end_events(options["path"], after, up_to)
+        return iter(_local(options["path"]).end_events(after, up_to))
     return _kafka(options).events(after, up_to)
 
 

@@ -224,10 +224,7 @@ def test_ended_substreams_are_not_kept_and_a_report_below_the_released_frontier_
 @pytest.mark.parametrize("folder", ["s3a://bucket/tracker", "hdfs://nn/tracker"])
 def test_a_local_agent_off_the_local_disk_is_a_typed_error_naming_the_kafka_agent(folder, tmp_path):
     from spark_ext.errors import ConfigError
-    from spark_ext.tracker.agent import read_end_events
 
     with pytest.raises(ConfigError, match=r"LocalTrackingAgent\(folder\).*KafkaTrackingAgent"):
         LocalTrackingAgent(folder)
-    with pytest.raises(ConfigError, match="KafkaTrackingAgent"):
-        list(read_end_events(folder, 0, 1))
     assert LocalTrackingAgent(f"file://{tmp_path}/agent").folder == tmp_path / "agent"
