@@ -203,9 +203,8 @@ class TrackedQuery:
             self.forward_namespace,
         )
 
-    def plan(self, keys: list[int] | None = None) -> DataFrame:
+    def plan(self, keys: list[int]) -> DataFrame:
         """The streaming DataFrame of operator output (results, late and report rows)."""
-        keys = keys if keys is not None else self.shard_keys()
         prepared = self._input()
         inputs = [StructField(c, prepared.schema[c].dataType) for c in self.operator.input_columns]
         envelope = StructType(ENVELOPE_FIELDS + inputs)
