@@ -5,7 +5,6 @@ the writers and the agent run as on the distributed path."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -76,7 +75,6 @@ class DriverHandler(BatchHandler):
     _log: StateLog | None = field(default=None, repr=False)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        t0 = time.monotonic()
         states = self._log = self._log or StateLog(self.checkpoint)
         src = df.toPandas()  # 1: the batch's one job
         state = states.before(batch_id)
@@ -94,8 +92,8 @@ class DriverHandler(BatchHandler):
         results = spark.createDataFrame(out.results, self.result_schema)
         late = spark.createDataFrame(out.late, LATE_SCHEMA)
         counts = out.late["reason"].value_counts().to_dict() if len(out.late) else {}
-        self.deliver(batch_id, results, late, {str(k): int(v) for k, v in counts.items()},
-                     out.reports, t0)  # fmt: skip
+        counts = {str(k): int(v) for k, v in counts.items()}
+        self.deliver(batch_id, results, late, counts, out.reports)
 
 
 def check_path(path: str) -> str:

@@ -83,8 +83,6 @@ class BatchHandler:
     columns: list[str]
     #: The agent's state-size figures after the last batch (None before the first).
     figures: TrackerFigures | None = None
-    #: The last batch's step durations: ``plan_s`` (both stages), ``write_s``, ``agent_s``.
-    timings: dict[str, float] = field(default_factory=dict)
     #: Late rows written by this handler (the late-rows metric), by reason.
     late_rows: dict[str, int] = field(default_factory=dict)
     namespace: str = ""
@@ -109,7 +107,6 @@ class BatchHandler:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         df.persist()
         try:
-            t0 = time.monotonic()
             # 1: reports and late-row counts in one job (the df is persisted for the writers)
             meta = (
                 df.where(F.col("kind").isin(KIND_REPORT, KIND_LATE))
@@ -124,7 +121,7 @@ class BatchHandler:
                 *[F.col(LATE_SOURCE.get(c, c)).alias(c) for c in LATE_COLUMNS]
             )
             reports = [TaskReport.from_json(r.report) for r in rows]
-            self.deliver(batch_id, results, late, counts, reports, t0)
+            self.deliver(batch_id, results, late, counts, reports)
         finally:
             df.unpersist()
 
@@ -135,10 +132,8 @@ class BatchHandler:
         late: DataFrame,
         counts: dict[str, int],
         task_reports: list[TaskReport],
-        t0: float,
     ) -> None:
         """Steps 2 and 3 of batch ``batch_id`` (``counts``: its late rows by reason)."""
-        t1 = time.monotonic()
         self.sink(results, batch_id)  # 2
         idle = self._idle_decisions()
         if idle:  # completeness downgrades, recorded with the batch's late rows
@@ -150,7 +145,6 @@ class BatchHandler:
                 self.late_rows[reason] = self.late_rows.get(reason, 0) + n
             log.warning("[%s] batch %d: late rows %s", self.query, batch_id, counts)
         AFTER_SINK.reached(batch_id)
-        t2 = time.monotonic()
         reports = batch_reports(self.query, batch_id, task_reports)
         ends = self.agent.apply(reports)  # 3
         AFTER_REPORTS.reached(batch_id)
@@ -160,7 +154,6 @@ class BatchHandler:
             self.idle.mark(topic, int(part), through)
             log.warning("[%s] partition %s idle: closed through %d", self.query, source, through)
         self.figures = self.agent.figures()
-        self.timings = {"plan_s": t1 - t0, "write_s": t2 - t1, "agent_s": time.monotonic() - t2}
         log.info(
             "[%s] batch %d: %d reports, %d substreams ended; %s",
             self.query,
