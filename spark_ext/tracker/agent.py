@@ -248,7 +248,7 @@ class LocalTrackingAgent(TrackingAgent):
         """Append to the end-event files those of ``ends`` they lack (a writer died)."""
         if not ends:
             return
-        last, _ = self._ends_files.last(repair=True)
+        last, _ = self._ends_files.last()
         missing = [e.to_list() for e in ends if e.seq > last]
         if missing:
             log.info("tracker %s: %d end events restored from the log", self.folder, len(missing))

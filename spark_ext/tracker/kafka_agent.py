@@ -131,15 +131,13 @@ class KafkaTrackingAgent(TrackingAgent):
         self,
         bootstrap: str,
         name: str,
-        create_topics: bool = True,
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
         super().__init__(snapshot_every, snapshot_bytes)
         self.bootstrap = bootstrap
         self.topics = KafkaAgentTopics.of(name)
-        if create_topics:
-            self._create_topics()
+        self._create_topics()
         self._lock = threading.RLock()
         self._stale = True  # the state must be (re)loaded before use
         self._position = 0  # next log offset not yet folded into the state

@@ -124,8 +124,8 @@ class EndSegments:
     def _path(self, first: int) -> Path:
         return self.dir / f"{first:012d}.jsonl"
 
-    def last(self, repair: bool = False) -> tuple[int, int]:
-        """``(last seq stored, events in the last segment)``; ``repair`` drops a torn tail."""
+    def last(self) -> tuple[int, int]:
+        """``(last seq stored, events in the last segment)``; a torn tail is dropped."""
         firsts = self.firsts()
         if not firsts:
             return 0, 0
@@ -135,13 +135,12 @@ class EndSegments:
                 return self._tail[2], self._tail[3]
         data = path.read_bytes()
         whole = data.rfind(b"\n") + 1
-        if whole < len(data) and repair:
+        if whole < len(data):
             log.warning("tracker end events %s: dropping a torn last line", path)
             truncate(path, whole)
         lines = data[:whole].splitlines()
         last = int(json.loads(lines[-1])[0]) if lines else firsts[-1] - 1
-        if whole == len(data) or repair:
-            self._tail = (path, whole, last, len(lines))
+        self._tail = (path, whole, last, len(lines))
         return last, len(lines)
 
     def append(self, events: Sequence[Sequence[Any]]) -> None:
@@ -149,7 +148,7 @@ class EndSegments:
         if not events:
             return
         self.dir.mkdir(exist_ok=True)
-        last, count = self.last(repair=True)
+        last, count = self.last()
         if int(events[0][0]) != last + 1:
             raise TrackerLogCorrupt(
                 f"{self.dir}: end event {events[0][0]} appended after {last} (not next)"
