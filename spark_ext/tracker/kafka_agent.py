@@ -12,7 +12,6 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from spark_ext import kafka_clients
@@ -42,26 +41,6 @@ AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends com
 
 #: Attempts of a failed transaction (fenced, broker unreachable) before giving up.
 ATTEMPTS = 4
-
-
-@dataclass(frozen=True)
-class KafkaAgentTopics:
-    """Names of one Kafka agent's topics and transactional id, derived from its name."""
-
-    name: str
-    log: str
-    ends: str
-    snapshot: str
-    transactional_id: str
-
-    @classmethod
-    def of(cls, name: str) -> KafkaAgentTopics:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-            raise ConfigError(
-                "KafkaTrackingAgent.name", f"letters, digits, '.', '_', '-' only, got {name!r}"
-            )
-        base = f"spark_ext.tracker.{name}"
-        return cls(name, f"{base}.log", f"{base}.ends", f"{base}.snapshot", base)
 
 
 class KafkaEndLog:
@@ -135,8 +114,15 @@ class KafkaTrackingAgent(TrackingAgent):
         snapshot_bytes: int | None = None,
     ) -> None:
         super().__init__(snapshot_every, snapshot_bytes)
-        self.bootstrap = bootstrap
-        self.topics = KafkaAgentTopics.of(name)
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ConfigError(
+                "KafkaTrackingAgent.name", f"letters, digits, '.', '_', '-' only, got {name!r}"
+            )
+        self.bootstrap, self.name = bootstrap, name
+        self.transactional_id = f"spark_ext.tracker.{name}"
+        self.log_topic, self.ends_topic, self.snapshot_topic = (
+            f"{self.transactional_id}.{t}" for t in ("log", "ends", "snapshot")
+        )
         self._create_topics()
         self._lock = threading.RLock()
         self._stale = True  # the state must be (re)loaded before use
@@ -145,10 +131,10 @@ class KafkaTrackingAgent(TrackingAgent):
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
         self._snap_slot = 1  # its key slot (the next snapshot takes the other)
         self._snap_position = 0  # the log position the newest snapshot covers
-        self._reader = TopicReader(bootstrap, self.topics.log)
+        self._reader = TopicReader(bootstrap, self.log_topic)
         self._parts = PartBuffer()  # a log record cut in parts, until its last is read
-        self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
-        self._snap_reader = TopicReader(bootstrap, self.topics.snapshot)
+        self._end_log = KafkaEndLog(bootstrap, self.ends_topic)
+        self._snap_reader = TopicReader(bootstrap, self.snapshot_topic)
         self._producer: Any = None
         with self._lock:
             self._start_producer()
@@ -157,9 +143,9 @@ class KafkaTrackingAgent(TrackingAgent):
     # -- Kafka plumbing ----------------------------------------------------------------------
     def _create_topics(self) -> None:
         try:
-            for topic in (self.topics.log, self.topics.ends):
+            for topic in (self.log_topic, self.ends_topic):
                 create_topic(self.bootstrap, topic, 1, **{"retention.ms": "-1"})
-            create_topic(self.bootstrap, self.topics.snapshot, 1, **{"cleanup.policy": "compact"})
+            create_topic(self.bootstrap, self.snapshot_topic, 1, **{"cleanup.policy": "compact"})
         except Exception as e:
             raise TrackerUnavailable(f"cannot create the tracker topics: {e}") from e
 
@@ -169,7 +155,7 @@ class KafkaTrackingAgent(TrackingAgent):
         try:
             self._producer = producer(
                 self.bootstrap,
-                transactional_id=self.topics.transactional_id,
+                transactional_id=self.transactional_id,
                 acks="all",
                 linger_ms=0,
             )
@@ -196,8 +182,8 @@ class KafkaTrackingAgent(TrackingAgent):
         if found is None:
             if self._reader.start() > 0:  # trimmed below a snapshot that is now missing
                 raise TrackerLogCorrupt(
-                    f"{self.topics.log} starts at offset {self._reader.start()} but "
-                    f"{self.topics.snapshot} holds no whole snapshot"
+                    f"{self.log_topic} starts at offset {self._reader.start()} but "
+                    f"{self.snapshot_topic} holds no whole snapshot"
                 )
             self._state, self._position, snap_bytes = TrackerState(), 0, 0
             self._snap_last, self._snap_slot, self._snap_position = None, 1, 0
@@ -227,8 +213,8 @@ class KafkaTrackingAgent(TrackingAgent):
         for offset, value in self._reader.read(self._position, end):
             self._position = offset + 1
             self._since_bytes += len(value)
-            where = f"{self.topics.log} at offset {offset}"
-            record = self._parts.add(decode(self.topics.log, offset, value), where)
+            where = f"{self.log_topic} at offset {offset}"
+            record = self._parts.add(decode(self.log_topic, offset, value), where)
             if record is not None:  # whole (the last of its parts, or never cut)
                 replay_record(self._state, record)
                 self._since_records += 1  # a record, as _transact counts it, not a part
@@ -242,9 +228,9 @@ class KafkaTrackingAgent(TrackingAgent):
             return
         try:
             with admin(self.bootstrap) as client:
-                client.delete_records({TopicPartition(self.topics.log, 0): below})
+                client.delete_records({TopicPartition(self.log_topic, 0): below})
         except Exception as e:  # nothing is lost: the records stay until the next trim
-            log.warning("tracker %s: log not trimmed below %d: %s", self.topics.name, below, e)
+            log.warning("tracker %s: log not trimmed below %d: %s", self.name, below, e)
 
     def _write(
         self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None
@@ -255,11 +241,11 @@ class KafkaTrackingAgent(TrackingAgent):
         BEFORE_SEND.reached(batch)
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
         # above Kafka's record size in parts, all in this transaction (kafka_records)
-        sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
+        sent = [p.send(self.log_topic, value=v, partition=0) for v in split_record(body)]
         snapshot = self._snapshot_due(1, len(body))
         end_futures = [
             p.send(
-                self.topics.ends,
+                self.ends_topic,
                 key=e.substream.encode(),
                 value=json.dumps(e.to_list(), separators=(",", ":")).encode(),
                 partition=0,
@@ -274,7 +260,7 @@ class KafkaTrackingAgent(TrackingAgent):
         if snapshot:  # the state after this record, in the same transaction
             slot = 1 - self._snap_slot
             chunks = chunk_records(self._state.to_dict(), offset + 1, slot, self._snap_last)
-            futures = [p.send(self.topics.snapshot, key=k, value=v, partition=0) for k, v in chunks]
+            futures = [p.send(self.snapshot_topic, key=k, value=v, partition=0) for k, v in chunks]
             p.flush()
             written = (
                 [f.get(timeout=READ_TIMEOUT_S).offset for f in futures][-1],
@@ -335,12 +321,12 @@ class KafkaTrackingAgent(TrackingAgent):
                     self._await_visible(end_offset)
                 return ends
             raise TrackerUnavailable(
-                f"tracker {self.topics.name}: no transaction after {ATTEMPTS} attempts: {last}"
+                f"tracker {self.name}: no transaction after {ATTEMPTS} attempts: {last}"
             ) from last
 
     # -- TrackingAgent -----------------------------------------------------------------------
     def source_options(self) -> dict[str, str]:
-        options = {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
+        options = {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.ends_topic}
         return {**options, **kafka_clients.access(self.bootstrap).options()}
 
     def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:

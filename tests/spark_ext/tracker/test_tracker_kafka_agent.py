@@ -36,7 +36,7 @@ def test_kafka_agent_ends_substreams_once_and_a_new_instance_sees_the_same_state
     assert reopened.apply(window_batch(2, 2, [14], {"t:0": 40_000})) == []
     assert reopened.state().open_substreams() == []
     # the source's reader: ranges by sequence number, transaction markers in between
-    end_log = KafkaEndLog(kafka_bootstrap, reopened.topics.ends)
+    end_log = KafkaEndLog(kafka_bootstrap, reopened.ends_topic)
     assert end_log.last_seq() == 3
     assert list(end_log.events(0, 3)) == reopened.end_events(0, 3)
     assert [e.seq for e in end_log.events(1, 3)] == [2, 3]
