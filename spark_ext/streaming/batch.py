@@ -1,7 +1,5 @@
-"""One tracked batch in one process: gate every source partition, run every shard, return the
-results, the late rows and the reports; the code of the driver path and of
-:class:`~spark_ext.streaming.tester.PipelineTester` (docs/design.md, "Tracked queries": the two
-paths). Pure: its state is a :class:`BatchState`, written per batch id by the driver path."""
+"""One tracked batch in one process, pure: the driver path's and the testers' code
+(docs/design.md, "Tracked queries": the two paths)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The driver path of a tracked query (docs/design.md, "Tracked queries": the two paths): one
-job collects the batch's rows, :func:`~spark_ext.streaming.batch.run_batch` gates and runs them
-on the driver, the state is written per batch id (batch N starts from N-1's: invariant 2), then
-the writers and the agent run as on the distributed path."""
+"""The driver path of a tracked query: one collect, :func:`~spark_ext.streaming.batch.run_batch`
+on the driver, its state per batch id (docs/design.md, "Tracked queries": the two paths)."""
 
 from __future__ import annotations
 

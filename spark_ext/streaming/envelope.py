@@ -37,14 +37,12 @@ KIND_END = "end"
 KIND_REPORT = "report"
 KIND_RESULT = "result"
 KIND_LATE = "late"
-#: The group of the gate's progress rows.
+#: The groups of the gate's progress, report and late rows; the substream of per-shard operators'.
 PROGRESS_GROUP = "__progress__"
-#: The group of report rows passed through from the gate.
 REPORTS_GROUP = "__reports__"
-#: The group of late rows passed through from the gate.
 LATE_GROUP = "__late__"
-#: The substream of the groups of per-shard operators.
 ALL_SUBSTREAMS = "*"
+#: The stages that report.
 GATE_STAGE = "assign"
 OPERATOR_STAGE = "operator"
 

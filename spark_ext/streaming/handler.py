@@ -1,8 +1,5 @@
-"""The driver's per-batch steps of a tracked query (docs/design.md, "Tracked queries"): 1. collect
-the report rows; 2. write results and late rows (``tracker.after_sink``); 3. apply the reports
-(``tracker.after_reports``); 4. Spark commits. A writer is a ``foreachBatch`` function or an
-object with ``write(df, batch_id)``, idempotent per batch id.
-"""
+"""The driver's per-batch steps of a tracked query: 1. collect the reports; 2. write results and
+late rows; 3. apply the reports; 4. Spark commits (docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 

@@ -264,12 +264,10 @@ class TrackedQuery:
     ) -> StreamingQuery:
         """Run the start-up checks (``topic_partitions``: each topic's partition count), declare
         the namespace and start the query writing results to ``sink`` and late rows
-        (:data:`~spark_ext.streaming.envelope.LATE_COLUMNS`) to ``late``, both idempotent per
+        (:data:`~spark_ext.streaming.envelope.LATE_COLUMNS`) to ``late``, writers idempotent per
         batch id; ``trigger``: a :class:`~spark_ext.sinks.trigger.Trigger` or
-        ``DataStreamWriter.trigger`` keywords (default: every second). ``path``: ``"driver"``
-        (the batch's rows collected, the tracker on the driver, at most ``max_open_keys`` open
-        (window, key) groups) or ``"distributed"`` (the two stateful stages); which to choose:
-        docs/design.md, "Tracked queries"."""
+        ``DataStreamWriter.trigger`` keywords (default: every second); ``path`` and
+        ``max_open_keys``: docs/design.md, "Tracked queries"."""
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:
             raise ConfigError("TrackedQuery.start(late)", "give a writer for late rows")

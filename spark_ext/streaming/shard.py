@@ -1,8 +1,5 @@
-"""The operator stage of one shard: fold the batch's data rows into their groups (one operator
-call per group: rows in the total order, the task's XOR report; forwarded results get labels and,
-with ``dedup``, duplicates go late), then release in end order every open window ending at or
-below ``min(frontier)`` (docs/design.md, "Tracked queries"). Pure: Spark state
-(``stages.OperatorProcessor``) or dicts (the testers)."""
+"""The operator stage of one shard, pure: run each group's rows through the operator, then release
+every open window at or below ``min(frontier)`` (docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 
