@@ -286,24 +286,16 @@ class TrackedQuery:
         check_agent_and_checkpoint(self.stream.agent.state(), self.name, checkpoint)
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
 
-        def handler_of(kind: type[BatchHandler], **extra: Any) -> BatchHandler:
-            return kind(
-                self.name,
-                self.stream.agent,
-                write,
-                write_late,
-                self.result_schema().names,
-                namespace=self.windowing.namespace,
-                sources=self.stream.closing.sources,
-                idle=idle,
-                **extra,
-            )
-
+        args = (self.name, self.stream.agent, write, write_late, self.result_schema().names)
+        sources = self.stream.closing.sources
+        common: dict[str, Any] = {"namespace": self.windowing.namespace, "sources": sources}
         if path == "driver":
             out = self._input()
             self._output_schema()  # the name check
-            handler = handler_of(
-                DriverHandler,
+            handler: BatchHandler = DriverHandler(
+                *args,
+                **common,
+                idle=idle,
                 cfg=self._config(),
                 checkpoint=checkpoint,
                 result_schema=self.result_schema(),
@@ -311,7 +303,7 @@ class TrackedQuery:
             )
         else:
             out = self.plan(keys)
-            handler = handler_of(BatchHandler)
+            handler = BatchHandler(*args, **common, idle=idle)
         self.handler = handler
         writer = out.writeStream.queryName(self.name).foreachBatch(handler)
         writer = writer.option("checkpointLocation", checkpoint)
