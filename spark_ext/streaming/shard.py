@@ -81,8 +81,9 @@ def forward_labels(substream: str, keys: pd.Series, row_numbers: np.ndarray) -> 
     return labels_of(coords, np.zeros(len(coords), dtype=np.int64), row_numbers)
 
 
-def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
-    return rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason)
+def _late(rows: pd.DataFrame, reason: str, cfg: StageConfig) -> pd.DataFrame:
+    raw = raw_json(rows, "key", "event_time_ms", list(cfg.operator.input_columns))
+    return rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason, raw=raw)
 
 
 def run_group(
@@ -110,13 +111,13 @@ def run_group(
     if len(data):
         data = _in_order(data)
         if dedup and state.ended is not None:
-            lates.append(_late(data, REASON_ENDED))
+            lates.append(_late(data, REASON_ENDED, cfg))
             data = data.iloc[0:0]
         elif dedup:
             labels = data["label"].astype(np.int64)
             dup = labels.duplicated().to_numpy() | labels.isin(state.seen).to_numpy()
             if dup.any():
-                lates.append(_late(data[dup], REASON_DUPLICATE))
+                lates.append(_late(data[dup], REASON_DUPLICATE, cfg))
                 data = data[~dup].reset_index(drop=True)
             state.seen |= {int(x) for x in data["label"]}
             state.changed = True
@@ -168,13 +169,7 @@ def _in_order(data: pd.DataFrame) -> pd.DataFrame:
 
 
 def late_output(late: pd.DataFrame, cfg: StageConfig) -> pd.DataFrame:
-    """Envelope late rows -> the operator stage's output rows of kind ``late`` (``raw`` built
-    here for the rows the gate did not build it for)."""
-    raw = late.get("raw", pd.Series(None, index=late.index)).to_numpy(dtype=object, copy=True)
-    missing = pd.isna(raw)
-    if missing.any():
-        columns = list(cfg.operator.input_columns)
-        raw[missing] = raw_json(late[missing], "key", "event_time_ms", columns)
+    """Envelope late rows -> the operator stage's output rows of kind ``late``."""
     frame = pd.DataFrame(
         {
             "kind": KIND_LATE,
@@ -185,7 +180,7 @@ def late_output(late: pd.DataFrame, cfg: StageConfig) -> pd.DataFrame:
             "src_partition": late["src_partition"].to_numpy(),
             "src_offset": late["src_offset"].to_numpy(),
             "reason": late["reason"].to_numpy(),
-            "raw": raw,
+            "raw": late["raw"].to_numpy(),
         }
     )
     return conform(frame, cfg.columns)
