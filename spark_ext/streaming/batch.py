@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -41,21 +41,15 @@ class BatchState:
     def to_json(self) -> bytes:
         body = {
             "frontiers": self.frontiers,
-            "shards": {
-                str(k): {"groups": s.groups, "progress": s.progress, "through": s.through}
-                for k, s in sorted(self.stores.items())
-            },
+            "shards": {str(k): asdict(s) for k, s in sorted(self.stores.items())},
         }
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchState:
         body = json.loads(data)
-        stores = {
-            int(k): DictStore(dict(s["groups"]), dict(s["progress"]), int(s["through"]))
-            for k, s in body["shards"].items()
-        }
-        return cls(dict(body["frontiers"]), stores)
+        stores = {int(k): DictStore(**s) for k, s in body["shards"].items()}
+        return cls(body["frontiers"], stores)
 
     def open_keys(self, operator: SubstreamOperator) -> int:
         """Open (window, key) groups: :meth:`SubstreamOperator.open_keys` summed over the open
