@@ -178,10 +178,10 @@ def last_record(reader: TopicReader) -> tuple[int, bytes] | None:
         back *= 4
 
 
-def _read_at(reader: TopicReader, last: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(state, header)`` of the snapshot whose last chunk is at ``last``; None if not whole."""
+def _read_at(reader: TopicReader, last: int, value: bytes) -> tuple[Any, dict[str, Any]] | None:
+    """``(state, header)`` of the snapshot whose last chunk (``value``) is at ``last``; None if
+    not whole."""
     try:
-        (_, value), *_ = list(reader.read(last, last + 1)) or [(last, b"")]
         header, _ = _split(value)
         first = last - (int(header["n"]) - 1)
         chunks = [_split(v) for _, v in reader.read(first, last + 1)]
@@ -203,17 +203,16 @@ def newest_snapshot(reader: TopicReader) -> tuple[dict[str, Any], dict[str, Any]
     """``(state, header, last chunk offset)`` of the newest whole snapshot (or the one
     before it when the newest does not verify); None when there is none."""
     found = last_record(reader)
-    last = found[0] if found is not None else None
     for _ in range(2):  # the newest, then the one before it
-        if last is None:
+        if found is None:
             return None
-        whole = _read_at(reader, last)
+        last, value = found
+        whole = _read_at(reader, last, value)
         if whole is not None:
             return whole[0], whole[1], last
         try:
-            (_, value), *_ = list(reader.read(last, last + 1))
-            prev = _split(value)[0].get("prev")
-        except (ValueError, KeyError):
-            prev = None
-        last = int(prev) if prev is not None else None
+            prev = int(_split(value)[0]["prev"])
+        except (ValueError, KeyError, TypeError):
+            return None  # no previous one (or no header to name it)
+        found = next(reader.read(prev, prev + 1), None)
     return None
