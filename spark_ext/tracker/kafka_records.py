@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 512 * 1024
 
 
-#: How long a read may take before the agent is unavailable.
+#: How long a read (or a wait for end events to be visible) may take before the agent is
+#: unavailable.
 READ_TIMEOUT_S = 60.0
 #: Characters of a record's JSON per part. The JSON is ASCII (``ensure_ascii``), and a part
 #: escapes it once more: a part record stays below 2 x this plus a few bytes, under 1 MB.
