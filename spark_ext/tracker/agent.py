@@ -175,7 +175,7 @@ class LocalTrackingAgent(TrackingAgent):
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
-        # off the local disk: no file lock, so the Kafka agent
+        # what to use off the local disk (no file lock there)
         elsewhere = "KafkaTrackingAgent (spark_ext.tracker) for queries on object storage"
         self.folder = local_folder(folder, "LocalTrackingAgent(folder)", elsewhere)
         try:
