@@ -38,13 +38,7 @@ from spark_ext.tracker.state import (
     replay_record,
 )
 
-__all__ = [
-    "EndEvent",
-    "LocalTrackingAgent",
-    "TrackerFigures",
-    "TrackerState",
-    "TrackingAgent",
-]
+__all__ = ["EndEvent", "LocalTrackingAgent", "TrackerFigures", "TrackerState", "TrackingAgent"]
 
 BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
 AFTER_APPEND = declare(
