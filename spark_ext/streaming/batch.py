@@ -1,12 +1,10 @@
-"""One tracked batch in one process: gate every source partition, run every shard, return the
-results, the late rows and the reports; the code of the driver path and of
-:class:`~spark_ext.streaming.tester.PipelineTester` (docs/design.md, "Tracked queries": the two
-paths). Pure: its state is a :class:`BatchState`, written per batch id by the driver path."""
+"""One tracked batch in one process, pure: the driver path's and the testers' code
+(docs/design.md, "Tracked queries": the two paths)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,7 +24,7 @@ from spark_ext.streaming.envelope import (
 from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
 from spark_ext.streaming.shard import DictStore, GroupState, run_shard
 from spark_ext.tracker.agent import EndEvent
-from spark_ext.tracker.reports import ReportBuilder, TaskReport
+from spark_ext.tracker.reports import TaskReport
 
 __all__ = ["BatchOutput", "BatchState", "run_batch", "source_frame"]
 
@@ -43,21 +41,15 @@ class BatchState:
     def to_json(self) -> bytes:
         body = {
             "frontiers": self.frontiers,
-            "shards": {
-                str(k): {"groups": s.groups, "progress": s.progress, "through": s.through}
-                for k, s in sorted(self.stores.items())
-            },
+            "shards": {str(k): asdict(s) for k, s in sorted(self.stores.items())},
         }
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> BatchState:
         body = json.loads(data)
-        stores = {
-            int(k): DictStore(dict(s["groups"]), dict(s["progress"]), int(s["through"]))
-            for k, s in body["shards"].items()
-        }
-        return cls(dict(body["frontiers"]), stores)
+        stores = {int(k): DictStore(**s) for k, s in body["shards"].items()}
+        return cls(body["frontiers"], stores)
 
     def open_keys(self, operator: SubstreamOperator) -> int:
         """Open (window, key) groups: :meth:`SubstreamOperator.open_keys` summed over the open
@@ -97,13 +89,13 @@ def run_batch(
     envelope: list[pd.DataFrame] = []
     if len(src):
         for (topic, part), g in src.groupby(["_topic", "_partition"], sort=True):
-            builder = ReportBuilder(GATE_STAGE, int(part))
+            report = TaskReport(GATE_STAGE, int(part))
             source = f"{topic}:{int(part)}"
-            frames, new = gate_partition(g, state.frontiers.get(source, NO_FRONTIER), cfg, builder)
+            frames, new = gate_partition(g, state.frontiers.get(source, NO_FRONTIER), cfg, report)
             if new > NO_FRONTIER:
                 state.frontiers[source] = new
             envelope += frames
-            reports.append(builder.build())
+            reports.append(report)
     for e in ends if not cfg.sources else []:  # an upstream query closes the substreams
         ctrl = end_rows(e.substream, e.start_ms, e.end_ms, e.seq, cfg.shards)
         group = e.substream if cfg.operator.per_substream else ALL_SUBSTREAMS

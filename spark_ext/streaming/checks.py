@@ -1,5 +1,4 @@
-"""Start-up checks of a tracked query: its agent, its checkpoint (any :mod:`spark_ext.storage`
-location; ``settings`` default to the active session's) and its topic agree, else a typed error
+"""Start-up checks of a tracked query: its agent, checkpoint and topic agree, else a typed error
 (docs/design.md, "Tracked queries": start-up checks)."""
 
 from __future__ import annotations
@@ -22,11 +21,9 @@ from spark_ext.tracker.errors import (
 
 __all__ = [
     "LAYOUT_FILE",
-    "LAYOUT_VERSION",
     "check_agent_and_checkpoint",
     "check_layout",
     "check_partitions",
-    "checkpoint_shuffle_partitions",
     "read_end_seq",
 ]
 

@@ -1,11 +1,8 @@
-"""The driver path of a tracked query (docs/design.md, "Tracked queries": the two paths): one
-job collects the batch's rows, :func:`~spark_ext.streaming.batch.run_batch` gates and runs them
-on the driver, the state is written per batch id (batch N starts from N-1's: invariant 2), then
-the writers and the agent run as on the distributed path."""
+"""The driver path of a tracked query: one collect, :func:`~spark_ext.streaming.batch.run_batch`
+on the driver, its state per batch id (docs/design.md, "Tracked queries": the two paths)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -20,13 +17,7 @@ from spark_ext.streaming.envelope import LATE_SCHEMA, StageConfig
 from spark_ext.streaming.handler import BatchHandler
 from spark_ext.tracker.errors import TrackerError
 
-__all__ = [
-    "STATE_DIR",
-    "STATE_SAVED",
-    "DriverHandler",
-    "DriverStateTooLarge",
-    "StateLog",
-]
+__all__ = ["STATE_SAVED", "DriverHandler", "DriverStateTooLarge", "StateLog"]
 
 STATE_SAVED = declare(
     "tracked.driver.state_saved", "driver", "batch state written, results not yet"
@@ -82,7 +73,6 @@ class DriverHandler(BatchHandler):
     _log: StateLog | None = field(default=None, repr=False)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        t0 = time.monotonic()
         states = self._log = self._log or StateLog(self.checkpoint)
         src = df.toPandas()  # 1: the batch's one job
         state = states.before(batch_id)
@@ -100,8 +90,8 @@ class DriverHandler(BatchHandler):
         results = spark.createDataFrame(out.results, self.result_schema)
         late = spark.createDataFrame(out.late, LATE_SCHEMA)
         counts = out.late["reason"].value_counts().to_dict() if len(out.late) else {}
-        self.deliver(batch_id, results, late, {str(k): int(v) for k, v in counts.items()},
-                     out.reports, t0)  # fmt: skip
+        counts = {str(k): int(v) for k, v in counts.items()}
+        self.deliver(batch_id, results, late, counts, out.reports)
 
 
 def check_path(path: str) -> str:

@@ -15,21 +15,8 @@ from spark_ext.operators.base import SubstreamOperator
 from spark_ext.tracker.substreams import Windowing
 
 __all__ = [
-    "ALL_SUBSTREAMS",
-    "ENVELOPE_FIELDS",
-    "GATE_STAGE",
-    "KIND_DATA",
-    "KIND_END",
-    "KIND_LATE",
-    "KIND_PROGRESS",
-    "KIND_REPORT",
-    "KIND_RESULT",
     "LATE_COLUMNS",
-    "LATE_GROUP",
     "LATE_SCHEMA",
-    "LATE_SOURCE",
-    "OPERATOR_STAGE",
-    "PROGRESS_GROUP",
     "REASON_BELOW_FRONTIER",
     "REASON_DUPLICATE",
     "REASON_ENDED",
@@ -38,13 +25,7 @@ __all__ = [
     "REASON_NULL_KEY",
     "REASON_NULL_TIME",
     "REASON_UNDECLARED",
-    "REPORTS_GROUP",
-    "RESULT_ENVELOPE",
-    "SOURCE_FIELDS",
     "StageConfig",
-    "conform",
-    "end_rows",
-    "raw_json",
 ]
 
 #: An element (one substream and shard); a partition's frontier (``tracked`` = its
@@ -56,14 +37,12 @@ KIND_END = "end"
 KIND_REPORT = "report"
 KIND_RESULT = "result"
 KIND_LATE = "late"
-#: The group of the gate's progress rows.
+#: The groups of the gate's progress, report and late rows; the substream of per-shard operators'.
 PROGRESS_GROUP = "__progress__"
-#: The group of report rows passed through from the gate.
 REPORTS_GROUP = "__reports__"
-#: The group of late rows passed through from the gate.
 LATE_GROUP = "__late__"
-#: The substream of the groups of per-shard operators.
 ALL_SUBSTREAMS = "*"
+#: The stages that report.
 GATE_STAGE = "assign"
 OPERATOR_STAGE = "operator"
 

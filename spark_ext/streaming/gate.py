@@ -23,16 +23,10 @@ from spark_ext.streaming.envelope import (
 )
 from spark_ext.tracker.errors import ConfigError
 from spark_ext.tracker.labels import key_hashes, labels_of
-from spark_ext.tracker.reports import ReportBuilder
+from spark_ext.tracker.reports import TaskReport
 from spark_ext.tracker.substreams import Substream
 
-__all__ = [
-    "NO_FRONTIER",
-    "gate_partition",
-    "late_rows",
-    "progress_rows",
-    "substream_ids",
-]
+__all__ = ["NO_FRONTIER", "gate_partition"]
 
 #: "No frontier yet" (the partition has promised nothing).
 NO_FRONTIER = -(2**63)
@@ -50,22 +44,20 @@ def substream_ids(namespace: str, starts: np.ndarray, ends: np.ndarray) -> pd.Se
     return pd.Series(names[inverse.reshape(-1)], dtype=object)
 
 
-def late_rows(
-    rows: pd.DataFrame,
-    reasons: list[str] | str,
-    windows: list[str | None] | None,
-    shard: int,
-    input_columns: tuple[str, ...],
-) -> pd.DataFrame:
-    """Late rows in the envelope (kind ``late``) from gate input rows (``_key``, ``_t``, ...)."""
+def late_rows(rows: pd.DataFrame, reasons: list[str], shard: int, cfg: StageConfig) -> pd.DataFrame:
+    """Late rows in the envelope (kind ``late``, ``tracked``: the windows they missed) from gate
+    input rows (``_key``, ``_t``, ...)."""
     n = len(rows)
     times = rows["_t"].astype("float64")
+    substreams = cfg.windowing.substreams_of
     return pd.DataFrame(
         {
             "substream": [LATE_GROUP] * n,
             "shard": [shard] * n,
             "kind": [KIND_LATE] * n,
-            "tracked": windows if windows is not None else [None] * n,
+            "tracked": [
+                None if np.isnan(t) else ",".join(s.id for s in substreams(int(t))) for t in times
+            ],
             "key": [None if pd.isna(k) else str(k) for k in rows["_key"]],
             "event_time_ms": pd.array(
                 [None if np.isnan(t) else int(t) for t in times], dtype="Int64"
@@ -73,8 +65,8 @@ def late_rows(
             "src_topic": rows["_topic"].astype(str).tolist(),
             "src_partition": rows["_partition"].astype(np.int64).tolist(),
             "src_offset": rows["_offset"].astype(np.int64).tolist(),
-            "reason": reasons if isinstance(reasons, list) else [reasons] * n,
-            "raw": raw_json(rows, "_key", "_t", list(input_columns)),
+            "reason": reasons,
+            "raw": raw_json(rows, "_key", "_t", list(cfg.operator.input_columns)),
         }
     )
 
@@ -93,16 +85,15 @@ def progress_rows(source: str, frontier: int, shards: int) -> pd.DataFrame:
 
 
 def gate_partition(
-    pdf: pd.DataFrame, frontier: int, cfg: StageConfig, builder: ReportBuilder
+    pdf: pd.DataFrame, frontier: int, cfg: StageConfig, report: TaskReport
 ) -> tuple[list[pd.DataFrame], int]:
     """Gate the rows of ONE source partition (``_key``, ``_t``, ``_topic``, ``_partition``,
     ``_offset``, ``_close``, ``_side``, ``_fwd_*``, input columns) in one batch, reporting to
-    ``builder``: the envelope frames (data, late, progress rows) and the new frontier."""
+    ``report``: the envelope frames (data, late, progress rows) and the new frontier."""
     if pdf.empty:
         return [], frontier
     pdf = pdf.sort_values("_offset", kind="mergesort").reset_index(drop=True)
     topic, part = str(pdf["_topic"].iloc[0]), int(pdf["_partition"].iloc[0])
-    late_shard = part % cfg.shards
     is_marker = pdf["_close"].notna().to_numpy()
     is_data = ~is_marker
     t_null = pdf["_t"].isna().to_numpy()
@@ -134,31 +125,22 @@ def gate_partition(
     frames: list[pd.DataFrame] = []
     data = pdf[keep].reset_index(drop=True)
     if len(data):
-        frames.append(_assign(data, cfg, builder))
+        frames.append(_assign(data, cfg, report))
     if late_mask.any():
         late = pdf[late_mask].reset_index(drop=True)
-        windows: list[str | None] = []
-        for tt, tn in zip(t[late_mask], t_null[late_mask], strict=True):
-            windows.append(
-                None if tn else ",".join(s.id for s in cfg.windowing.substreams_of(int(tt)))
-            )
-        frames.append(
-            late_rows(
-                late, reasons[late_mask].tolist(), windows, late_shard, cfg.operator.input_columns
-            )
-        )
+        frames.append(late_rows(late, reasons[late_mask].tolist(), part % cfg.shards, cfg))
     if new_frontier > NO_FRONTIER:
-        builder.add_progress(f"{topic}:{part}", new_frontier)
+        report.add_progress(f"{topic}:{part}", new_frontier)
         if f"{topic}:{part}" in cfg.sources:
             frames.append(progress_rows(f"{topic}:{part}", new_frontier, cfg.shards))
         if not cfg.operator.per_substream:
             bucket = cfg.windowing.closed_before(new_frontier)
             if bucket is not None:
-                builder.add_substream(bucket.id, bucket.end_ms)
+                report.add_substream(bucket.id, bucket.end_ms)
     return frames, new_frontier
 
 
-def _assign(data: pd.DataFrame, cfg: StageConfig, builder: ReportBuilder) -> pd.DataFrame:
+def _assign(data: pd.DataFrame, cfg: StageConfig, report: TaskReport) -> pd.DataFrame:
     """Data rows -> envelope rows (one per substream membership), reported as sent."""
     namespace = cfg.windowing.namespace
     times = data["_t"].astype("float64").to_numpy().astype(np.int64)
@@ -203,5 +185,5 @@ def _assign(data: pd.DataFrame, cfg: StageConfig, builder: ReportBuilder) -> pd.
         }
     )
     if not cfg.upstream:  # forwarded rows were reported as sent by the upstream query
-        builder.add_labels(tracked, labels, sent=True, ends=ends)
+        report.add_labels(tracked, labels, sent=True, ends=ends)
     return out

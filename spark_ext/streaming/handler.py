@@ -1,8 +1,5 @@
-"""The driver's per-batch steps of a tracked query (docs/design.md, "Tracked queries"): 1. collect
-the report rows; 2. write results and late rows (``tracker.after_sink``); 3. apply the reports
-(``tracker.after_reports``); 4. Spark commits. A writer is a ``foreachBatch`` function or an
-object with ``write(df, batch_id)``, idempotent per batch id.
-"""
+"""The driver's per-batch steps of a tracked query: 1. collect the reports; 2. write results and
+late rows; 3. apply the reports; 4. Spark commits (docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 
@@ -34,15 +31,7 @@ from spark_ext.tracker.reports import TaskReport, batch_reports
 AFTER_SINK = declare("tracker.after_sink", "driver", "results written, reports not applied")
 AFTER_REPORTS = declare("tracker.after_reports", "driver", "reports applied, Spark commit not yet")
 
-__all__ = [
-    "AFTER_REPORTS",
-    "AFTER_SINK",
-    "BatchHandler",
-    "BatchWriter",
-    "Writer",
-    "as_callable",
-    "forward_records",
-]
+__all__ = ["AFTER_REPORTS", "AFTER_SINK", "BatchHandler", "Writer", "forward_records"]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +80,6 @@ class BatchHandler:
     columns: list[str]
     #: The agent's state-size figures after the last batch (None before the first).
     figures: TrackerFigures | None = None
-    #: The last batch's step durations: ``plan_s`` (both stages), ``write_s``, ``agent_s``.
-    timings: dict[str, float] = field(default_factory=dict)
     #: Late rows written by this handler (the late-rows metric), by reason.
     late_rows: dict[str, int] = field(default_factory=dict)
     namespace: str = ""
@@ -117,7 +104,6 @@ class BatchHandler:
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         df.persist()
         try:
-            t0 = time.monotonic()
             # 1: reports and late-row counts in one job (the df is persisted for the writers)
             meta = (
                 df.where(F.col("kind").isin(KIND_REPORT, KIND_LATE))
@@ -132,7 +118,7 @@ class BatchHandler:
                 *[F.col(LATE_SOURCE.get(c, c)).alias(c) for c in LATE_COLUMNS]
             )
             reports = [TaskReport.from_json(r.report) for r in rows]
-            self.deliver(batch_id, results, late, counts, reports, t0)
+            self.deliver(batch_id, results, late, counts, reports)
         finally:
             df.unpersist()
 
@@ -143,10 +129,8 @@ class BatchHandler:
         late: DataFrame,
         counts: dict[str, int],
         task_reports: list[TaskReport],
-        t0: float,
     ) -> None:
         """Steps 2 and 3 of batch ``batch_id`` (``counts``: its late rows by reason)."""
-        t1 = time.monotonic()
         self.sink(results, batch_id)  # 2
         idle = self._idle_decisions()
         if idle:  # completeness downgrades, recorded with the batch's late rows
@@ -158,7 +142,6 @@ class BatchHandler:
                 self.late_rows[reason] = self.late_rows.get(reason, 0) + n
             log.warning("[%s] batch %d: late rows %s", self.query, batch_id, counts)
         AFTER_SINK.reached(batch_id)
-        t2 = time.monotonic()
         reports = batch_reports(self.query, batch_id, task_reports)
         ends = self.agent.apply(reports)  # 3
         AFTER_REPORTS.reached(batch_id)
@@ -168,7 +151,6 @@ class BatchHandler:
             self.idle.mark(topic, int(part), through)
             log.warning("[%s] partition %s idle: closed through %d", self.query, source, through)
         self.figures = self.agent.figures()
-        self.timings = {"plan_s": t1 - t0, "write_s": t2 - t1, "agent_s": time.monotonic() - t2}
         log.info(
             "[%s] batch %d: %d reports, %d substreams ended; %s",
             self.query,

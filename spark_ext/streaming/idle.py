@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from spark_ext.streaming.gate import NO_FRONTIER
 from spark_ext.tracker.substreams import duration_ms
 
 __all__ = ["IdlePolicy"]
-
-_NONE = -(2**63)
 
 
 @dataclass
@@ -36,17 +35,17 @@ class IdlePolicy:
     ) -> list[tuple[str, int]]:
         """``(source, through_ms)`` to declare idle now (updates the policy's clocks)."""
         for s in sources:
-            p = progress.get(s, _NONE)
+            p = progress.get(s, NO_FRONTIER)
             if s not in self._last_move or p != self._last_seen.get(s):
                 self._last_move[s], self._last_seen[s] = now_ms, p
         if oldest_open_end is None:
             return []
         out, timeout = [], self.timeout_ms
         for s in sources:
-            p = progress.get(s, _NONE)
+            p = progress.get(s, NO_FRONTIER)
             if p >= oldest_open_end or now_ms - self._last_move[s] < timeout:
                 continue
-            others = [progress.get(o, _NONE) for o in sources if o != s]
+            others = [progress.get(o, NO_FRONTIER) for o in sources if o != s]
             through = min(others) if others else oldest_open_end
             if through > p:
                 out.append((s, through))

@@ -203,9 +203,8 @@ class TrackedQuery:
             self.forward_namespace,
         )
 
-    def plan(self, keys: list[int] | None = None) -> DataFrame:
+    def plan(self, keys: list[int]) -> DataFrame:
         """The streaming DataFrame of operator output (results, late and report rows)."""
-        keys = keys if keys is not None else self.shard_keys()
         prepared = self._input()
         inputs = [StructField(c, prepared.schema[c].dataType) for c in self.operator.input_columns]
         envelope = StructType(ENVELOPE_FIELDS + inputs)
@@ -265,12 +264,10 @@ class TrackedQuery:
     ) -> StreamingQuery:
         """Run the start-up checks (``topic_partitions``: each topic's partition count), declare
         the namespace and start the query writing results to ``sink`` and late rows
-        (:data:`~spark_ext.streaming.envelope.LATE_COLUMNS`) to ``late``, both idempotent per
+        (:data:`~spark_ext.streaming.envelope.LATE_COLUMNS`) to ``late``, writers idempotent per
         batch id; ``trigger``: a :class:`~spark_ext.sinks.trigger.Trigger` or
-        ``DataStreamWriter.trigger`` keywords (default: every second). ``path``: ``"driver"``
-        (the batch's rows collected, the tracker on the driver, at most ``max_open_keys`` open
-        (window, key) groups) or ``"distributed"`` (the two stateful stages); which to choose:
-        docs/design.md, "Tracked queries"."""
+        ``DataStreamWriter.trigger`` keywords (default: every second); ``path`` and
+        ``max_open_keys``: docs/design.md, "Tracked queries"."""
         write = as_callable(sink, "TrackedQuery.start(sink)")
         if late is None:
             raise ConfigError("TrackedQuery.start(late)", "give a writer for late rows")
@@ -289,24 +286,16 @@ class TrackedQuery:
         check_agent_and_checkpoint(self.stream.agent.state(), self.name, checkpoint)
         self.stream.agent.declare(self.windowing.namespace, self.stream.closing.sources)
 
-        def handler_of(kind: type[BatchHandler], **extra: Any) -> BatchHandler:
-            return kind(
-                self.name,
-                self.stream.agent,
-                write,
-                write_late,
-                self.result_schema().names,
-                namespace=self.windowing.namespace,
-                sources=self.stream.closing.sources,
-                idle=idle,
-                **extra,
-            )
-
+        args = (self.name, self.stream.agent, write, write_late, self.result_schema().names)
+        sources = self.stream.closing.sources
+        common: dict[str, Any] = {"namespace": self.windowing.namespace, "sources": sources}
         if path == "driver":
             out = self._input()
             self._output_schema()  # the name check
-            handler = handler_of(
-                DriverHandler,
+            handler: BatchHandler = DriverHandler(
+                *args,
+                **common,
+                idle=idle,
                 cfg=self._config(),
                 checkpoint=checkpoint,
                 result_schema=self.result_schema(),
@@ -314,7 +303,7 @@ class TrackedQuery:
             )
         else:
             out = self.plan(keys)
-            handler = handler_of(BatchHandler)
+            handler = BatchHandler(*args, **common, idle=idle)
         self.handler = handler
         writer = out.writeStream.queryName(self.name).foreachBatch(handler)
         writer = writer.option("checkpointLocation", checkpoint)

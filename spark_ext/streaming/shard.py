@@ -1,8 +1,5 @@
-"""The operator stage of one shard: fold the batch's data rows into their groups (one operator
-call per group: rows in the total order, the task's XOR report; forwarded results get labels and,
-with ``dedup``, duplicates go late), then release in end order every open window ending at or
-below ``min(frontier)`` (docs/design.md, "Tracked queries"). Pure: Spark state
-(``stages.OperatorProcessor``) or dicts (the testers)."""
+"""The operator stage of one shard, pure: run each group's rows through the operator, then release
+every open window at or below ``min(frontier)`` (docs/design.md, "Tracked queries")."""
 
 from __future__ import annotations
 
@@ -34,29 +31,10 @@ from spark_ext.streaming.envelope import (
 from spark_ext.streaming.gate import NO_FRONTIER
 from spark_ext.tracker.agent import EndEvent
 from spark_ext.tracker.labels import labels_of
-from spark_ext.tracker.reports import ReportBuilder, TaskReport
+from spark_ext.tracker.reports import TaskReport
 from spark_ext.tracker.substreams import Substream
 
-__all__ = [
-    "DictStore",
-    "GroupOutput",
-    "GroupState",
-    "ShardStore",
-    "forward_labels",
-    "late_output",
-    "run_group",
-    "run_shard",
-    "run_stored",
-]
-
-
-@dataclass
-class GroupOutput:
-    """What one call produced: result rows, late rows (envelope) and the task report piece."""
-
-    results: pd.DataFrame | None
-    late: pd.DataFrame | None
-    report: TaskReport
+__all__ = ["DictStore", "GroupState", "ShardStore", "run_shard"]
 
 
 @dataclass
@@ -103,18 +81,17 @@ def forward_labels(substream: str, keys: pd.Series, row_numbers: np.ndarray) -> 
     return labels_of(coords, np.zeros(len(coords), dtype=np.int64), row_numbers)
 
 
-def _late(rows: pd.DataFrame, reason: str) -> pd.DataFrame:
-    return rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason)
+def _late(rows: pd.DataFrame, reason: str, cfg: StageConfig) -> pd.DataFrame:
+    raw = raw_json(rows, "key", "event_time_ms", list(cfg.operator.input_columns))
+    return rows.assign(kind=KIND_LATE, substream=LATE_GROUP, reason=reason, raw=raw)
 
 
 def run_group(
-    cfg: StageConfig, group: Group, state: GroupState, rows: pd.DataFrame, task_partition: int
-) -> GroupOutput:
-    """Run the operator over the rows of one group in one batch."""
+    cfg: StageConfig, group: Group, state: GroupState, rows: pd.DataFrame, out: _Outputs
+) -> None:
+    """Run the operator over the rows of one group in one batch, into ``out``."""
     op, forward_namespace, dedup = cfg.operator, cfg.forward_namespace, cfg.upstream
-    builder = ReportBuilder(OPERATOR_STAGE, task_partition)
-    outs: list[pd.DataFrame] = []
-    lates: list[pd.DataFrame] = []
+    report, outs, lates = out.report, out.results, out.late
 
     def forward(produced: pd.DataFrame, start_ms: int, end_ms: int) -> pd.DataFrame:
         assert forward_namespace is not None
@@ -125,7 +102,7 @@ def run_group(
         state.changed = True
         keys = produced["key"] if "key" in produced else pd.Series([""] * len(produced))
         labels = forward_labels(fwd, keys, numbers)
-        builder.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
+        report.add_labels([fwd] * len(produced), labels, sent=True, ends=[end_ms] * len(produced))
         return produced.assign(fwd_substream=fwd, fwd_label=labels)
 
     kind = rows["kind"].to_numpy()
@@ -134,18 +111,18 @@ def run_group(
     if len(data):
         data = _in_order(data)
         if dedup and state.ended is not None:
-            lates.append(_late(data, REASON_ENDED))
+            lates.append(_late(data, REASON_ENDED, cfg))
             data = data.iloc[0:0]
         elif dedup:
             labels = data["label"].astype(np.int64)
             dup = labels.duplicated().to_numpy() | labels.isin(state.seen).to_numpy()
             if dup.any():
-                lates.append(_late(data[dup], REASON_DUPLICATE))
+                lates.append(_late(data[dup], REASON_DUPLICATE, cfg))
                 data = data[~dup].reset_index(drop=True)
             state.seen |= {int(x) for x in data["label"]}
             state.changed = True
     if len(data):
-        builder.add_labels(data["tracked"], data["label"], sent=False)
+        report.add_labels(data["tracked"], data["label"], sent=False)
         produced = op.process(group, state.op, data)
         if produced is not None and len(produced):
             if forward_namespace is not None:
@@ -171,7 +148,7 @@ def run_group(
         produced = op.flush(group, state.op, signal)
         if forward_namespace is not None:
             fwd = Substream(forward_namespace, signal.start_ms, signal.end_ms).id
-            builder.add_close(fwd, signal.end_ms)
+            report.add_close(fwd, signal.end_ms)
             if produced is not None and len(produced):
                 produced = forward(produced, signal.start_ms, signal.end_ms)
         if produced is not None and len(produced):
@@ -180,9 +157,6 @@ def run_group(
             state.forwarded, state.seen, state.changed = 0, set(), True
             if dedup:
                 state.ended = signal.seq
-    results = pd.concat(outs, ignore_index=True) if outs else None
-    late = pd.concat(lates, ignore_index=True) if lates else None
-    return GroupOutput(results, late, builder.build())
 
 
 def _in_order(data: pd.DataFrame) -> pd.DataFrame:
@@ -195,13 +169,7 @@ def _in_order(data: pd.DataFrame) -> pd.DataFrame:
 
 
 def late_output(late: pd.DataFrame, cfg: StageConfig) -> pd.DataFrame:
-    """Envelope late rows -> the operator stage's output rows of kind ``late`` (``raw`` built
-    here for the rows the gate did not build it for)."""
-    raw = late.get("raw", pd.Series(None, index=late.index)).to_numpy(dtype=object, copy=True)
-    missing = pd.isna(raw)
-    if missing.any():
-        columns = list(cfg.operator.input_columns)
-        raw[missing] = raw_json(late[missing], "key", "event_time_ms", columns)
+    """Envelope late rows -> the operator stage's output rows of kind ``late``."""
     frame = pd.DataFrame(
         {
             "kind": KIND_LATE,
@@ -212,7 +180,7 @@ def late_output(late: pd.DataFrame, cfg: StageConfig) -> pd.DataFrame:
             "src_partition": late["src_partition"].to_numpy(),
             "src_offset": late["src_offset"].to_numpy(),
             "reason": late["reason"].to_numpy(),
-            "raw": raw,
+            "raw": late["raw"].to_numpy(),
         }
     )
     return conform(frame, cfg.columns)
@@ -240,17 +208,16 @@ class ShardStore(Protocol):
 
 
 def run_stored(
-    cfg: StageConfig, store: ShardStore, group: Group, rows: pd.DataFrame, task_partition: int
-) -> GroupOutput:
+    cfg: StageConfig, store: ShardStore, group: Group, rows: pd.DataFrame, out: _Outputs
+) -> None:
     """:func:`run_group` on the state ``store`` keeps for the group, written back (or dropped)."""
     state = GroupState.from_json(store.group(group.substream))
-    out = run_group(cfg, group, state, rows, task_partition)
+    run_group(cfg, group, state, rows, out)
     if state.changed or state.op.changed:
         if state.removed:
             store.drop_group(group.substream)
         else:
             store.put_group(group.substream, state.to_json())
-    return out
 
 
 @dataclass
@@ -288,19 +255,12 @@ class DictStore:
 
 @dataclass
 class _Outputs:
-    """One shard call's output, gathered over its groups and built into frames once."""
+    """One shard call's output, gathered over its groups (one report) and built into frames
+    once."""
 
+    report: TaskReport
     results: list[pd.DataFrame] = field(default_factory=list)
     late: list[pd.DataFrame] = field(default_factory=list)
-    report: TaskReport | None = None
-
-    def add(self, res: GroupOutput) -> None:
-        if res.results is not None and len(res.results):
-            self.results.append(res.results)
-        if res.late is not None and len(res.late):
-            self.late.append(res.late)
-        if not res.report.is_empty():
-            self.report = res.report if self.report is None else self.report.merge(res.report)
 
     def frames(self, cfg: StageConfig) -> list[pd.DataFrame]:
         columns = cfg.columns
@@ -315,7 +275,7 @@ class _Outputs:
         if self.late:
             late = pd.concat(self.late, ignore_index=True)
             out.append(late_output(late, cfg))
-        if self.report is not None:
+        if not self.report.is_empty():
             frame = pd.DataFrame({"kind": [KIND_REPORT], "report": [self.report.to_json()]})
             out.append(conform(frame, columns))
         return out
@@ -332,7 +292,7 @@ def run_shard(
     if len(reports):
         frame = pd.DataFrame({"kind": KIND_REPORT, "report": reports["report"].to_numpy()})
         out.append(conform(frame, cfg.columns))
-    gathered = _Outputs()
+    gathered = _Outputs(TaskReport(OPERATOR_STAGE, task_partition))
     if (kind == KIND_LATE).any():  # the gate's, before the operator's
         gathered.late.append(rows[kind == KIND_LATE].reset_index(drop=True))
     progress = rows[kind == KIND_PROGRESS]
@@ -352,22 +312,17 @@ def run_shard(
         bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             group = Group(str(gids[a]), shard)
-            gathered.add(run_stored(cfg, store, group, work.iloc[a:b], task_partition))
+            run_stored(cfg, store, group, work.iloc[a:b], gathered)
     known = store.frontiers()
     frontier = min((known.get(s, NO_FRONTIER) for s in cfg.sources), default=NO_FRONTIER)
     if frontier > store.released():
-        _release(cfg, shard, frontier, store, task_partition, gathered)
+        _release(cfg, shard, frontier, store, gathered)
         store.put_released(frontier)
     return out + gathered.frames(cfg)
 
 
 def _release(
-    cfg: StageConfig,
-    shard: int,
-    frontier: int,
-    store: ShardStore,
-    task_partition: int,
-    into: _Outputs,
+    cfg: StageConfig, shard: int, frontier: int, store: ShardStore, into: _Outputs
 ) -> None:
     """Flush every open window ending at or before ``frontier``, in end order."""
     if cfg.operator.per_substream:
@@ -379,11 +334,11 @@ def _release(
         for _, gid in due:
             sub = Substream.parse(gid)
             ends = end_rows(gid, sub.start_ms, sub.end_ms, sub.end_ms)
-            into.add(run_stored(cfg, store, Group(gid, shard), ends, task_partition))
+            run_stored(cfg, store, Group(gid, shard), ends, into)
         return
     bucket = cfg.windowing.closed_before(frontier)
     before = store.released()
     done = cfg.windowing.closed_before(before) if before > NO_FRONTIER else None
     if bucket is not None and (done is None or bucket.end_ms > done.end_ms):
         ends = end_rows(bucket.id, bucket.start_ms, bucket.end_ms, bucket.end_ms)
-        into.add(run_stored(cfg, store, Group(ALL_SUBSTREAMS, shard), ends, task_partition))
+        run_stored(cfg, store, Group(ALL_SUBSTREAMS, shard), ends, into)

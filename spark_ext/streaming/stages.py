@@ -25,7 +25,7 @@ from spark_ext.streaming.envelope import (
 )
 from spark_ext.streaming.gate import NO_FRONTIER, gate_partition
 from spark_ext.streaming.shard import run_shard
-from spark_ext.tracker.reports import ReportBuilder
+from spark_ext.tracker.reports import TaskReport
 
 __all__ = ["GATE_EMITTED", "GateProcessor", "OperatorProcessor", "task_partition"]
 
@@ -61,19 +61,18 @@ class GateProcessor(StatefulProcessor):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         part = task_partition()
-        builder = ReportBuilder(GATE_STAGE, part)
+        report = TaskReport(GATE_STAGE, part)
         pdf = pd.concat(list(rows), ignore_index=True)
         if list(pdf.columns) != self.inputs:  # Spark 4.2 hands them over as _0, _1, ...
             pdf.columns = self.inputs
         before = self.frontier.get()
         frontier = int(before[0]) if before is not None else NO_FRONTIER
-        frames, new = gate_partition(pdf, frontier, self.cfg, builder)
+        frames, new = gate_partition(pdf, frontier, self.cfg, report)
         if new != frontier:
             self.frontier.update((new,))
         for f in frames:
             yield conform(f, self.columns)
         GATE_EMITTED.reached(stream_batch_id())  # data rows out, report not yet
-        report = builder.build()
         if not report.is_empty():
             row = {
                 "substream": REPORTS_GROUP,

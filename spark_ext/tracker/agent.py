@@ -38,14 +38,7 @@ from spark_ext.tracker.state import (
     replay_record,
 )
 
-__all__ = [
-    "EndEvent",
-    "LocalTrackingAgent",
-    "TrackerFigures",
-    "TrackerState",
-    "TrackingAgent",
-    "read_end_events",
-]
+__all__ = ["EndEvent", "LocalTrackingAgent", "TrackerFigures", "TrackerState", "TrackingAgent"]
 
 BEFORE_APPEND = declare("tracker.agent.before_append", "driver", "reports accepted, not appended")
 AFTER_APPEND = declare(
@@ -66,15 +59,38 @@ SNAPSHOT_EVERY = 1000
 SNAPSHOT_BYTES = 4 << 20
 
 log = logging.getLogger(__name__)
-#: What to use for an agent off the local disk (the local one needs a file lock).
-_ELSEWHERE = "KafkaTrackingAgent (spark_ext.tracker) for queries on object storage"
 
 #: ``build(state)``: mutates the state, returns ``(log record, end events)`` or None (no change).
 Build = Callable[[TrackerState], tuple[dict[str, Any], list[EndEvent]] | None]
 
 
 class TrackingAgent(ABC):
-    """Where reports go and end events come from. Implementations must be durable."""
+    """Where reports go and end events come from. Implementations must be durable; they compact
+    after ``snapshot_every`` log records or ``snapshot_bytes`` of log since the last snapshot."""
+
+    def __init__(self, snapshot_every: int | None, snapshot_bytes: int | None) -> None:
+        self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
+        self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
+        self._state = TrackerState()
+        self._since_records = 0  # log records since the newest snapshot
+        self._since_bytes = 0
+        #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
+        self.load_figures: dict[str, int] = {}
+
+    def _snapshot_due(self, records: int = 0, size: int = 0) -> bool:
+        """A snapshot is due with ``records`` more log records of ``size`` bytes."""
+        return (
+            self._since_records + records >= self.snapshot_every
+            or self._since_bytes + size >= self.snapshot_bytes
+        )
+
+    def _loaded(self, snapshot_bytes: int) -> None:
+        """Record what a (re)load read: the snapshot and the log records since it."""
+        self.load_figures = {
+            "snapshot_bytes": snapshot_bytes,
+            "log_bytes": self._since_bytes,
+            "records": self._since_records,
+        }
 
     def declare(self, namespace: str, sources: Iterable[str] = ()) -> None:
         """Say which source partitions close substreams of ``namespace`` (idempotent)."""
@@ -98,8 +114,19 @@ class TrackingAgent(ABC):
         """Options of the ``spark_ext_tracker`` streaming source that read this agent."""
 
     @abstractmethod
-    def _synced(self) -> AbstractContextManager[TrackerState]:
+    def _locked(self) -> AbstractContextManager[Any]:
+        """The agent's lock (other processes' or threads' writes wait)."""
+
+    @abstractmethod
+    def _catch_up(self) -> None:
+        """Fold into the state what was written since it was read (lock held)."""
+
+    @contextmanager
+    def _synced(self) -> Iterator[TrackerState]:
         """The live state, caught up with the log, under the agent's lock."""
+        with self._locked():
+            self._catch_up()
+            yield self._state
 
     @abstractmethod
     def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
@@ -134,7 +161,7 @@ class TrackingAgent(ABC):
 
 class LocalTrackingAgent(TrackingAgent):
     """The agent in a local folder (created if missing), safe for several processes of one
-    machine; compacts after ``snapshot_every`` records or ``snapshot_bytes`` of log."""
+    machine."""
 
     def __init__(
         self,
@@ -142,22 +169,18 @@ class LocalTrackingAgent(TrackingAgent):
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
-        self.folder = local_folder(folder, "LocalTrackingAgent(folder)", _ELSEWHERE)
+        # what to use off the local disk (no file lock there)
+        elsewhere = "KafkaTrackingAgent (spark_ext.tracker) for queries on object storage"
+        self.folder = local_folder(folder, "LocalTrackingAgent(folder)", elsewhere)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise TrackerUnavailable(f"cannot create tracker folder {self.folder}: {e}") from e
-        self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
-        self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
+        super().__init__(snapshot_every, snapshot_bytes)
         self._ends_files = EndSegments(self.folder)
-        self._state = TrackerState()
         self._base = 0  # generation of the snapshot the state was loaded from (0: none)
         self._gen = 0  # log segment read and appended to
         self._offset = 0  # bytes of it folded into the state
-        self._since_records = 0  # log records since the snapshot
-        self._since_bytes = 0
-        #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
-        self.load_figures: dict[str, int] = {}
         with self._locked():
             self._load()
 
@@ -187,11 +210,7 @@ class LocalTrackingAgent(TrackingAgent):
             self._gen, self._offset = gen, 0
             ends.extend(self._read_segment())
         self.path.touch(exist_ok=True)
-        self.load_figures = {
-            "snapshot_bytes": snap_bytes,
-            "log_bytes": self._since_bytes,
-            "records": self._since_records,
-        }
+        self._loaded(snap_bytes)
         self._store_ends(ends)
 
     def _read_segment(self) -> list[EndEvent]:
@@ -223,7 +242,7 @@ class LocalTrackingAgent(TrackingAgent):
         """Append to the end-event files those of ``ends`` they lack (a writer died)."""
         if not ends:
             return
-        last, _ = self._ends_files.last(repair=True)
+        last, _ = self._ends_files.last()
         missing = [e.to_list() for e in ends if e.seq > last]
         if missing:
             log.info("tracker %s: %d end events restored from the log", self.folder, len(missing))
@@ -245,7 +264,7 @@ class LocalTrackingAgent(TrackingAgent):
 
     def _compact_if_due(self, batch: int | None) -> None:
         """Step 6: snapshot, new segment, delete what the previous snapshot covered."""
-        if self._since_records < self.snapshot_every and self._since_bytes < self.snapshot_bytes:
+        if not self._snapshot_due():
             return
         BEFORE_SNAPSHOT.reached(batch)
         gen = self._gen + 1
@@ -284,33 +303,14 @@ class LocalTrackingAgent(TrackingAgent):
     def source_options(self) -> dict[str, str]:
         return {"agent": "local", "path": str(self.folder)}
 
-    @contextmanager
-    def _synced(self) -> Iterator[TrackerState]:
-        with self._locked():
-            self._catch_up()
-            yield self._state
-
     def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
-        return _checked(self.folder, after_seq, up_to_seq)
-
-
-def _checked(folder: Path, after: int, up_to: int) -> list[EndEvent]:
-    """Every end event in ``(after, up_to]`` from the files, or :class:`TrackerLogCorrupt`."""
-    if up_to <= after:
-        return []
-    got = [EndEvent.from_list(v) for v in EndSegments(folder).read(after, up_to)]
-    if [e.seq for e in got] != list(range(after + 1, up_to + 1)):
-        have = f"{got[0].seq}..{got[-1].seq} ({len(got)})" if got else "none"
-        raise TrackerLogCorrupt(f"{folder}: end events {after + 1}..{up_to} expected, {have} found")
-    return got
-
-
-def read_end_events(
-    folder: str | os.PathLike[str], after_seq: int, up_to_seq: int
-) -> Iterator[EndEvent]:
-    """End events of a local agent's folder without building its state (the source reads them);
-    a folder without end-event files yet is opened once as an agent, which writes them."""
-    path = local_folder(folder, "read_end_events(folder)", _ELSEWHERE)
-    if not EndSegments(path).exists() and up_to_seq > after_seq:
-        LocalTrackingAgent(path).last_seq()  # migrates an uncompacted log
-    yield from _checked(path, after_seq, up_to_seq)
+        """Every end event in the range from the files, or :class:`TrackerLogCorrupt`."""
+        if up_to_seq <= after_seq:
+            return []
+        got = [EndEvent.from_list(v) for v in self._ends_files.read(after_seq, up_to_seq)]
+        if [e.seq for e in got] != list(range(after_seq + 1, up_to_seq + 1)):
+            have = f"{got[0].seq}..{got[-1].seq} ({len(got)})" if got else "none"
+            raise TrackerLogCorrupt(
+                f"{self.folder}: end events {after_seq + 1}..{up_to_seq} expected, {have} found"
+            )
+        return got

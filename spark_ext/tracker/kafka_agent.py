@@ -12,38 +12,26 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from spark_ext import kafka_clients
 from spark_ext.crash import declare
-from spark_ext.kafka_clients import admin, consumer, create_topic, producer
-from spark_ext.tracker.agent import (
-    SNAPSHOT_BYTES,
-    SNAPSHOT_EVERY,
-    Build,
-    EndEvent,
-    TrackerState,
-    TrackingAgent,
-)
+from spark_ext.kafka_clients import admin, create_topic, producer
+from spark_ext.tracker.agent import Build, EndEvent, TrackerState, TrackingAgent
 from spark_ext.tracker.errors import ConfigError, TrackerLogCorrupt, TrackerUnavailable
-from spark_ext.tracker.kafka_parts import PartBuffer, split_record
-from spark_ext.tracker.kafka_snapshot import chunk_records, last_record, newest_snapshot
+from spark_ext.tracker.kafka_records import (
+    READ_TIMEOUT_S,
+    PartBuffer,
+    TopicReader,
+    chunk_records,
+    decode,
+    last_record,
+    newest_snapshot,
+    split_record,
+)
 from spark_ext.tracker.state import replay_record
 
-__all__ = [
-    "AFTER_COMMIT",
-    "ATTEMPTS",
-    "BEFORE_COMMIT",
-    "BEFORE_SEND",
-    "READ_TIMEOUT_S",
-    "SNAPSHOT_BYTES",
-    "SNAPSHOT_EVERY",
-    "KafkaAgentTopics",
-    "KafkaEndLog",
-    "KafkaTrackingAgent",
-]
+__all__ = ["AFTER_COMMIT", "BEFORE_COMMIT", "BEFORE_SEND", "KafkaEndLog", "KafkaTrackingAgent"]
 
 log = logging.getLogger(__name__)
 
@@ -53,88 +41,6 @@ AFTER_COMMIT = declare("tracker.agent.after_commit", "driver", "log and ends com
 
 #: Attempts of a failed transaction (fenced, broker unreachable) before giving up.
 ATTEMPTS = 4
-#: How long a read or a visibility wait may take before the agent is unavailable.
-READ_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class KafkaAgentTopics:
-    """Names of one Kafka agent's topics and transactional id, derived from its name."""
-
-    name: str
-    log: str
-    ends: str
-    snapshot: str
-    transactional_id: str
-
-    @classmethod
-    def of(cls, name: str) -> KafkaAgentTopics:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-            raise ConfigError(
-                "KafkaTrackingAgent.name", f"letters, digits, '.', '_', '-' only, got {name!r}"
-            )
-        base = f"spark_ext.tracker.{name}"
-        return cls(name, f"{base}.log", f"{base}.ends", f"{base}.snapshot", base)
-
-
-class _TopicReader:
-    """A ``read_committed`` reader of partition 0 of one topic, by offset range."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from kafka import TopicPartition
-
-        self.topic = topic
-        self.tp = TopicPartition(topic, 0)
-        try:
-            self.consumer = consumer(
-                bootstrap,
-                enable_auto_commit=False,
-                group_id=None,
-                isolation_level="read_committed",
-                auto_offset_reset="earliest",
-            )
-            self.consumer.assign([self.tp])
-        except Exception as e:  # kafka-python raises NoBrokersAvailable and friends
-            raise TrackerUnavailable(f"cannot read {topic} at {bootstrap}: {e}") from e
-
-    def end(self) -> int:
-        """The last stable offset: records below it are committed (or aborted), none open."""
-        try:
-            return int(self.consumer.end_offsets([self.tp])[self.tp])
-        except Exception as e:
-            raise TrackerUnavailable(f"cannot read the end offset of {self.topic}: {e}") from e
-
-    def start(self) -> int:
-        """The log start offset (records below it were deleted)."""
-        try:
-            return int(self.consumer.beginning_offsets([self.tp])[self.tp])
-        except Exception as e:
-            raise TrackerUnavailable(f"cannot read the start offset of {self.topic}: {e}") from e
-
-    def read(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
-        """Committed records with ``start <= offset < stop`` as ``(offset, value)``."""
-        if start >= stop:
-            return
-        self.consumer.seek(self.tp, start)
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while self.consumer.position(self.tp) < stop:
-            if time.monotonic() > deadline:
-                raise TrackerUnavailable(f"reading {self.topic} [{start}, {stop}) timed out")
-            batch = self.consumer.poll(timeout_ms=200)
-            for msg in batch.get(self.tp, []):
-                if msg.offset >= stop:
-                    return
-                yield msg.offset, msg.value
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def _decode(topic: str, offset: int, value: bytes) -> Any:
-    try:
-        return json.loads(value)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TrackerLogCorrupt(f"{topic} at offset {offset}: {e}") from e
 
 
 class KafkaEndLog:
@@ -146,7 +52,7 @@ class KafkaEndLog:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
-        self._reader = _TopicReader(bootstrap, topic)
+        self._reader = TopicReader(bootstrap, topic)
         self._lock = threading.Lock()
 
     @classmethod
@@ -159,7 +65,7 @@ class KafkaEndLog:
             return found
 
     def _event(self, offset: int, value: bytes) -> EndEvent:
-        return EndEvent.from_list(_decode(self.topic, offset, value))
+        return EndEvent.from_list(decode(self.topic, offset, value))
 
     def end_offset(self) -> int:
         """The topic's end offset as ``read_committed`` readers see it (the next offset)."""
@@ -204,35 +110,31 @@ class KafkaTrackingAgent(TrackingAgent):
         self,
         bootstrap: str,
         name: str,
-        create_topics: bool = True,
         snapshot_every: int | None = None,
         snapshot_bytes: int | None = None,
     ) -> None:
-        self.bootstrap = bootstrap
-        self.topics = KafkaAgentTopics.of(name)
-        self.snapshot_every = SNAPSHOT_EVERY if snapshot_every is None else snapshot_every
-        self.snapshot_bytes = SNAPSHOT_BYTES if snapshot_bytes is None else snapshot_bytes
-        if create_topics:
-            self._create_topics()
+        super().__init__(snapshot_every, snapshot_bytes)
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+            raise ConfigError(
+                "KafkaTrackingAgent.name", f"letters, digits, '.', '_', '-' only, got {name!r}"
+            )
+        self.bootstrap, self.name = bootstrap, name
+        self.transactional_id = f"spark_ext.tracker.{name}"
+        self.log_topic, self.ends_topic, self.snapshot_topic = (
+            f"{self.transactional_id}.{t}" for t in ("log", "ends", "snapshot")
+        )
+        self._create_topics()
         self._lock = threading.RLock()
-        self._state = TrackerState()
         self._stale = True  # the state must be (re)loaded before use
         self._position = 0  # next log offset not yet folded into the state
         self._own_marker = False  # the offset at our position is our own commit marker
-        self._since_records = 0  # log records after the newest snapshot
-        self._since_bytes = 0
         self._snap_last: int | None = None  # offset of the newest snapshot's last chunk
         self._snap_slot = 1  # its key slot (the next snapshot takes the other)
         self._snap_position = 0  # the log position the newest snapshot covers
-        #: What ``_write`` sent: the record's bytes, (snapshot's last offset, slot, position).
-        self._written_bytes = 0
-        self._written_snapshot: tuple[int, int, int] | None = None
-        #: What the last (re)load read: ``snapshot_bytes``, ``log_bytes``, ``records``.
-        self.load_figures: dict[str, int] = {}
-        self._reader = _TopicReader(bootstrap, self.topics.log)
+        self._reader = TopicReader(bootstrap, self.log_topic)
         self._parts = PartBuffer()  # a log record cut in parts, until its last is read
-        self._end_log = KafkaEndLog(bootstrap, self.topics.ends)
-        self._snap_reader = _TopicReader(bootstrap, self.topics.snapshot)
+        self._end_log = KafkaEndLog(bootstrap, self.ends_topic)
+        self._snap_reader = TopicReader(bootstrap, self.snapshot_topic)
         self._producer: Any = None
         with self._lock:
             self._start_producer()
@@ -241,9 +143,9 @@ class KafkaTrackingAgent(TrackingAgent):
     # -- Kafka plumbing ----------------------------------------------------------------------
     def _create_topics(self) -> None:
         try:
-            for topic in (self.topics.log, self.topics.ends):
+            for topic in (self.log_topic, self.ends_topic):
                 create_topic(self.bootstrap, topic, 1, **{"retention.ms": "-1"})
-            create_topic(self.bootstrap, self.topics.snapshot, 1, **{"cleanup.policy": "compact"})
+            create_topic(self.bootstrap, self.snapshot_topic, 1, **{"cleanup.policy": "compact"})
         except Exception as e:
             raise TrackerUnavailable(f"cannot create the tracker topics: {e}") from e
 
@@ -253,7 +155,7 @@ class KafkaTrackingAgent(TrackingAgent):
         try:
             self._producer = producer(
                 self.bootstrap,
-                transactional_id=self.topics.transactional_id,
+                transactional_id=self.transactional_id,
                 acks="all",
                 linger_ms=0,
             )
@@ -270,6 +172,9 @@ class KafkaTrackingAgent(TrackingAgent):
                 log.debug("closing a failed tracker producer", exc_info=True)
             self._producer = None
 
+    def _locked(self) -> threading.RLock:
+        return self._lock
+
     def _load(self) -> None:
         """The state from the newest snapshot (none: empty) and the log records after it."""
         self._own_marker = False
@@ -277,8 +182,8 @@ class KafkaTrackingAgent(TrackingAgent):
         if found is None:
             if self._reader.start() > 0:  # trimmed below a snapshot that is now missing
                 raise TrackerLogCorrupt(
-                    f"{self.topics.log} starts at offset {self._reader.start()} but "
-                    f"{self.topics.snapshot} holds no whole snapshot"
+                    f"{self.log_topic} starts at offset {self._reader.start()} but "
+                    f"{self.snapshot_topic} holds no whole snapshot"
                 )
             self._state, self._position, snap_bytes = TrackerState(), 0, 0
             self._snap_last, self._snap_slot, self._snap_position = None, 1, 0
@@ -292,11 +197,7 @@ class KafkaTrackingAgent(TrackingAgent):
         self._stale = False
         self._parts.clear()
         self._catch_up()
-        self.load_figures = {
-            "snapshot_bytes": snap_bytes,
-            "log_bytes": self._since_bytes,
-            "records": self._since_records,
-        }
+        self._loaded(snap_bytes)
 
     def _catch_up(self) -> None:
         """Fold records committed since our position (by another instance) into the state."""
@@ -312,8 +213,8 @@ class KafkaTrackingAgent(TrackingAgent):
         for offset, value in self._reader.read(self._position, end):
             self._position = offset + 1
             self._since_bytes += len(value)
-            where = f"{self.topics.log} at offset {offset}"
-            record = self._parts.add(_decode(self.topics.log, offset, value), where)
+            where = f"{self.log_topic} at offset {offset}"
+            record = self._parts.add(decode(self.log_topic, offset, value), where)
             if record is not None:  # whole (the last of its parts, or never cut)
                 replay_record(self._state, record)
                 self._since_records += 1  # a record, as _transact counts it, not a part
@@ -327,28 +228,24 @@ class KafkaTrackingAgent(TrackingAgent):
             return
         try:
             with admin(self.bootstrap) as client:
-                client.delete_records({TopicPartition(self.topics.log, 0): below})
+                client.delete_records({TopicPartition(self.log_topic, 0): below})
         except Exception as e:  # nothing is lost: the records stay until the next trim
-            log.warning("tracker %s: log not trimmed below %d: %s", self.topics.name, below, e)
+            log.warning("tracker %s: log not trimmed below %d: %s", self.name, below, e)
 
     def _write(
         self, record: dict[str, Any], ends: Sequence[EndEvent], batch: int | None
-    ) -> tuple[int, int | None]:
-        """Steps 4-5, committed: the log record's offset and the last end event's (or None)."""
+    ) -> int | None:
+        """Steps 4-6: send, commit and adopt the state; the last end event's offset (or None)."""
         p = self._producer
         p.begin_transaction()
         BEFORE_SEND.reached(batch)
         body = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        # above Kafka's record size in parts, all in this transaction (kafka_parts)
-        sent = [p.send(self.topics.log, value=v, partition=0) for v in split_record(body)]
-        snapshot = (
-            self._since_records + 1 >= self.snapshot_every
-            or self._since_bytes + len(body) >= self.snapshot_bytes
-        )
-        self._written_bytes = len(body)
+        # above Kafka's record size in parts, all in this transaction (kafka_records)
+        sent = [p.send(self.log_topic, value=v, partition=0) for v in split_record(body)]
+        snapshot = self._snapshot_due(1, len(body))
         end_futures = [
             p.send(
-                self.topics.ends,
+                self.ends_topic,
                 key=e.substream.encode(),
                 value=json.dumps(e.to_list(), separators=(",", ":")).encode(),
                 partition=0,
@@ -359,18 +256,32 @@ class KafkaTrackingAgent(TrackingAgent):
         # every future, not just the last (docs/design.md, "Tracker": KAFKA-5385)
         offset = [f.get(timeout=READ_TIMEOUT_S).offset for f in sent][-1]  # the last part
         end_offsets = [f.get(timeout=READ_TIMEOUT_S).offset for f in end_futures]
-        end_offset = end_offsets[-1] if end_offsets else None
+        written = None  # the snapshot's (last chunk's offset, slot, log position)
         if snapshot:  # the state after this record, in the same transaction
             slot = 1 - self._snap_slot
             chunks = chunk_records(self._state.to_dict(), offset + 1, slot, self._snap_last)
-            futures = [p.send(self.topics.snapshot, key=k, value=v, partition=0) for k, v in chunks]
+            futures = [p.send(self.snapshot_topic, key=k, value=v, partition=0) for k, v in chunks]
             p.flush()
-            last = [f.get(timeout=READ_TIMEOUT_S).offset for f in futures][-1]
-            self._written_snapshot = (last, slot, offset + 1)
+            written = (
+                [f.get(timeout=READ_TIMEOUT_S).offset for f in futures][-1],
+                slot,
+                offset + 1,
+            )
         BEFORE_COMMIT.reached(batch)
         p.commit_transaction()
         AFTER_COMMIT.reached(batch)
-        return offset, end_offset
+        # 6. committed: the state is the one the record describes, past the record
+        self._stale = False
+        self._position = offset + 1
+        self._own_marker = True  # at ``offset + 1``: the log record is the only one
+        self._since_records += 1
+        self._since_bytes += len(body)
+        if written is not None:
+            previous = self._snap_position
+            self._snap_last, self._snap_slot, self._snap_position = written
+            self._since_records = self._since_bytes = 0
+            self._trim_log(previous)  # keep the records after the previous snapshot
+        return end_offsets[-1] if end_offsets else None
 
     def _await_visible(self, offset: int) -> None:
         """Wait until ``read_committed`` readers of the ends topic see ``offset``."""
@@ -387,7 +298,6 @@ class KafkaTrackingAgent(TrackingAgent):
         last: Exception | None = None
         with self._lock:
             for attempt in range(ATTEMPTS):
-                self._written_snapshot = None
                 try:
                     if self._producer is None:
                         self._start_producer()  # 1.
@@ -398,7 +308,7 @@ class KafkaTrackingAgent(TrackingAgent):
                         self._stale = False  # nothing accepted, nothing changed
                         return []
                     record, ends = built
-                    offset, end_offset = self._write(record, ends, batch)  # 4.-5.
+                    end_offset = self._write(record, ends, batch)  # 4.-6.
                 except TrackerUnavailable as e:
                     last = e
                     continue
@@ -407,34 +317,17 @@ class KafkaTrackingAgent(TrackingAgent):
                     log.warning("tracker transaction failed (attempt %d): %s", attempt + 1, e)
                     self._close_producer()
                     continue
-                # 6. committed: the state is the one the record describes, past the record
-                self._stale = False
-                self._position = offset + 1
-                self._own_marker = True  # at ``offset + 1``: the log record is the only one
-                self._since_records += 1
-                self._since_bytes += self._written_bytes
-                if self._written_snapshot is not None:
-                    previous = self._snap_position
-                    self._snap_last, self._snap_slot, self._snap_position = self._written_snapshot
-                    self._since_records = self._since_bytes = 0
-                    self._trim_log(previous)  # keep the records after the previous snapshot
                 if end_offset is not None:
                     self._await_visible(end_offset)
                 return ends
             raise TrackerUnavailable(
-                f"tracker {self.topics.name}: no transaction after {ATTEMPTS} attempts: {last}"
+                f"tracker {self.name}: no transaction after {ATTEMPTS} attempts: {last}"
             ) from last
 
     # -- TrackingAgent -----------------------------------------------------------------------
     def source_options(self) -> dict[str, str]:
-        options = {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.topics.ends}
+        options = {"agent": "kafka", "bootstrap": self.bootstrap, "ends_topic": self.ends_topic}
         return {**options, **kafka_clients.access(self.bootstrap).options()}
-
-    @contextmanager
-    def _synced(self) -> Iterator[TrackerState]:
-        with self._lock:
-            self._catch_up()
-            yield self._state
 
     def _read_ends(self, after_seq: int, up_to_seq: int) -> list[EndEvent]:
         return list(self._end_log.events(after_seq, up_to_seq))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from spark_ext.tracker.errors import ReportConflict
 
-__all__ = ["Report", "ReportBuilder", "ReportKey", "TaskReport", "batch_reports"]
+__all__ = ["Report", "ReportKey", "TaskReport", "batch_reports"]
 
 
 @dataclass(frozen=True, order=True)
@@ -34,9 +34,10 @@ class ReportKey:
 
 @dataclass
 class TaskReport:
-    """What one task of one stage reported in one batch: per substream the XOR of its labels,
-    sent minus finished elements and its end; per ``topic:partition`` the time it is closed
-    through; the substreams its producer closed. The driver adds the batch id."""
+    """What one task of one stage reported in one batch, pre-aggregated on the executor as it
+    goes: per substream the XOR of its labels, sent minus finished elements and its end; per
+    ``topic:partition`` the time it is closed through; the substreams its producer closed. The
+    driver adds the batch id."""
 
     stage: str
     partition: int
@@ -48,6 +49,52 @@ class TaskReport:
 
     def is_empty(self) -> bool:
         return not (self.xors or self.counts or self.progress or self.closes)
+
+    def add_labels(
+        self,
+        substreams: npt.ArrayLike,
+        labels: npt.ArrayLike,
+        sent: bool,
+        ends: npt.ArrayLike | None = None,
+    ) -> None:
+        """Fold ``labels`` into their substreams (vectorised); ``sent`` counts +1 per element,
+        else -1."""
+        subs = np.asarray(substreams, dtype=object)
+        if len(subs) == 0:
+            return
+        codes, uniques = pd.factorize(subs, sort=True)
+        labs = np.asarray(labels, dtype=np.int64)
+        order = np.argsort(codes, kind="stable")
+        sorted_codes = codes[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        xors = np.bitwise_xor.reduceat(labs[order], starts)
+        counts = np.diff(np.r_[starts, len(order)])
+        first_ends = None
+        if ends is not None:
+            first_ends = np.asarray(ends, dtype=np.int64)[order][starts]
+        sign = 1 if sent else -1
+        for i, code in enumerate(sorted_codes[starts]):
+            sid = str(uniques[code])
+            self.xors[sid] = self.xors.get(sid, 0) ^ int(xors[i])
+            self.counts[sid] = self.counts.get(sid, 0) + sign * int(counts[i])
+            if first_ends is not None:
+                _merge_ends(self.ends, {sid: int(first_ends[i])})
+
+    def add_progress(self, source_partition: str, closed_through_ms: int) -> None:
+        """Source partition ``source_partition`` will send nothing older than this any more."""
+        p = self.progress
+        p[source_partition] = max(p.get(source_partition, closed_through_ms), closed_through_ms)
+
+    def add_substream(self, substream_id: str, end_ms: int) -> None:
+        """Make ``substream_id`` known to the agent without elements (XOR 0), so it can end
+        (a per-shard operator's bucket: docs/design.md, "Tracker")."""
+        self.xors[substream_id] = self.xors.get(substream_id, 0)
+        _merge_ends(self.ends, {substream_id: end_ms})
+
+    def add_close(self, substream_id: str, end_ms: int) -> None:
+        """The producer of ``substream_id`` closed it (it will send no more of it)."""
+        self.closes.add(substream_id)
+        _merge_ends(self.ends, {substream_id: end_ms})
 
     def merge(self, other: TaskReport) -> TaskReport:
         """The report of both (same stage and partition): XORs fold, progress takes the max."""
@@ -124,61 +171,3 @@ def batch_reports(query: str, batch_id: int, reports: Iterable[TaskReport]) -> l
         for (stage, part), body in sorted(merged.items())
         if not body.is_empty()
     ]
-
-
-class ReportBuilder:
-    """Pre-aggregates one task's labels into a :class:`TaskReport` (runs on the executor)."""
-
-    def __init__(self, stage: str, partition: int) -> None:
-        self._report = TaskReport(stage, partition)
-
-    def add_labels(
-        self,
-        substreams: npt.ArrayLike,
-        labels: npt.ArrayLike,
-        sent: bool,
-        ends: npt.ArrayLike | None = None,
-    ) -> None:
-        """Fold ``labels`` into their substreams (vectorised); ``sent`` counts +1 per element,
-        else -1."""
-        subs = np.asarray(substreams, dtype=object)
-        if len(subs) == 0:
-            return
-        codes, uniques = pd.factorize(subs, sort=True)
-        labs = np.asarray(labels, dtype=np.int64)
-        order = np.argsort(codes, kind="stable")
-        sorted_codes = codes[order]
-        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
-        xors = np.bitwise_xor.reduceat(labs[order], starts)
-        counts = np.diff(np.r_[starts, len(order)])
-        first_ends = None
-        if ends is not None:
-            first_ends = np.asarray(ends, dtype=np.int64)[order][starts]
-        sign = 1 if sent else -1
-        r = self._report
-        for i, code in enumerate(sorted_codes[starts]):
-            sid = str(uniques[code])
-            r.xors[sid] = r.xors.get(sid, 0) ^ int(xors[i])
-            r.counts[sid] = r.counts.get(sid, 0) + sign * int(counts[i])
-            if first_ends is not None:
-                _merge_ends(r.ends, {sid: int(first_ends[i])})
-
-    def add_progress(self, source_partition: str, closed_through_ms: int) -> None:
-        """Source partition ``source_partition`` will send nothing older than this any more."""
-        p = self._report.progress
-        p[source_partition] = max(p.get(source_partition, closed_through_ms), closed_through_ms)
-
-    def add_substream(self, substream_id: str, end_ms: int) -> None:
-        """Make ``substream_id`` known to the agent without elements (XOR 0), so it can end
-        (a per-shard operator's bucket: docs/design.md, "Tracker")."""
-        r = self._report
-        r.xors[substream_id] = r.xors.get(substream_id, 0)
-        _merge_ends(r.ends, {substream_id: end_ms})
-
-    def add_close(self, substream_id: str, end_ms: int) -> None:
-        """The producer of ``substream_id`` closed it (it will send no more of it)."""
-        self._report.closes.add(substream_id)
-        _merge_ends(self._report.ends, {substream_id: end_ms})
-
-    def build(self) -> TaskReport:
-        return self._report

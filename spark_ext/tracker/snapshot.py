@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +25,7 @@ from spark_ext.local_files import (
 )
 from spark_ext.tracker.errors import TrackerLogCorrupt
 
-__all__ = [
-    "ENDS_DIR",
-    "SEGMENT_EVENTS",
-    "SNAPSHOT_FORMAT",
-    "EndSegments",
-    "folder_bytes",
-    "fsync_dir",
-    "log_generations",
-    "log_name",
-    "newest_snapshot",
-    "snapshot_generations",
-    "snapshot_name",
-    "trim",
-    "write_snapshot",
-]
+__all__ = ["SEGMENT_EVENTS", "EndSegments", "log_generations", "log_name"]
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +115,6 @@ class EndSegments:
         #: ``(segment path, its size, last seq, events)`` as last read (valid while the size is).
         self._tail: tuple[Path, int, int, int] | None = None
 
-    def exists(self) -> bool:
-        return self.dir.is_dir()
-
     def firsts(self) -> list[int]:
         """First sequence numbers of the segments, ascending."""
         if not self.dir.is_dir():
@@ -141,8 +124,8 @@ class EndSegments:
     def _path(self, first: int) -> Path:
         return self.dir / f"{first:012d}.jsonl"
 
-    def last(self, repair: bool = False) -> tuple[int, int]:
-        """``(last seq stored, events in the last segment)``; ``repair`` drops a torn tail."""
+    def last(self) -> tuple[int, int]:
+        """``(last seq stored, events in the last segment)``; a torn tail is dropped."""
         firsts = self.firsts()
         if not firsts:
             return 0, 0
@@ -152,13 +135,12 @@ class EndSegments:
                 return self._tail[2], self._tail[3]
         data = path.read_bytes()
         whole = data.rfind(b"\n") + 1
-        if whole < len(data) and repair:
+        if whole < len(data):
             log.warning("tracker end events %s: dropping a torn last line", path)
             truncate(path, whole)
         lines = data[:whole].splitlines()
         last = int(json.loads(lines[-1])[0]) if lines else firsts[-1] - 1
-        if whole == len(data) or repair:
-            self._tail = (path, whole, last, len(lines))
+        self._tail = (path, whole, last, len(lines))
         return last, len(lines)
 
     def append(self, events: Sequence[Sequence[Any]]) -> None:
@@ -166,31 +148,20 @@ class EndSegments:
         if not events:
             return
         self.dir.mkdir(exist_ok=True)
-        last, count = self.last(repair=True)
+        last, count = self.last()
         if int(events[0][0]) != last + 1:
             raise TrackerLogCorrupt(
                 f"{self.dir}: end event {events[0][0]} appended after {last} (not next)"
             )
-        firsts = self.firsts()
-        first = firsts[-1] if firsts else int(events[0][0])
-        pending: list[bytes] = []
-        events_done: list[Sequence[Any]] = []
-        new_file = not firsts
-
-        def flush() -> None:
-            path = self._path(first)
-            size = append_synced(path, b"".join(pending))
-            self._tail = (path, size, int(events_done[-1][0]), count)
-
-        for e in events:
-            if count >= SEGMENT_EVENTS:
-                if pending:
-                    flush()
-                pending, first, count, new_file = [], int(e[0]), 0, True
-            pending.append(json.dumps(list(e), separators=(",", ":")).encode() + b"\n")
-            events_done.append(e)
-            count += 1
-        flush()
+        firsts, new_file, done = self.firsts(), False, 0
+        while done < len(events):
+            if not firsts or count >= SEGMENT_EVENTS:  # a new segment from this event on
+                firsts, count, new_file = [int(events[done][0])], 0, True
+            chunk = events[done : done + SEGMENT_EVENTS - count]
+            lines = [json.dumps(list(e), separators=(",", ":")).encode() + b"\n" for e in chunk]
+            path = self._path(firsts[-1])
+            count, done = count + len(chunk), done + len(chunk)
+            self._tail = (path, append_synced(path, b"".join(lines)), int(chunk[-1][0]), count)
         if new_file:
             fsync_dir(self.dir)
 
@@ -211,13 +182,3 @@ class EndSegments:
                     return
                 if int(e[0]) > after:
                     yield e
-
-
-def folder_bytes(folder: Path, names: Iterable[str] | None = None) -> int:
-    """Bytes of the files directly in ``folder`` (optionally only ``names``)."""
-    wanted = set(names) if names is not None else None
-    return sum(
-        p.stat().st_size
-        for p in folder.iterdir()
-        if p.is_file() and (wanted is None or p.name in wanted)
-    )

@@ -7,7 +7,7 @@ partition; ``kafka``, ``bootstrap``, ``ends_topic``) and ``namespaces`` (comma-s
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,19 +15,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent, read_end_events
+from spark_ext.tracker.agent import EndEvent, LocalTrackingAgent
 
 if TYPE_CHECKING:
     from spark_ext.tracker.kafka_agent import KafkaEndLog
 
-__all__ = [
-    "END_EVENT_SCHEMA",
-    "FORMAT",
-    "SeqRange",
-    "TrackerEndReader",
-    "TrackerEndSource",
-    "register",
-]
+__all__ = ["FORMAT", "TrackerEndReader", "TrackerEndSource", "register"]
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +51,14 @@ class SeqRange(InputPartition):
     events: tuple[tuple[Any, ...], ...] | None = None
 
 
-_LOCAL_AGENTS: dict[
-    str, LocalTrackingAgent
-] = {}  # one per folder in the driver-side reader process
+_LOCAL_AGENTS: dict[str, LocalTrackingAgent] = {}  # one per folder in the driver's process
+
+
+def _local(path: str) -> LocalTrackingAgent:
+    agent = _LOCAL_AGENTS.get(path)
+    if agent is None:
+        agent = _LOCAL_AGENTS[path] = LocalTrackingAgent(path)
+    return agent
 
 
 def _kafka(options: dict[str, str]) -> KafkaEndLog:
@@ -69,21 +67,6 @@ def _kafka(options: dict[str, str]) -> KafkaEndLog:
 
     KafkaAccess.from_options(options["bootstrap"], options)  # the client properties, here too
     return KafkaEndLog.shared(options["bootstrap"], options["ends_topic"])
-
-
-def _last_seq(options: dict[str, str]) -> int:
-    if options.get("agent", "local") != "local":
-        return _kafka(options).last_seq()
-    agent = _LOCAL_AGENTS.get(options["path"])
-    if agent is None:
-        agent = _LOCAL_AGENTS[options["path"]] = LocalTrackingAgent(options["path"])
-    return agent.last_seq()
-
-
-def _events(options: dict[str, str], after: int, up_to: int) -> Iterator[EndEvent]:
-    if options.get("agent", "local") == "local":
-        return read_end_events(options["path"], after, up_to)
-    return _kafka(options).events(after, up_to)
 
 
 class TrackerEndSource(DataSource):
@@ -105,6 +88,7 @@ class TrackerEndReader(DataSourceStreamReader):
 
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
+        self.local = options.get("agent", "local") == "local"
         raw = options.get("namespaces", "")
         self.namespaces = frozenset(n for n in raw.split(",") if n)
 
@@ -114,7 +98,8 @@ class TrackerEndReader(DataSourceStreamReader):
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
-        seq = _last_seq(self.options)
+        agent = _local(self.options["path"]) if self.local else _kafka(self.options)
+        seq = agent.last_seq()
         if start is not None:
             seq = max(seq, int(start["seq"]))
         return {"seq": seq}
@@ -123,27 +108,24 @@ class TrackerEndReader(DataSourceStreamReader):
         after, up_to = int(start["seq"]), int(end["seq"])
         if up_to <= after:
             return []
-        if self.options.get("agent", "local") != "local":
+        if not self.local:
             return [SeqRange(after, up_to)]  # executors read the end-event topic
         # the local agent's files are on the driver's disk: read here, ship the rows
-        rows = tuple(self._row(e) for e in _events(self.options, after, up_to))
-        return [SeqRange(after, up_to, tuple(r for r in rows if r is not None))]
+        events = _local(self.options["path"]).end_events(after, up_to)
+        return [SeqRange(after, up_to, self._rows(events))]
 
-    def _row(self, e: EndEvent) -> tuple[Any, ...] | None:
-        ns = e.namespace
-        if self.namespaces and ns not in self.namespaces:
-            return None
-        return (e.seq, e.substream, ns, e.start_ms, e.end_ms)
+    def _rows(self, events: Iterable[EndEvent]) -> tuple[tuple[Any, ...], ...]:
+        return tuple(
+            (e.seq, e.substream, e.namespace, e.start_ms, e.end_ms)
+            for e in events
+            if not self.namespaces or e.namespace in self.namespaces
+        )
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, SeqRange)
         if partition.events is not None:
-            yield from partition.events
-            return
-        for e in _events(self.options, partition.after, partition.up_to):
-            row = self._row(e)
-            if row is not None:
-                yield row
+            return iter(partition.events)
+        return iter(self._rows(_kafka(self.options).events(partition.after, partition.up_to)))
 
     def commit(self, end: dict[str, Any]) -> None:
         log.debug("end events up to seq %s committed", end.get("seq"))

@@ -12,7 +12,7 @@ import pytest
 from spark_ext.jobrun import REPO, job_environment
 from spark_ext.tracker.agent import LocalTrackingAgent, TrackerState
 from spark_ext.tracker.errors import TrackerLogCorrupt
-from spark_ext.tracker.reports import ReportBuilder, batch_reports
+from spark_ext.tracker.reports import TaskReport, batch_reports
 
 
 def window_batch(batch: int, window_s: int, labels: list[int], progress: dict[str, int]):
@@ -20,13 +20,13 @@ def window_batch(batch: int, window_s: int, labels: list[int], progress: dict[st
     (10 s wide) and the operator finished them; the partitions advanced to ``progress``."""
     start = window_s * 10_000
     sub = f"w/{start}/{start + 10_000}"
-    sent = ReportBuilder("assign", 0)
+    sent = TaskReport("assign", 0)
     sent.add_labels([sub] * len(labels), labels, sent=True, ends=[start + 10_000] * len(labels))
     for p, t in progress.items():
         sent.add_progress(p, t)
-    done = ReportBuilder("operator", 0)
+    done = TaskReport("operator", 0)
     done.add_labels([sub] * len(labels), labels, sent=False)
-    return batch_reports("q", batch, [sent.build(), done.build()])
+    return batch_reports("q", batch, [sent, done])
 
 
 def test_substream_ends_when_every_partition_closed_it_and_xor_is_zero(tmp_path):
@@ -45,15 +45,15 @@ def test_substream_ends_when_every_partition_closed_it_and_xor_is_zero(tmp_path)
 def test_state_size_figures_count_open_substreams_and_elements_in_flight(tmp_path):
     agent = LocalTrackingAgent(tmp_path)
     agent.declare("w", ["t:0"])
-    sent = ReportBuilder("assign", 0)
+    sent = TaskReport("assign", 0)
     sent.add_labels(["w/0/10000"] * 3, [1, 2, 3], sent=True, ends=[10_000] * 3)
     sent.add_progress("t:0", 10_000)
-    agent.apply(batch_reports("q", 0, [sent.build()]))
+    agent.apply(batch_reports("q", 0, [sent]))
     f = agent.figures()
     assert (f.open_substreams, f.in_flight, f.ended, f.last_seq) == (1, 3, 0, 0)
-    done = ReportBuilder("operator", 0)
+    done = TaskReport("operator", 0)
     done.add_labels(["w/0/10000"] * 3, [1, 2, 3], sent=False)
-    assert len(agent.apply(batch_reports("q", 1, [done.build()]))) == 1
+    assert len(agent.apply(batch_reports("q", 1, [done]))) == 1
     f = agent.figures()
     assert (f.open_substreams, f.in_flight, f.ended, f.last_seq) == (0, 0, 1, 1)
 
@@ -61,16 +61,16 @@ def test_state_size_figures_count_open_substreams_and_elements_in_flight(tmp_pat
 def test_substreams_of_a_namespace_end_in_end_time_order(tmp_path):
     state = TrackerState()
     state.declare("w", ["t:0"])
-    sent = ReportBuilder("assign", 0)
+    sent = TaskReport("assign", 0)
     sent.add_labels(["w/0/10000", "w/10000/20000"], [1, 2], sent=True, ends=[10_000, 20_000])
     sent.add_progress("t:0", 25_000)
-    done = ReportBuilder("operator", 0)
+    done = TaskReport("operator", 0)
     done.add_labels(["w/10000/20000"], [2], sent=False)  # the earlier window is still in flight
-    state.accept(batch_reports("q", 0, [sent.build(), done.build()]))
+    state.accept(batch_reports("q", 0, [sent, done]))
     assert state.settle() == []
-    late = ReportBuilder("operator", 0)
+    late = TaskReport("operator", 0)
     late.add_labels(["w/0/10000"], [1], sent=False)
-    state.accept(batch_reports("q", 1, [late.build()]))
+    state.accept(batch_reports("q", 1, [late]))
     assert [e.substream for e in state.settle()] == ["w/0/10000", "w/10000/20000"]
 
 
@@ -224,10 +224,7 @@ def test_ended_substreams_are_not_kept_and_a_report_below_the_released_frontier_
 @pytest.mark.parametrize("folder", ["s3a://bucket/tracker", "hdfs://nn/tracker"])
 def test_a_local_agent_off_the_local_disk_is_a_typed_error_naming_the_kafka_agent(folder, tmp_path):
     from spark_ext.errors import ConfigError
-    from spark_ext.tracker.agent import read_end_events
 
     with pytest.raises(ConfigError, match=r"LocalTrackingAgent\(folder\).*KafkaTrackingAgent"):
         LocalTrackingAgent(folder)
-    with pytest.raises(ConfigError, match="KafkaTrackingAgent"):
-        list(read_end_events(folder, 0, 1))
     assert LocalTrackingAgent(f"file://{tmp_path}/agent").folder == tmp_path / "agent"

@@ -36,7 +36,7 @@ def test_kafka_agent_ends_substreams_once_and_a_new_instance_sees_the_same_state
     assert reopened.apply(window_batch(2, 2, [14], {"t:0": 40_000})) == []
     assert reopened.state().open_substreams() == []
     # the source's reader: ranges by sequence number, transaction markers in between
-    end_log = KafkaEndLog(kafka_bootstrap, reopened.topics.ends)
+    end_log = KafkaEndLog(kafka_bootstrap, reopened.ends_topic)
     assert end_log.last_seq() == 3
     assert list(end_log.events(0, 3)) == reopened.end_events(0, 3)
     assert [e.seq for e in end_log.events(1, 3)] == [2, 3]
@@ -143,7 +143,7 @@ def test_a_batch_whose_log_record_passes_kafkas_1_mb_limit_is_applied_and_replay
     """Issue #12, scale: one batch's log record is one Kafka record, and above Kafka's 1 MB
     default (about 18k report entries) every attempt failed -- the query could never pass the
     batch. Here a backlog batch touches 40,000 windows (a ~3 MB record)."""
-    from spark_ext.tracker.reports import ReportBuilder, batch_reports
+    from spark_ext.tracker.reports import TaskReport, batch_reports
 
     name = agent_name()
     agent = KafkaTrackingAgent(kafka_bootstrap, name)
@@ -151,12 +151,12 @@ def test_a_batch_whose_log_record_passes_kafkas_1_mb_limit_is_applied_and_replay
     windows = [f"w/{i * 10_000}/{(i + 1) * 10_000}" for i in range(40_000)]
     ends = [(i + 1) * 10_000 for i in range(40_000)]
     labels = [1_000_003 * (i + 1) for i in range(40_000)]
-    sent = ReportBuilder("assign", 0)
+    sent = TaskReport("assign", 0)
     sent.add_labels(windows, labels, sent=True, ends=ends)
     sent.add_progress("t:0", 40_001 * 10_000)  # past every window's end
-    done = ReportBuilder("operator", 0)
+    done = TaskReport("operator", 0)
     done.add_labels(windows[:-1], labels[:-1], sent=False)  # the last one still in flight
-    reports = batch_reports("q", 0, [sent.build(), done.build()])
+    reports = batch_reports("q", 0, [sent, done])
     assert len(json.dumps([r.to_dict() for r in reports])) > 2_000_000
 
     got = agent.apply(reports)

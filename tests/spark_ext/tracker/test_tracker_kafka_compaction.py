@@ -8,6 +8,7 @@ import uuid
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+import spark_ext.tracker.agent as agent_module
 import spark_ext.tracker.kafka_agent as kafka_agent_module
 from spark_ext.tracker.errors import TrackerLogCorrupt
 from spark_ext.tracker.kafka_agent import KafkaTrackingAgent
@@ -34,10 +35,10 @@ def test_kafka_agent_restarts_from_a_snapshot_and_trims_its_log(kafka_bootstrap,
     without snapshots."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     plain_name = f"t-{uuid.uuid4().hex[:10]}"
-    monkeypatch.setattr(kafka_agent_module, "SNAPSHOT_EVERY", 10**9, raising=False)
+    monkeypatch.setattr(agent_module, "SNAPSHOT_EVERY", 10**9, raising=False)
     plain = KafkaTrackingAgent(kafka_bootstrap, plain_name)
     run_batches(plain, 23)
-    monkeypatch.setattr(kafka_agent_module, "SNAPSHOT_EVERY", 5, raising=False)
+    monkeypatch.setattr(agent_module, "SNAPSHOT_EVERY", 5, raising=False)
     compacted = KafkaTrackingAgent(kafka_bootstrap, name)
     run_batches(compacted, 23)
 
@@ -52,7 +53,7 @@ def test_kafka_agent_restarts_from_a_snapshot_and_trims_its_log(kafka_bootstrap,
     assert reopened.state() == plain.state()
     assert reopened.end_events(0, 10**9) == plain.end_events(0, 10**9)
     assert [e.seq for e in reopened.end_events(20, 22)] == [21, 22]
-    assert log_start(kafka_bootstrap, reopened.topics.log) > 0  # covered records deleted
+    assert log_start(kafka_bootstrap, reopened.log_topic) > 0  # covered records deleted
     # a replayed batch after the restart is still a duplicate, a new one still applies
     assert reopened.apply(window_batch(22, 22, [122, 222], {"t:0": 230_000})) == []
     assert [e.seq for e in reopened.apply(window_batch(23, 23, [1], {"t:0": 240_000}))] == [24]
@@ -109,7 +110,7 @@ def test_a_newest_snapshot_that_does_not_verify_falls_back_to_the_one_before(
     agent = KafkaTrackingAgent(kafka_bootstrap, name, snapshot_every=5)
     run_batches(agent, 23)
     agent.close()
-    snapshots = agent.topics.snapshot
+    snapshots = agent.snapshot_topic
     last, header = newest_chunk(kafka_bootstrap, snapshots)
     append_bad_snapshot(kafka_bootstrap, snapshots, last, header)
 
@@ -124,7 +125,7 @@ def test_a_newest_snapshot_that_does_not_verify_falls_back_to_the_one_before(
     for _ in range(2):  # the newest and the one before it do not verify
         newest, newest_header = newest_chunk(kafka_bootstrap, snapshots)
         append_bad_snapshot(kafka_bootstrap, snapshots, newest, dict(newest_header, slot=0))
-    assert log_start(kafka_bootstrap, agent.topics.log) > 0
+    assert log_start(kafka_bootstrap, agent.log_topic) > 0
     with pytest.raises(TrackerLogCorrupt, match="no whole snapshot"):
         KafkaTrackingAgent(kafka_bootstrap, name, snapshot_every=5)
     plain.close()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from spark_ext.tracker.errors import TrackerLogCorrupt
-from spark_ext.tracker.kafka_parts import PART_CHARS, PartBuffer, split_record
+from spark_ext.tracker.kafka_records import PART_CHARS, PartBuffer, split_record
 
 
 def test_a_large_record_is_cut_in_parts_below_1_mb_and_read_back_whole():

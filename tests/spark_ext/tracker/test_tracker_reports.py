@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from spark_ext.tracker.agent import TrackerState
 from spark_ext.tracker.labels import label_of, labels_of
-from spark_ext.tracker.reports import ReportBuilder, TaskReport, batch_reports
+from spark_ext.tracker.reports import TaskReport, batch_reports
 from spark_ext.tracker.substreams import Sliding, Tumbling
 
 coords = st.tuples(st.sampled_from(["a", "b", "orders"]), st.integers(0, 7), st.integers(0, 10**9))
@@ -69,17 +69,17 @@ def test_sent_and_finished_reports_cancel_however_tasks_split_them(
 
     reports = []
     for part, chunk in enumerate(_split(members, send_cuts)):
-        b = ReportBuilder("assign", part)
+        b = TaskReport("assign", part)
         b.add_labels(
             [m[0] for m in chunk], [m[1] for m in chunk], sent=True, ends=[m[2] for m in chunk]
         )
-        reports.append(b.build())
+        reports.append(b)
     shuffled = list(members)
     random.Random(seed).shuffle(shuffled)
     for part, chunk in enumerate(_split(shuffled, recv_cuts)):
-        b = ReportBuilder("operator", part % 2)  # several pieces per task: merged by key
+        b = TaskReport("operator", part % 2)  # several pieces per task: merged by key
         b.add_labels([m[0] for m in chunk], [m[1] for m in chunk], sent=False)
-        reports.append(b.build())
+        reports.append(b)
     random.Random(seed + 1).shuffle(reports)
 
     state = TrackerState()
@@ -105,16 +105,16 @@ def test_a_lost_element_keeps_its_substream_open(rows, data):
     _, starts, ends = w.assign(np.asarray([r[0] for r in rows], dtype=np.int64))
     subs = [f"w/{s}/{e}" for s, e in zip(starts, ends, strict=True)]
     lost = data.draw(st.integers(0, len(rows) - 1))
-    sent = ReportBuilder("assign", 0)
+    sent = TaskReport("assign", 0)
     sent.add_labels(subs, labels, sent=True, ends=ends)
-    got = ReportBuilder("operator", 0)
+    got = TaskReport("operator", 0)
     keep = [i for i in range(len(rows)) if i != lost]
     got.add_labels([subs[i] for i in keep], [labels[i] for i in keep], sent=False)
     state = TrackerState()
     state.declare("w", ["t:0"])
-    progress = ReportBuilder("assign", 1)
+    progress = TaskReport("assign", 1)
     progress.add_progress("t:0", 10**9)
-    state.accept(batch_reports("q", 0, [sent.build(), got.build(), progress.build()]))
+    state.accept(batch_reports("q", 0, [sent, got, progress]))
     ended = {e.substream for e in state.settle()}
     assert subs[lost] not in ended
     assert state.xors[subs[lost]] == int(labels[lost]) and state.counts[subs[lost]] == 1
@@ -155,9 +155,9 @@ def test_a_report_key_is_applied_once_however_often_it_is_resent(batches, resend
     """Replayed batches re-send the same (query, batch, stage, partition): applied once."""
 
     def report(batch):
-        b = ReportBuilder("assign", 0)
+        b = TaskReport("assign", 0)
         b.add_labels(["w/0/10"], [batch + 1], sent=True, ends=[10])
-        return batch_reports("q", batch, [b.build()])[0]
+        return batch_reports("q", batch, [b])[0]
 
     order = sorted(set(batches))
     once = TrackerState()
