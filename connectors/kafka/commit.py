@@ -57,8 +57,6 @@ class KafkaCommitter:
         self.progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
         #: The group whose committed offset on partition 0 is the latest run epoch.
         self.run_group = settings.names.run_group
-        #: The run epoch :meth:`recover` recorded with ``fence=True`` (else ``None``).
-        self.started_epoch: int | None = None
         self._producer: Any = None
 
     def producer(self) -> Any:
@@ -168,10 +166,9 @@ class KafkaCommitter:
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False, take_over: bool = False) -> None:
+    def recover(self, take_over: bool = False) -> int:
         """At start: check the transaction timeout and the owner (before anything is written),
-        fence older drivers (``fence``: a new run epoch, :attr:`started_epoch`), record the
-        owner."""
+        fence older drivers with a new run epoch (returned), record the owner."""
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
         if s.transaction_timeout_ms > limit:
@@ -184,8 +181,7 @@ class KafkaCommitter:
         decision = (
             check_progress_owner(self.progress, owner, take_over=take_over) if owner else None
         )
-        if fence:
-            self.started_epoch = self.start_run()
-        self.producer()
+        epoch = self.start_run()
         if owner is not None and decision is not None:
             record_owner(self.progress, owner, decision)
+        return epoch

@@ -481,8 +481,7 @@ def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> Kafk
     transactions; returns the settings for this start's writers (:func:`replay_state`)."""
     committer = KafkaCommitter(settings)
     try:
-        committer.recover(fence=True, take_over=take_over)
-        epoch = committer.started_epoch
+        epoch = committer.recover(take_over=take_over)
     finally:
         committer.close()
     for transactional_id in lingering_slices(settings):
