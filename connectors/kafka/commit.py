@@ -11,8 +11,12 @@ from typing import Any
 
 from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-from connectors.kafka.owner import check_progress_owner, record_owner
-from connectors.kafka.progress import SinkProgress, committed_offset
+from connectors.kafka.progress import (
+    SinkProgress,
+    check_progress_owner,
+    committed_offset,
+    record_owner,
+)
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
 from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients

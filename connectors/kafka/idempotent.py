@@ -26,8 +26,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.kafka.clients import ConfluentProducer
-from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
-from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
+from connectors.kafka.progress import (
+    Recorded,
+    SinkProgress,
+    check_progress_owner,
+    check_still_owner,
+    commit_offsets,
+    record_owner,
+)
 from connectors.kafka.readback import (
     assigned_consumer,
     check_not_trimmed,

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.owner import check_still_owner
-from connectors.kafka.progress import SinkProgress
+from connectors.kafka.progress import SinkProgress, check_still_owner
 from connectors.kafka.records import check_columns, require_topic
 from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceWritten, record_batch, recover_slices, write_slice

@@ -37,8 +37,7 @@ from pyspark.sql.types import StructType
 from connectors.kafka.clients import ConfluentProducer, SliceFenced
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.digest import SliceDigest
-from connectors.kafka.owner import check_still_owner
-from connectors.kafka.progress import SinkProgress, committed_offset
+from connectors.kafka.progress import SinkProgress, check_still_owner, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import NamedRows, check_columns
 from connectors.kafka.settings import KafkaSinkSettings
