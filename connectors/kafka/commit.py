@@ -11,12 +11,7 @@ from typing import Any
 
 from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-from connectors.kafka.progress import (
-    SinkProgress,
-    check_progress_owner,
-    committed_offset,
-    record_owner,
-)
+from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
 from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
@@ -182,10 +177,8 @@ class KafkaCommitter:
                 f"({limit}); the broker would refuse every transaction",
             )
         owner = SinkOwner(s.owner) if s.owner is not None else None
-        decision = (
-            check_progress_owner(self.progress, owner, take_over=take_over) if owner else None
-        )
+        decision = self.progress.owner_decision(owner, take_over=take_over) if owner else None
         epoch = self.start_run()
         if owner is not None and decision is not None:
-            record_owner(self.progress, owner, decision)
+            self.progress.record_owner(owner, decision)
         return epoch

@@ -26,14 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from connectors.kafka.clients import ConfluentProducer
-from connectors.kafka.progress import (
-    Recorded,
-    SinkProgress,
-    check_progress_owner,
-    check_still_owner,
-    commit_offsets,
-    record_owner,
-)
+from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
 from connectors.kafka.readback import (
     assigned_consumer,
     check_not_trimmed,
@@ -334,8 +327,8 @@ class KafkaIdempotentWriter:
 
     def claim(self, owner: SinkOwner) -> SinkOwner:
         """Check the sink's owner and record ``owner`` where needed (before any write)."""
-        decision = check_progress_owner(self.progress, owner, take_over=self.take_over)
-        record_owner(self.progress, owner, decision)
+        decision = self.progress.owner_decision(owner, take_over=self.take_over)
+        self.progress.record_owner(owner, decision)
         self._claimed = owner
         return owner
 
@@ -343,7 +336,7 @@ class KafkaIdempotentWriter:
         check_columns(df.schema)
         check_no_speculation(df)
         claimed = self._claimed or self.claim(owner_of(df, self.owner, "KafkaIdempotentWriter"))
-        recorded, done = check_still_owner(self.progress, batch_id, claimed.query_id)
+        recorded, done = self.progress.check_still_owner(batch_id, claimed.query_id)
         if done:
             log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
             return

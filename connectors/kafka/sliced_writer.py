@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.progress import SinkProgress, check_still_owner
+from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import check_columns, require_topic
 from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import SliceWritten, record_batch, recover_slices, write_slice
@@ -66,7 +66,7 @@ class KafkaTwoPhaseWriter:
         settings = self._recovered(df, batch_id)
         self._last = None  # until this batch is recorded: a failed call recovers next time
         progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
-        if check_still_owner(progress, batch_id, settings.owner)[1]:
+        if progress.check_still_owner(batch_id, settings.owner)[1]:
             log.info("%s batch %d: already recorded, replay skipped", settings.sink_id, batch_id)
         else:
             record_batch(settings, batch_id, self.write_slices(df, batch_id, settings))

@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 from connectors.kafka.clients import ConfluentProducer, SliceFenced
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.digest import SliceDigest
-from connectors.kafka.progress import SinkProgress, check_still_owner, committed_offset
+from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import NamedRows, check_columns
 from connectors.kafka.settings import KafkaSinkSettings
@@ -376,7 +376,7 @@ def _record(
     """:func:`record_batch` with ``committer``; returns it to be kept (closed if it raised)."""
     try:
         committer.producer()
-        recorded, done = check_still_owner(committer.progress, batch_id, settings.owner)
+        recorded, done = committer.progress.check_still_owner(batch_id, settings.owner)
         if done:
             return committer
         used = max((m.index + 1 for m in written), default=0)
