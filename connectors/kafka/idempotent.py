@@ -135,11 +135,7 @@ class TaskStarted:
     on partition 0 (batch, metadata :class:`Claim`; docs/design.md, "Kafka sinks")."""
 
     def __init__(self, settings: KafkaSinkSettings, index: int) -> None:
-        self.bootstrap, self.topic, self.sink_id = (
-            settings.bootstrap,
-            settings.topic,
-            settings.sink_id,
-        )
+        self.settings = settings
         self.group = settings.names.task_group(index)
         self._reader: Any = None
 
@@ -147,21 +143,23 @@ class TaskStarted:
         """The slice's claim (one consumer kept for the repeated checks of one attempt)."""
         from kafka import TopicPartition
 
+        s = self.settings
         if self._reader is None:
             self._reader = kafka_clients.consumer(
-                self.bootstrap, group_id=self.group, enable_auto_commit=False
+                s.bootstrap, group_id=self.group, enable_auto_commit=False
             )
-        got = self._reader.committed(TopicPartition(self.topic, 0), metadata=True)
-        return None if got is None else Claim.parse(self.sink_id, got.offset, got.metadata)
+        got = self._reader.committed(TopicPartition(s.topic, 0), metadata=True)
+        return None if got is None else Claim.parse(s.sink_id, got.offset, got.metadata)
 
     def write(self, claim: Claim) -> None:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
+        s = self.settings
         fields = {"run": claim.run, "token": claim.token, "ended": claim.ended}
-        meta = json.dumps({"sink": self.sink_id, **fields})
+        meta = json.dumps({"sink": s.sink_id, **fields})
         offset = OffsetAndMetadata(claim.batch_id, meta, -1)
-        commit_offsets(self.bootstrap, self.group, {TopicPartition(self.topic, 0): offset})
+        commit_offsets(s.bootstrap, self.group, {TopicPartition(s.topic, 0): offset})
 
     def holds(self, claim: Claim) -> bool:
         """Whether ``claim`` is still the slice's (no newer attempt claimed it)."""
@@ -318,7 +316,6 @@ class KafkaIdempotentWriter:
         self.settings = KafkaSinkSettings(
             bootstrap, topic, sink_id, delivery_timeout_ms=delivery_timeout_ms
         )
-        self.bootstrap, self.topic, self.sink_id = bootstrap, topic, sink_id
         self.progress = SinkProgress(bootstrap, topic, sink_id)
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over
@@ -336,15 +333,16 @@ class KafkaIdempotentWriter:
         check_columns(df.schema)
         check_no_speculation(df)
         claimed = self._claimed or self.claim(owner_of(df, self.owner, "KafkaIdempotentWriter"))
+        s = self.settings
         recorded, done = self.progress.check_still_owner(batch_id, claimed.query_id)
         if done:
-            log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
+            log.info("%s batch %d: already written, replay skipped", s.sink_id, batch_id)
             return
-        region = output_region(self.bootstrap, self.topic, self.sink_id, batch_id, recorded)
+        region = output_region(s.bootstrap, s.topic, s.sink_id, batch_id, recorded)
         if region.dirty:
             log.warning(
                 "%s batch %d: records beyond the recorded offsets; tasks read back",
-                self.sink_id,
+                s.sink_id,
                 batch_id,
             )
         # 1. before_write: the batch is known, where it can already be is known.
@@ -352,11 +350,10 @@ class KafkaIdempotentWriter:
         writer = SliceWriter(self.settings, batch_id, region, self.run)
         # one row per task, summed here: no aggregation stage (and its shuffle) per batch
         sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())
-        log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)
+        log.info("%s batch %d: %d records sent", s.sink_id, batch_id, sent)
         # 3. written: every record of the batch is acknowledged by the broker.
         self.protocol.reached(3, batch_id)
-        ends = end_offsets(self.bootstrap, self.topic)
-        self.progress.record(batch_id, ends, owner=claimed.query_id)
+        self.progress.record(batch_id, end_offsets(s.bootstrap, s.topic), owner=claimed.query_id)
         # 4. marked: the batch id is recorded; Spark's commit log comes next.
         self.protocol.reached(4, batch_id)
 
