@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.clients import ConfluentProducer
+from connectors.kafka.producer import ConfluentProducer
 from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
 from connectors.kafka.readback import (
     assigned_consumer,

@@ -34,9 +34,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka.clients import ConfluentProducer, SliceFenced
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.digest import SliceDigest
+from connectors.kafka.producer import ConfluentProducer, SliceFenced
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import NamedRows, check_columns

@@ -72,7 +72,7 @@ def secured(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
 
 
 def test_every_client_built_by_kafka_clients_gets_the_mapped_properties(secured):
-    from connectors.kafka.clients import ConfluentProducer
+    from connectors.kafka.producer import ConfluentProducer
 
     kafka_clients.consumer(BOOTSTRAP, group_id="g")
     kafka_clients.producer(BOOTSTRAP, acks="all")

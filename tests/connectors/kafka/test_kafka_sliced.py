@@ -123,7 +123,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     """Two attempts of one task (a retry, or speculation): the second ``init_transactions``
     fences the first, aborting what it had flushed; a committed consumer sees each record
     once, an uncommitted one also the aborted copies."""
-    from connectors.kafka.clients import SliceFenced
+    from connectors.kafka.producer import SliceFenced
 
     topic = new_topic("slice-fence", partitions=2)
     s = settings_for(kafka_bootstrap, topic, "slice_fence")
