@@ -191,9 +191,6 @@ class KafkaProperties(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self._props)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, KafkaProperties) and self._props == other._props
-
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._props.items())))
 

@@ -90,14 +90,13 @@ class SliceRecord:
     digests: tuple[str, ...]
 
     @classmethod
-    def parse(
-        cls, sink_id: str, metadata: str | None, owner: str | None = None
-    ) -> SliceRecord | None:
-        """The record in ``metadata``; ``None`` if not this sink's or (given) ``owner``'s."""
+    def parse(cls, settings: KafkaSinkSettings, metadata: str | None) -> SliceRecord | None:
+        """The record in ``metadata``; ``None`` if not this sink's or (given) its owner's."""
         # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
         text = (metadata or "").rstrip("\x00")
         meta = json.loads(text) if text else {}
-        if meta.get("sink") != sink_id:
+        owner = settings.owner
+        if meta.get("sink") != settings.sink_id:
             return None
         if owner is not None and meta.get("owner", owner) != owner:
             return None
@@ -194,7 +193,7 @@ class SliceTransaction:
         got = committed_offset(self.settings.bootstrap, self.group, self.settings.topic)
         if got is None:
             return None
-        return SliceRecord.parse(self.settings.sink_id, got.metadata, self.settings.owner)
+        return SliceRecord.parse(self.settings, got.metadata)
 
     def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
         """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
@@ -423,29 +422,18 @@ def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
     )
 
 
-def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
-    """Every slice record of this sink on its topic, by slice index (groups found by name)."""
+def committed_slices(settings: KafkaSinkSettings) -> list[SliceRecord]:
+    """Every slice record of this sink on its topic (groups found by name)."""
     from kafka import TopicPartition
 
-    names = settings.names
+    tp = TopicPartition(settings.topic, 0)
     with kafka_clients.admin(settings.bootstrap) as admin:
-        slices = {
-            g["group_id"]: index
-            for g in admin.list_groups()
-            if (index := names.slice_of_group(g["group_id"])) is not None
-        }
-        groups = list(slices)
-        tp = TopicPartition(settings.topic, 0)
+        listed = (g["group_id"] for g in admin.list_groups())
+        groups = [g for g in listed if settings.names.slice_of_group(g) is not None]
         got = admin.list_group_offsets({g: [tp] for g in groups}) if groups else {}
-    records = {}
-    for group, offsets in got.items():
-        found = offsets.get(tp)
-        record = (
-            SliceRecord.parse(settings.sink_id, found.metadata, settings.owner) if found else None
-        )
-        if record is not None:
-            records[slices[group]] = record
-    return records
+    found = [offsets[tp] for offsets in got.values() if offsets.get(tp) is not None]
+    records = (SliceRecord.parse(settings, f.metadata) for f in found)
+    return [r for r in records if r is not None]
 
 
 def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
@@ -454,13 +442,8 @@ def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
     :class:`ProgressInconsistentError` (docs/design.md, "Kafka sinks")."""
     recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
     batch = recorded.batch_id if recorded is not None else None
-    ahead = sorted(
-        {
-            r.batch_id
-            for r in committed_slices(settings).values()
-            if batch is None or r.batch_id > batch
-        }
-    )
+    slices = committed_slices(settings)
+    ahead = sorted({r.batch_id for r in slices if batch is None or r.batch_id > batch})
     allowed = [batch + 1] if batch is not None else ahead[:1]
     if any(b not in allowed for b in ahead):
         raise ProgressInconsistentError(
