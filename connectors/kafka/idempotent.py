@@ -193,8 +193,7 @@ class SliceWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index, attempt = task_attempt()
-        prefix = record_id(self.sink_id, self.batch_id, "")
-        skip: set[str] = set()
+        skip: set[bytes] = set()
         marker = TaskStarted(self.settings, index)
         try:
             before = marker.read()
@@ -206,11 +205,8 @@ class SliceWriter:
             if before is not None and (before.batch_id, before.run) == (self.batch_id, self.run):
                 self._await_lost_attempt(index, before)
             if self.region.dirty or ran_before:
-                s = self.settings
-                skip = written_ids(
-                    s.bootstrap, s.topic, self.region.since, prefix, s.sink_id, self.batch_id
-                )
-            sent = self._write(batches, marker, claim, {rid.encode() for rid in skip})
+                skip = written_ids(self.settings, self.batch_id, self.region.since)
+            sent = self._write(batches, marker, claim, skip)
         finally:
             marker.close()
         yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})

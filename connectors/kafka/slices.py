@@ -266,15 +266,7 @@ class SliceTransaction:
         s = self.settings
         if s.partial != batch_id:
             return set()
-        found = written_ids(
-            s.bootstrap,
-            s.topic,
-            s.replay_from or None,
-            record_id(s.sink_id, batch_id, ""),
-            s.sink_id,
-            batch_id,
-            read_committed=True,
-        )
+        found = written_ids(s, batch_id, s.replay_from or None, read_committed=True)
         log.info(
             "%s batch %d slice %d: %d records of the batch committed before this start",
             s.sink_id,
@@ -282,7 +274,7 @@ class SliceTransaction:
             self.index,
             len(found),
         )
-        return {rid.encode() for rid in found}
+        return found
 
     def _check_partitions(self, wanted: list[int | None]) -> None:
         """:class:`PartitionOutOfRangeError` if a row names a partition the topic lacks."""
