@@ -86,10 +86,10 @@ class OutputRegion:
 
 
 def output_region(
-    bootstrap: str, topic: str, sink_id: str, batch_id: int, recorded: Recorded | None
+    settings: KafkaSinkSettings, batch_id: int, recorded: Recorded | None
 ) -> OutputRegion:
     """Step 1's look at the topic: where batch ``batch_id`` can start, and if it did (K4)."""
-    consumer, parts = assigned_consumer(bootstrap, topic)
+    consumer, parts = assigned_consumer(settings.bootstrap, settings.topic)
     try:
         begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
         end = {tp.partition: o for tp, o in consumer.end_offsets(parts).items()}
@@ -99,7 +99,7 @@ def output_region(
         since = begin  # no batch recorded yet: the batch can only be after the log start
     else:
         since = {p: recorded.end_offsets.get(p, 0) for p in begin}
-        check_not_trimmed(sink_id, batch_id, since, begin)
+        check_not_trimmed(settings.sink_id, batch_id, since, begin)
     return OutputRegion(since, any(end[p] > since[p] for p in end))
 
 
@@ -334,7 +334,7 @@ class KafkaIdempotentWriter:
         if done:
             log.info("%s batch %d: already written, replay skipped", s.sink_id, batch_id)
             return
-        region = output_region(s.bootstrap, s.topic, s.sink_id, batch_id, recorded)
+        region = output_region(s, batch_id, recorded)
         if region.dirty:
             log.warning(
                 "%s batch %d: records beyond the recorded offsets; tasks read back",
