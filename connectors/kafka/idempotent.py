@@ -233,10 +233,7 @@ class SliceWriter:
         skipped: set[bytes],
     ) -> int:
         """Produce every row not in ``skipped``; stop if a newer attempt claims the slice."""
-        s = self.settings
-        producer = ConfluentProducer(
-            s.bootstrap, s.topic, None, delivery_timeout_ms=s.delivery_timeout_ms
-        )
+        producer = ConfluentProducer(self.settings, None)
         sent = 0
         try:
             for rows in self._named(batches):
@@ -252,13 +249,13 @@ class SliceWriter:
                 if sent == 0 and PARTIAL.armed(self.batch_id):
                     # only a fault here needs the first record durable before the rest
                     producer.send_rows(rows.head())
-                    producer.flush(self.sink_id, self.batch_id)
+                    producer.flush(self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
                     PARTIAL.reached(self.batch_id)
                     sent, rows = 1, rows.tail()
                 producer.send_rows(rows)
                 sent += len(rows.values)
-            producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
+            producer.flush(self.batch_id)  # every delivery checked (K1)
         finally:
             producer.close()
             marker.end(claim)

@@ -155,13 +155,7 @@ class SliceTransaction:
                 self._producer, self._reused = idle, True
                 self.partitions = idle.partitions()
                 return idle
-            producer = ConfluentProducer(
-                s.bootstrap,
-                s.topic,
-                self.transactional_id,
-                s.transaction_timeout_ms,
-                s.delivery_timeout_ms,
-            )
+            producer = ConfluentProducer(s, self.transactional_id)
             try:
                 producer.init()
                 self.partitions = producer.partitions()
@@ -221,7 +215,7 @@ class SliceTransaction:
                     rows = rows.without(written)
                 producer.send_rows(rows)
                 sent += len(rows.values)
-            producer.flush(s.sink_id, batch_id)
+            producer.flush(batch_id)
             KAFKA_SLICED.reached(2, batch_id)
             if digest.value in own or not sent:
                 producer.abort()

@@ -132,7 +132,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     producer.begin()
     for i in range(5):
         producer.send(b"k", f"v-{i}".encode(), None)
-    producer.flush("slice_fence", 0)  # in the log, uncommitted
+    producer.flush(0)  # in the log, uncommitted
 
     second = write_slice(s, 0, 0, arrow(range(5)))
 
@@ -157,7 +157,7 @@ def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(kafka_bootst
     producer = stuck.open()
     producer.begin()
     producer.send(None, b"orphan", None)
-    producer.flush("slice_linger", 0)
+    producer.flush(0)
     assert lingering_slices(s) == [s.names.slice_id(5)]
 
     recover_slices(s)
@@ -397,7 +397,7 @@ def test_a_task_of_an_older_driver_is_refused_before_it_can_fence_the_live_one(
     producer = live.open()
     producer.begin()
     producer.send(None, b"live", None)
-    producer.flush("slice_zombie", 0)
+    producer.flush(0)
 
     with pytest.raises(DriverFencedError):
         SliceTransaction(dataclasses.replace(old), 0).open()
