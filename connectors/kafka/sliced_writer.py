@@ -22,7 +22,8 @@ __all__ = ["KafkaTwoPhaseWriter"]
 
 log = logging.getLogger(__name__)
 
-_WRITTEN = "index long, rows long, digest string, skipped boolean"  # a slice's SliceWritten
+#: The fields of :class:`SliceWritten`, a row per slice.
+_WRITTEN = "index long, batch_id long, rows long, digest string, skipped boolean"
 
 
 class KafkaTwoPhaseWriter:
@@ -81,11 +82,6 @@ class KafkaTwoPhaseWriter:
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             if (w := write_slice(settings, batch_id, batches)) is not None:
-                row = {"index": w.index, "rows": w.rows, "digest": w.digest, "skipped": w.skipped}
-                yield pa.RecordBatch.from_pylist([row])
+                yield pa.RecordBatch.from_pylist([dataclasses.asdict(w)])
 
-        got = df.mapInArrow(write, _WRITTEN).collect()
-        return [
-            SliceWritten(int(r["index"]), batch_id, int(r["rows"]), r["digest"], r["skipped"])
-            for r in got
-        ]
+        return [SliceWritten(**r.asDict()) for r in df.mapInArrow(write, _WRITTEN).collect()]
