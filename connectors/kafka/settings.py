@@ -50,12 +50,12 @@ class KafkaSinkSettings:
         if self.delivery_timeout_ms < 1000:
             raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
 
-    def producer_config(self, transactional_id: str | None = None) -> dict[str, Any]:
-        """kafka-python settings of a transactional producer (default: the driver's id)."""
+    def producer_config(self) -> dict[str, Any]:
+        """kafka-python settings of the driver's transactional producer."""
         request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
         return {
             **PRODUCER,
-            "transactional_id": transactional_id or self.names.commit_id,
+            "transactional_id": self.names.commit_id,
             "transaction_timeout_ms": self.transaction_timeout_ms,
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "request_timeout_ms": request_timeout,

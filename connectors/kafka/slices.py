@@ -453,16 +453,14 @@ def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> Kafk
     finally:
         committer.close()
     for transactional_id in lingering_slices(settings):
-        producer = kafka_clients.producer(
-            settings.bootstrap, **settings.producer_config(transactional_id)
-        )
+        producer = ConfluentProducer(settings, transactional_id)
         try:
-            producer.init_transactions()  # aborts the open transaction
+            producer.init()  # aborts the open transaction
             log.warning(
                 "%s: aborted the open transaction of %s", settings.sink_id, transactional_id
             )
         finally:
-            producer.close(timeout=10)
+            producer.close()
     state = replay_state(settings)
     if state.partial is not None:
         log.warning(
