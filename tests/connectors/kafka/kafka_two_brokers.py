@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
+from spark_ext import kafka_clients
 from spark_ext.errors import BrokerError
 from tests.conftest import free_ports
 
@@ -66,17 +67,12 @@ def _warm_internal_topics(bootstrap: str) -> None:
 
 
 def _wait_for_brokers(bootstrap: str, n: int, timeout_s: float = 60.0) -> None:
-    from kafka import KafkaAdminClient
-
     deadline = time.monotonic() + timeout_s
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         while len(admin.describe_cluster()["brokers"]) < n:
             if time.monotonic() > deadline:
                 raise BrokerError(f"{n} brokers did not register within {timeout_s}s")
             time.sleep(0.5)
-    finally:
-        admin.close()
 
 
 @dataclass
@@ -92,15 +88,11 @@ class TwoBrokers:
 
     def create_topic(self, name: str, leaders: list[int]) -> None:
         """A topic whose partition ``i`` has its only replica on broker ``leaders[i]``."""
-        from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        try:
-            assignment = {i: [b] for i, b in enumerate(leaders)}
+        assignment = {i: [b] for i, b in enumerate(leaders)}
+        with kafka_clients.admin(self.bootstrap) as admin:
             admin.create_topics([NewTopic(name, replica_assignments=assignment)])
-        finally:
-            admin.close()
 
     @contextmanager
     def second_paused(self) -> Iterator[None]:

@@ -26,6 +26,7 @@ from connectors.kafka.slices import (
     replay_state,
 )
 from jobs.exactly_once_kafka import forward
+from spark_ext import kafka_clients
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
@@ -210,25 +211,16 @@ def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(cluster):
 # -- the query ----------------------------------------------------------------------------
 def producer_ids_writing(bootstrap: str, topic: str) -> set[int]:
     """Producer ids the partition leaders of ``topic`` know as having written to it."""
-    from kafka import KafkaAdminClient, TopicPartition
+    from kafka import TopicPartition
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        parts = [TopicPartition(topic, p) for p in range(3)]
-        got = admin.describe_producers(parts)
-    finally:
-        admin.close()
+    with kafka_clients.admin(bootstrap) as admin:
+        got = admin.describe_producers([TopicPartition(topic, p) for p in range(3)])
     return {p.producer_id for state in got.values() for p in state.active_producers}
 
 
 def producer_id_of(bootstrap: str, transactional_id: str) -> int:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         return admin.describe_transactions([transactional_id])[transactional_id].producer_id
-    finally:
-        admin.close()
 
 
 def test_no_record_passes_the_driver_with_a_transaction_per_slice(
