@@ -191,9 +191,6 @@ class KafkaProperties(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self._props)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, KafkaProperties) and self._props == other._props
-
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._props.items())))
 
@@ -322,7 +319,7 @@ def spark_options(bootstrap: str) -> dict[str, str]:
     return {"kafka.bootstrap.servers": bootstrap, **{f"kafka.{k}": v for k, v in java.items()}}
 
 
-def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
+def check_access(bootstrap: str) -> None:
     """Once per process and cluster: probe a secured ``bootstrap`` with librdkafka and raise
     :class:`KafkaAuthenticationError` or :class:`KafkaTlsError`; any other outcome is left to
     the clients (docs/design.md, "Kafka clients": wrong credentials fail at start)."""
@@ -338,7 +335,7 @@ def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
         confluent_config(bootstrap, {"error_cb": errors.append, "logger": lines}, check=False)
     )
     listener = props.listener(bootstrap)
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + PROBE_S
     while time.monotonic() < deadline:
         try:
             client.list_topics(timeout=0.5)
@@ -359,7 +356,7 @@ def check_access(bootstrap: str, timeout_s: float = PROBE_S) -> None:
         if errors:  # refused, unreachable, ...: what the clients and preflight checks report
             return
     else:  # not probed again: a paused broker must not cost every client the wait
-        log.warning("Kafka %s did not answer within %.0f s", listener, timeout_s)
+        log.warning("Kafka %s did not answer within %.0f s", listener, PROBE_S)
     _CHECKED.add((bootstrap, props))
 
 

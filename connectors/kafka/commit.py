@@ -11,7 +11,6 @@ from typing import Any
 
 from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-from connectors.kafka.owner import check_progress_owner, record_owner
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.records import bounded, client_deadline_s, existing_topics
 from connectors.kafka.settings import KafkaSinkSettings
@@ -57,8 +56,6 @@ class KafkaCommitter:
         self.progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
         #: The group whose committed offset on partition 0 is the latest run epoch.
         self.run_group = settings.names.run_group
-        #: The run epoch :meth:`recover` recorded with ``fence=True`` (else ``None``).
-        self.started_epoch: int | None = None
         self._producer: Any = None
 
     def producer(self) -> Any:
@@ -168,10 +165,9 @@ class KafkaCommitter:
         log.info("%s: run epoch %d recorded", self.sink_id, epoch)
         return epoch
 
-    def recover(self, fence: bool = False, take_over: bool = False) -> None:
+    def recover(self, take_over: bool = False) -> int:
         """At start: check the transaction timeout and the owner (before anything is written),
-        fence older drivers (``fence``: a new run epoch, :attr:`started_epoch`), record the
-        owner."""
+        fence older drivers with a new run epoch (returned), record the owner."""
         s = self.settings
         limit = broker_max_transaction_timeout_ms(s.bootstrap)
         if s.transaction_timeout_ms > limit:
@@ -181,11 +177,8 @@ class KafkaCommitter:
                 f"({limit}); the broker would refuse every transaction",
             )
         owner = SinkOwner(s.owner) if s.owner is not None else None
-        decision = (
-            check_progress_owner(self.progress, owner, take_over=take_over) if owner else None
-        )
-        if fence:
-            self.started_epoch = self.start_run()
-        self.producer()
+        decision = self.progress.owner_decision(owner, take_over=take_over) if owner else None
+        epoch = self.start_run()
         if owner is not None and decision is not None:
-            record_owner(self.progress, owner, decision)
+            self.progress.record_owner(owner, decision)
+        return epoch

@@ -58,7 +58,7 @@ def _framed_partition(column: pa.Array | None, n: int) -> Any:
     )
 
 
-def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array:
+def framed_rows(batch: pa.RecordBatch) -> pa.Array:
     """The framed bytes of every row of ``batch`` (what :class:`SliceDigest` hashes; absent
     columns frame as nulls)."""
     n = batch.num_rows
@@ -68,7 +68,7 @@ def framed_rows(batch: pa.RecordBatch, record_id: str = "record_id") -> pa.Array
         return batch.column(name) if name in names else None
 
     parts = [
-        *_framed_field(column(record_id), n),
+        *_framed_field(column("record_id"), n),
         *_framed_field(column("key"), n),
         *_framed_field(column("value"), n),
         _framed_partition(column("partition"), n),

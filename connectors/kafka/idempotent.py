@@ -25,8 +25,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.clients import ConfluentProducer
-from connectors.kafka.owner import check_progress_owner, check_still_owner, record_owner
+from connectors.kafka.producer import ConfluentProducer
 from connectors.kafka.progress import Recorded, SinkProgress, commit_offsets
 from connectors.kafka.readback import (
     assigned_consumer,
@@ -87,10 +86,10 @@ class OutputRegion:
 
 
 def output_region(
-    bootstrap: str, topic: str, sink_id: str, batch_id: int, recorded: Recorded | None
+    settings: KafkaSinkSettings, batch_id: int, recorded: Recorded | None
 ) -> OutputRegion:
     """Step 1's look at the topic: where batch ``batch_id`` can start, and if it did (K4)."""
-    consumer, parts = assigned_consumer(bootstrap, topic)
+    consumer, parts = assigned_consumer(settings.bootstrap, settings.topic)
     try:
         begin = {tp.partition: o for tp, o in consumer.beginning_offsets(parts).items()}
         end = {tp.partition: o for tp, o in consumer.end_offsets(parts).items()}
@@ -100,7 +99,7 @@ def output_region(
         since = begin  # no batch recorded yet: the batch can only be after the log start
     else:
         since = {p: recorded.end_offsets.get(p, 0) for p in begin}
-        check_not_trimmed(sink_id, batch_id, since, begin)
+        check_not_trimmed(settings.sink_id, batch_id, since, begin)
     return OutputRegion(since, any(end[p] > since[p] for p in end))
 
 
@@ -136,11 +135,7 @@ class TaskStarted:
     on partition 0 (batch, metadata :class:`Claim`; docs/design.md, "Kafka sinks")."""
 
     def __init__(self, settings: KafkaSinkSettings, index: int) -> None:
-        self.bootstrap, self.topic, self.sink_id = (
-            settings.bootstrap,
-            settings.topic,
-            settings.sink_id,
-        )
+        self.settings = settings
         self.group = settings.names.task_group(index)
         self._reader: Any = None
 
@@ -148,21 +143,23 @@ class TaskStarted:
         """The slice's claim (one consumer kept for the repeated checks of one attempt)."""
         from kafka import TopicPartition
 
+        s = self.settings
         if self._reader is None:
             self._reader = kafka_clients.consumer(
-                self.bootstrap, group_id=self.group, enable_auto_commit=False
+                s.bootstrap, group_id=self.group, enable_auto_commit=False
             )
-        got = self._reader.committed(TopicPartition(self.topic, 0), metadata=True)
-        return None if got is None else Claim.parse(self.sink_id, got.offset, got.metadata)
+        got = self._reader.committed(TopicPartition(s.topic, 0), metadata=True)
+        return None if got is None else Claim.parse(s.sink_id, got.offset, got.metadata)
 
     def write(self, claim: Claim) -> None:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
+        s = self.settings
         fields = {"run": claim.run, "token": claim.token, "ended": claim.ended}
-        meta = json.dumps({"sink": self.sink_id, **fields})
+        meta = json.dumps({"sink": s.sink_id, **fields})
         offset = OffsetAndMetadata(claim.batch_id, meta, -1)
-        commit_offsets(self.bootstrap, self.group, {TopicPartition(self.topic, 0): offset})
+        commit_offsets(s.bootstrap, self.group, {TopicPartition(s.topic, 0): offset})
 
     def holds(self, claim: Claim) -> bool:
         """Whether ``claim`` is still the slice's (no newer attempt claimed it)."""
@@ -196,8 +193,7 @@ class SliceWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index, attempt = task_attempt()
-        prefix = record_id(self.sink_id, self.batch_id, "")
-        skip: set[str] = set()
+        skip: set[bytes] = set()
         marker = TaskStarted(self.settings, index)
         try:
             before = marker.read()
@@ -209,11 +205,8 @@ class SliceWriter:
             if before is not None and (before.batch_id, before.run) == (self.batch_id, self.run):
                 self._await_lost_attempt(index, before)
             if self.region.dirty or ran_before:
-                s = self.settings
-                skip = written_ids(
-                    s.bootstrap, s.topic, self.region.since, prefix, s.sink_id, self.batch_id
-                )
-            sent = self._write(batches, marker, claim, {rid.encode() for rid in skip})
+                skip = written_ids(self.settings, self.batch_id, self.region.since)
+            sent = self._write(batches, marker, claim, skip)
         finally:
             marker.close()
         yield pa.RecordBatch.from_pydict({"sent": pa.array([sent], pa.int64())})
@@ -240,10 +233,7 @@ class SliceWriter:
         skipped: set[bytes],
     ) -> int:
         """Produce every row not in ``skipped``; stop if a newer attempt claims the slice."""
-        s = self.settings
-        producer = ConfluentProducer(
-            s.bootstrap, s.topic, None, delivery_timeout_ms=s.delivery_timeout_ms
-        )
+        producer = ConfluentProducer(self.settings, None)
         sent = 0
         try:
             for rows in self._named(batches):
@@ -259,13 +249,13 @@ class SliceWriter:
                 if sent == 0 and PARTIAL.armed(self.batch_id):
                     # only a fault here needs the first record durable before the rest
                     producer.send_rows(rows.head())
-                    producer.flush(self.sink_id, self.batch_id)
+                    producer.flush(self.batch_id)
                     # 2. partial: the first record is in the topic, the rest is not.
                     PARTIAL.reached(self.batch_id)
                     sent, rows = 1, rows.tail()
                 producer.send_rows(rows)
                 sent += len(rows.values)
-            producer.flush(self.sink_id, self.batch_id)  # every delivery checked (K1)
+            producer.flush(self.batch_id)  # every delivery checked (K1)
         finally:
             producer.close()
             marker.end(claim)
@@ -319,7 +309,6 @@ class KafkaIdempotentWriter:
         self.settings = KafkaSinkSettings(
             bootstrap, topic, sink_id, delivery_timeout_ms=delivery_timeout_ms
         )
-        self.bootstrap, self.topic, self.sink_id = bootstrap, topic, sink_id
         self.progress = SinkProgress(bootstrap, topic, sink_id)
         self.owner = SinkOwner(owner) if isinstance(owner, str) else owner
         self.take_over = take_over
@@ -328,8 +317,8 @@ class KafkaIdempotentWriter:
 
     def claim(self, owner: SinkOwner) -> SinkOwner:
         """Check the sink's owner and record ``owner`` where needed (before any write)."""
-        decision = check_progress_owner(self.progress, owner, take_over=self.take_over)
-        record_owner(self.progress, owner, decision)
+        decision = self.progress.owner_decision(owner, take_over=self.take_over)
+        self.progress.record_owner(owner, decision)
         self._claimed = owner
         return owner
 
@@ -337,15 +326,16 @@ class KafkaIdempotentWriter:
         check_columns(df.schema)
         check_no_speculation(df)
         claimed = self._claimed or self.claim(owner_of(df, self.owner, "KafkaIdempotentWriter"))
-        recorded, done = check_still_owner(self.progress, batch_id, claimed.query_id)
+        s = self.settings
+        recorded, done = self.progress.check_still_owner(batch_id, claimed.query_id)
         if done:
-            log.info("%s batch %d: already written, replay skipped", self.sink_id, batch_id)
+            log.info("%s batch %d: already written, replay skipped", s.sink_id, batch_id)
             return
-        region = output_region(self.bootstrap, self.topic, self.sink_id, batch_id, recorded)
+        region = output_region(s, batch_id, recorded)
         if region.dirty:
             log.warning(
                 "%s batch %d: records beyond the recorded offsets; tasks read back",
-                self.sink_id,
+                s.sink_id,
                 batch_id,
             )
         # 1. before_write: the batch is known, where it can already be is known.
@@ -353,11 +343,10 @@ class KafkaIdempotentWriter:
         writer = SliceWriter(self.settings, batch_id, region, self.run)
         # one row per task, summed here: no aggregation stage (and its shuffle) per batch
         sent = sum(row.sent for row in df.mapInArrow(writer, "sent long").collect())
-        log.info("%s batch %d: %d records sent", self.sink_id, batch_id, sent)
+        log.info("%s batch %d: %d records sent", s.sink_id, batch_id, sent)
         # 3. written: every record of the batch is acknowledged by the broker.
         self.protocol.reached(3, batch_id)
-        ends = end_offsets(self.bootstrap, self.topic)
-        self.progress.record(batch_id, ends, owner=claimed.query_id)
+        self.progress.record(batch_id, end_offsets(s.bootstrap, s.topic), owner=claimed.query_id)
         # 4. marked: the batch id is recorded; Spark's commit log comes next.
         self.protocol.reached(4, batch_id)
 

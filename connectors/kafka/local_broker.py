@@ -11,7 +11,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.processes import command_line, java, port_open, read_pid, spawn, stop_pid
@@ -19,25 +19,15 @@ from spark_ext import jvm, kafka_clients
 from spark_ext.errors import BrokerError
 from spark_ext.jobrun import REPO
 
-__all__ = [
-    "LOG4J2",
-    "SCRAM",
-    "BrokerConfig",
-    "LocalKafkaBroker",
-    "main",
-    "new_cluster_id",
-    "private_broker",
-]
+__all__ = ["BrokerConfig", "LocalKafkaBroker", "main", "new_cluster_id", "private_broker"]
 
 log = logging.getLogger(__name__)
-
-#: The SASL mechanism of the local broker's SCRAM listener.
-SCRAM = "SCRAM-SHA-512"
 
 
 @dataclass(frozen=True)
 class BrokerConfig:
-    """Where and how the local broker runs."""
+    """Where and how the local broker runs (a test's subclass adds listeners:
+    :meth:`properties`, :meth:`format_options`)."""
 
     data_dir: Path = REPO / "var" / "kafka"
     port: int = 9092
@@ -45,22 +35,6 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     heap: str = "1g"
     transaction_max_timeout_ms: int = 900_000
-    #: For tests: a SASL_PLAINTEXT listener with SCRAM-SHA-512 for ``scram_users`` (name,
-    #: password), and an SSL listener with ``ssl_keystore`` (a PKCS12 file and its password).
-    scram_port: int | None = None
-    ssl_port: int | None = None
-    scram_users: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    ssl_keystore: tuple[Path, str] | None = field(default=None, repr=False)
-
-    @property
-    def scram_bootstrap(self) -> str:
-        """The SASL_PLAINTEXT/SCRAM-SHA-512 listener's address."""
-        return f"{self.host}:{self.scram_port}"
-
-    @property
-    def ssl_bootstrap(self) -> str:
-        """The SSL listener's address."""
-        return f"{self.host}:{self.ssl_port}"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -78,41 +52,18 @@ class BrokerConfig:
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
 
-    def _secured_listeners(self) -> dict[str, str]:
-        """The properties of the SCRAM and SSL listeners (none without their ports)."""
-        props: dict[str, str] = {}
-        if self.scram_port is not None:
-            props["sasl.enabled.mechanisms"] = SCRAM
-            props["listener.name.scram.sasl.enabled.mechanisms"] = SCRAM
-            props[f"listener.name.scram.{SCRAM.lower()}.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-            )
-        if self.ssl_port is not None and self.ssl_keystore is not None:
-            props["listener.name.tls.ssl.keystore.location"] = str(self.ssl_keystore[0])
-            props["listener.name.tls.ssl.keystore.password"] = self.ssl_keystore[1]
-            props["listener.name.tls.ssl.keystore.type"] = "PKCS12"
-        return props
-
-    def server_properties(self) -> str:
-        listeners = {"PLAINTEXT": (self.port, "PLAINTEXT")}
-        if self.scram_port is not None:
-            listeners["SCRAM"] = (self.scram_port, "SASL_PLAINTEXT")
-        if self.ssl_port is not None:
-            listeners["TLS"] = (self.ssl_port, "SSL")
-        advertised = ",".join(
-            f"{name}://{self.host}:{port}" for name, (port, _) in listeners.items()
-        )
-        protocols = ",".join(f"{name}:{protocol}" for name, (_, protocol) in listeners.items())
-        props = {
+    def properties(self) -> dict[str, str]:
+        """The broker's ``server.properties``."""
+        listener = f"PLAINTEXT://{self.host}:{self.port}"
+        return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
-            "listeners": f"{advertised},CONTROLLER://{self.host}:{self.controller_port}",
-            "advertised.listeners": advertised,
+            "listeners": f"{listener},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": listener,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{protocols}",
-            **self._secured_listeners(),
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.log_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "true",
@@ -128,7 +79,10 @@ class BrokerConfig:
             "log.retention.hours": "-1",
             "log.segment.bytes": str(256 * 1024 * 1024),
         }
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def format_options(self) -> list[str]:
+        """The storage tool's options at a first start: a new cluster id."""
+        return [f"--cluster-id={new_cluster_id()}"]
 
 
 LOG4J2 = """\
@@ -172,30 +126,15 @@ class LocalKafkaBroker:
     def is_running(self) -> bool:
         return port_open(self.config.host, self.config.port)
 
-    def cluster_id_to_format(self) -> str:
-        """The cluster id a first start formats the storage with: a new one."""
-        return new_cluster_id()
-
     def format_storage(self) -> None:
-        """Format the KRaft storage on first start (a no-op when already formatted), with the
-        SCRAM users the broker's own storage tool creates."""
+        """Format the KRaft storage on first start (a no-op when already formatted)."""
         c = self.config
         c.data_dir.mkdir(parents=True, exist_ok=True)
-        c.properties_file.write_text(c.server_properties())
+        c.properties_file.write_text("".join(f"{k}={v}\n" for k, v in c.properties().items()))
         if (c.log_dir / "meta.properties").exists():
             return
-        cmd = [
-            java(),
-            "-cp",
-            _classpath(),
-            "kafka.tools.StorageTool",
-            "format",
-            f"--cluster-id={self.cluster_id_to_format()}",
-            "-c",
-            str(c.properties_file),
-        ]
-        for name, password in c.scram_users:
-            cmd += ["--add-scram", f"{SCRAM}=[name={name},password={password}]"]
+        cmd = [java(), "-cp", _classpath(), "kafka.tools.StorageTool", "format"]
+        cmd += [*c.format_options(), "-c", str(c.properties_file)]
         result = subprocess.run(cmd, capture_output=True, text=True, env=self._env())
         if result.returncode != 0:
             raise BrokerError(f"formatting {c.log_dir} failed: {result.stderr or result.stdout}")

@@ -6,20 +6,30 @@
 * Each output partition's end offset is its committed offset (metadata ``{"sink": S, "batch":
   B}``), so any partition count fits the metadata limit (K6 of issue #14); without them
   partition 0's offset is B.
+
+The owner is the query id in that record (docs/design.md, "Kafka sinks", owner): at start
+:meth:`SinkProgress.owner_decision` decides and, after the sink fenced older drivers,
+:meth:`~SinkProgress.record_owner` writes; every batch re-reads it
+(:meth:`~SinkProgress.check_still_owner`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from connectors.kafka.names import KafkaSinkNames
+from connectors.kafka.readback import end_offsets
 from spark_ext import kafka_clients
-from spark_ext.sinks.errors import ProgressInconsistentError
-from spark_ext.sinks.protocol import validate_sink_id
+from spark_ext.sinks.errors import ProgressInconsistentError, SinkOwnerError
+from spark_ext.sinks.owner import OwnerDecision, SinkOwner, check_owner
+from spark_ext.sinks.protocol import check_batch_order, validate_sink_id
 
 __all__ = ["Recorded", "SinkProgress", "commit_offsets", "committed_offset"]
+
+log = logging.getLogger(__name__)
 
 
 def committed_offset(bootstrap: str, group: str, topic: str, stable: bool = True) -> Any:
@@ -142,3 +152,60 @@ class SinkProgress:
         commit_offsets(
             self.bootstrap, self.group, self.offsets(batch_id, end_offsets, slices, owner)
         )
+
+    def owner_decision(self, owner: SinkOwner, *, take_over: bool) -> OwnerDecision:
+        """The owner decision at start (raises :class:`SinkOwnerError` for another owner unless
+        ``take_over``); reads only."""
+        recorded = self.read(stable=False)
+        name = recorded.owner if recorded is not None else None
+        code = SinkOwner(name).code if name else None
+        decision = check_owner(
+            self.sink_id, self.topic, code, owner, take_over=take_over, recorded_name=name
+        )
+        if (
+            decision is OwnerDecision.FIRST
+            and recorded is not None
+            and recorded.batch_id is not None
+        ):
+            log.warning(
+                "%s: sink %r recorded batch %d without an owner; adopted by query %s",
+                self.topic,
+                self.sink_id,
+                recorded.batch_id,
+                owner,
+            )
+        return decision
+
+    def record_owner(self, owner: SinkOwner, decision: OwnerDecision) -> None:
+        """Write the record ``decision`` needs (after the sink fenced older drivers)."""
+        if decision is OwnerDecision.SAME:
+            return
+        recorded = self.read()
+        slices = recorded.slices if recorded is not None else 0
+        if (
+            decision is OwnerDecision.FIRST
+            and recorded is not None
+            and recorded.batch_id is not None
+        ):
+            batch, ends = recorded.batch_id, recorded.end_offsets
+        else:
+            batch, ends = None, end_offsets(self.bootstrap, self.topic)
+        self.record(batch, ends, slices=slices, owner=owner.query_id)
+        log.info(
+            "%s: sink %r owned by query %s (%s, batch %s recorded)",
+            self.topic,
+            self.sink_id,
+            owner,
+            decision.value,
+            batch,
+        )
+
+    def check_still_owner(self, batch_id: int, owner: str | None) -> tuple[Recorded | None, bool]:
+        """The record a commit of ``batch_id`` is made against, and whether it recorded that
+        batch already: :class:`SinkOwnerError` if it names another owner than ``owner``
+        (``None``: unchecked), ``BatchRegressionError`` for a batch below it."""
+        recorded = self.read()
+        if owner is not None and recorded is not None and recorded.owner not in (None, owner):
+            raise SinkOwnerError(self.topic, self.sink_id, recorded.owner, owner)
+        done = check_batch_order(self.sink_id, batch_id, recorded.batch_id if recorded else None)
+        return recorded, done

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from connectors.kafka.records import RECORD_ID_HEADER
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ReplayUnprovableError
 
@@ -96,20 +97,19 @@ def read_records(
 
 
 def written_ids(
-    bootstrap: str,
-    topic: str,
+    settings: KafkaSinkSettings,
+    batch_id: int,
     since: dict[int, int] | None,
-    prefix: str,
-    sink_id: str = "",
-    batch_id: int = -1,
     read_committed: bool = False,
-) -> set[str]:
-    """Record ids (header ``spark_ext.record_id``) starting with ``prefix`` in ``topic`` from
-    offsets ``since`` on (:func:`read_records`)."""
-    records = read_records(bootstrap, topic, since, 60.0, read_committed, sink_id, batch_id)
+) -> set[bytes]:
+    """The record ids (header ``spark_ext.record_id``) of the sink's ``batch_id`` in its topic
+    from offsets ``since`` on (:func:`read_records`)."""
+    s = settings
+    prefix = record_id(s.sink_id, batch_id, "").encode()
+    records = read_records(s.bootstrap, s.topic, since, 60.0, read_committed, s.sink_id, batch_id)
     return {
-        value.decode()
+        value
         for r in records
         for name, value in r.headers or ()
-        if name == RECORD_ID_HEADER and value.decode().startswith(prefix)
+        if name == RECORD_ID_HEADER and value.startswith(prefix)
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,30 +179,22 @@ class NamedRows:
     def without(self, names: set[bytes]) -> NamedRows:
         """The rows whose record id is not in ``names``."""
         keep = [i for i, n in enumerate(self.names) if n not in names]
-        if len(keep) == len(self.names):
-            return self
-        parts = self.partitions
-        return NamedRows(
-            [self.values[i] for i in keep],
-            [self.keys[i] for i in keep],
-            None if parts is None else [parts[i] for i in keep],
-            [self.names[i] for i in keep],
-        )
+        return self if len(keep) == len(self.names) else self._rows(keep)
 
-    def _slice(self, lo: int, hi: int | None) -> NamedRows:
+    def _rows(self, rows: Sequence[int]) -> NamedRows:
         parts = self.partitions
         return NamedRows(
-            self.values[lo:hi],
-            self.keys[lo:hi],
-            None if parts is None else parts[lo:hi],
-            self.names[lo:hi],
+            [self.values[i] for i in rows],
+            [self.keys[i] for i in rows],
+            None if parts is None else [parts[i] for i in rows],
+            [self.names[i] for i in rows],
         )
 
     def head(self) -> NamedRows:
-        return self._slice(0, 1)
+        return self._rows(range(1))
 
     def tail(self) -> NamedRows:
-        return self._slice(1, None)
+        return self._rows(range(1, len(self.names)))
 
 
 def existing_topics(bootstrap: str) -> set[str]:

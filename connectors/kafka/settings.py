@@ -3,7 +3,7 @@ two-phase data source as string options (:meth:`KafkaSinkSettings.as_options`)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from connectors.kafka.names import KafkaSinkNames
@@ -13,6 +13,8 @@ from spark_ext.sinks.errors import SinkConfigError
 from spark_ext.sinks.protocol import validate_sink_id
 
 __all__ = ["KafkaSinkSettings"]
+
+_INTEGERS = {"transaction_timeout_ms", "delivery_timeout_ms", "run_epoch", "recorded", "partial"}
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,12 @@ class KafkaSinkSettings:
         if self.delivery_timeout_ms < 1000:
             raise SinkConfigError("delivery_timeout_ms", "must be at least 1000")
 
-    def producer_config(self, transactional_id: str | None = None) -> dict[str, Any]:
-        """kafka-python settings of a transactional producer (default: the driver's id)."""
+    def producer_config(self) -> dict[str, Any]:
+        """kafka-python settings of the driver's transactional producer."""
         request_timeout = min(30_000, self.delivery_timeout_ms - LINGER_MS)
         return {
             **PRODUCER,
-            "transactional_id": transactional_id or self.names.commit_id,
+            "transactional_id": self.names.commit_id,
             "transaction_timeout_ms": self.transaction_timeout_ms,
             "delivery_timeout_ms": self.delivery_timeout_ms,
             "request_timeout_ms": request_timeout,
@@ -67,19 +69,9 @@ class KafkaSinkSettings:
     def as_options(self) -> dict[str, str]:
         """The settings as the data source's string options (client properties as
         ``kafka.<property>``)."""
+        options = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "access"}
         replay_from = ",".join(f"{p}:{o}" for p, o in sorted(self.replay_from.items()))
-        options = {
-            "bootstrap": self.bootstrap,
-            "topic": self.topic,
-            "sink_id": self.sink_id,
-            "transaction_timeout_ms": self.transaction_timeout_ms,
-            "delivery_timeout_ms": self.delivery_timeout_ms,
-            "run_epoch": self.run_epoch,
-            "owner": self.owner,
-            "recorded": self.recorded,
-            "partial": self.partial,
-            "replay_from": replay_from or None,
-        }
+        options["replay_from"] = replay_from or None
         access = self.access.options() if self.access is not None else {}
         return {**{k: str(v) for k, v in options.items() if v is not None}, **access}
 
@@ -87,26 +79,17 @@ class KafkaSinkSettings:
     def from_options(cls, options: Any) -> KafkaSinkSettings:
         """Settings from :meth:`as_options`; their client properties are applied to this
         process (:meth:`~spark_ext.kafka_clients.KafkaAccess.from_options`)."""
-
-        def number(name: str, default: int | None = None) -> int | None:
-            value = options.get(name, default)
+        given: dict[str, Any] = {f.name: options[f.name] for f in fields(cls) if f.name in options}
+        for name in _INTEGERS & set(given):
             try:
-                return int(value) if value is not None else None
+                given[name] = int(given[name])
             except ValueError as exc:
                 raise SinkConfigError(name, "must be an integer") from exc
-
-        pairs = (item.partition(":") for item in options.get("replay_from", "").split(","))
-        bootstrap = options.get("bootstrap", "")
+        pairs = (item.partition(":") for item in given.pop("replay_from", "").split(","))
+        bootstrap = given.pop("bootstrap", "")
         return cls(
+            **{"topic": "", "sink_id": "", **given},
             bootstrap=bootstrap,
-            access=kafka_clients.KafkaAccess.from_options(bootstrap, options),
-            topic=options.get("topic", ""),
-            sink_id=options.get("sink_id", ""),
-            run_epoch=number("run_epoch"),
-            owner=options.get("owner"),
-            recorded=number("recorded"),
-            partial=number("partial"),
             replay_from={int(p): int(o) for p, _, o in pairs if p},
-            transaction_timeout_ms=number("transaction_timeout_ms", 300_000) or 0,
-            delivery_timeout_ms=number("delivery_timeout_ms", 120_000) or 0,
+            access=kafka_clients.KafkaAccess.from_options(bootstrap, options),
         )

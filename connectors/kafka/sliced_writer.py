@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from connectors.kafka.owner import check_still_owner
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import check_columns, require_topic
 from connectors.kafka.settings import KafkaSinkSettings
@@ -23,7 +22,8 @@ __all__ = ["KafkaTwoPhaseWriter"]
 
 log = logging.getLogger(__name__)
 
-_WRITTEN = "index long, rows long, digest string, skipped boolean"  # a slice's SliceWritten
+#: The fields of :class:`SliceWritten`, a row per slice.
+_WRITTEN = "index long, batch_id long, rows long, digest string, skipped boolean"
 
 
 class KafkaTwoPhaseWriter:
@@ -67,7 +67,7 @@ class KafkaTwoPhaseWriter:
         settings = self._recovered(df, batch_id)
         self._last = None  # until this batch is recorded: a failed call recovers next time
         progress = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id)
-        if check_still_owner(progress, batch_id, settings.owner)[1]:
+        if progress.check_still_owner(batch_id, settings.owner)[1]:
             log.info("%s batch %d: already recorded, replay skipped", settings.sink_id, batch_id)
         else:
             record_batch(settings, batch_id, self.write_slices(df, batch_id, settings))
@@ -82,11 +82,6 @@ class KafkaTwoPhaseWriter:
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             if (w := write_slice(settings, batch_id, batches)) is not None:
-                row = {"index": w.index, "rows": w.rows, "digest": w.digest, "skipped": w.skipped}
-                yield pa.RecordBatch.from_pylist([row])
+                yield pa.RecordBatch.from_pylist([dataclasses.asdict(w)])
 
-        got = df.mapInArrow(write, _WRITTEN).collect()
-        return [
-            SliceWritten(int(r["index"]), batch_id, int(r["rows"]), r["digest"], r["skipped"])
-            for r in got
-        ]
+        return [SliceWritten(**r.asDict()) for r in df.mapInArrow(write, _WRITTEN).collect()]

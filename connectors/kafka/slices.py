@@ -34,10 +34,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.kafka.clients import ConfluentProducer, SliceFenced
 from connectors.kafka.commit import KafkaCommitter
 from connectors.kafka.digest import SliceDigest
-from connectors.kafka.owner import check_still_owner
+from connectors.kafka.producer import ConfluentProducer, SliceFenced
 from connectors.kafka.progress import SinkProgress, committed_offset
 from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import NamedRows, check_columns
@@ -91,14 +90,13 @@ class SliceRecord:
     digests: tuple[str, ...]
 
     @classmethod
-    def parse(
-        cls, sink_id: str, metadata: str | None, owner: str | None = None
-    ) -> SliceRecord | None:
-        """The record in ``metadata``; ``None`` if not this sink's or (given) ``owner``'s."""
+    def parse(cls, settings: KafkaSinkSettings, metadata: str | None) -> SliceRecord | None:
+        """The record in ``metadata``; ``None`` if not this sink's or (given) its owner's."""
         # confluent-kafka 2.16 stores the metadata with librdkafka's trailing NUL byte
         text = (metadata or "").rstrip("\x00")
         meta = json.loads(text) if text else {}
-        if meta.get("sink") != sink_id:
+        owner = settings.owner
+        if meta.get("sink") != settings.sink_id:
             return None
         if owner is not None and meta.get("owner", owner) != owner:
             return None
@@ -157,13 +155,7 @@ class SliceTransaction:
                 self._producer, self._reused = idle, True
                 self.partitions = idle.partitions()
                 return idle
-            producer = ConfluentProducer(
-                s.bootstrap,
-                s.topic,
-                self.transactional_id,
-                s.transaction_timeout_ms,
-                s.delivery_timeout_ms,
-            )
+            producer = ConfluentProducer(s, self.transactional_id)
             try:
                 producer.init()
                 self.partitions = producer.partitions()
@@ -195,7 +187,7 @@ class SliceTransaction:
         got = committed_offset(self.settings.bootstrap, self.group, self.settings.topic)
         if got is None:
             return None
-        return SliceRecord.parse(self.settings.sink_id, got.metadata, self.settings.owner)
+        return SliceRecord.parse(self.settings, got.metadata)
 
     def write(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> SliceWritten:
         """Steps 1-3 for this slice of ``batch_id``; ``batches`` are its non-empty batches."""
@@ -223,7 +215,7 @@ class SliceTransaction:
                     rows = rows.without(written)
                 producer.send_rows(rows)
                 sent += len(rows.values)
-            producer.flush(s.sink_id, batch_id)
+            producer.flush(batch_id)
             KAFKA_SLICED.reached(2, batch_id)
             if digest.value in own or not sent:
                 producer.abort()
@@ -268,15 +260,7 @@ class SliceTransaction:
         s = self.settings
         if s.partial != batch_id:
             return set()
-        found = written_ids(
-            s.bootstrap,
-            s.topic,
-            s.replay_from or None,
-            record_id(s.sink_id, batch_id, ""),
-            s.sink_id,
-            batch_id,
-            read_committed=True,
-        )
+        found = written_ids(s, batch_id, s.replay_from or None, read_committed=True)
         log.info(
             "%s batch %d slice %d: %d records of the batch committed before this start",
             s.sink_id,
@@ -284,7 +268,7 @@ class SliceTransaction:
             self.index,
             len(found),
         )
-        return {rid.encode() for rid in found}
+        return found
 
     def _check_partitions(self, wanted: list[int | None]) -> None:
         """:class:`PartitionOutOfRangeError` if a row names a partition the topic lacks."""
@@ -377,7 +361,7 @@ def _record(
     """:func:`record_batch` with ``committer``; returns it to be kept (closed if it raised)."""
     try:
         committer.producer()
-        recorded, done = check_still_owner(committer.progress, batch_id, settings.owner)
+        recorded, done = committer.progress.check_still_owner(batch_id, settings.owner)
         if done:
             return committer
         used = max((m.index + 1 for m in written), default=0)
@@ -424,29 +408,18 @@ def lingering_slices(settings: KafkaSinkSettings) -> list[str]:
     )
 
 
-def committed_slices(settings: KafkaSinkSettings) -> dict[int, SliceRecord]:
-    """Every slice record of this sink on its topic, by slice index (groups found by name)."""
+def committed_slices(settings: KafkaSinkSettings) -> list[SliceRecord]:
+    """Every slice record of this sink on its topic (groups found by name)."""
     from kafka import TopicPartition
 
-    names = settings.names
+    tp = TopicPartition(settings.topic, 0)
     with kafka_clients.admin(settings.bootstrap) as admin:
-        slices = {
-            g["group_id"]: index
-            for g in admin.list_groups()
-            if (index := names.slice_of_group(g["group_id"])) is not None
-        }
-        groups = list(slices)
-        tp = TopicPartition(settings.topic, 0)
+        listed = (g["group_id"] for g in admin.list_groups())
+        groups = [g for g in listed if settings.names.slice_of_group(g) is not None]
         got = admin.list_group_offsets({g: [tp] for g in groups}) if groups else {}
-    records = {}
-    for group, offsets in got.items():
-        found = offsets.get(tp)
-        record = (
-            SliceRecord.parse(settings.sink_id, found.metadata, settings.owner) if found else None
-        )
-        if record is not None:
-            records[slices[group]] = record
-    return records
+    found = [offsets[tp] for offsets in got.values() if offsets.get(tp) is not None]
+    records = (SliceRecord.parse(settings, f.metadata) for f in found)
+    return [r for r in records if r is not None]
 
 
 def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
@@ -455,13 +428,8 @@ def replay_state(settings: KafkaSinkSettings) -> KafkaSinkSettings:
     :class:`ProgressInconsistentError` (docs/design.md, "Kafka sinks")."""
     recorded = SinkProgress(settings.bootstrap, settings.topic, settings.sink_id).read()
     batch = recorded.batch_id if recorded is not None else None
-    ahead = sorted(
-        {
-            r.batch_id
-            for r in committed_slices(settings).values()
-            if batch is None or r.batch_id > batch
-        }
-    )
+    slices = committed_slices(settings)
+    ahead = sorted({r.batch_id for r in slices if batch is None or r.batch_id > batch})
     allowed = [batch + 1] if batch is not None else ahead[:1]
     if any(b not in allowed for b in ahead):
         raise ProgressInconsistentError(
@@ -481,21 +449,18 @@ def recover_slices(settings: KafkaSinkSettings, take_over: bool = False) -> Kafk
     transactions; returns the settings for this start's writers (:func:`replay_state`)."""
     committer = KafkaCommitter(settings)
     try:
-        committer.recover(fence=True, take_over=take_over)
-        epoch = committer.started_epoch
+        epoch = committer.recover(take_over=take_over)
     finally:
         committer.close()
     for transactional_id in lingering_slices(settings):
-        producer = kafka_clients.producer(
-            settings.bootstrap, **settings.producer_config(transactional_id)
-        )
+        producer = ConfluentProducer(settings, transactional_id)
         try:
-            producer.init_transactions()  # aborts the open transaction
+            producer.init()  # aborts the open transaction
             log.warning(
                 "%s: aborted the open transaction of %s", settings.sink_id, transactional_id
             )
         finally:
-            producer.close(timeout=10)
+            producer.close()
     state = replay_state(settings)
     if state.partial is not None:
         log.warning(

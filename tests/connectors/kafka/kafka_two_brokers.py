@@ -20,41 +20,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
+from spark_ext import kafka_clients
 from spark_ext.errors import BrokerError
 from tests.conftest import free_ports
 
 
 @dataclass(frozen=True)
 class JoiningBrokerConfig(BrokerConfig):
-    """A broker-only node (``node.id`` 2) that joins the quorum of another local broker."""
+    """A broker-only node (``node.id`` 2) that joins the quorum ``voters`` of the local broker
+    whose cluster id is ``cluster_id``."""
 
     node_id: int = 2
     voters: str = ""
+    cluster_id: str = ""
 
-    def server_properties(self) -> str:
-        props = dict(
-            line.split("=", 1) for line in super().server_properties().splitlines() if line
-        )
-        props.update(
-            {
-                "process.roles": "broker",
-                "node.id": str(self.node_id),
-                "controller.quorum.voters": self.voters,
-                "listeners": f"PLAINTEXT://{self.host}:{self.port}",
-            }
-        )
-        return "".join(f"{k}={v}\n" for k, v in props.items())
+    def properties(self) -> dict[str, str]:
+        return {
+            **super().properties(),
+            "process.roles": "broker",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+        }
 
-
-class JoiningBroker(LocalKafkaBroker):
-    """A :class:`LocalKafkaBroker` formatted with the cluster id of the broker it joins."""
-
-    def __init__(self, config: JoiningBrokerConfig, cluster_id: str) -> None:
-        super().__init__(config)
-        self.cluster_id = cluster_id
-
-    def cluster_id_to_format(self) -> str:
-        return self.cluster_id
+    def format_options(self) -> list[str]:
+        return [f"--cluster-id={self.cluster_id}"]
 
 
 def _cluster_id(log_dir: Path) -> str:
@@ -77,17 +67,12 @@ def _warm_internal_topics(bootstrap: str) -> None:
 
 
 def _wait_for_brokers(bootstrap: str, n: int, timeout_s: float = 60.0) -> None:
-    from kafka import KafkaAdminClient
-
     deadline = time.monotonic() + timeout_s
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         while len(admin.describe_cluster()["brokers"]) < n:
             if time.monotonic() > deadline:
                 raise BrokerError(f"{n} brokers did not register within {timeout_s}s")
             time.sleep(0.5)
-    finally:
-        admin.close()
 
 
 @dataclass
@@ -95,7 +80,7 @@ class TwoBrokers:
     """The running cluster: ``bootstrap`` is broker 1; ``second`` can be paused."""
 
     first: LocalKafkaBroker
-    second: JoiningBroker
+    second: LocalKafkaBroker
 
     @property
     def bootstrap(self) -> str:
@@ -103,15 +88,11 @@ class TwoBrokers:
 
     def create_topic(self, name: str, leaders: list[int]) -> None:
         """A topic whose partition ``i`` has its only replica on broker ``leaders[i]``."""
-        from kafka import KafkaAdminClient
         from kafka.admin import NewTopic
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        try:
-            assignment = {i: [b] for i, b in enumerate(leaders)}
+        assignment = {i: [b] for i, b in enumerate(leaders)}
+        with kafka_clients.admin(self.bootstrap) as admin:
             admin.create_topics([NewTopic(name, replica_assignments=assignment)])
-        finally:
-            admin.close()
 
     @contextmanager
     def second_paused(self) -> Iterator[None]:
@@ -132,19 +113,19 @@ def two_brokers(root: Path) -> Iterator[TwoBrokers]:
     first = LocalKafkaBroker(
         BrokerConfig(data_dir=root / "b1", port=port1, controller_port=controller, heap="512m")
     )
-    second: JoiningBroker | None = None
+    second: LocalKafkaBroker | None = None
     try:
         first.start()
         _warm_internal_topics(first.config.bootstrap_servers)
-        second = JoiningBroker(
+        second = LocalKafkaBroker(
             JoiningBrokerConfig(
                 data_dir=root / "b2",
                 port=port2,
                 controller_port=controller,
                 heap="512m",
                 voters=f"1@127.0.0.1:{controller}",
-            ),
-            _cluster_id(first.config.log_dir),
+                cluster_id=_cluster_id(first.config.log_dir),
+            )
         )
         second.start()
         _wait_for_brokers(first.config.bootstrap_servers, 2)

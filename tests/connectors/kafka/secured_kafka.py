@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.kafka.local_broker import SCRAM, BrokerConfig, LocalKafkaBroker
+from connectors.kafka.local_broker import BrokerConfig, LocalKafkaBroker
 from spark_ext import kafka_clients
 from spark_ext.config import CONF_DIR
 from tests.conftest import free_ports
@@ -19,22 +19,69 @@ USER = "spark-ext"
 PASSWORD = "scram-secret-7"
 #: The environment variable a profile of :meth:`SecuredKafka.profile` reads the password from.
 PASSWORD_ENV = "SPARK_EXT_TEST_KAFKA_PASSWORD"
+#: The SASL mechanism of the SCRAM listener.
+SCRAM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class SecuredBrokerConfig(BrokerConfig):
+    """The local broker plus a SCRAM listener (user :data:`USER`) and an SSL listener with
+    ``keystore`` (a PKCS12 file and its password)."""
+
+    scram_port: int = 0
+    ssl_port: int = 0
+    keystore: tuple[Path, str] = field(default=(Path(), ""), repr=False)
+
+    @property
+    def scram_bootstrap(self) -> str:
+        return f"{self.host}:{self.scram_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return f"{self.host}:{self.ssl_port}"
+
+    def properties(self) -> dict[str, str]:
+        props = super().properties()
+        added = f"SCRAM://{self.scram_bootstrap},TLS://{self.ssl_bootstrap}"
+        return {
+            **props,
+            "listeners": f"{props['listeners']},{added}",
+            "advertised.listeners": f"{props['advertised.listeners']},{added}",
+            "listener.security.protocol.map": (
+                f"{props['listener.security.protocol.map']},SCRAM:SASL_PLAINTEXT,TLS:SSL"
+            ),
+            "sasl.enabled.mechanisms": SCRAM,
+            "listener.name.scram.sasl.enabled.mechanisms": SCRAM,
+            f"listener.name.scram.{SCRAM.lower()}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "listener.name.tls.ssl.keystore.location": str(self.keystore[0]),
+            "listener.name.tls.ssl.keystore.password": self.keystore[1],
+            "listener.name.tls.ssl.keystore.type": "PKCS12",
+        }
+
+    def format_options(self) -> list[str]:
+        return [
+            *super().format_options(),
+            "--add-scram",
+            f"{SCRAM}=[name={USER},password={PASSWORD}]",
+        ]
 
 
 @dataclass(frozen=True)
 class SecuredKafka:
-    """The running broker and the client properties of each of its secured listeners."""
+    """The running broker's listeners and the client properties of each of its secured listeners."""
 
-    broker: LocalKafkaBroker
+    config: SecuredBrokerConfig
     tls: TlsFiles
 
     @property
     def scram(self) -> str:
-        return self.broker.config.scram_bootstrap
+        return self.config.scram_bootstrap
 
     @property
     def ssl(self) -> str:
-        return self.broker.config.ssl_bootstrap
+        return self.config.ssl_bootstrap
 
     def scram_properties(self, password: str = PASSWORD) -> dict[str, str]:
         return {
@@ -80,18 +127,17 @@ def secured_kafka(folder: Path) -> Iterator[SecuredKafka]:
     stop it (SIGKILL if it does not stop) however the caller ends."""
     plain, controller, scram, ssl = free_ports(4)
     tls = make_certificates(folder / "tls")
-    config = BrokerConfig(
+    config = SecuredBrokerConfig(
         data_dir=folder,
         port=plain,
         controller_port=controller,
         scram_port=scram,
         ssl_port=ssl,
-        scram_users=((USER, PASSWORD),),
-        ssl_keystore=(tls.keystore, tls.keystore_password),
+        keystore=(tls.keystore, tls.keystore_password),
         heap="512m",
     )
     broker = LocalKafkaBroker(config)
-    secured = SecuredKafka(broker, tls)
+    secured = SecuredKafka(config, tls)
     try:
         broker.start(timeout=120)
         kafka_clients.configure(secured.scram, secured.scram_properties())

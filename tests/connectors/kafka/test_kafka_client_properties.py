@@ -72,14 +72,15 @@ def secured(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
 
 
 def test_every_client_built_by_kafka_clients_gets_the_mapped_properties(secured):
-    from connectors.kafka.clients import ConfluentProducer
+    from connectors.kafka.producer import ConfluentProducer
+    from connectors.kafka.settings import KafkaSinkSettings
 
     kafka_clients.consumer(BOOTSTRAP, group_id="g")
     kafka_clients.producer(BOOTSTRAP, acks="all")
     with kafka_clients.admin(BOOTSTRAP):
         pass
     kafka_clients.create_topic(BOOTSTRAP, "t")
-    ConfluentProducer(BOOTSTRAP, "t", "txn")  # the sinks' data path (confluent_config)
+    ConfluentProducer(KafkaSinkSettings(BOOTSTRAP, "t", "s"), "txn")  # the sinks' data path
     kafka_python, librdkafka = secured[:4], secured[4:]
     assert len(kafka_python) == 4 and len(librdkafka) == 1
     for kwargs in kafka_python:

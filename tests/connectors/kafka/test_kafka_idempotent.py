@@ -7,13 +7,14 @@ Real Spark, the real shared broker; every test on topics of its own.
 from __future__ import annotations
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka import KafkaProducer, TopicPartition
 
 from connectors import kafka
 from connectors.kafka.idempotent import KafkaIdempotentWriter
 from connectors.kafka.progress import SinkProgress
 from connectors.kafka.records import RECORD_ID_HEADER, existing_topics
 from connectors.sinks import exactly_once_to_kafka
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import (
     BatchRegressionError,
     ReplayUnprovableError,
@@ -73,11 +74,8 @@ def test_idempotent_kafka_sink_refuses_a_replay_whose_output_was_trimmed(
                       headers=[(RECORD_ID_HEADER, rid.encode())])  # fmt: skip
     producer.flush()
     producer.close()
-    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-    try:
+    with kafka_clients.admin(kafka_bootstrap) as admin:
         admin.delete_records({TopicPartition(out, 0): 4})  # one of them is trimmed
-    finally:
-        admin.close()
 
     with pytest.raises(ReplayUnprovableError) as err:
         writer(rows(spark, 3, tag="b", partitions=1), 1)
@@ -104,9 +102,8 @@ def test_idempotent_kafka_sink_records_batches_on_a_topic_with_many_partitions(
         assert len(recorded.end_offsets) == 480 and sum(recorded.end_offsets.values()) == 40
         assert len(values(kafka_bootstrap, out)) == 40
     finally:
-        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
-        admin.delete_topics([out])
-        admin.close()
+        with kafka_clients.admin(kafka_bootstrap) as admin:
+            admin.delete_topics([out])
 
 
 def stream(spark):

@@ -45,8 +45,8 @@ def test_a_lost_attempt_still_running_stops_and_every_record_is_written_once(
         "task_attempt",
         lambda: (0, 1 if threading.current_thread().name == "attempt-1" else 0),
     )
-    region = idempotent.output_region(kafka_bootstrap, out, "idem_lost", 0, None)
     settings = KafkaSinkSettings(kafka_bootstrap, out, "idem_lost", delivery_timeout_ms=2000)
+    region = idempotent.output_region(settings, 0, None)
     writer = idempotent.SliceWriter(settings, 0, region, run="run-1")
     between, resume = threading.Event(), threading.Event()
     errors: dict[str, BaseException] = {}

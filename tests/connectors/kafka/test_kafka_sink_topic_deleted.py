@@ -17,19 +17,15 @@ import pytest
 from connectors.kafka.records import existing_topics, require_topic
 from connectors.kafka.settings import KafkaSinkSettings
 from connectors.kafka.slices import recover_slices
+from spark_ext import kafka_clients
 from spark_ext.sinks.errors import TopicMissingError
 
 pytestmark = pytest.mark.integration
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         admin.delete_topics([topic])
-    finally:
-        admin.close()
     deadline = time.monotonic() + 30
     while topic in existing_topics(bootstrap):
         assert time.monotonic() < deadline, f"{topic} still listed 30 s after its deletion"

@@ -26,6 +26,7 @@ from connectors.kafka.slices import (
     replay_state,
 )
 from jobs.exactly_once_kafka import forward
+from spark_ext import kafka_clients
 from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery.kills import JOB_TIMEOUT_S, kill_at_each_point
 from spark_ext.sinks.errors import BatchRegressionError, ProduceFailedError
@@ -123,7 +124,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     """Two attempts of one task (a retry, or speculation): the second ``init_transactions``
     fences the first, aborting what it had flushed; a committed consumer sees each record
     once, an uncommitted one also the aborted copies."""
-    from connectors.kafka.clients import SliceFenced
+    from connectors.kafka.producer import SliceFenced
 
     topic = new_topic("slice-fence", partitions=2)
     s = settings_for(kafka_bootstrap, topic, "slice_fence")
@@ -132,7 +133,7 @@ def test_a_retried_attempt_fences_the_first_whose_open_records_never_become_visi
     producer.begin()
     for i in range(5):
         producer.send(b"k", f"v-{i}".encode(), None)
-    producer.flush("slice_fence", 0)  # in the log, uncommitted
+    producer.flush(0)  # in the log, uncommitted
 
     second = write_slice(s, 0, 0, arrow(range(5)))
 
@@ -157,7 +158,7 @@ def test_a_start_aborts_a_slice_transaction_a_killed_task_left_open(kafka_bootst
     producer = stuck.open()
     producer.begin()
     producer.send(None, b"orphan", None)
-    producer.flush("slice_linger", 0)
+    producer.flush(0)
     assert lingering_slices(s) == [s.names.slice_id(5)]
 
     recover_slices(s)
@@ -210,25 +211,16 @@ def test_a_slice_with_an_undelivered_record_raises_and_commits_nothing(cluster):
 # -- the query ----------------------------------------------------------------------------
 def producer_ids_writing(bootstrap: str, topic: str) -> set[int]:
     """Producer ids the partition leaders of ``topic`` know as having written to it."""
-    from kafka import KafkaAdminClient, TopicPartition
+    from kafka import TopicPartition
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        parts = [TopicPartition(topic, p) for p in range(3)]
-        got = admin.describe_producers(parts)
-    finally:
-        admin.close()
+    with kafka_clients.admin(bootstrap) as admin:
+        got = admin.describe_producers([TopicPartition(topic, p) for p in range(3)])
     return {p.producer_id for state in got.values() for p in state.active_producers}
 
 
 def producer_id_of(bootstrap: str, transactional_id: str) -> int:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
+    with kafka_clients.admin(bootstrap) as admin:
         return admin.describe_transactions([transactional_id])[transactional_id].producer_id
-    finally:
-        admin.close()
 
 
 def test_no_record_passes_the_driver_with_a_transaction_per_slice(
@@ -397,7 +389,7 @@ def test_a_task_of_an_older_driver_is_refused_before_it_can_fence_the_live_one(
     producer = live.open()
     producer.begin()
     producer.send(None, b"live", None)
-    producer.flush("slice_zombie", 0)
+    producer.flush(0)
 
     with pytest.raises(DriverFencedError):
         SliceTransaction(dataclasses.replace(old), 0).open()

@@ -17,6 +17,7 @@ from connectors.kafka.records import (
     bounded,
     call_timeout_s,
 )
+from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
 from spark_ext.sinks.errors import ClientStalledError, ProduceFailedError, TopicMissingError
 
@@ -47,33 +48,26 @@ class ConfluentProducer:
     """A producer for one task: transactional, or idempotent without transactions
     (``transactional_id=None``)."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        transactional_id: str | None,
-        transaction_timeout_ms: int = 300_000,
-        delivery_timeout_ms: int = 120_000,
-    ) -> None:
+    def __init__(self, settings: KafkaSinkSettings, transactional_id: str | None) -> None:
         from confluent_kafka import Producer
 
-        self.bootstrap = bootstrap
-        self.topic = topic
+        s = settings
+        self.bootstrap, self.topic, self.sink_id = s.bootstrap, s.topic, s.sink_id
         self.log = _ProducerLog()
-        self.timeout_s = call_timeout_s(delivery_timeout_ms)
+        self.timeout_s = call_timeout_s(s.delivery_timeout_ms)
         txn: dict[str, Any] = (
             {
                 "transactional.id": transactional_id,
-                "transaction.timeout.ms": transaction_timeout_ms,
+                "transaction.timeout.ms": s.transaction_timeout_ms,
                 # librdkafka refuses a message timeout above the transaction timeout
-                "message.timeout.ms": min(delivery_timeout_ms, transaction_timeout_ms),
+                "message.timeout.ms": min(s.delivery_timeout_ms, s.transaction_timeout_ms),
             }
             if transactional_id
-            else {"message.timeout.ms": delivery_timeout_ms}
+            else {"message.timeout.ms": s.delivery_timeout_ms}
         )
         self.producer = Producer(
             kafka_clients.confluent_config(
-                bootstrap,
+                self.bootstrap,
                 {
                     **txn,
                     "enable.idempotence": True,
@@ -177,7 +171,7 @@ class ConfluentProducer:
             except Exception:  # BufferError (queue full) or a client error
                 self._produce(value, key, part, headers)
 
-    def flush(self, sink_id: str, batch_id: int) -> None:
+    def flush(self, batch_id: int) -> None:
         try:
             left = self.producer.flush(self.timeout_s)
         except Exception as exc:
@@ -186,7 +180,9 @@ class ConfluentProducer:
             failed = self.failed + left
             first = self.first if self.first is not None else f"{left} still queued"
         if failed:
-            error = ProduceFailedError(sink_id, batch_id, failed, self.failed_partitions, first)
+            error = ProduceFailedError(
+                self.sink_id, batch_id, failed, self.failed_partitions, first
+            )
             if self._is_fenced(self.first):
                 raise SliceFenced(str(self.first)) from error
             raise error
@@ -234,10 +230,9 @@ class ConfluentProducer:
         self.log.fence_expected = True
         try:
             self.offsets(group, offset, metadata)
-        except SliceFenced:
-            raise  # the expected answer: quiet while the producer is closed
-        except BaseException:
-            self.log.fence_expected = False
+        except BaseException as exc:
+            # fenced, the expected answer: quiet while the producer is closed
+            self.log.fence_expected = isinstance(exc, SliceFenced)
             raise
         self.log.fence_expected = False
 
