@@ -36,7 +36,6 @@ from spark_ext.sinks.delta_txn import (
     Marks,
     check_writers,
     commit_marks,
-    owner_record,
     run_app_id,
 )
 from spark_ext.sinks.errors import (
@@ -309,17 +308,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         for _ in range(self.max_conflicts + 1):
             table = self._table()
             epoch = (table.transaction_version(self.run_app_id) or 0) + 1
-            txns: list[tuple[str, int]] = [(self.run_app_id, epoch)]
-            properties: dict[str, str] = {}
-            metadata: dict[str, Any] = {"spark_ext.sink_id": self.sink_id, "spark_ext.run": epoch}
-            decision = self._decide(table)
-            if self.owner is not None and decision is not None:
-                record = owner_record(self._marks(table), self.owner, decision)
-                txns += record.transactions
-                properties.update(record.properties)
-                metadata.update(record.metadata)
+            run = (self.run_app_id, epoch)
             try:
-                commit_marks(table, txns, properties, metadata)
+                commit_marks(table, self._marks(table), self.owner, self._decide(table), run)
             except CommitFailedError:
                 continue
             log.info("%s: run %d fences older drivers of this sink", self.sink_id, epoch)
