@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = ["BucketResult", "DeltaDedupSink"]
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,6 @@ from connectors.delta.dedup_staging import (
     MESSAGE_SCHEMA,
     CatalogFile,
     catalog_file_tag,
-    catalog_files,
     clean_catalog,
     commit_catalog,
     decider,
@@ -289,7 +289,7 @@ class DeltaDedupSink:
                 StagedFile(
                     r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape, rows_json
                 ),
-                tuple(catalog_files(r["catalog"])),
+                tuple(CatalogFile(*f) for f in json.loads(r["catalog"])),
                 r["null_rows"],
                 DedupMetrics.from_json(r["metrics"]),
             )

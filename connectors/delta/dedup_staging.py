@@ -242,11 +242,6 @@ def decider(
     return decide
 
 
-def catalog_files(message: str) -> list[CatalogFile]:
-    """The :class:`CatalogFile` list of one message's ``catalog`` field."""
-    return [CatalogFile(*f) for f in json.loads(message)]
-
-
 def commit_catalog(
     catalog_path: str,
     sink_id: str,

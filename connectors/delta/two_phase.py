@@ -187,20 +187,15 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             raise TableNotFoundError(f"no Delta table at {self.path}")
         return table
 
-    def _committed_files(self) -> list[str]:
-        """Files of this sink that some loadable snapshot references."""
-        return [
-            n
-            for n in referenced_files(self.path, self.settings)
-            if (m := STAGED_NAME.match(n)) and m["sink"] == self.sink_id
-        ]
-
     def last_committed_batch(self) -> int | None:
         """The recorded batch, or ``None`` for a sink that never committed to the table
         (:class:`DeltaTxnExpiredError`: no ``txn`` but files of this sink in the log)."""
         version: int | None = self._table().transaction_version(self.sink_id)
         if version is None:
-            committed = self._committed_files()
+            referenced = referenced_files(self.path, self.settings)
+            committed = [
+                n for n in referenced if (m := STAGED_NAME.match(n)) and m["sink"] == self.sink_id
+            ]
             if committed:
                 raise DeltaTxnExpiredError(self.path, self.sink_id, len(committed))
         return version

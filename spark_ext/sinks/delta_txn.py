@@ -40,7 +40,6 @@ __all__ = [
     "arrow_schema",
     "check_target_path",
     "check_writers",
-    "claim_all",
     "commit_marks",
     "create_table",
     "marker_app_id",
@@ -182,20 +181,16 @@ class LatestTable:
         self._table: Any = None
         self._identity: tuple[int, int] | None = None
 
-    def identity(self) -> tuple[int, int] | None:
-        """:func:`spark_ext.storage.identity` of the table's first commit file; ``None`` if it
-        is not there."""
-        from spark_ext import storage
-
-        first = Location.parse(self.path).join("_delta_log", f"{0:020d}.json")
-        return storage.identity(first, _settings(self.path, self.settings))
-
     def get(self) -> Any:
-        """The table at its newest version, or ``None`` when there is no table yet."""
+        """The table at its newest version, or ``None`` when there is no table yet (reopened
+        when its first commit file has another :func:`spark_ext.storage.identity`)."""
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError, TableNotFoundError
 
-        identity = self.identity()
+        from spark_ext import storage
+
+        first = Location.parse(self.path).join("_delta_log", f"{0:020d}.json")
+        identity = storage.identity(first, _settings(self.path, self.settings))
         if self._table is not None and identity is not None and identity == self._identity:
             try:
                 self._table.update_incremental()
@@ -451,13 +446,3 @@ class DeltaTxnAppender:
                     "%s batch %d: conflict %s, retry %d", self.marker, batch_id, exc, attempt
                 )
         raise ConcurrentWriterError(f"{self.path}: batch {batch_id} kept conflicting")
-
-
-def claim_all(
-    tables: Sequence[tuple[DeltaTxnAppender, pa.Schema, bool]], owner: SinkOwner
-) -> list[OwnerDecision]:
-    """Claim several tables of one sink, each ``(appender, schema, refuse_expired)``: every
-    owner decided before any is recorded, so a stranger is refused with nothing written."""
-    for appender, _, _ in tables:
-        appender.decide(owner)
-    return [a.claim(owner, s, refuse_expired=r) for a, s, r in tables]
