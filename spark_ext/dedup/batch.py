@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from spark_ext.dedup.bucket import DUPLICATE, NEW, decide_rows
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.filters import RotatingBloom
 from spark_ext.dedup.metrics import DedupMetrics
@@ -55,64 +55,41 @@ def decide_batch(
     batch_id: int,
 ) -> BatchDecision:
     """Decide every row of ``table`` (the ``KEY_*`` columns and the coordinate columns, none
-    null), whatever its row order; ``blooms`` (bucket -> filters) are updated in place."""
-    n = table.num_rows
-    metrics = DedupMetrics(rows=n)
-    if n == 0:
-        metrics.state_bytes = sum(b.nbytes for b in blooms.values())
-        empty = np.zeros(0, dtype=np.int64)
-        return BatchDecision(np.zeros(0, bool), empty.astype(np.int32), empty, metrics)
+    null), whatever its row order, bucket by bucket with :func:`decide_rows`: a live catalog
+    row of an earlier batch is a duplicate; ``blooms`` (bucket -> filters) updated in place."""
     h = table.column(KEY_HASH).to_numpy().astype(np.int64).view(np.uint64)
     et = table.column(KEY_ET).to_numpy().astype(np.int64) // 1000
     bucket = (h % np.uint64(config.buckets)).astype(np.int32)
-
-    maybe = np.zeros(n, dtype=bool)
-    generation = np.zeros(n, dtype=np.int64)
-    floors = np.zeros(config.buckets, dtype=np.int64)
+    keep = np.zeros(len(h), dtype=bool)
+    generation = np.zeros(len(h), dtype=np.int64)
+    parts = []
     for b in np.unique(bucket):
-        sel = np.flatnonzero(bucket == b)
+        mine = bucket == b
+        rows = table if mine.all() else table.filter(pa.array(mine))
         bloom = blooms.setdefault(int(b), config.new_bloom())
-        maybe[sel] = bloom.check_and_add(h[sel], et[sel])
-        generation[sel] = bloom.generation_of(et[sel])
-        floors[b] = bloom.oldest_kept or 0
+        ids = rows.column(KEY_ID)
 
-    # The catalog is read (in the background) while the batch's own duplicates are found.
-    maybe_rows = np.flatnonzero(maybe)
-    with ThreadPoolExecutor(1) as pool:
-        found_future = pool.submit(lookup, h[maybe_rows].view(np.int64), batch_id)
+        def answer(
+            asked: np.ndarray, hb: np.ndarray = h[mine], ids: pa.Array = ids, bloom=bloom
+        ) -> np.ndarray:
+            found = lookup(hb[asked].view(np.int64), batch_id)
+            live = found.column("generation").to_numpy() >= (bloom.oldest_kept or 0)
+            known = set(found.column("record_id").filter(pa.array(live)).to_pylist())
+            names = ids.take(pa.array(asked)).to_pylist()
+            return np.array([DUPLICATE if i in known else NEW for i in names], dtype=np.int8)
 
-        # In-batch duplicates, exactly: only rows sharing a hash are ordered and compared.
-        sorted_h = np.sort(h)
-        repeated = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
-        in_batch = np.zeros(n, dtype=bool)
-        if len(repeated):
-            at = np.minimum(np.searchsorted(repeated, h), len(repeated) - 1)
-            shared = np.flatnonzero(repeated[at] == h)
-            rows = pa.array(shared)
+        def order(at: np.ndarray, rows: pa.Table = rows, e: np.ndarray = et[mine]) -> list:
             coords = [
-                table.column(c).take(rows).to_numpy(zero_copy_only=False)
-                for c in reversed(config.coordinate_columns)
+                rows.column(c).take(pa.array(at)) for c in reversed(config.coordinate_columns)
             ]
-            shared = shared[np.lexsort([*coords, et[shared]])]  # the total order
-            ids = table.column(KEY_ID).take(pa.array(shared)).to_pandas()
-            in_batch[shared] = ids.duplicated(keep="first").to_numpy()
-        found = found_future.result()
+            return [*[c.to_numpy(zero_copy_only=False) for c in coords], e[at]]
 
-    ask = np.flatnonzero(maybe & ~in_batch)
-    dropped = in_batch.copy()
-    if len(ask):
-        live = found.column("generation").to_numpy() >= floors[found.column("bucket").to_numpy()]
-        known = set(found.column("record_id").filter(pa.array(live)).to_pylist())
-        asked_ids = table.column(KEY_ID).take(pa.array(ask)).to_pylist()
-        hit = np.fromiter((rid in known for rid in asked_ids), dtype=bool, count=len(ask))
-        dropped[ask[hit]] = True
-        metrics.catalog_duplicates = int(hit.sum())
-        metrics.false_positives = len(ask) - metrics.catalog_duplicates
-    metrics.bloom_negative = int((~maybe & ~in_batch).sum())
-    metrics.catalog_lookups = len(ask)
-    metrics.batch_duplicates = int(in_batch.sum())
+        keep[mine], part = decide_rows(bloom, h[mine], et[mine], ids, answer, order)
+        generation[mine] = bloom.generation_of(et[mine])
+        parts.append(part)
+    metrics = DedupMetrics.of_buckets(parts)
     metrics.state_bytes = sum(b.nbytes for b in blooms.values())
     metrics.newest_generation = max(
         (b.newest for b in blooms.values() if b.newest is not None), default=-1
     )
-    return BatchDecision(~dropped, bucket, generation, metrics)
+    return BatchDecision(keep, bucket, generation, metrics)

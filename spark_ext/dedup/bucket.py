@@ -1,20 +1,90 @@
-"""The dedup decision of one bucket, as pure logic: the Bloom filter first, the catalog on "maybe"
-(run by :func:`~spark_ext.dedup.operator.deduplicate` and the ordering buffer)."""
+"""The dedup decision, as pure logic: the Bloom filter first, the catalog on "maybe"
+(:func:`decide_rows`, the one rule of every dedup path: :class:`BucketDedup` for
+:func:`~spark_ext.dedup.operator.deduplicate` and the ordering buffer,
+:func:`~spark_ext.dedup.batch.decide_batch` for ``DeltaDedupSink``; docs/design.md, "Dedup")."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.filters import RotatingBloom
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.hashing import stable_hash64
 
-__all__ = ["BucketDedup", "CatalogLookup", "coords_string"]
+__all__ = [
+    "DUPLICATE",
+    "NEW",
+    "SELF",
+    "BucketDedup",
+    "CatalogAnswer",
+    "CatalogLookup",
+    "coords_string",
+    "decide_rows",
+]
+
+#: The catalog's answer for a row the filters may have seen: no copy (a false positive),
+#: another copy kept, or this very delivery (kept by an earlier attempt of the batch).
+NEW, DUPLICATE, SELF = 0, 1, 2
+
+#: ``answer(rows) -> codes``: :data:`NEW`, :data:`DUPLICATE` or :data:`SELF` per row position.
+CatalogAnswer = Callable[[np.ndarray], np.ndarray]
+
+
+def _later_copies(
+    ids: pa.Array, hashes: np.ndarray, order: Callable[[np.ndarray], list[np.ndarray]] | None
+) -> np.ndarray:
+    """Rows that are not their id's first copy in the total order (the rows' order, or
+    ``np.lexsort(order(rows))``); only rows sharing a hash are compared."""
+    later = np.zeros(len(hashes), dtype=bool)
+    sorted_h = np.sort(hashes)
+    repeated = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
+    if len(repeated):
+        at = np.minimum(np.searchsorted(repeated, hashes), len(repeated) - 1)
+        shared = np.flatnonzero(repeated[at] == hashes)
+        if order is not None:
+            shared = shared[np.lexsort(order(shared))]
+        copies = ids.take(pa.array(shared)).to_pandas()
+        later[shared] = copies.duplicated(keep="first").to_numpy()
+    return later
+
+
+def decide_rows(
+    bloom: RotatingBloom,
+    hashes: np.ndarray,
+    event_time_ms: np.ndarray,
+    ids: pa.Array,
+    answer: CatalogAnswer,
+    order: Callable[[np.ndarray], list[np.ndarray]] | None = None,
+) -> tuple[np.ndarray, DedupMetrics]:
+    """Keep-mask of one bucket's rows (``hashes``: uint64 of the ids): the first copy of an id in
+    the total order (:func:`_later_copies`) unless the catalog answers :data:`DUPLICATE`;
+    ``bloom`` is updated in place (docs/design.md, "Dedup")."""
+    metrics = DedupMetrics(rows=len(hashes))
+    maybe = bloom.check_and_add(hashes, np.asarray(event_time_ms))
+    maybe_rows = np.flatnonzero(maybe)
+    with ThreadPoolExecutor(1) as pool:  # the catalog is read while the batch's copies are found
+        answered = pool.submit(answer, maybe_rows) if len(maybe_rows) else None
+        later = _later_copies(ids, hashes, order)
+        codes = np.full(len(hashes), NEW, dtype=np.int8)
+        if answered is not None:
+            codes[maybe_rows] = answered.result()
+    ask = maybe & ~later
+    metrics.catalog_lookups = int(ask.sum())
+    metrics.catalog_duplicates = int((ask & (codes == DUPLICATE)).sum())
+    metrics.replayed_self = int((ask & (codes == SELF)).sum())
+    metrics.false_positives = int((ask & (codes == NEW)).sum())
+    metrics.bloom_negative = int((~maybe & ~later).sum())
+    metrics.batch_duplicates = int(later.sum())
+    metrics.state_bytes = bloom.nbytes
+    metrics.newest_generation = -1 if bloom.newest is None else bloom.newest
+    return ~later & ~(ask & (codes == DUPLICATE)), metrics
 
 
 def coords_string(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
@@ -31,7 +101,7 @@ CatalogLookup = Callable[[int, list[str], int], dict[str, str]]
 
 @dataclass
 class BucketDedup:
-    """The dedup decision of one bucket: the filter, and the catalog asked on "maybe"."""
+    """The filters of one bucket, and :func:`decide_rows` with the catalog asked by id."""
 
     config: DedupConfig
     bucket: int
@@ -55,41 +125,23 @@ class BucketDedup:
         lookup: CatalogLookup,
         hashes: np.ndarray | None = None,
     ) -> tuple[np.ndarray, DedupMetrics]:
-        """Keep-mask for rows in their total order (docs/design.md, "Dedup"); ``coords``: the
-        rows' coordinate strings, or a function of row positions giving them (called for the
-        rows looked up only); ``hashes``: the ids' ``stable_hash64`` if the caller has them."""
-        n = len(ids)
-        metrics = DedupMetrics(rows=n)
-        if n == 0:
-            metrics.state_bytes = self.bloom.nbytes
-            return np.zeros(0, dtype=bool), metrics
+        """Keep-mask for rows in their total order; ``coords``: the rows' coordinate strings, or
+        a function of row positions giving them (called for the rows looked up only); a kept
+        copy with the row's own coordinates is :data:`SELF`; ``hashes``: the ids'
+        ``stable_hash64`` if the caller has them."""
+
+        def answer(rows: np.ndarray) -> np.ndarray:
+            asked = [str(x) for x in ids[rows]]
+            floor = self.bloom.oldest_kept
+            found = lookup(self.bucket, asked, 0 if floor is None else floor)
+            mine = coords(rows) if callable(coords) else [coords[int(i)] for i in rows]
+            stored = [found.get(i) for i in asked]
+            codes = [
+                NEW if s is None else SELF if s == m else DUPLICATE
+                for s, m in zip(stored, mine, strict=True)
+            ]
+            return np.array(codes, dtype=np.int8)
+
         if hashes is None:
             hashes = stable_hash64(ids)
-        maybe = self.bloom.check_and_add(hashes, np.asarray(event_time_ms))
-        in_batch_dup = pd.Series(ids).duplicated(keep="first").to_numpy()
-        ask = maybe & ~in_batch_dup
-        keep = ~in_batch_dup
-        asked_ids = [str(x) for x in ids[ask]]
-        floor = self.bloom.oldest_kept
-        found = lookup(self.bucket, asked_ids, floor if floor is not None else 0)
-        asked = np.flatnonzero(ask)
-        if callable(coords):
-            asked_coords = list(coords(asked)) if len(asked) else []
-        else:
-            asked_coords = [coords[int(i)] for i in asked]
-        for i, mine in zip(asked, asked_coords, strict=True):
-            stored = found.get(str(ids[i]))
-            if stored is None:
-                metrics.false_positives += 1
-            elif stored == mine:
-                metrics.replayed_self += 1
-            else:
-                keep[i] = False
-                metrics.catalog_duplicates += 1
-        metrics.bloom_negative = int((~maybe & ~in_batch_dup).sum())
-        metrics.catalog_lookups = int(ask.sum())
-        metrics.batch_duplicates = int(in_batch_dup.sum())
-        metrics.state_bytes = self.bloom.nbytes
-        newest = self.bloom.newest
-        metrics.newest_generation = -1 if newest is None else newest
-        return keep, metrics
+        return decide_rows(self.bloom, hashes, event_time_ms, pa.array(ids, pa.string()), answer)
