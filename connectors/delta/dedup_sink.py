@@ -37,7 +37,7 @@ from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.delta.staging import StagedFile
 from connectors.delta.table import ensure_table, schema_shape
 from connectors.delta.two_phase import DeltaCommitter
-from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
+from spark_ext.dedup.bucket import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import DedupInputError

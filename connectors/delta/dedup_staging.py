@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 from connectors.delta.commit import commit_files
 from connectors.delta.log import list_files, remove_unreferenced
 from connectors.delta.staging import stage_batches, staged_name
-from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, decide_batch
+from spark_ext.dedup.bucket import KEY_ET, KEY_HASH, KEY_ID, decide_batch
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
