@@ -233,17 +233,7 @@ class DeltaDedupSink:
 
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
-        log.info(
-            "%s batch %s: %s rows, %s duplicates, lookups avoided %.1f%%, observed FP %.4f, "
-            "state %s bytes",
-            self.sink_id,
-            batch_id,
-            metrics.rows,
-            metrics.batch_duplicates + metrics.catalog_duplicates,
-            100 * metrics.lookups_avoided,
-            metrics.observed_fp_rate,
-            metrics.state_bytes,
-        )
+        log.info("%s batch %s: %s", self.sink_id, batch_id, metrics)
 
     # -- step 1 ----------------------------------------------------------------------------
     def _decide(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[BucketResult]:

@@ -148,13 +148,4 @@ class DedupSink:
             self.catalog.purge_outside(metrics.newest_generation, self.config.generations)
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
-        log.info(
-            "batch %s: %s rows, lookups avoided %.1f%%, observed FP %.4f, state %s bytes, "
-            "buffered %s",
-            batch_id,
-            metrics.rows,
-            100 * metrics.lookups_avoided,
-            metrics.observed_fp_rate,
-            metrics.state_bytes,
-            metrics.buffered_rows,
-        )
+        log.info("%s batch %s: %s", self.sink_id, batch_id, metrics)
