@@ -45,18 +45,21 @@ CatalogAnswer = Callable[[np.ndarray], np.ndarray]
 
 
 def _later_copies(
-    ids: pa.Array, hashes: np.ndarray, order: Callable[[np.ndarray], list[np.ndarray]] | None
+    ids: np.ndarray | pa.Array,
+    hashes: np.ndarray,
+    order: Callable[[np.ndarray], list[np.ndarray]] | None,
 ) -> np.ndarray:
-    """Rows that are not their id's first copy in the total order (the rows' order, or
-    ``np.lexsort(order(rows))``); only rows sharing a hash are compared."""
+    """Rows that are not their id's first copy in the total order: the rows' order, or
+    ``np.lexsort(order(rows))`` of only the rows sharing a hash."""
+    if order is None:
+        return np.asarray(pd.Series(ids).duplicated(keep="first").to_numpy(), dtype=bool)
     later = np.zeros(len(hashes), dtype=bool)
     sorted_h = np.sort(hashes)
     repeated = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
     if len(repeated):
         at = np.minimum(np.searchsorted(repeated, hashes), len(repeated) - 1)
         shared = np.flatnonzero(repeated[at] == hashes)
-        if order is not None:
-            shared = shared[np.lexsort(order(shared))]
+        shared = shared[np.lexsort(order(shared))]
         copies = ids.take(pa.array(shared)).to_pandas()
         later[shared] = copies.duplicated(keep="first").to_numpy()
     return later
@@ -66,7 +69,7 @@ def decide_rows(
     bloom: RotatingBloom,
     hashes: np.ndarray,
     event_time_ms: np.ndarray,
-    ids: pa.Array,
+    ids: np.ndarray | pa.Array,
     answer: CatalogAnswer,
     order: Callable[[np.ndarray], list[np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, DedupMetrics]:
@@ -151,7 +154,7 @@ class BucketDedup:
 
         if hashes is None:
             hashes = stable_hash64(ids)
-        return decide_rows(self.bloom, hashes, event_time_ms, pa.array(ids, pa.string()), answer)
+        return decide_rows(self.bloom, hashes, event_time_ms, ids, answer)
 
 
 #: Quarantine reason of a row whose id, event time or a coordinate is null.
