@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = ["BucketResult", "DeltaDedupSink"]
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,6 @@ from connectors.delta.dedup_staging import (
     MESSAGE_SCHEMA,
     CatalogFile,
     catalog_file_tag,
-    catalog_files,
     clean_catalog,
     commit_catalog,
     decider,
@@ -37,8 +37,8 @@ from connectors.delta.idempotent import DeltaIdempotentWriter
 from connectors.delta.staging import StagedFile
 from connectors.delta.table import ensure_table, schema_shape
 from connectors.delta.two_phase import DeltaCommitter
-from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
-from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog, catalog_app_id
+from spark_ext.dedup.bucket import KEY_ET, KEY_HASH, KEY_ID, REASON_NULL_KEY
+from spark_ext.dedup.catalog import CATALOG_SCHEMA, DedupCatalog
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import DedupInputError
 from spark_ext.dedup.metrics import DedupMetrics
@@ -46,7 +46,7 @@ from spark_ext.dedup.state import BucketStateStore
 from spark_ext.errors import ConfigError
 from spark_ext.sinks.delta_txn import marker_app_id
 from spark_ext.sinks.owner import OwnerDecision, SinkOwner, owner_of
-from spark_ext.sinks.protocol import check_batch_order, commit_batch, validate_sink_id
+from spark_ext.sinks.protocol import check_batch_order, commit_batch
 from spark_ext.storage import Location, StorageSettings, exists
 
 log = logging.getLogger(__name__)
@@ -114,27 +114,23 @@ class DeltaDedupSink:
         # of output, state and catalog; reaches the tasks inside :func:`decider`'s function
         self.storage = storage or config.storage
         self.output_path = str(output_path)
-        self.sink_id = validate_sink_id(sink_id)
+        self.catalog = DedupCatalog(config.catalog_path, self.storage)
+        self.catalog_marks = self.catalog.appender(sink_id, take_over, spark_writes=False)
+        self.sink_id = self.catalog_marks.sink_id  # validated there
         self.state = BucketStateStore(
             Location.parse(state_path).join("filters"), settings=self.storage
         )
         self.quarantine_path = str(quarantine_path) if quarantine_path else None
         self.output_columns = list(output_columns) if output_columns else None
-        self.catalog = DedupCatalog(config.catalog_path, self.storage)
         self.metrics = DedupMetrics()
         self.batches: list[DedupMetrics] = []
         self.last_results: list[BucketResult] = []  # the last batch's, one per bucket with rows
         self.owner = owner
         self.take_over = take_over
-        self.catalog_marks = self.catalog.appender(self.sink_id, take_over, spark_writes=False)
         self._recovered: SinkOwner | None = None
         self._output: DeltaCommitter | None = None
         self._quarantine: DeltaIdempotentWriter | None = None
         self._routes: list[int] | None = None
-
-    @property
-    def catalog_app_id(self) -> str:
-        return catalog_app_id(self.sink_id)
 
     def _key_columns(self) -> list[str]:
         c = self.config
@@ -188,8 +184,8 @@ class DeltaDedupSink:
         ``BatchRegressionError`` before anything is staged)."""
         output = self._committer().last_committed_batch() if self._output_exists() else None
         done = check_batch_order(self.sink_id, batch_id, output)
-        catalog = self.catalog.last_batch(self.catalog_app_id)
-        return check_batch_order(self.catalog_app_id, batch_id, catalog) and done
+        marker = self.catalog_marks.marker
+        return check_batch_order(marker, batch_id, self.catalog.last_batch(marker)) and done
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         c = self.config
@@ -233,17 +229,7 @@ class DeltaDedupSink:
 
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
-        log.info(
-            "%s batch %s: %s rows, %s duplicates, lookups avoided %.1f%%, observed FP %.4f, "
-            "state %s bytes",
-            self.sink_id,
-            batch_id,
-            metrics.rows,
-            metrics.batch_duplicates + metrics.catalog_duplicates,
-            100 * metrics.lookups_avoided,
-            metrics.observed_fp_rate,
-            metrics.state_bytes,
-        )
+        log.info("%s batch %s: %s", self.sink_id, batch_id, metrics)
 
     # -- step 1 ----------------------------------------------------------------------------
     def _decide(self, batch: DataFrame, columns: list[str], batch_id: int) -> list[BucketResult]:
@@ -289,7 +275,7 @@ class DeltaDedupSink:
                 StagedFile(
                     r["path"], r["size"], r["rows"], batch_id, r["bucket"], shape, rows_json
                 ),
-                tuple(catalog_files(r["catalog"])),
+                tuple(CatalogFile(*f) for f in json.loads(r["catalog"])),
                 r["null_rows"],
                 DedupMetrics.from_json(r["metrics"]),
             )

@@ -7,10 +7,8 @@ import json
 import logging
 import re
 import struct
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,13 +18,12 @@ from pyspark.sql.types import StructType
 from connectors.delta.commit import commit_files
 from connectors.delta.log import list_files, remove_unreferenced
 from connectors.delta.staging import stage_batches, staged_name
-from connectors.delta.table import check_snapshot
-from spark_ext.dedup.batch import KEY_ET, KEY_HASH, KEY_ID, decide_batch
+from spark_ext.dedup.bucket import KEY_ET, KEY_HASH, KEY_ID, decide_batch
 from spark_ext.dedup.catalog import CATALOG_SCHEMA, PARTITION_BY, DedupCatalog, catalog_app_id
 from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import BloomFormatError, DedupStateError
 from spark_ext.dedup.state import BucketStateStore
-from spark_ext.sinks.delta_txn import LatestTable, Marks, create_table, owner_app_id
+from spark_ext.sinks.delta_txn import LatestTable, create_table
 from spark_ext.sinks.owner import SinkOwner
 from spark_ext.sinks.protocol import Protocol, Step, check_batch_order
 from spark_ext.storage import Location, StorageSettings, filesystem
@@ -245,11 +242,6 @@ def decider(
     return decide
 
 
-def catalog_files(message: str) -> list[CatalogFile]:
-    """The :class:`CatalogFile` list of one message's ``catalog`` field."""
-    return [CatalogFile(*f) for f in json.loads(message)]
-
-
 def commit_catalog(
     catalog_path: str,
     sink_id: str,
@@ -261,34 +253,18 @@ def commit_catalog(
     """Step 2: one :func:`~connectors.delta.commit.commit_files` adds ``files`` with
     ``txn(<sink id>:catalog, batch_id)`` and the owner's; ``False`` for a replay, nothing for an
     empty batch, ``BatchRegressionError`` below the recorded batch."""
-    from deltalake import Transaction
-    from deltalake.transaction import AddAction
-
     app_id = catalog_app_id(sink_id)
     create_table(catalog_path, CATALOG_SCHEMA, settings, PARTITION_BY)
-    now_ms = int(time.time() * 1000)
-    adds = [
-        AddAction(f.path, f.size, {"generation": str(f.generation)}, now_ms, True, f.stats)
-        for f in files
-    ]
-    txns = [Transaction(app_id, batch_id, now_ms)]
-    if owner is not None:
-        txns.append(Transaction(owner_app_id(sink_id), owner.code, now_ms))
-
-    def check(table: Any) -> bool:
-        if owner is not None:
-            Marks.of(table, sink_id, [app_id]).check_still_ours(catalog_path, owner)
-        check_snapshot(table, catalog_path, None, tuple(PARTITION_BY))
-        return check_batch_order(app_id, batch_id, table.transaction_version(app_id))
-
+    adds = [(f.path, f.size, {"generation": str(f.generation)}, f.stats) for f in files]
     return commit_files(
         catalog_path,
         LatestTable(catalog_path, settings).get,
+        sink_id,
         app_id,
         batch_id,
         adds,
-        txns,
-        check,
+        lambda table: check_batch_order(app_id, batch_id, table.transaction_version(app_id)),
+        owner=owner,
         partition_by=PARTITION_BY,
         commit_empty=False,
         settings=settings,

@@ -46,14 +46,12 @@ class DeltaIdempotentWriter:
         self.appender = DeltaTxnAppender(
             path, sink_id, marker=marker, take_over=take_over, settings=settings
         )
-        self.settings = settings
-        self.path = self.appender.path
-        self.sink_id = self.appender.sink_id
         self.owner = owner
 
     def _owner(self, df: DataFrame) -> SinkOwner:
-        check_table_schema(self.path, df.schema, self.settings)
-        return owner_of(df, self.owner, f"DeltaIdempotentWriter({self.sink_id!r})")
+        a = self.appender
+        check_table_schema(a.path, df.schema, a.settings)
+        return owner_of(df, self.owner, f"DeltaIdempotentWriter({a.sink_id!r})")
 
     def claim(self, df: DataFrame) -> None:
         """Decide and record the owner before the query starts (the table is created with
@@ -67,7 +65,9 @@ class DeltaIdempotentWriter:
         replay = self.appender.check(batch_id)
         DELTA_IDEMPOTENT.reached(1, batch_id)
         if replay:
-            log.info("%s batch %d: already committed, replay skipped", self.sink_id, batch_id)
+            log.info(
+                "%s batch %d: already committed, replay skipped", self.appender.marker, batch_id
+            )
             return
         self.appender.write(df, batch_id)
         DELTA_IDEMPOTENT.reached(3, batch_id)  # the txn action is part of the same commit

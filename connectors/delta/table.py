@@ -25,7 +25,6 @@ __all__ = [
     "check_table_schema",
     "check_target_path",
     "ensure_table",
-    "open_table",
     "schema_shape",
     "unsupported_features",
 ]
@@ -80,19 +79,14 @@ def schema_shape(schema_json: str) -> str:
     return json.dumps(_shape(json.loads(schema_json)), sort_keys=True)
 
 
-def open_table(path: str | Path, settings: StorageSettings | None = None) -> Any:
-    """The Delta table at ``path`` (``settings``: on object storage, default the session's),
-    ``None`` if there is none yet (no table and cannot become one: ``DeltaTargetPathError``)."""
-    check_target_path(path, settings)
-    return LatestTable(str(path), settings).get()
-
-
 def check_table_schema(
     path: str | Path, schema: StructType, settings: StorageSettings | None = None
 ) -> Any:
-    """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` (if any) cannot take
-    ``schema``; returns the table (``None``: none yet)."""
-    table = open_table(path, settings)
+    """Raise :class:`SchemaMismatchError` if the Delta table at ``path`` (if any; no table and
+    cannot become one: ``DeltaTargetPathError``) cannot take ``schema``; returns the table
+    (``None``: none yet; ``settings``: on object storage, default the session's)."""
+    check_target_path(path, settings)
+    table = LatestTable(str(path), settings).get()
     if table is not None and schema_shape(table.schema().to_json()) != schema_shape(schema.json()):
         raise SchemaMismatchError(str(path), table.schema().to_json(), schema.json())
     return table

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,23 +27,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.delta.commit import commit_files
+from connectors.delta.commit import StagedAdd, check_run, commit_files
 from connectors.delta.log import delete_files, list_files, referenced_files, remove_unreferenced
 from connectors.delta.staging import STAGED_NAME, StagedFile, owner_tag, stage_batches
-from connectors.delta.table import check_snapshot, schema_shape
+from connectors.delta.table import schema_shape
 from spark_ext.sinks.delta_txn import (
     LatestTable,
     Marks,
     check_writers,
     commit_marks,
-    owner_app_id,
-    owner_record,
     run_app_id,
 )
 from spark_ext.sinks.errors import (
     ConcurrentWriterError,
     DeltaTxnExpiredError,
-    DriverFencedError,
     SchemaMismatchError,
     SinkConfigError,
     StagedDataMissingError,
@@ -191,56 +187,28 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             raise TableNotFoundError(f"no Delta table at {self.path}")
         return table
 
-    def _committed_files(self) -> list[str]:
-        """Files of this sink that some loadable snapshot references."""
-        return [
-            n
-            for n in referenced_files(self.path, self.settings)
-            if (m := STAGED_NAME.match(n)) and m["sink"] == self.sink_id
-        ]
-
     def last_committed_batch(self) -> int | None:
         """The recorded batch, or ``None`` for a sink that never committed to the table
         (:class:`DeltaTxnExpiredError`: no ``txn`` but files of this sink in the log)."""
         version: int | None = self._table().transaction_version(self.sink_id)
         if version is None:
-            committed = self._committed_files()
+            referenced = referenced_files(self.path, self.settings)
+            committed = [
+                n for n in referenced if (m := STAGED_NAME.match(n)) and m["sink"] == self.sink_id
+            ]
             if committed:
                 raise DeltaTxnExpiredError(self.path, self.sink_id, len(committed))
         return version
 
-    def _check_epoch(self, table: Any) -> None:
-        if self.run_epoch is None:
-            return
-        current = table.transaction_version(self.run_app_id)
-        if current is not None and current != self.run_epoch:
-            raise DriverFencedError(self.path, self.sink_id, self.run_epoch, current)
-
     def commit_staged(self, batch_id: int, messages: Sequence[StagedFile]) -> None:
         """Step 3 through :func:`connectors.delta.commit.commit_files`, checked on every
         snapshot it commits against (epoch, owner, features, schema, staged files there)."""
-        from deltalake import Transaction
-        from deltalake.transaction import AddAction
-
-        now_ms = int(time.time() * 1000)
-        adds = [
-            AddAction(m.path, m.size, {}, now_ms, True, json.dumps({"numRecords": m.rows}))
-            for m in messages
-            if m.path
+        adds: list[StagedAdd] = [
+            (m.path, m.size, {}, json.dumps({"numRecords": m.rows})) for m in messages if m.path
         ]
-        txns = [Transaction(self.sink_id, batch_id, now_ms)]
-        if self.run_epoch is not None:
-            txns.append(Transaction(self.run_app_id, self.run_epoch, now_ms))
-        if self.owner is not None:  # refreshed with every commit: it never expires under us
-            txns.append(Transaction(owner_app_id(self.sink_id), self.owner.code, now_ms))
-        rows_json = next((m.schema_json for m in messages if m.path and m.schema_json), None)
+        run = (self.run_app_id, self.run_epoch) if self.run_epoch is not None else None
 
         def check(table: Any) -> bool:
-            self._check_epoch(table)
-            if self.owner is not None:
-                self._marks(table).check_still_ours(self.path, self.owner)
-            # The table as it is now, not as it was at start (N3-N5 of issue #24).
-            check_snapshot(table, self.path, rows_json)
             recorded = table.transaction_version(self.sink_id)
             if recorded is not None and recorded >= batch_id:
                 raise ConcurrentWriterError(
@@ -254,7 +222,7 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             # Checked after the snapshot read: a newer start fences before it deletes.
             missing = [m.path for m in messages if m.path and not self._exists(m.path)]
             if missing:
-                self._check_epoch(self._table())
+                check_run(self._table(), self.path, self.sink_id, run)
                 raise StagedDataMissingError(f"{self.path}: {missing} of batch {batch_id} gone")
             return False
 
@@ -262,10 +230,14 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
             self.path,
             self._table,
             self.sink_id,
+            self.sink_id,
             batch_id,
             adds,
-            txns,
             check,
+            owner=self.owner,
+            run=run,
+            # The table as it is now, not as it was at start (N3-N5 of issue #24).
+            rows_json=next((m.schema_json for m in messages if m.path and m.schema_json), None),
             max_conflicts=self.max_conflicts,
             settings=self.settings,
         )
@@ -331,17 +303,9 @@ class DeltaCommitter(TwoPhaseCommitter[StagedFile]):
         for _ in range(self.max_conflicts + 1):
             table = self._table()
             epoch = (table.transaction_version(self.run_app_id) or 0) + 1
-            txns: list[tuple[str, int]] = [(self.run_app_id, epoch)]
-            properties: dict[str, str] = {}
-            metadata: dict[str, Any] = {"spark_ext.sink_id": self.sink_id, "spark_ext.run": epoch}
-            decision = self._decide(table)
-            if self.owner is not None and decision is not None:
-                record = owner_record(self._marks(table), self.owner, decision)
-                txns += record.transactions
-                properties.update(record.properties)
-                metadata.update(record.metadata)
+            run = (self.run_app_id, epoch)
             try:
-                commit_marks(table, txns, properties, metadata)
+                commit_marks(table, self._marks(table), self.owner, self._decide(table), run)
             except CommitFailedError:
                 continue
             log.info("%s: run %d fences older drivers of this sink", self.sink_id, epoch)

@@ -11,7 +11,6 @@ both use one :class:`DedupConfig` and catalog. The modules and what each holds: 
 from __future__ import annotations
 
 from spark_ext.dedup import (
-    batch,
     bucket,
     catalog,
     config,
@@ -23,7 +22,6 @@ from spark_ext.dedup import (
     state,
     tags,
 )
-from spark_ext.dedup.batch import *  # noqa: F403
 from spark_ext.dedup.bucket import *  # noqa: F403
 from spark_ext.dedup.catalog import *  # noqa: F403
 from spark_ext.dedup.config import *  # noqa: F403
@@ -35,5 +33,5 @@ from spark_ext.dedup.sink import *  # noqa: F403
 from spark_ext.dedup.state import *  # noqa: F403
 from spark_ext.dedup.tags import *  # noqa: F403
 
-_MODULES = (batch, bucket, catalog, config, errors, filters, metrics, operator, sink, state, tags)
+_MODULES = (bucket, catalog, config, errors, filters, metrics, operator, sink, state, tags)
 __all__ = [name for module in _MODULES for name in module.__all__]

@@ -40,6 +40,14 @@ class DedupMetrics:
         negatives = self.bloom_negative + self.false_positives
         return self.false_positives / negatives if negatives else 0.0
 
+    def __str__(self) -> str:
+        return (
+            f"{self.rows} rows, {self.batch_duplicates + self.catalog_duplicates} duplicates, "
+            f"lookups avoided {100 * self.lookups_avoided:.1f}%, observed FP "
+            f"{self.observed_fp_rate:.4f}, state {self.state_bytes} bytes, buffered "
+            f"{self.buffered_rows}"
+        )
+
     def _merged(self, other: DedupMetrics, sum_gauges: bool) -> DedupMetrics:
         a, b = asdict(self), asdict(other)
         merged = {

@@ -14,7 +14,7 @@ from spark_ext.dedup.config import DedupConfig
 from spark_ext.dedup.errors import LateRowsWithoutQuarantineError
 from spark_ext.dedup.metrics import DedupMetrics
 from spark_ext.dedup.tags import KIND_LATE, KIND_METRICS, KIND_NEW
-from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, claim_all, marker_app_id
+from spark_ext.sinks.delta_txn import DeltaTxnAppender, arrow_schema, marker_app_id
 from spark_ext.sinks.owner import SinkOwner, owner_of
 
 __all__ = ["AFTER_CATALOG", "AFTER_OUTPUT", "DedupSink"]
@@ -93,7 +93,10 @@ class DedupSink:
             tables.append((self.catalog_writer, CATALOG_SCHEMA, True))
         if self.late is not None:  # rarely written: its expiry is judged per batch
             tables.append((self.late, rows, False))
-        claim_all(tables, owner)
+        for appender, _, _ in tables:  # a stranger is refused before anything is recorded
+            appender.decide(owner)
+        for appender, schema, refuse_expired in tables:
+            appender.claim(owner, schema, refuse_expired=refuse_expired)
 
     def _check(self, batch_id: int) -> tuple[bool, bool, bool]:
         """Batch order (invariant 6) and expiry of every table before any is written: whether
@@ -145,13 +148,4 @@ class DedupSink:
             self.catalog.purge_outside(metrics.newest_generation, self.config.generations)
         self.metrics = self.metrics + metrics
         self.batches.append(metrics)
-        log.info(
-            "batch %s: %s rows, lookups avoided %.1f%%, observed FP %.4f, state %s bytes, "
-            "buffered %s",
-            batch_id,
-            metrics.rows,
-            100 * metrics.lookups_avoided,
-            metrics.observed_fp_rate,
-            metrics.state_bytes,
-            metrics.buffered_rows,
-        )
+        log.info("%s batch %s: %s", self.sink_id, batch_id, metrics)

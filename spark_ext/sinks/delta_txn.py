@@ -40,13 +40,11 @@ __all__ = [
     "arrow_schema",
     "check_target_path",
     "check_writers",
-    "claim_all",
     "commit_marks",
     "create_table",
     "marker_app_id",
     "owner_app_id",
     "owner_property",
-    "owner_record",
     "run_app_id",
     "user_metadata",
 ]
@@ -183,20 +181,16 @@ class LatestTable:
         self._table: Any = None
         self._identity: tuple[int, int] | None = None
 
-    def identity(self) -> tuple[int, int] | None:
-        """:func:`spark_ext.storage.identity` of the table's first commit file; ``None`` if it
-        is not there."""
-        from spark_ext import storage
-
-        first = Location.parse(self.path).join("_delta_log", f"{0:020d}.json")
-        return storage.identity(first, _settings(self.path, self.settings))
-
     def get(self) -> Any:
-        """The table at its newest version, or ``None`` when there is no table yet."""
+        """The table at its newest version, or ``None`` when there is no table yet (reopened
+        when its first commit file has another :func:`spark_ext.storage.identity`)."""
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError, TableNotFoundError
 
-        identity = self.identity()
+        from spark_ext import storage
+
+        first = Location.parse(self.path).join("_delta_log", f"{0:020d}.json")
+        identity = storage.identity(first, _settings(self.path, self.settings))
         if self._table is not None and identity is not None and identity == self._identity:
             try:
                 self._table.update_incremental()
@@ -277,49 +271,42 @@ class Marks:
         return self.batches.get(marker) is None and self.owner_name is not None
 
 
-@dataclass(frozen=True)
-class OwnerRecord:
-    """The actions of one commit that records an owner (:func:`owner_record`)."""
-
-    transactions: tuple[tuple[str, int], ...]
-    properties: Mapping[str, str]
-    metadata: Mapping[str, Any]
-
-
-def owner_record(marks: Marks, ours: SinkOwner, decision: OwnerDecision) -> OwnerRecord:
-    """What records ``ours`` as the owner after ``decision`` (made on ``marks``): the owner
-    ``txn``, the property if it changes, markers reset to :data:`NO_BATCH` on a take-over or a
-    first record (docs/design.md, "Delta sinks", take-over); an expired marker stays gone."""
-    txns = [(owner_app_id(marks.sink_id), ours.code)]
-    first = marks.owner_name is None  # no owner ever recorded here (a marker gone since expired)
-    for marker, version in marks.batches.items():
-        if decision is OwnerDecision.TAKE_OVER or (first and version is None):
-            txns.append((marker, NO_BATCH))
-    props = {}
-    if marks.owner_name != ours.query_id:
-        props[owner_property(marks.sink_id)] = ours.query_id
-    meta = {"spark_ext.owner": ours.query_id, "spark_ext.sink_id": marks.sink_id}
-    return OwnerRecord(tuple(txns), props, meta)
-
-
 def commit_marks(
     table: Any,
-    transactions: Sequence[tuple[str, int]],
-    properties: Mapping[str, str] | None = None,
-    metadata: Mapping[str, Any] | None = None,
+    marks: Marks,
+    owner: SinkOwner | None,
+    decision: OwnerDecision | None,
+    run: tuple[str, int] | None = None,
 ) -> None:
-    """One delta-rs commit of ``txn`` actions (and table properties) against the snapshot
-    ``table``, never retried: ``CommitFailedError`` when another commit landed since."""
+    """One delta-rs commit against the snapshot ``table``, never retried (``CommitFailedError``
+    when another commit landed since): ``run`` (app id, epoch) and ``owner`` after ``decision``
+    (made on ``marks``): the owner ``txn``, the property if it changes, markers reset to
+    :data:`NO_BATCH` on a take-over or a first record (docs/design.md, "Delta sinks",
+    take-over); an expired marker stays gone."""
     from deltalake import CommitProperties, Transaction
 
+    txns = [run] if run else []
+    properties = {}
+    metadata: dict[str, Any] = {"spark_ext.sink_id": marks.sink_id}
+    if run:
+        metadata["spark_ext.run"] = run[1]
+    if owner is not None:
+        txns.append((owner_app_id(marks.sink_id), owner.code))
+        first = marks.owner_name is None  # no owner ever recorded here (a marker gone since)
+        for marker, version in marks.batches.items():
+            if decision is OwnerDecision.TAKE_OVER or (first and version is None):
+                txns.append((marker, NO_BATCH))
+        if marks.owner_name != owner.query_id:
+            properties[owner_property(marks.sink_id)] = owner.query_id
+        metadata["spark_ext.owner"] = owner.query_id
     now_ms = int(time.time() * 1000)
     props = CommitProperties(
-        custom_metadata=dict(metadata or {}),
+        custom_metadata=metadata,
         max_commit_retries=0,
-        app_transactions=[Transaction(app, version, now_ms) for app, version in transactions],
+        app_transactions=[Transaction(app, version, now_ms) for app, version in txns],
     )
     if properties:
-        table.alter.set_table_properties(dict(properties), False, commit_properties=props)
+        table.alter.set_table_properties(properties, False, commit_properties=props)
     else:
         table.create_write_transaction(
             [], mode="append", schema=table.schema(), commit_properties=props
@@ -392,9 +379,8 @@ class DeltaTxnAppender:
             if refuse_expired and decision is not OwnerDecision.TAKE_OVER:
                 self._refuse_expired(table, marks)  # before the record: nothing written
             if decision is not OwnerDecision.SAME or marks.owner_code is None:
-                record = owner_record(marks, owner, decision)
                 try:
-                    commit_marks(table, record.transactions, record.properties, record.metadata)
+                    commit_marks(table, marks, owner, decision)
                 except CommitFailedError as exc:
                     log.info("%s: owner record lost a race (%s); deciding again", self.path, exc)
                     continue
@@ -460,13 +446,3 @@ class DeltaTxnAppender:
                     "%s batch %d: conflict %s, retry %d", self.marker, batch_id, exc, attempt
                 )
         raise ConcurrentWriterError(f"{self.path}: batch {batch_id} kept conflicting")
-
-
-def claim_all(
-    tables: Sequence[tuple[DeltaTxnAppender, pa.Schema, bool]], owner: SinkOwner
-) -> list[OwnerDecision]:
-    """Claim several tables of one sink, each ``(appender, schema, refuse_expired)``: every
-    owner decided before any is recorded, so a stranger is refused with nothing written."""
-    for appender, _, _ in tables:
-        appender.decide(owner)
-    return [a.claim(owner, s, refuse_expired=r) for a, s, r in tables]
