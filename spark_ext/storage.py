@@ -294,6 +294,8 @@ def _opened(
     """The location, its filesystem and path; a client error inside becomes the
     :class:`StorageError` it is, naming the location (``FileNotFoundError`` passes as it is)."""
     loc = Location.parse(location)
+    if loc.is_s3 and settings is None:
+        settings = session_settings()
     fs, path = filesystem(loc, settings, request_timeout)
     try:
         yield loc, fs, path
@@ -307,7 +309,7 @@ def _opened(
         if any(code in text for code in _ACCESS_CODES):
             raise AccessDenied(f"{loc}: the store refused the credentials ({first})") from exc
         if "NETWORK_CONNECTION" in text or any(f"curlCode: {c}," in text for c in (6, 7, 28)):
-            endpoint = (settings or session_settings()).endpoint or "AWS"
+            endpoint = (settings.endpoint if settings else "") or "AWS"
             raise EndpointUnreachable(f"{loc}: no answer from {endpoint}") from exc
         raise
 
