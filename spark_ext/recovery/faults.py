@@ -49,6 +49,9 @@ class FaultClass(StrEnum):
     DISORDER = "disorder"
     HOST_LOSS = "host-loss"
     PARTITION = "partition"
+    SLOW_LINK = "slow-link"
+    STORE_ERRORS = "store-errors"
+    DRIVER_PARTITION = "driver-partition"
 
 
 #: One line per fault class, for the CLI and the report.
@@ -66,6 +69,9 @@ FAULT_DOCS: dict[FaultClass, str] = {
     FaultClass.DISORDER: "input event times out of order beyond the partition's promise",
     FaultClass.HOST_LOSS: "every process of the host running a task at the point killed",
     FaultClass.PARTITION: "the host running a task at the point cut from broker and store, healed",
+    FaultClass.SLOW_LINK: "one worker host's link slowed (rate limit, queue delay, drops) all run",
+    FaultClass.STORE_ERRORS: "the object store answers 503/500 to a share of requests for a while",
+    FaultClass.DRIVER_PARTITION: "the driver cut from the broker between a sink's two phases, healed",
 }
 
 #: Fault classes acting on the isolated host whose task reached the point (docs/design.md,
