@@ -9,6 +9,7 @@ lines (one per batch) as they come. Usage: README, "What does a crash do to my o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -70,18 +71,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return subprocess.call(cmd, env=job_environment())  # the caller's cwd: its relative paths
 
 
-def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
-    """The harness of ``check``/``matrix``: every path resolved against the caller's folder."""
+def _harness(
+    args: argparse.Namespace, stack: contextlib.ExitStack | None = None
+) -> tuple[RecoveryHarness, Path]:
+    """The harness of ``check``/``matrix``: every path resolved against the caller's folder;
+    ``--cluster isolated`` starts the cluster in ``stack`` (:func:`_on_cluster`)."""
     from connectors.kafka.local_broker import LocalKafkaBroker, private_broker
     from spark_ext.config import load_profile
     from spark_ext.recovery import RecoveryHarness
 
     profile = load_profile(args.profile)
+    root = profile.paths.resolved_data_root() / "recovery"
+    workdir = Path(args.workdir).resolve() if args.workdir else root
+    report = Path(args.report).resolve() if args.report else root / "report"
+    if getattr(args, "cluster", "local") == "isolated":
+        assert stack is not None
+        return _on_cluster(args, workdir, stack), report
     bootstrap = profile.kafka.configure_clients()
     if bootstrap == LocalKafkaBroker().config.bootstrap_servers:
         LocalKafkaBroker().ensure_running()
-    root = profile.paths.resolved_data_root() / "recovery"
-    workdir = Path(args.workdir).resolve() if args.workdir else root
     out_root, settings = _out_root(args.storage or default_storage(), workdir)
     harness = RecoveryHarness(
         workdir,
@@ -93,7 +101,41 @@ def _harness(args: argparse.Namespace) -> tuple[RecoveryHarness, Path]:
         out_root=out_root,
         storage=settings,
     )
-    return harness, Path(args.report).resolve() if args.report else root / "report"
+    return harness, report
+
+
+def _on_cluster(
+    args: argparse.Namespace, workdir: Path, stack: contextlib.ExitStack
+) -> RecoveryHarness:
+    """The harness whose every run goes to an isolated cluster started here, one after the
+    other, tables and checkpoints in the cluster's store (executors do not see the driver's
+    disk); broker cells are n/a (the private brokers listen on the driver's loopback):
+    docs/design.md, "Isolated hosts"."""
+    from jobs.isolated import isolated_cluster
+    from jobs.startup import under
+    from spark_ext import storage
+    from spark_ext.config import load_profile
+    from spark_ext.recovery import RecoveryHarness
+
+    if (args.storage or default_storage()) != "s3":
+        raise ConfigError("--cluster isolated", "executors do not see this disk: add --storage s3")
+    hosts = stack.enter_context(isolated_cluster(workdir / "cluster", args.hosts))
+    settings = hosts.store.settings()
+    root = load_profile("s3").paths.data_root_uri()
+    out_root = under(root, "recovery", workdir.name)
+    storage.check(out_root, settings)
+    load_profile(hosts.profile).kafka.configure_clients()
+    return RecoveryHarness(
+        workdir,
+        hosts.bootstrap,
+        profile=hosts.profile,
+        fault_profile=hosts.profile,
+        speculation_profile=hosts.profile,
+        parallel=False,
+        hosts=hosts,
+        out_root=out_root,
+        storage=settings,
+    )
 
 
 def _out_root(kind: str, workdir: Path) -> tuple[str, StorageSettings | None]:
@@ -154,8 +196,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
     cases = _cases(args)
     faults = _faults(args.faults)
-    harness, report = _harness(args)
-    cells = run_plan(harness, [(case, faults) for case in cases], args.parallel)
+    with contextlib.ExitStack() as stack:
+        harness, report = _harness(args, stack)
+        cells = run_plan(harness, [(case, faults) for case in cases], args.parallel)
     index = write_matrix_report(cells, report)
     print(format_matrix(cells))
     print(f"report: {index}")
@@ -222,6 +265,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="profile of the speculation cells (executors on two hosts)",
     )
     matrix.add_argument("--parallel", type=int, default=1, help="jobs run at the same time")
+    matrix.add_argument(
+        "--cluster",
+        choices=["local", "isolated"],
+        default="local",
+        help="isolated: every run on worker hosts of their own (root; with --storage s3)",
+    )
+    matrix.add_argument("--hosts", type=int, default=2, help="--cluster isolated: worker hosts")
     campaign.add_argument("--seed", type=int, default=1, help="seed of the first run")
     campaign.add_argument("--runs", type=int, default=10, help="runs: seeds seed .. seed+runs-1")
     campaign.add_argument("--job", default=None, help="comma-separated jobs (default: all)")

@@ -54,20 +54,25 @@ def default_storage() -> str:
     return value
 
 
-def storage_overrides(kind: str) -> dict[str, dict[str, Any]]:
-    """The profile sections ``--storage kind`` replaces: none for ``local``, conf/s3.toml's
-    ``[paths]`` and ``[storage]`` for ``s3``."""
+def storage_overrides(kind: str, profile: str | None = None) -> dict[str, dict[str, Any]]:
+    """The sections of ``profile`` that ``--storage kind`` replaces: none for ``local``,
+    conf/s3.toml's ``[paths]`` and ``[storage]`` for ``s3``, but not the ``[storage]`` of a
+    profile that sets one (a cluster's own store: docs/design.md, "Object storage")."""
     from spark_ext.config import load_profile
+    from spark_ext.storage import StorageSettings
 
     if kind == "local":
         return {}
     s3 = load_profile("s3")
-    return {"paths": asdict(s3.paths), "storage": asdict(s3.storage)}
+    sections = {"paths": asdict(s3.paths), "storage": asdict(s3.storage)}
+    if profile is not None and load_profile(profile).storage != StorageSettings():
+        del sections["storage"]
+    return sections
 
 
 def add_storage_flag(parser: argparse.ArgumentParser, what: str) -> None:
     """``--storage``: ``s3`` puts ``what`` in conf/s3.toml's store."""
-    help = f"s3: {what} in conf/s3.toml's store (default: ${STORAGE_ENV} or local)"
+    help = f"s3: {what} in conf/s3.toml's store, or the profile's own (default: ${STORAGE_ENV} or local)"
     parser.add_argument("--storage", choices=STORAGES, default=None, help=help)
 
 
@@ -161,7 +166,7 @@ def start_job(
     from spark_ext.session import build_session
 
     kind = getattr(args, "storage", None) or default_storage()
-    profile = load_profile(args.profile, **{**storage_overrides(kind), **overrides})
+    profile = load_profile(args.profile, **{**storage_overrides(kind, args.profile), **overrides})
     out = getattr(args, "out", None)
     locations = [v for v in vars(args).values() if isinstance(v, JobLocation)]
     if not isinstance(out, JobLocation):

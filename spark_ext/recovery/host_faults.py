@@ -32,10 +32,15 @@ log = logging.getLogger(__name__)
 class IsolatedHosts(Protocol):
     """A running isolated cluster, as the harness needs it."""
 
-    #: The profile whose runs execute on the cluster (its broker and store on the bridge).
-    profile: str
-    #: The folder every host sees (the fault logs go there; never job data).
-    shared: Path
+    @property
+    def profile(self) -> str:
+        """The profile whose runs execute on the cluster (its broker and store on the bridge)."""
+        ...
+
+    @property
+    def shared(self) -> Path:
+        """The folder every host sees (the fault logs go there; never job data)."""
+        ...
 
     def restart(self, host: str) -> None:
         """Start the lost ``host``'s worker again (it is ALIVE when this returns)."""

@@ -91,3 +91,14 @@ def test_check_and_matrix_without_the_plot_extra_stop_before_any_job(monkeypatch
     for command in (["check", "at_most_once"], ["matrix", "at_most_once"]):
         assert cli.main(command) == 2
         assert "spark-ext[plot]" in capsys.readouterr().err
+
+
+def test_matrix_on_the_isolated_cluster_needs_the_store_and_says_so_before_starting_it(
+    monkeypatch, capsys, tmp_path
+):
+    monkeypatch.delenv("SPARK_EXT_STORAGE", raising=False)
+    args = ["matrix", "exactly_once_kafka", "--cluster", "isolated", "--workdir", str(tmp_path)]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--storage s3" in err, err
+    assert not (tmp_path / "cluster").exists()  # nothing started

@@ -23,7 +23,7 @@ from spark_ext.errors import ConfigError
 from spark_ext.recovery import HarnessContext
 
 
-def test_storage_s3_takes_the_s3_profiles_paths_and_store_over_any_profile() -> None:
+def test_storage_s3_takes_the_s3_profiles_paths_and_store_over_a_profile_without_one() -> None:
     sections = storage_overrides("s3")
     profile = load_profile("test", **sections)
     assert profile.paths.data_root_uri() == "s3a://spark-ext/var/data"
@@ -31,6 +31,18 @@ def test_storage_s3_takes_the_s3_profiles_paths_and_store_over_any_profile() -> 
     assert profile.spark.conf == load_profile("test").spark.conf  # the rest is --profile's
     assert storage_overrides("local") == {}
     assert "://" not in load_profile("local").paths.data_root_uri()  # the demo needs no S3
+
+
+def test_storage_s3_keeps_the_store_of_a_profile_that_names_its_own(tmp_path: Path) -> None:
+    """A cluster's profile (scripts/cluster.py --isolated --store) names a store its executors
+    reach; conf/s3.toml's 127.0.0.1 is the driver's own loopback, not theirs."""
+    own = tmp_path / "cluster.toml"
+    own.write_text('[storage]\nendpoint = "http://10.231.0.2:9000"\naccess_key_id = "k"\n')
+    profile = load_profile(own, **storage_overrides("s3", str(own)))
+    assert profile.storage.endpoint == "http://10.231.0.2:9000"
+    assert profile.paths.data_root_uri() == "s3a://spark-ext/var/data"  # [paths] still taken
+    plain = load_profile("test", **storage_overrides("s3", "test"))
+    assert plain.storage.endpoint == "http://127.0.0.1:9000"
 
 
 def test_storage_defaults_to_the_environment_and_refuses_a_value_it_does_not_know(
