@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 from jobs.console import configure_logging, error_line
 from jobs.startup import add_storage_flag, default_storage
 from spark_ext.errors import ConfigError, SparkExtError
-from spark_ext.jobrun import job_environment
+from spark_ext.jobrun import job_environment, run_job
 
 if TYPE_CHECKING:
     from spark_ext.recovery import FaultClass, RecoveryCase, RecoveryHarness
@@ -128,6 +129,7 @@ def _on_cluster(
     return RecoveryHarness(
         workdir,
         hosts.bootstrap,
+        runner=functools.partial(run_job, tmp_root=hosts.shared),  # tasks log faults there
         profile=hosts.profile,
         fault_profile=hosts.profile,
         speculation_profile=hosts.profile,

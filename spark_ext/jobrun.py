@@ -113,19 +113,24 @@ def run_job(
     cwd: str | os.PathLike[str] | None = None,
     kill_when: Callable[[], bool] | None = None,
     trace: bool | None = None,
+    tmp_root: Path | None = None,
 ) -> JobRun:
     """Run ``python -m module args`` in ``cwd`` (default: the caller's) to its end, or kill it.
 
     ``fault``: a ``SPARK_EXT_FAULT`` spec. ``kill_after_s``: SIGKILL the job this long after
     its start, or after ``kill_when`` (polled every 0.2 s) first holds. ``trace``: log every
     point reached (:attr:`JobRun.steps`; default: on for those random kills). A job still
-    running after ``timeout_s`` is killed and :class:`TimeoutError` raised.
+    running after ``timeout_s`` is killed and :class:`TimeoutError` raised. ``tmp_root``: where
+    the run's folder (fault log, scratch) goes, default the system's; one the executors see on
+    an isolated cluster (they log the faults of their tasks there).
     """
     spec = str(FaultSpec.parse(str(fault))) if fault else None
     if trace is None:
         trace = kill_after_s is not None or kill_when is not None
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="spark-ext-run-") as tmp:
+    if tmp_root is not None:
+        Path(tmp_root).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="spark-ext-run-", dir=tmp_root) as tmp:
         scratch = Path(tmp) / "scratch"  # removed with the run however it ended
         scratch.mkdir()
         java = [os.environ.get("JAVA_TOOL_OPTIONS"), f"-Djava.io.tmpdir={scratch}"]

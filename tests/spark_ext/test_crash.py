@@ -86,6 +86,16 @@ def test_job_without_crash_point_runs_to_its_end() -> None:
     assert run.ok and not run.killed and run.faults == ()
 
 
+def test_a_run_keeps_its_fault_log_where_it_is_told(tmp_path) -> None:
+    """On an isolated cluster the executors log their tasks' faults into a folder they see."""
+    job = tmp_path / "where_job.py"
+    job.write_text(f"import os\nprint(os.environ[{FAULT_LOG_ENV!r}])\n")
+    run = run_job("where_job", cwd=tmp_path, tmp_root=tmp_path / "shared", timeout_s=60)
+    assert run.ok and run.output_tail.strip().startswith(
+        str(tmp_path / "shared" / "spark-ext-run-")
+    )
+
+
 def test_crash_point_in_a_worker_with_its_own_group_kills_the_driver(tmp_path) -> None:
     """PySpark's daemon puts Python workers in their own process group; a crash point reached
     there must still kill the driver (the job's session leader), not just the worker."""
