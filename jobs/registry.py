@@ -111,7 +111,16 @@ CASES: tuple[RecoveryCase, ...] = (
     ExactlyOnceDeltaCase(
         name="exactly_once_delta",
         description="two-phase Delta sink: killed after its commit, the replay is recognised",
-        cells=sink_cells(DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3),
+        cells=sink_cells(
+            DELTA_TWO_PHASE,
+            *host_cells(DELTA_TWO_PHASE.fault(1)),
+            task=1,
+            driver=3,
+            speculation=1,
+            broker=3,
+            txn=3,
+            log=3,
+        ),
         extra_args=("--mode", "two_phase"),
     ),
     ExactlyOnceDeltaCase(

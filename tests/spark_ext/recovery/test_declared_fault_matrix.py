@@ -33,6 +33,8 @@ MATRIX = {
         "broker-restart": "delta2pc.3.committed@0 5s: events=precise",
         "txn-retention": "delta2pc.3.committed@1: events=DeltaTxnExpiredError",
         "log-retention": "delta2pc.3.committed@1: events=precise",
+        "host-loss": "delta2pc.1.staged@1 #0: events=precise",
+        "partition": "delta2pc.1.staged@1 #0 10s: events=precise",
     },
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
