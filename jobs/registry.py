@@ -111,7 +111,9 @@ CASES: tuple[RecoveryCase, ...] = (
     ExactlyOnceDeltaCase(
         name="exactly_once_delta",
         description="two-phase Delta sink: killed after its commit, the replay is recognised",
-        cells=sink_cells(DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3),
+        cells=sink_cells(
+            DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3, slow=1
+        ),
         extra_args=("--mode", "two_phase"),
     ),
     ExactlyOnceDeltaCase(
@@ -131,6 +133,7 @@ CASES: tuple[RecoveryCase, ...] = (
             speculation=2,
             broker=4,
             trim=3,
+            slow=2,
         ),
         description="two-phase Kafka sink, a transaction per task: committed slices are recognised",
         extra_args=("--sink-id", "forwarded", "--mode", "two_phase"),

@@ -12,6 +12,7 @@ from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from spark_ext import storage
+from spark_ext.config import load_profile
 from spark_ext.crash import FaultPoint
 from spark_ext.recovery import (
     CrashPlan,
@@ -52,6 +53,8 @@ BROKER_DOWN_S = 5.0
 #: the host faults: the next batch commits within it after the heal or the loss.
 PARTITION_S = 10.0
 HOST_LIVENESS_S = 90.0
+#: The liveness bound of ``slow-link``: the faulted run ends within it after the link slowed.
+SLOW_LINK_LIVENESS_S = 300.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -100,10 +103,12 @@ def sink_cells(
     txn: int = 0,
     log: int = 0,
     trim: int = 0,
+    slow: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
     the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell), with
-    the sinks' outcomes (docs/design.md, "Fault points"); ``extra``: other cells."""
+    the sinks' outcomes (docs/design.md, "Fault points"); ``slow``: ``slow-link`` on the host of
+    the task of partition 0 reaching the step, to the run's end; ``extra``: other cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
@@ -111,6 +116,7 @@ def sink_cells(
         FaultClass.TXN_RETENTION: (txn, {"expected": TXN_EXPIRED}),
         FaultClass.LOG_RETENTION: (log, {"expected": PRECISE}),
         FaultClass.OUTPUT_TRIM: (trim, {"expected": UNPROVABLE}),
+        FaultClass.SLOW_LINK: (slow, {"partition": 0, "bound_s": SLOW_LINK_LIVENESS_S}),
     }
     steps = [FaultCell(f, protocol.fault(n), 1, **kw) for f, (n, kw) in declared.items() if n]
     brokers = broker_cells(protocol.fault(broker)) if broker else ()
@@ -158,8 +164,8 @@ class JobCase(RecoveryCase):
 
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         args = ["--profile", ctx.profile, "--topic", ctx.topic("in"), *self.out_args(ctx, slot)]
-        if ctx.storage != "local":
-            args += ["--storage", ctx.storage]
+        if ctx.storage != "local" and not load_profile(ctx.profile).storage.endpoint:
+            args += ["--storage", ctx.storage]  # conf/s3.toml's store, unless the profile names one
         if self.limit:
             args += ["--max-offsets-per-trigger", str(self.limit)]
         args, w = [*args, *self.extra_args], self.workload
