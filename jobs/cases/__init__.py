@@ -54,7 +54,7 @@ BROKER_DOWN_S = 5.0
 PARTITION_S = 10.0
 HOST_LIVENESS_S = 90.0
 #: The liveness bound of ``slow-link``: the faulted run ends within it after the link slowed.
-SLOW_LINK_LIVENESS_S = 300.0
+SLOW_LINK_LIVENESS_S = 120.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -106,9 +106,10 @@ def sink_cells(
     slow: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
-    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell), with
-    the sinks' outcomes (docs/design.md, "Fault points"); ``slow``: ``slow-link`` on the host of
-    the task of partition 0 reaching the step, to the run's end; ``extra``: other cells."""
+    the step number of its fault class in batch 1 (broker faults and ``slow``: in batch 0; 0: no
+    cell), with the sinks' outcomes (docs/design.md, "Fault points"); ``slow``: ``slow-link`` on
+    the host of the task of partition 0 reaching the step, to the run's end; ``extra``: other
+    cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
@@ -116,9 +117,16 @@ def sink_cells(
         FaultClass.TXN_RETENTION: (txn, {"expected": TXN_EXPIRED}),
         FaultClass.LOG_RETENTION: (log, {"expected": PRECISE}),
         FaultClass.OUTPUT_TRIM: (trim, {"expected": UNPROVABLE}),
-        FaultClass.SLOW_LINK: (slow, {"partition": 0, "bound_s": SLOW_LINK_LIVENESS_S}),
+        FaultClass.SLOW_LINK: (
+            slow,
+            {"batch": 0, "expected": PRECISE, "partition": 0, "bound_s": SLOW_LINK_LIVENESS_S},
+        ),
     }
-    steps = [FaultCell(f, protocol.fault(n), 1, **kw) for f, (n, kw) in declared.items() if n]
+    steps = [
+        FaultCell(f, protocol.fault(n), **{"batch": 1, **kw})
+        for f, (n, kw) in declared.items()
+        if n
+    ]
     brokers = broker_cells(protocol.fault(broker)) if broker else ()
     reset = FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED)
     return cells(reset, *steps, *brokers, *extra)
