@@ -53,6 +53,7 @@ RUN_FIRST = (
     # Not slow, but it waits for the isolated hosts' lock (tests/cluster/conftest.py) while
     # test_isolated_hosts.py runs on the other worker: 103 s idle once; first, it waits for none.
     "tests/cluster/test_leftovers.py",
+    "tests/cluster/test_slow_link.py",  # the same
     "tests/jobs/test_readme_snippets.py",
     "tests/spark_ext/recovery/test_s3_cells.py",
     "tests/spark_ext/tracker/test_tracker_crash.py",

@@ -52,6 +52,8 @@ BROKER_DOWN_S = 5.0
 #: the host faults: the next batch commits within it after the heal or the loss.
 PARTITION_S = 10.0
 HOST_LIVENESS_S = 90.0
+#: The liveness bound of ``slow-link``: the faulted run ends within it after the link slowed.
+SLOW_LINK_LIVENESS_S = 120.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -100,10 +102,13 @@ def sink_cells(
     txn: int = 0,
     log: int = 0,
     trim: int = 0,
+    slow: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
-    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell), with
-    the sinks' outcomes (docs/design.md, "Fault points"); ``extra``: other cells."""
+    the step number of its fault class in batch 1 (broker faults and ``slow``: in batch 0; 0: no
+    cell), with the sinks' outcomes (docs/design.md, "Fault points"); ``slow``: ``slow-link`` on
+    the host of the task of partition 0 reaching the step, to the run's end; ``extra``: other
+    cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
@@ -111,8 +116,16 @@ def sink_cells(
         FaultClass.TXN_RETENTION: (txn, {"expected": TXN_EXPIRED}),
         FaultClass.LOG_RETENTION: (log, {"expected": PRECISE}),
         FaultClass.OUTPUT_TRIM: (trim, {"expected": UNPROVABLE}),
+        FaultClass.SLOW_LINK: (
+            slow,
+            {"batch": 0, "expected": PRECISE, "partition": 0, "bound_s": SLOW_LINK_LIVENESS_S},
+        ),
     }
-    steps = [FaultCell(f, protocol.fault(n), 1, **kw) for f, (n, kw) in declared.items() if n]
+    steps = [
+        FaultCell(f, protocol.fault(n), **{"batch": 1, **kw})
+        for f, (n, kw) in declared.items()
+        if n
+    ]
     brokers = broker_cells(protocol.fault(broker)) if broker else ()
     reset = FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED)
     return cells(reset, *steps, *brokers, *extra)
@@ -159,7 +172,7 @@ class JobCase(RecoveryCase):
     def job_args(self, ctx: HarnessContext, slot: RunSlot) -> list[str]:
         args = ["--profile", ctx.profile, "--topic", ctx.topic("in"), *self.out_args(ctx, slot)]
         if ctx.storage != "local":
-            args += ["--storage", ctx.storage]
+            args += ["--storage", ctx.storage]  # the profile's own store, else conf/s3.toml's
         if self.limit:
             args += ["--max-offsets-per-trigger", str(self.limit)]
         args, w = [*args, *self.extra_args], self.workload

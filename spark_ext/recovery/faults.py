@@ -69,14 +69,14 @@ FAULT_DOCS: dict[FaultClass, str] = {
     FaultClass.DISORDER: "input event times out of order beyond the partition's promise",
     FaultClass.HOST_LOSS: "every process of the host running a task at the point killed",
     FaultClass.PARTITION: "the host running a task at the point cut from broker and store, healed",
-    FaultClass.SLOW_LINK: "one worker host's link slowed (rate limit, queue delay, drops) all run",
+    FaultClass.SLOW_LINK: "the host running a task at the point: link slowed, lossy, to the end",
     FaultClass.STORE_ERRORS: "the object store answers 503/500 to a share of requests for a while",
     FaultClass.DRIVER_PARTITION: "the driver cut from the broker between a sink's two phases, healed",
 }
 
 #: Fault classes acting on the isolated host whose task reached the point (docs/design.md,
 #: "Isolated hosts"): the task holds there :data:`HOST_HOLD_S` while the harness acts.
-HOST_FAULTS = frozenset({FaultClass.HOST_LOSS, FaultClass.PARTITION})
+HOST_FAULTS = frozenset({FaultClass.HOST_LOSS, FaultClass.PARTITION, FaultClass.SLOW_LINK})
 HOST_HOLD_S = 5.0
 #: Fault classes whose point runs in a task, and those whose point runs on the driver.
 EXECUTOR_FAULTS = frozenset({FaultClass.TASK_RAISE, FaultClass.SPECULATION}) | HOST_FAULTS
@@ -124,7 +124,8 @@ class FaultCell:
     straggler's sleep, how long the broker stays paused or down, or the host cut.
     ``partition``: an executor point fires only in that partition's task (one straggler among
     quick tasks). ``bound_s`` (host faults): the liveness bound, the most seconds from the
-    heal (or the host's loss) to the first batch committed after it.
+    heal (or the host's loss) to the first batch committed after it; ``slow-link``: from the
+    link slowed to the end of the run.
     """
 
     fault: FaultClass

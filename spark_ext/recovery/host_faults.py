@@ -1,6 +1,7 @@
 """The host faults of the matrix on isolated hosts (:mod:`spark_ext.recovery.network`): the host
 whose task reached the cell's point is lost, or cut from the broker and the store and healed,
-while the task holds there (docs/design.md, "Isolated hosts")."""
+while the task holds there, or its link is slowed to the end of the run (docs/design.md,
+"Isolated hosts")."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from spark_ext import storage
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.errors import RecoveryError
 from spark_ext.recovery.faults import HOST_FAULTS, FaultCell, FaultClass
-from spark_ext.recovery.network import cut, heal, host_of, kill_host
+from spark_ext.recovery.network import cut, heal, host_of, kill_host, slow, unslow
 from spark_ext.recovery.runs import CleanRun, JobRuns
 
 __all__ = [
@@ -48,11 +49,19 @@ class IsolatedHosts(Protocol):
 
 
 class LivenessExceeded(RecoveryError):
-    """No batch committed within the job's declared bound after the heal (or host loss)."""
+    """No batch committed within the job's declared bound after the heal (or host loss), or
+    (``slow-link``) the run did not end within it after the link was slowed."""
 
-    def __init__(self, job: str, fault: str, seconds: float | None, bound_s: float) -> None:
+    def __init__(
+        self,
+        job: str,
+        fault: str,
+        seconds: float | None,
+        bound_s: float,
+        since: str = "first commit after the heal",
+    ) -> None:
         took = "no batch committed after it" if seconds is None else f"{seconds:.1f}s"
-        super().__init__(f"{job} under {fault}: first commit after the heal: {took} > {bound_s:g}s")
+        super().__init__(f"{job} under {fault}: {since}: {took} > {bound_s:g}s")
 
 
 def first_commit_after(
@@ -76,7 +85,8 @@ def run_host_cell(
     runs: JobRuns, case: RecoveryCase, cell: FaultCell, hosts: IsolatedHosts, clean: CleanRun
 ) -> list[RecoveryResult]:
     """Run ``case`` on the cluster under ``cell`` (a host fault), restart it unless it finished,
-    classify against ``clean``; :class:`LivenessExceeded` past the cell's bound."""
+    classify against ``clean``; :class:`LivenessExceeded` past the cell's bound. A slowed link
+    is restored when the run ends, however it ends (the restart runs on a healthy link)."""
     ctx = dataclasses.replace(clean.ctx, profile=hosts.profile)
     slot = ctx.slot(str(cell.fault))
     fault_log = hosts.shared / f"{case.name}-{cell.fault}-{uuid.uuid4().hex[:8]}.jsonl"
@@ -96,6 +106,8 @@ def run_host_cell(
             )
         if cell.fault is FaultClass.HOST_LOSS:
             kill_host(host)
+        elif cell.fault is FaultClass.SLOW_LINK:
+            slow(host)
         else:
             cut(host)
             try:
@@ -106,7 +118,12 @@ def run_host_cell(
         return True
 
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
-    faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+    try:
+        faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+    finally:
+        if cell.fault is FaultClass.SLOW_LINK and host is not None:
+            unslow(host)
+    ended = time.time()
     assert at is not None  # it acted
     try:
         described = f"{cell.describe()} on {host}"
@@ -114,10 +131,13 @@ def run_host_cell(
     finally:
         if cell.fault is FaultClass.HOST_LOSS and host is not None:
             hosts.restart(host)
+    since = "first commit after the heal"
     liveness = first_commit_after(case, ctx, slot, at)
-    log.info("%s under %s: first commit %ss after", case.name, cell.fault, liveness)
+    if cell.fault is FaultClass.SLOW_LINK:
+        since, liveness = "the run's end after the link slowed", ended - at
+    log.info("%s under %s: %s: %ss", case.name, cell.fault, since, liveness)
     if liveness is None or liveness > cell.bound_s:
-        raise LivenessExceeded(case.name, str(cell.fault), liveness, cell.bound_s)
+        raise LivenessExceeded(case.name, str(cell.fault), liveness, cell.bound_s, since)
     return [
         dataclasses.replace(r, run_seconds={**r.run_seconds, "liveness": liveness}) for r in results
     ]

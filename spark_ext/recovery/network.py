@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 
 from spark_ext.recovery.errors import RecoveryError
 
@@ -21,7 +23,9 @@ __all__ = [
     "DRIVER_ADDRESS",
     "PREFIX",
     "SERVICE_ADDRESS",
+    "SLOW",
     "SUBNET",
+    "LinkShape",
     "NetworkError",
     "cut",
     "heal",
@@ -33,6 +37,10 @@ __all__ = [
     "ip",
     "kill_host",
     "remove_hosts",
+    "shaped",
+    "slow",
+    "tc",
+    "unslow",
 ]
 
 log = logging.getLogger(__name__)
@@ -49,7 +57,30 @@ VOID_MAC = "02:00:00:00:0e:0e"
 
 
 class NetworkError(RecoveryError):
-    """An ``ip`` command on the isolated hosts failed (not root, no ``ip``, a name taken)."""
+    """An ``ip`` or ``tc`` command on the isolated hosts failed (not root, no ``ip``, a name
+    taken, a queueing discipline the kernel lacks)."""
+
+
+@dataclass(frozen=True)
+class LinkShape:
+    """How :func:`slow` shapes each direction of a host's link: ``rate_kbit`` kbit/s, a queue
+    holding at most ``latency_ms`` of it (the queueing delay under load; beyond it, tail
+    drops), ``loss``: the share of packets dropped at random."""
+
+    rate_kbit: int = 1000
+    latency_ms: int = 200
+    loss: float = 0.02
+    burst_bytes: int = 3000
+
+    def __post_init__(self) -> None:
+        if self.rate_kbit <= 0 or self.latency_ms <= 0 or self.burst_bytes <= 0:
+            raise ValueError(f"{self}: rate, latency and burst must be > 0")
+        if not 0.0 <= self.loss <= 1.0:
+            raise ValueError(f"{self}: loss is a share, 0 to 1")
+
+
+#: The ``slow-link`` fault's shape (docs/design.md, "Isolated hosts").
+SLOW = LinkShape()
 
 
 def host_name(index: int) -> str:
@@ -62,15 +93,22 @@ def host_address(index: int) -> str:
     return f"{SUBNET}.{10 + index}"
 
 
+def _iproute2(command: str, args: tuple[str, ...], check: bool, needed_by: str) -> str:
+    """Run ``command args`` (an iproute2 tool) and return its output; :class:`NetworkError` if
+    it fails (``check``)."""
+    try:
+        done = subprocess.run([command, *args], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        raise NetworkError(f"no `{command}` command: install iproute2 ({needed_by})") from None
+    if check and done.returncode != 0:
+        error = done.stderr.strip() or done.stdout.strip()
+        raise NetworkError(f"{command} {' '.join(args)}: {error}")
+    return done.stdout
+
+
 def ip(*args: str, check: bool = True) -> str:
     """Run ``ip args`` and return its output; :class:`NetworkError` if it fails (``check``)."""
-    try:
-        done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    except FileNotFoundError:
-        raise NetworkError("no `ip` command: install iproute2 (isolated hosts need it)") from None
-    if check and done.returncode != 0:
-        raise NetworkError(f"ip {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout
+    return _iproute2("ip", args, check, "isolated hosts need it")
 
 
 def hosts() -> list[str]:
@@ -119,6 +157,64 @@ def heal(host: str, address: str = SERVICE_ADDRESS) -> None:
     """Undo :func:`cut`: ``host`` resolves ``address`` again."""
     ip("-n", host, "neigh", "del", address, "dev", "eth0", check=False)
     log.info("%s healed (reaches %s again)", host, address)
+
+
+def tc(*args: str, check: bool = True) -> str:
+    """Run ``tc args`` and return its output; :class:`NetworkError` if it fails (``check``)."""
+    return _iproute2("tc", args, check, "slow-link needs it")
+
+
+def _ends(host: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``tc`` arguments naming the two ends of ``host``'s veth: the bridge's (traffic to the
+    host leaves there) and the host's ``eth0`` (traffic from it)."""
+    return ("dev", host), ("-n", host, "dev", "eth0")
+
+
+def _random_share(loss: float) -> str:
+    """A classic BPF program (``tc ... bpf bytecode``) matching a ``loss`` share of packets:
+    ``ld rand; jge #threshold; ret 0 (no match); ret -1 (match)``."""
+    ancillary_random = 2**32 - 0x1000 + 56  # SKF_AD_OFF + SKF_AD_RANDOM
+    threshold = min(math.floor(loss * 2**32), 2**32 - 1)
+    return f"4,32 0 0 {ancillary_random},53 0 1 {threshold},6 0 0 0,6 0 0 {2**32 - 1}"
+
+
+def slow(host: str, shape: LinkShape = SLOW) -> None:
+    """Shape both directions of ``host``'s link (until :func:`unslow`, or the host is removed):
+    a token bucket at ``shape.rate_kbit`` with a queue of ``shape.latency_ms``, and a random
+    ``shape.loss`` share of packets dropped (docs/design.md, "Isolated hosts")."""
+    bucket = f"rate {shape.rate_kbit}kbit burst {shape.burst_bytes} latency {shape.latency_ms}ms"
+    _unshape(host)  # another shape before: replaced
+    for end in _ends(host):
+        # The root only sorts: class 1:1 (unlimited) holds the token bucket, class 1:2 a
+        # queue of no packet, where the filter sends the dropped share.
+        for change in (
+            "qdisc add {dev} root handle 1: htb default 1",
+            "class add {dev} parent 1: classid 1:1 htb rate 10gbit quantum 60000",
+            "class add {dev} parent 1: classid 1:2 htb rate 10gbit quantum 60000",
+            f"qdisc add {{dev}} parent 1:1 handle 10: tbf {bucket}",
+            "qdisc add {dev} parent 1:2 handle 20: pfifo limit 0",
+        ):
+            tc(*end[:-2], *change.format(dev=f"dev {end[-1]}").split())
+        if shape.loss:
+            program = ("bpf", "bytecode", _random_share(shape.loss), "flowid", "1:2")
+            tc(*end[:-2], "filter", "add", *end[-2:], "parent", "1:", "prio", "1", *program)
+    log.info("%s: link slowed (%s)", host, shape)
+
+
+def _unshape(host: str) -> None:
+    for end in _ends(host):
+        tc(*end[:-2], "qdisc", "del", *end[-2:], "root", check=False)
+
+
+def unslow(host: str) -> None:
+    """Undo :func:`slow` (nothing to undo, or the host gone: nothing happens)."""
+    _unshape(host)
+    log.info("%s: link no longer slowed", host)
+
+
+def shaped(host: str) -> bool:
+    """Whether :func:`slow` shapes ``host``'s link (either end)."""
+    return any(" tbf " in tc(*e[:-2], "qdisc", "show", *e[-2:], check=False) for e in _ends(host))
 
 
 def remove_hosts() -> list[str]:

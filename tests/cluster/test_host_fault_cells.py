@@ -30,6 +30,18 @@ def test_host_faults_need_a_task_point_a_liveness_bound_and_a_partition_its_seco
     assert cut.spec() == f"hosts.1.in_task@1#0:sleep={HOST_HOLD_S:g}"
 
 
+def test_slow_link_holds_a_task_at_its_point_and_needs_a_bound_and_a_shape_of_shares():
+    with pytest.raises(ValueError, match="liveness bound"):
+        FaultCell(FaultClass.SLOW_LINK, TASK, 0)
+    slowed = FaultCell(FaultClass.SLOW_LINK, TASK, 0, RecoveryClass.PRECISE, 0, 0, bound_s=120)
+    assert slowed.spec() == f"hosts.1.in_task@0#0:sleep={HOST_HOLD_S:g}"
+    with pytest.raises(ValueError, match="share"):
+        network.LinkShape(loss=2.0)
+    # The filter's threshold: the loss share of the kernel's 32-bit random numbers.
+    assert network._random_share(0.5).split(",")[2] == f"53 0 1 {2**31}"
+    assert network._random_share(1.0).split(",")[2] == f"53 0 1 {2**32 - 1}"
+
+
 def test_liveness_is_the_first_commit_written_after_the_heal(tmp_path):
     class Case:
         def checkpoints(self, ctx, slot):

@@ -35,6 +35,7 @@ MATRIX = {
         "log-retention": "delta2pc.3.committed@1: events=precise",
         "host-loss": "delta2pc.1.staged@1 #0: events=precise",
         "partition": "delta2pc.1.staged@1 #0 10s: events=precise",
+        "slow-link": "delta2pc.1.staged@0 #0: events=precise",
     },
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
@@ -54,6 +55,7 @@ MATRIX = {
         "output-trim": "kafka_tx.3.sliced@1: forwarded=ReplayUnprovableError",
         "host-loss": "kafka_tx.2.in_transaction@1 #0: forwarded=precise",
         "partition": "kafka_tx.2.in_transaction@1 #0 10s: forwarded=precise",
+        "slow-link": "kafka_tx.2.in_transaction@0 #0: forwarded=precise",
     },
     "exactly_once_kafka_idempotent": {
         "kill": "kafka_idem.3.written@1: forwarded=precise",
