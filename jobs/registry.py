@@ -111,7 +111,9 @@ CASES: tuple[RecoveryCase, ...] = (
     ExactlyOnceDeltaCase(
         name="exactly_once_delta",
         description="two-phase Delta sink: killed after its commit, the replay is recognised",
-        cells=sink_cells(DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3),
+        cells=sink_cells(
+            DELTA_TWO_PHASE, task=1, driver=3, speculation=1, broker=3, txn=3, log=3, store=2
+        ),
         extra_args=("--mode", "two_phase"),
     ),
     ExactlyOnceDeltaCase(
@@ -196,7 +198,9 @@ CASES: tuple[RecoveryCase, ...] = (
         name="dedup_delta",
         outputs=(ExpectedOutput("unique", UNIQUE, PRECISE),),
         description="at-least-once input + DeltaDedupSink: each reading exactly once",
-        cells=sink_cells(DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3),
+        cells=sink_cells(
+            DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3, store=2
+        ),
         tables=("unique", "catalog"),
         limit=40,
         readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},

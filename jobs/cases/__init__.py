@@ -52,6 +52,9 @@ BROKER_DOWN_S = 5.0
 #: the host faults: the next batch commits within it after the heal or the loss.
 PARTITION_S = 10.0
 HOST_LIVENESS_S = 90.0
+#: How long ``store-errors`` fails a share of the store's requests, and its liveness bound.
+STORE_ERRORS_S = 10.0
+STORE_LIVENESS_S = 90.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -78,6 +81,13 @@ def host_cells(point: FaultPoint, batch: int = 1) -> tuple[FaultCell, FaultCell]
     return lost, dataclasses.replace(lost, fault=FaultClass.PARTITION, seconds=PARTITION_S)
 
 
+def store_cell(trigger: FaultPoint, batch: int = 0) -> FaultCell:
+    """The object store failing a share of its requests, from ``trigger`` reached in ``batch``."""
+    return FaultCell(
+        FaultClass.STORE_ERRORS, trigger, batch, PRECISE, STORE_ERRORS_S, bound_s=STORE_LIVENESS_S
+    )
+
+
 def driver_cells(
     point: FaultPoint,
     batch: int,
@@ -100,10 +110,11 @@ def sink_cells(
     txn: int = 0,
     log: int = 0,
     trim: int = 0,
+    store: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
-    the step number of its fault class in batch 1 (broker faults: in batch 0; 0: no cell), with
-    the sinks' outcomes (docs/design.md, "Fault points"); ``extra``: other cells."""
+    the step number of its fault class in batch 1 (broker and store faults: in batch 0; 0: no
+    cell), with the sinks' outcomes (docs/design.md, "Fault points"); ``extra``: other cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
@@ -114,8 +125,9 @@ def sink_cells(
     }
     steps = [FaultCell(f, protocol.fault(n), 1, **kw) for f, (n, kw) in declared.items() if n]
     brokers = broker_cells(protocol.fault(broker)) if broker else ()
+    stores = (store_cell(protocol.fault(store)),) if store else ()
     reset = FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED)
-    return cells(reset, *steps, *brokers, *extra)
+    return cells(reset, *steps, *brokers, *stores, *extra)
 
 
 @dataclass(eq=False, kw_only=True)

@@ -33,6 +33,7 @@ MATRIX = {
         "broker-restart": "delta2pc.3.committed@0 5s: events=precise",
         "txn-retention": "delta2pc.3.committed@1: events=DeltaTxnExpiredError",
         "log-retention": "delta2pc.3.committed@1: events=precise",
+        "store-errors": "delta2pc.2.before_commit@0 10s: events=precise",
     },
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
@@ -105,6 +106,7 @@ MATRIX = {
         "broker-restart": "dedup_delta.4.cleaned@0 5s: unique=precise",
         "txn-retention": "dedup_delta.3.written@1: unique=DeltaTxnExpiredError",
         "log-retention": "dedup_delta.3.written@1: unique=precise",
+        "store-errors": "dedup_delta.2.cataloged@0 10s: unique=precise",
     },
     "upsert_totals": {
         "kill": "upsert_totals.after_upsert@0: totals=precise, changes=rollback-convergent",

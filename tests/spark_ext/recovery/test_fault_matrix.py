@@ -74,7 +74,7 @@ CELLS = [
     )
     for where in ("local", "s3")
     for job, fault in ALL
-    if _runs_here(job, fault)
+    if _runs_here(job, fault) and (where, fault) != ("local", FaultClass.STORE_ERRORS)
 ]
 
 
