@@ -127,8 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
         try:
             self._forward(proxy)
-        except (OSError, http.client.HTTPException) as exc:
-            log.warning("store fault proxy: %s %s not forwarded: %s", self.command, self.path, exc)
+        except (OSError, http.client.HTTPException) as exc:  # either side closed, or the store
+            log.info("store fault proxy: %s %s broke off: %s", self.command, self.path, exc)
             self.close_connection = True
             self._close_upstream()
 
