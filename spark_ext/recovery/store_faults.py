@@ -69,7 +69,7 @@ def run_store_cell(
         faulted = runs.run_acting(case, cell, args, fault_log, act)
         ended = time.time()
         log.info(
-            "%s: store errors answered %s, forwarded %d", case.name, proxy.failed, proxy.answered
+            "%s: store errors answered %s, forwarded %d", case.name, proxy.failed, proxy.forwarded
         )
     assert healed is not None  # it acted
     described = f"{cell.describe()} ({STORE_ERROR_SHARE:g} of requests: {_counts(proxy)})"
@@ -91,4 +91,4 @@ def _counts(proxy: StoreFaultProxy) -> str:
     """``<n> failed (503: a, 500: b) of <m>``."""
     failed = sum(proxy.failed.values())
     codes = ", ".join(f"{code}: {n}" for code, n in sorted(proxy.failed.items(), reverse=True))
-    return f"{failed} failed ({codes}) of {failed + proxy.answered}"
+    return f"{failed} failed ({codes}) of {failed + proxy.forwarded}"

@@ -230,7 +230,7 @@ class StoreFaultProxy:
 
     Clients address the proxy as their endpoint; it forwards each request verbatim (what the
     client signed is what the store checks) and streams both bodies. :meth:`fail` turns a fault
-    on for some seconds (:class:`FaultWindow`); :attr:`answered` counts the requests forwarded
+    on for some seconds (:class:`FaultWindow`); :attr:`forwarded` counts the requests forwarded
     and :attr:`failed` the statuses answered instead. ``connections``: client connections
     served at once.
     """
@@ -241,7 +241,7 @@ class StoreFaultProxy:
             raise ValueError(f"the proxy forwards to an http:// endpoint, not {upstream!r}")
         self.host, self.port = parts.hostname, parts.port or 80
         self.connections = connections
-        self.answered = 0
+        self.forwarded = 0
         self.failed: dict[int, int] = {}
         self._window: FaultWindow | None = None
         self._seen = 0  # requests since the window began
@@ -297,23 +297,17 @@ class StoreFaultProxy:
         with self._lock:
             self._window = None
 
-    @property
-    def failing(self) -> bool:
-        """Whether a fault is on."""
-        with self._lock:
-            return self._window is not None and time.monotonic() < self._window.until
-
     def _decide(self) -> int | None:
         """The status to answer this request with (``None``: forward it), counted."""
         with self._lock:
             window = self._window
             if window is None or time.monotonic() >= window.until:
                 self._window = None
-                self.answered += 1
+                self.forwarded += 1
                 return None
             self._seen += 1
             if not window.failed(self._seen):
-                self.answered += 1
+                self.forwarded += 1
                 return None
             nth = math.floor(self._seen * window.share) - 1  # failures before this one
             code = window.codes[nth % len(window.codes)]
