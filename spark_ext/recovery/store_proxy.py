@@ -12,6 +12,7 @@ storage": store errors).
 from __future__ import annotations
 
 import http.client
+import io
 import logging
 import math
 import socket
@@ -42,11 +43,13 @@ CHUNK = 64 * 1024
 class FaultWindow:
     """A fault: until ``until`` (monotonic clock), a ``share`` of the requests is answered with
     the statuses of ``codes`` in turn. Which requests: the n-th since the fault began fails when
-    ``floor(n * share)`` grows at n (every second one for 0.5), so a run is reproducible."""
+    ``floor(n * share)`` grows at n (every second one for 0.5), so a run is reproducible.
+    ``applied``: a failed request reaches the store first (it took effect, its answer is lost)."""
 
     until: float
     share: float
     codes: tuple[int, ...] = (503, 500)
+    applied: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.share <= 1:
@@ -58,6 +61,16 @@ class FaultWindow:
     def failed(self, n: int) -> bool:
         """Whether the ``n``-th request (from 1) since the fault began fails."""
         return math.floor(n * self.share) > math.floor((n - 1) * self.share)
+
+
+class _Sink(io.BufferedIOBase):
+    """Where the store's answer to a request failed after it was applied goes."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, block: Any) -> int:
+        return len(block)
 
 
 class _Server(socketserver.ThreadingMixIn, HTTPServer):
@@ -118,19 +131,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         proxy = self.server.proxy
-        code = proxy._decide()
-        if code is not None:
-            self._fail(code)
+        code, applied = proxy._decide(self.command, self.path)
+        if code is not None and not applied:
+            self._fail(code, read=False)
             return
         if self.headers.get("Expect", "").lower() == "100-continue":
             self.send_response_only(100)
             self.end_headers()
+        client = self.wfile
         try:
+            if code is not None:  # applied by the store, its answer replaced by the error
+                self.wfile = _Sink()
             self._forward(proxy)
         except (OSError, http.client.HTTPException) as exc:  # either side closed, or the store
             log.info("store fault proxy: %s %s broke off: %s", self.command, self.path, exc)
             self.close_connection = True
             self._close_upstream()
+            return
+        finally:
+            self.wfile = client
+        if code is not None:
+            self._fail(code, read=True)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _serve
 
@@ -184,9 +205,10 @@ class _Handler(BaseHTTPRequestHandler):
             out(block)
             length -= len(block)
 
-    def _fail(self, code: int) -> None:
-        """Answer S3's XML error ``code``; a body the client sends anyway is read and dropped,
-        one it waits to send (``Expect: 100-continue``) is refused by closing."""
+    def _fail(self, code: int, read: bool) -> None:
+        """Answer S3's XML error ``code``; unless the request's body was ``read``, a body the
+        client sends anyway is read and dropped, one it waits to send (``Expect:
+        100-continue``) is refused by closing."""
         name, message = S3_ERRORS[code]
         request_id = uuid.uuid4().hex[:16].upper()
         body = (
@@ -194,8 +216,8 @@ class _Handler(BaseHTTPRequestHandler):
             f"<Error><Code>{name}</Code><Message>{message}</Message>"
             f"<RequestId>{request_id}</RequestId><HostId>spark-ext-fault-proxy</HostId></Error>"
         ).encode()
-        expects = self.headers.get("Expect", "").lower() == "100-continue"
-        if not expects:
+        expects = not read and self.headers.get("Expect", "").lower() == "100-continue"
+        if not expects and not read:
             try:
                 self._copy_body(None)
             except (OSError, ValueError):
@@ -231,7 +253,8 @@ class StoreFaultProxy:
     Clients address the proxy as their endpoint; it forwards each request verbatim (what the
     client signed is what the store checks) and streams both bodies. :meth:`fail` turns a fault
     on for some seconds (:class:`FaultWindow`); :attr:`forwarded` counts the requests forwarded
-    and :attr:`failed` the statuses answered instead. ``connections``: client connections
+    and :attr:`failed` the statuses answered instead (:attr:`failures`: ``<status> <method>
+    <target>`` of each). ``connections``: client connections
     served at once.
     """
 
@@ -243,6 +266,7 @@ class StoreFaultProxy:
         self.connections = connections
         self.forwarded = 0
         self.failed: dict[int, int] = {}
+        self.failures: list[str] = []
         self._window: FaultWindow | None = None
         self._seen = 0  # requests since the window began
         self._lock = threading.Lock()
@@ -284,10 +308,16 @@ class StoreFaultProxy:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def fail(self, seconds: float, share: float, codes: Sequence[int] = (503, 500)) -> None:
+    def fail(
+        self,
+        seconds: float,
+        share: float,
+        codes: Sequence[int] = (503, 500),
+        applied: bool = False,
+    ) -> None:
         """From now on, for ``seconds``, answer ``share`` of the requests with the errors of
-        ``codes`` in turn (:class:`FaultWindow`)."""
-        window = FaultWindow(time.monotonic() + seconds, share, tuple(codes))
+        ``codes`` in turn, after the store applied them if ``applied`` (:class:`FaultWindow`)."""
+        window = FaultWindow(time.monotonic() + seconds, share, tuple(codes), applied)
         with self._lock:
             self._window, self._seen = window, 0
         log.info("store fault proxy: %s of the requests fail for %gs", share, seconds)
@@ -297,19 +327,21 @@ class StoreFaultProxy:
         with self._lock:
             self._window = None
 
-    def _decide(self) -> int | None:
-        """The status to answer this request with (``None``: forward it), counted."""
+    def _decide(self, method: str, target: str) -> tuple[int | None, bool]:
+        """The status to answer this request with (``None``: the store's answer), counted, and
+        whether the store gets the request first."""
         with self._lock:
             window = self._window
             if window is None or time.monotonic() >= window.until:
                 self._window = None
                 self.forwarded += 1
-                return None
+                return None, False
             self._seen += 1
             if not window.failed(self._seen):
                 self.forwarded += 1
-                return None
+                return None, False
             nth = math.floor(self._seen * window.share) - 1  # failures before this one
             code = window.codes[nth % len(window.codes)]
             self.failed[code] = self.failed.get(code, 0) + 1
-            return code
+            self.failures.append(f"{code} {method} {target}")
+            return code, window.applied

@@ -99,3 +99,27 @@ def test_the_proxy_answers_its_share_with_s3_errors_and_forwards_the_rest_verbat
     failed = dict(proxy.failed)
     assert [fs.get_file_info(path).type for _ in range(4)] == [pafs.FileType.File] * 4
     assert proxy.failed == failed
+
+
+@pytest.mark.integration
+def test_writes_the_store_applied_but_answered_with_an_error_land_once(
+    proxy: StoreFaultProxy,
+    root: str,
+    s3_settings: StorageSettings,  # noqa: F811
+) -> None:
+    """A failed request the store took first (S3 may apply a write it answers 500): retried by
+    pyarrow and by delta-rs's conditional put, each write is there once."""
+    via = _through(proxy, s3_settings)
+    proxy.fail(seconds=30, share=0.5, applied=True)
+    storage.write_bytes(f"{root}/blob", b"once", via)
+    uri, options = storage.delta_storage(f"{root}/t", via)
+    for i in range(3):
+        write_deltalake(uri, pa.table({"id": [i]}), mode="append", storage_options=options)
+    proxy.heal()
+    commits = [f for f in proxy.failures if f.startswith("500 PUT") and "/_delta_log/0" in f]
+    assert commits, proxy.failures  # a commit the store made was answered 500
+    assert storage.read_bytes(f"{root}/blob", s3_settings) == b"once"
+    direct_uri, direct = storage.delta_storage(f"{root}/t", s3_settings)
+    table = DeltaTable(direct_uri, storage_options=direct)
+    assert table.version() == 2
+    assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2]
