@@ -121,9 +121,9 @@ class FaultCell:
     restart); none for ``speculation`` in a job that refuses it (``expected``: its typed
     error). ``batch``: ``None`` fires the first time the point is reached. ``expected``: for
     every output or per output, ``None``: each output's class under ``kill``. ``seconds``: the
-    straggler's sleep, how long the broker stays paused or down, the host cut, or the store failing.
-    ``partition``: an executor point fires only in that partition's task (one straggler among
-    quick tasks). ``bound_s`` (host and store faults): the liveness bound, the most seconds
+    straggler's sleep, how long the broker stays paused or down, the host cut, or the store
+    failing. ``partition``: an executor point fires only in that partition's task (one
+    straggler among quick tasks). ``bound_s`` (host and store faults): the liveness bound, the most seconds
     from the heal (or the host's loss) to the first batch committed after it.
     """
 
