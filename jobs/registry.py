@@ -119,7 +119,7 @@ CASES: tuple[RecoveryCase, ...] = (
     ExactlyOnceDeltaCase(
         name="exactly_once_delta_idempotent",
         description="idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
-        cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3),
+        cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3, store=1),
         extra_args=("--mode", "idempotent"),
     ),
     KafkaToKafkaCase(

@@ -41,6 +41,7 @@ MATRIX = {
         "checkpoint-reset": "-: events=SinkOwnerError",
         "txn-retention": "delta_idem.3.written@1: events=DeltaTxnExpiredError",
         "log-retention": "delta_idem.3.written@1: events=precise",
+        "store-errors": "delta_idem.1.before_write@0 10s: events=precise",
     },
     "exactly_once_kafka": {
         "kill": "kafka_tx.3.sliced@1: forwarded=precise",

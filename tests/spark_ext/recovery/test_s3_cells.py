@@ -65,7 +65,7 @@ def test_delta_job_with_its_outputs_on_s3_recovers_from_a_kill_and_a_driver_rais
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("job", CI_JOBS)
+@pytest.mark.parametrize("job", [*CI_JOBS, "exactly_once_delta_idempotent"])
 def test_delta_job_on_s3_gets_its_declared_outcome_while_the_store_answers_errors(
     s3_harness: RecoveryHarness, job: str
 ) -> None:
