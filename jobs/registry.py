@@ -121,13 +121,14 @@ CASES: tuple[RecoveryCase, ...] = (
             txn=3,
             log=3,
             slow=1,
+            store=2,
         ),
         extra_args=("--mode", "two_phase"),
     ),
     ExactlyOnceDeltaCase(
         name="exactly_once_delta_idempotent",
         description="idempotent Delta sink (txnAppId/txnVersion): the replayed write is skipped",
-        cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3),
+        cells=sink_cells(DELTA_IDEMPOTENT, driver=3, txn=3, log=3, store=1),
         extra_args=("--mode", "idempotent"),
     ),
     KafkaToKafkaCase(
@@ -207,7 +208,9 @@ CASES: tuple[RecoveryCase, ...] = (
         name="dedup_delta",
         outputs=(ExpectedOutput("unique", UNIQUE, PRECISE),),
         description="at-least-once input + DeltaDedupSink: each reading exactly once",
-        cells=sink_cells(DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3),
+        cells=sink_cells(
+            DEDUP_DELTA, task=1, speculation=1, driver=2, broker=4, txn=3, log=3, store=2
+        ),
         tables=("unique", "catalog"),
         limit=40,
         readings={"sensors": 3, "per_sensor": 30, "duplicate_every": 3},

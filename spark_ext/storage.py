@@ -67,6 +67,9 @@ _S3_SCHEMES = {"s3", "s3a", "s3n"}
 #: Seconds to connect (one attempt), and :func:`check`'s seconds for an answer (docs/design.md,
 #: "Object storage": errors).
 _TIMEOUT_S, _PROBE_TIMEOUT_S = 3, 10
+#: Attempts of a file operation's request (a 503/500 is retried; docs/design.md, "Object
+#: storage": store errors); the start-up probe makes one.
+_ATTEMPTS = 4
 #: AWS error codes (as pyarrow names them) of refused credentials.
 _ACCESS_CODES = ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH")
 
@@ -260,6 +263,7 @@ def filesystem(
     location: Location | str,
     settings: StorageSettings | None = None,
     request_timeout: float = 30,
+    attempts: int = _ATTEMPTS,
 ) -> tuple[pafs.FileSystem, str]:
     """A ``pyarrow.fs`` filesystem and the path in it for ``location`` (no ``settings``: the
     session's); S3 checksums only where required (docs/design.md, "Object storage")."""
@@ -276,7 +280,8 @@ def filesystem(
         "region": settings.region,
         "connect_timeout": _TIMEOUT_S,
         "request_timeout": request_timeout,
-        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=1),
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=attempts),
+        "allow_delayed_open": True,
     }
     if key and secret:
         kwargs.update(access_key=key, secret_key=secret, session_token=token or None)
@@ -289,14 +294,17 @@ def filesystem(
 # -- file operations on any location ---------------------------------------------------------
 @contextmanager
 def _opened(
-    location: Location | str, settings: StorageSettings | None, request_timeout: float = 30
+    location: Location | str,
+    settings: StorageSettings | None,
+    request_timeout: float = 30,
+    attempts: int = _ATTEMPTS,
 ) -> Iterator[tuple[Location, pafs.FileSystem, str]]:
     """The location, its filesystem and path; a client error inside becomes the
     :class:`StorageError` it is, naming the location (``FileNotFoundError`` passes as it is)."""
     loc = Location.parse(location)
     if loc.is_s3 and settings is None:
         settings = session_settings()
-    fs, path = filesystem(loc, settings, request_timeout)
+    fs, path = filesystem(loc, settings, request_timeout, attempts)
     try:
         yield loc, fs, path
     except FileNotFoundError:
@@ -319,7 +327,7 @@ def check(location: Location | str, settings: StorageSettings | None = None) -> 
     refused or the endpoint does not answer; a local location always passes."""
     import pyarrow.fs as pafs
 
-    with _opened(location, settings, _PROBE_TIMEOUT_S) as (loc, fs, _):
+    with _opened(location, settings, _PROBE_TIMEOUT_S, attempts=1) as (loc, fs, _):
         if loc.is_s3 and fs.get_file_info(loc.bucket).type == pafs.FileType.NotFound:
             raise BucketNotFound(f"{loc}: bucket {loc.bucket!r} does not exist")
 

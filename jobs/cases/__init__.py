@@ -54,6 +54,9 @@ PARTITION_S = 10.0
 HOST_LIVENESS_S = 90.0
 #: The liveness bound of ``slow-link``: the faulted run ends within it after the link slowed.
 SLOW_LINK_LIVENESS_S = 120.0
+#: How long ``store-errors`` fails a share of the store's requests, and its liveness bound.
+STORE_ERRORS_S = 10.0
+STORE_LIVENESS_S = 90.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -80,6 +83,13 @@ def host_cells(point: FaultPoint, batch: int = 1) -> tuple[FaultCell, FaultCell]
     return lost, dataclasses.replace(lost, fault=FaultClass.PARTITION, seconds=PARTITION_S)
 
 
+def store_cell(trigger: FaultPoint, batch: int = 0) -> FaultCell:
+    """The object store failing a share of its requests, from ``trigger`` reached in ``batch``."""
+    return FaultCell(
+        FaultClass.STORE_ERRORS, trigger, batch, PRECISE, STORE_ERRORS_S, bound_s=STORE_LIVENESS_S
+    )
+
+
 def driver_cells(
     point: FaultPoint,
     batch: int,
@@ -103,12 +113,13 @@ def sink_cells(
     log: int = 0,
     trim: int = 0,
     slow: int = 0,
+    store: int = 0,
 ) -> dict[FaultClass, FaultCell]:
     """The cells of a job whose faults act at steps of one sink ``protocol``: each keyword is
-    the step number of its fault class in batch 1 (broker faults and ``slow``: in batch 0; 0: no
-    cell), with the sinks' outcomes (docs/design.md, "Fault points"); ``slow``: ``slow-link`` on
-    the host of the task of partition 0 reaching the step, to the run's end; ``extra``: other
-    cells."""
+    the step number of its fault class in batch 1 (broker and store faults and ``slow``: in
+    batch 0; 0: no cell), with the sinks' outcomes (docs/design.md, "Fault points"); ``slow``:
+    ``slow-link`` on the host of the task of partition 0 reaching the step, to the run's end;
+    ``extra``: other cells."""
     declared: dict[FaultClass, tuple[int, dict[str, Any]]] = {
         FaultClass.TASK_RAISE: (task, {}),
         FaultClass.DRIVER_RAISE: (driver, {}),
@@ -127,8 +138,9 @@ def sink_cells(
         if n
     ]
     brokers = broker_cells(protocol.fault(broker)) if broker else ()
+    stores = (store_cell(protocol.fault(store)),) if store else ()
     reset = FaultCell(FaultClass.CHECKPOINT_RESET, expected=OWNER_REFUSED)
-    return cells(reset, *steps, *brokers, *extra)
+    return cells(reset, *steps, *brokers, *stores, *extra)
 
 
 @dataclass(eq=False, kw_only=True)

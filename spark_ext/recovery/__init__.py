@@ -11,6 +11,7 @@ with the recovery classes of Hwang et al. (ICDE 2005), or a typed error with not
 ``case``                       :class:`RecoveryCase`: a job as the harness sees it, its rows
 ``runs``                       a fresh context, the clean run, the restart, the results
 ``broker_faults``              a broker of the harness's own, paused or killed mid-run
+``store_faults``, ``_proxy``   the object store answering 503/500 through a fault proxy
 ``retention``                  an output expired between a kill and the restart
 ``disorder``                   input whose event times break the partitions' promise
 ``speculation``                a straggler task and Spark's speculative copy of it

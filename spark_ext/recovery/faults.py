@@ -121,11 +121,11 @@ class FaultCell:
     restart); none for ``speculation`` in a job that refuses it (``expected``: its typed
     error). ``batch``: ``None`` fires the first time the point is reached. ``expected``: for
     every output or per output, ``None``: each output's class under ``kill``. ``seconds``: the
-    straggler's sleep, how long the broker stays paused or down, or the host cut.
-    ``partition``: an executor point fires only in that partition's task (one straggler among
-    quick tasks). ``bound_s`` (host faults): the liveness bound, the most seconds from the
-    heal (or the host's loss) to the first batch committed after it; ``slow-link``: from the
-    link slowed to the end of the run.
+    straggler's sleep, how long the broker stays paused or down, the host cut, or the store
+    failing. ``partition``: an executor point fires only in that partition's task (one
+    straggler among quick tasks). ``bound_s`` (host and store faults): the liveness bound, the
+    most seconds from the heal (or the host's loss) to the first batch committed after it;
+    ``slow-link``: from the link slowed to the end of the run.
     """
 
     fault: FaultClass
@@ -147,10 +147,10 @@ class FaultCell:
             if self.fault in DRIVER_FAULTS and self.point.side == "executor":
                 raise ValueError(f"{self.fault} needs a driver point, not {self.point.name}")
         straggler = self.fault is FaultClass.SPECULATION and self.point is not None
-        cut = self.fault is FaultClass.PARTITION
+        cut = self.fault in (FaultClass.PARTITION, FaultClass.STORE_ERRORS)
         if (self.fault in BROKER_FAULTS or straggler or cut) and self.seconds <= 0:
             raise ValueError(f"{self.fault} needs seconds > 0")
-        if self.fault in HOST_FAULTS and self.bound_s <= 0:
+        if (self.fault in HOST_FAULTS | {FaultClass.STORE_ERRORS}) and self.bound_s <= 0:
             raise ValueError(f"{self.fault} needs a liveness bound: bound_s > 0")
         if self.fault is FaultClass.SPECULATION and self.point is None:
             if not isinstance(self.expected, ExpectedError):

@@ -28,6 +28,7 @@ from spark_ext.recovery.profiles import derive_profile, resolve_profile
 from spark_ext.recovery.retention import run_retention_cell
 from spark_ext.recovery.runs import CleanRun, JobRuns, compare, judge, typed_error
 from spark_ext.recovery.speculation import SPECULATION_CONF, assert_speculated, speculation_profile
+from spark_ext.recovery.store_faults import require_s3, run_store_cell
 
 __all__ = ["RecoveryHarness", "forget_last_commit"]
 
@@ -108,6 +109,8 @@ class RecoveryHarness(JobRuns):
             return run_disorder_cell(self, case, cell)
         if fault in HOST_FAULTS and self.hosts is None:
             raise FaultNotApplicable(case.name, str(fault), "no isolated cluster (hosts=)")
+        if fault is FaultClass.STORE_ERRORS:
+            require_s3(self, case, cell)
         if clean is None:
             ctx = self.context(case)
             case.prepare(ctx)
@@ -116,6 +119,8 @@ class RecoveryHarness(JobRuns):
             return self._run_once(case, cell, clean)
         if fault in HOST_FAULTS and self.hosts is not None:
             return run_host_cell(self, case, cell, self.hosts, clean)
+        if fault is FaultClass.STORE_ERRORS:
+            return run_store_cell(self, case, cell, clean)
         if fault in RETENTION_FAULTS:
             return run_retention_cell(self, case, cell, clean)
         profile = self.fault_profile

@@ -38,9 +38,11 @@ def derive_profile(
     spark_conf: Mapping[str, str] | None = None,
     bootstrap: str | None = None,
     settings: Mapping[str, Any] | None = None,
+    sections: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
-    """Write ``dest``: the profile ``base`` with ``spark_conf`` added and, if given, the brokers
-    and ``[spark]`` ``settings`` replaced (``{"master": "local[1]"}``).
+    """Write ``dest``: the profile ``base`` with ``spark_conf`` added and, if given, the brokers,
+    ``[spark]`` ``settings`` (``{"master": "local[1]"}``) and other ``sections``' settings
+    (``{"storage": {"endpoint": ...}}``) replaced.
 
     Loaded once here, so a bad profile fails before any job.
     """
@@ -50,6 +52,8 @@ def derive_profile(
     spark["conf"] = {**spark.get("conf", {}), **(spark_conf or {})}
     if bootstrap:
         raw.setdefault("kafka", {})["bootstrap_servers"] = bootstrap
+    for name, values in (sections or {}).items():
+        raw[name] = {**raw.get(name, {}), **values}
     dest = Path(dest).resolve()
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text("\n".join(_toml(raw)) + "\n")

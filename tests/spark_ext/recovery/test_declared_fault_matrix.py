@@ -36,6 +36,7 @@ MATRIX = {
         "host-loss": "delta2pc.1.staged@1 #0: events=precise",
         "partition": "delta2pc.1.staged@1 #0 10s: events=precise",
         "slow-link": "delta2pc.1.staged@0 #0: events=precise",
+        "store-errors": "delta2pc.2.before_commit@0 10s: events=precise",
     },
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
@@ -43,6 +44,7 @@ MATRIX = {
         "checkpoint-reset": "-: events=SinkOwnerError",
         "txn-retention": "delta_idem.3.written@1: events=DeltaTxnExpiredError",
         "log-retention": "delta_idem.3.written@1: events=precise",
+        "store-errors": "delta_idem.1.before_write@0 10s: events=precise",
     },
     "exactly_once_kafka": {
         "kill": "kafka_tx.3.sliced@1: forwarded=precise",
@@ -109,6 +111,7 @@ MATRIX = {
         "broker-restart": "dedup_delta.4.cleaned@0 5s: unique=precise",
         "txn-retention": "dedup_delta.3.written@1: unique=DeltaTxnExpiredError",
         "log-retention": "dedup_delta.3.written@1: unique=precise",
+        "store-errors": "dedup_delta.2.cataloged@0 10s: unique=precise",
     },
     "upsert_totals": {
         "kill": "upsert_totals.after_upsert@0: totals=precise, changes=rollback-convergent",

@@ -13,7 +13,8 @@ cells with a straggler need executors on two hosts (:mod:`spark_ext.recovery.spe
 on two loopback addresses. A cell whose outcome differs from its declaration fails its test
 with the rows that differ; a cell the harness cannot judge (fault not fired, empty clean
 output, failed restart) fails with that error. Every cell runs a second time with its tables and
-checkpoints on the local S3 store (``-s3`` ids, heavy: ``spark-ext matrix --storage s3``);
+checkpoints on the local S3 store (``-s3`` ids, heavy: ``spark-ext matrix --storage s3``;
+``store-errors`` runs there only);
 ``test_s3_cells.py`` runs the Delta sink jobs' kill and driver-raise cells there in CI.
 """
 
@@ -74,7 +75,7 @@ CELLS = [
     )
     for where in ("local", "s3")
     for job, fault in ALL
-    if _runs_here(job, fault)
+    if _runs_here(job, fault) and (where, fault) != ("local", FaultClass.STORE_ERRORS)
 ]
 
 

@@ -64,6 +64,20 @@ def test_delta_job_with_its_outputs_on_s3_recovers_from_a_kill_and_a_driver_rais
     assert any(name.startswith(("_chk/offsets/", "_checkpoint/offsets/")) for name in clean)
 
 
+@pytest.mark.heavy
+@pytest.mark.parametrize("job", [*CI_JOBS, "exactly_once_delta_idempotent"])
+def test_delta_job_on_s3_gets_its_declared_outcome_while_the_store_answers_errors(
+    s3_harness: RecoveryHarness, job: str
+) -> None:
+    """The ``store-errors`` cell: every second request of the job's store answered 503/500
+    for some seconds (a fault proxy in front of it), within the cell's liveness bound."""
+    [cell] = run_job_cells(s3_harness, registry.get(job), (FaultClass.STORE_ERRORS,))
+    assert cell.status is CellStatus.AS_EXPECTED, format_matrix([cell])
+    [result] = cell.results
+    print(f"{job} under store-errors: {result.note}; {result.crash}; {dict(result.run_seconds)}")
+    assert result.run_seconds["liveness"] <= registry.get(job).cell(FaultClass.STORE_ERRORS).bound_s
+
+
 def test_log_retention_on_s3_deletes_the_commits_before_the_checkpoint_and_keeps_the_rows(
     s3_store,  # noqa: F811
     s3_settings,  # noqa: F811
