@@ -11,6 +11,9 @@ storage": store errors).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import http.client
 import io
 import logging
@@ -21,19 +24,25 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from spark_ext.storage import StorageSettings
 
 __all__ = ["S3_ERRORS", "FaultWindow", "StoreFaultProxy"]
 
 log = logging.getLogger(__name__)
 
-#: The errors the proxy answers, by status: S3's code and message for each.
+#: The errors the proxy answers, by status: S3's code and message for each (412: a conditional
+#: create of an object that exists).
 S3_ERRORS = {
     503: ("SlowDown", "Please reduce your request rate."),
     500: ("InternalError", "We encountered an internal error. Please try again."),
+    412: ("PreconditionFailed", "At least one of the pre-conditions you specified did not hold"),
 }
 #: Bytes copied at a time between client and store.
 CHUNK = 64 * 1024
@@ -54,9 +63,9 @@ class FaultWindow:
     def __post_init__(self) -> None:
         if not 0 < self.share <= 1:
             raise ValueError(f"share must be in (0, 1], not {self.share}")
-        unknown = set(self.codes) - set(S3_ERRORS)
+        unknown = set(self.codes) - {503, 500}
         if not self.codes or unknown:
-            raise ValueError(f"codes must be some of {sorted(S3_ERRORS)}, not {self.codes}")
+            raise ValueError(f"codes must be some of 503 and 500, not {self.codes}")
 
     def failed(self, n: int) -> bool:
         """Whether the ``n``-th request (from 1) since the fault began fails."""
@@ -135,6 +144,15 @@ class _Handler(BaseHTTPRequestHandler):
         if code is not None and not applied:
             self._fail(code, read=False)
             return
+        create = self.command == "PUT" and self.headers.get("If-None-Match", "").strip() == "*"
+        with proxy._create_lock(self.path) if create else contextlib.nullcontext():
+            if create and proxy._exists(self.path):
+                self._fail(412, read=False)
+                return
+            self._pass(proxy, code)
+
+    def _pass(self, proxy: StoreFaultProxy, code: int | None) -> None:
+        """Forward the request; answer ``code`` instead of the store's answer if given."""
         if self.headers.get("Expect", "").lower() == "100-continue":
             self.send_response_only(100)
             self.end_headers()
@@ -254,11 +272,18 @@ class StoreFaultProxy:
     client signed is what the store checks) and streams both bodies. :meth:`fail` turns a fault
     on for some seconds (:class:`FaultWindow`); :attr:`forwarded` counts the requests forwarded
     and :attr:`failed` the statuses answered instead (:attr:`failures`: ``<status> <method>
-    <target>`` of each). ``connections``: client connections
-    served at once.
+    <target>`` of each). ``connections``: client connections served at once.
+    ``conditional_writes``: the store's settings, to make its conditional creates (``PUT`` with
+    ``If-None-Match: *``) atomic as AWS S3's are: one per object at a time, refused with 412
+    if the object exists (the local store ignores the header).
     """
 
-    def __init__(self, upstream: str, connections: int = 64) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        connections: int = 64,
+        conditional_writes: StorageSettings | None = None,
+    ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"the proxy forwards to an http:// endpoint, not {upstream!r}")
@@ -267,6 +292,8 @@ class StoreFaultProxy:
         self.forwarded = 0
         self.failed: dict[int, int] = {}
         self.failures: list[str] = []
+        self.conditional_writes = conditional_writes
+        self._keys: dict[str, threading.Lock] = {}  # a lock per object created conditionally
         self._window: FaultWindow | None = None
         self._seen = 0  # requests since the window began
         self._lock = threading.Lock()
@@ -326,6 +353,54 @@ class StoreFaultProxy:
         """End the fault now."""
         with self._lock:
             self._window = None
+
+    def _create_lock(self, target: str) -> AbstractContextManager[object]:
+        """With ``conditional_writes``, the lock of the object a conditional create
+        (``If-None-Match: *``) names, held while it is checked and written: AWS S3's conditional
+        writes are atomic, the local store ignores the header (docs/design.md, "Object
+        storage"); without, none (the store's own behaviour)."""
+        if self.conditional_writes is None:
+            return contextlib.nullcontext()
+        with self._lock:
+            return self._keys.setdefault(urlsplit(target).path, threading.Lock())
+
+    def _exists(self, target: str) -> bool:
+        """Whether the store holds the object ``target`` names: a HEAD signed (SigV4) with
+        ``conditional_writes``' credentials (``False`` without them)."""
+        settings = self.conditional_writes
+        if settings is None:
+            return False
+        key, secret, token = settings.credentials()
+        path = urlsplit(target).path
+        now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        empty = hashlib.sha256(b"").hexdigest()
+        headers = {"host": f"{self.host}:{self.port}", "x-amz-content-sha256": empty}
+        headers["x-amz-date"] = now
+        if token:
+            headers["x-amz-security-token"] = token
+        names = ";".join(sorted(headers))
+        lines = [f"{k}:{headers[k]}" for k in sorted(headers)]
+        canonical = "\n".join(["HEAD", path, "", *lines, "", names, empty])
+        scope = f"{now[:8]}/{settings.region}/s3/aws4_request"
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
+        signing = ("AWS4" + secret).encode()
+        for part in (now[:8], settings.region, "s3", "aws4_request"):
+            signing = hmac.new(signing, part.encode(), hashlib.sha256).digest()
+        text = f"AWS4-HMAC-SHA256\n{now}\n{scope}\n{digest}"
+        signature = hmac.new(signing, text.encode(), hashlib.sha256).hexdigest()
+        headers["Authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={key}/{scope}, SignedHeaders={names}, "
+            f"Signature={signature}"
+        )
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            conn.request("HEAD", path, headers=headers)
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        if status not in (200, 404):
+            raise ConnectionError(f"HEAD {path} for a conditional create: the store said {status}")
+        return status == 200
 
     def _decide(self, method: str, target: str) -> tuple[int | None, bool]:
         """The status to answer this request with (``None``: the store's answer), counted, and
