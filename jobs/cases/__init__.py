@@ -52,6 +52,9 @@ BROKER_DOWN_S = 5.0
 #: the host faults: the next batch commits within it after the heal or the loss.
 PARTITION_S = 10.0
 HOST_LIVENESS_S = 90.0
+#: How long ``driver-partition`` cuts the driver from the broker and the store: the driver
+#: leaves its point after the hold (5 s) and commits into the cut's second half.
+DRIVER_PARTITION_S = 10.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -76,6 +79,18 @@ def host_cells(point: FaultPoint, batch: int = 1) -> tuple[FaultCell, FaultCell]
         FaultClass.HOST_LOSS, point, batch, PRECISE, partition=0, bound_s=HOST_LIVENESS_S
     )
     return lost, dataclasses.replace(lost, fault=FaultClass.PARTITION, seconds=PARTITION_S)
+
+
+def driver_partition(point: FaultPoint, batch: int = 1) -> FaultCell:
+    """The driver cut from the broker and the store once it reached ``point`` in ``batch``."""
+    return FaultCell(
+        FaultClass.DRIVER_PARTITION,
+        point,
+        batch,
+        PRECISE,
+        seconds=DRIVER_PARTITION_S,
+        bound_s=HOST_LIVENESS_S,
+    )
 
 
 def driver_cells(

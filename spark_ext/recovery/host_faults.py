@@ -1,28 +1,43 @@
 """The host faults of the matrix on isolated hosts (:mod:`spark_ext.recovery.network`): the host
 whose task reached the cell's point is lost, or cut from the broker and the store and healed,
-while the task holds there (docs/design.md, "Isolated hosts")."""
+while the task holds there; or the driver, run on a host of its own, is cut at a driver point
+(docs/design.md, "Isolated hosts")."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from spark_ext import storage
+from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.errors import RecoveryError
-from spark_ext.recovery.faults import HOST_FAULTS, FaultCell, FaultClass
-from spark_ext.recovery.network import cut, heal, host_of, kill_host
-from spark_ext.recovery.runs import CleanRun, JobRuns
+from spark_ext.recovery.faults import HOST_FAULTS, HOST_HOLD_S, FaultCell, FaultClass
+from spark_ext.recovery.network import (
+    DRIVER_HOST,
+    DRIVER_HOST_ADDRESS,
+    add_host,
+    cut,
+    heal,
+    host_of,
+    kill_host,
+    remove_host,
+)
+from spark_ext.recovery.profiles import derive_profile
+from spark_ext.recovery.runs import CleanRun, JobRuns, Runner
 
 __all__ = [
     "HOST_FAULTS",
     "IsolatedHosts",
     "LivenessExceeded",
     "first_commit_after",
+    "on_driver_host",
     "run_host_cell",
 ]
 
@@ -67,6 +82,16 @@ def first_commit_after(
     return min(later) if later else None
 
 
+def on_driver_host(runner: Runner) -> Runner:
+    """``runner`` running its job's driver on :data:`DRIVER_HOST` (same process, pid, session:
+    :mod:`spark_ext.recovery.in_host`)."""
+
+    def run(module: str, args: Sequence[str], **kwargs: Any) -> JobRun:
+        return runner("spark_ext.recovery.in_host", [DRIVER_HOST, module, *args], **kwargs)
+
+    return run
+
+
 def run_host_cell(
     runs: JobRuns, case: RecoveryCase, cell: FaultCell, hosts: IsolatedHosts, clean: CleanRun
 ) -> list[RecoveryResult]:
@@ -74,13 +99,54 @@ def run_host_cell(
     classify against ``clean``; :class:`LivenessExceeded` past the cell's bound."""
     ctx = dataclasses.replace(clean.ctx, profile=hosts.profile)
     slot = ctx.slot(str(cell.fault))
+    if cell.fault is FaultClass.DRIVER_PARTITION:
+        with on_a_driver_host(runs, ctx, hosts) as (driver_runs, driver_ctx):
+            return _run_host_cell(driver_runs, runs, case, cell, hosts, clean, driver_ctx, slot)
+    return _run_host_cell(runs, runs, case, cell, hosts, clean, ctx, slot)
+
+
+@contextlib.contextmanager
+def on_a_driver_host(
+    runs: JobRuns, ctx: HarnessContext, hosts: IsolatedHosts
+) -> Iterator[tuple[JobRuns, HarnessContext]]:
+    """:data:`DRIVER_HOST` made for the scope, with ``runs`` and ``ctx`` whose jobs run their
+    driver there (the cluster's profile with the host's address as the driver's)."""
+    driver = {
+        "spark.driver.host": DRIVER_HOST_ADDRESS,
+        "spark.driver.bindAddress": DRIVER_HOST_ADDRESS,
+    }
+    profile = derive_profile(hosts.profile, ctx.workdir / "driver-host.toml", spark_conf=driver)
+    add_host(DRIVER_HOST, DRIVER_HOST_ADDRESS)
+    try:
+        driver_runs = dataclasses.replace(runs, runner=on_driver_host(runs.runner))
+        yield driver_runs, dataclasses.replace(ctx, profile=str(profile))
+    finally:
+        remove_host(DRIVER_HOST)
+
+
+def _run_host_cell(
+    runs: JobRuns,
+    restarts: JobRuns,
+    case: RecoveryCase,
+    cell: FaultCell,
+    hosts: IsolatedHosts,
+    clean: CleanRun,
+    ctx: HarnessContext,
+    slot: RunSlot,
+) -> list[RecoveryResult]:
+    """:func:`run_host_cell`: the faulted run by ``runs`` with ``ctx``, the restart by
+    ``restarts`` on the cluster's profile."""
     fault_log = hosts.shared / f"{case.name}-{cell.fault}-{uuid.uuid4().hex[:8]}.jsonl"
     host: str | None = None
     at: float | None = None  # wall clock, comparable with file times
+    polled = time.monotonic()  # the last look at the log that found nothing to act on
 
     def act(fired: list[dict[str, object]]) -> bool:
-        """Act on the host of the first task that reached the point; ``True`` once done."""
-        nonlocal host, at
+        """Act on the host of the first task (or the driver) that reached the point; ``True``
+        once done."""
+        nonlocal host, at, polled
+        if cell.fault is FaultClass.DRIVER_PARTITION:
+            return cut_driver(fired)
         tasks = [e for e in fired if e["side"] == "executor"]
         if not tasks:
             return False
@@ -100,12 +166,32 @@ def run_host_cell(
         at = time.time()
         return True
 
+    def cut_driver(fired: list[dict[str, object]]) -> bool:
+        """Cut the driver once it reached the point, hold, heal; ``True`` once done."""
+        nonlocal host, at, polled
+        if not any(e["side"] == "driver" for e in fired):
+            polled = time.monotonic()
+            return False
+        host = DRIVER_HOST
+        cut(host)
+        late = time.monotonic() - polled
+        try:
+            if late >= HOST_HOLD_S:  # the driver may have left the point before the cut
+                raise RecoveryError(f"{cell.describe()}: cut {late:.1f}s after the point")
+            time.sleep(cell.seconds)
+        finally:
+            heal(host)
+        at = time.time()
+        return True
+
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
     faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
     assert at is not None  # it acted
     try:
         described = f"{cell.describe()} on {host}"
-        results = runs.restart_and_compare(case, ctx, slot, clean, faulted, cell.fault, described)
+        results = restarts.restart_and_compare(
+            case, ctx, slot, clean, faulted, cell.fault, described
+        )
     finally:
         if cell.fault is FaultClass.HOST_LOSS and host is not None:
             hosts.restart(host)
