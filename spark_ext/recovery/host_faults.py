@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from spark_ext import storage
+from spark_ext.crash import REACHED, fault_log_entries
 from spark_ext.jobrun import JobRun
 from spark_ext.recovery.case import HarnessContext, RecoveryCase, RecoveryResult, RunSlot
 from spark_ext.recovery.errors import RecoveryError
@@ -87,7 +88,8 @@ def on_driver_host(runner: Runner) -> Runner:
     :mod:`spark_ext.recovery.in_host`)."""
 
     def run(module: str, args: Sequence[str], **kwargs: Any) -> JobRun:
-        return runner("spark_ext.recovery.in_host", [DRIVER_HOST, module, *args], **kwargs)
+        traced = {"trace": True, **kwargs}  # the steps after the point: did it meet the cut?
+        return runner("spark_ext.recovery.in_host", [DRIVER_HOST, module, *args], **traced)
 
     return run
 
@@ -167,18 +169,28 @@ def _run_host_cell(
         return True
 
     def cut_driver(fired: list[dict[str, object]]) -> bool:
-        """Cut the driver once it reached the point, hold, heal; ``True`` once done."""
+        """Cut the driver once it reached the point, hold, heal; ``True`` once done. The
+        driver must neither leave the point before the cut nor pass a step after it (its
+        commit) before the heal."""
         nonlocal host, at, polled
-        if not any(e["side"] == "driver" for e in fired):
+        faults = [i for i, e in enumerate(fired) if e["kind"] != REACHED and e["side"] == "driver"]
+        if not faults:
             polled = time.monotonic()
             return False
         host = DRIVER_HOST
         cut(host)
         late = time.monotonic() - polled
         try:
-            if late >= HOST_HOLD_S:  # the driver may have left the point before the cut
+            if late >= HOST_HOLD_S:
                 raise RecoveryError(f"{cell.describe()}: cut {late:.1f}s after the point")
             time.sleep(cell.seconds)
+            passed = [
+                str(e["point"])
+                for e in fault_log_entries(fault_log)[faults[0] + 1 :]
+                if e["side"] == "driver" and e["batch"] == cell.batch
+            ]
+            if passed:
+                raise RecoveryError(f"{cell.describe()}: {passed} reached while cut")
         finally:
             heal(host)
         at = time.time()

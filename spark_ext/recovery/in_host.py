@@ -9,6 +9,8 @@ import sys
 
 from spark_ext.recovery.network import in_host
 
+__all__ = ["main"]
+
 
 def main(argv: list[str]) -> None:
     """Exec ``python -m argv[1] argv[2:]`` on host ``argv[0]``; never returns."""

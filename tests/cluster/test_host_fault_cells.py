@@ -51,7 +51,7 @@ def test_a_job_runs_its_driver_on_the_driver_host_in_the_same_process():
         (
             "spark_ext.recovery.in_host",
             [network.DRIVER_HOST, "jobs.x", "--a", "1"],
-            {"timeout_s": 5},
+            {"trace": True, "timeout_s": 5},
         )
     ]
     command = network.in_host(network.DRIVER_HOST, ["python", "-m", "jobs.x"])

@@ -33,6 +33,7 @@ MATRIX = {
         "broker-restart": "delta2pc.3.committed@0 5s: events=precise",
         "txn-retention": "delta2pc.3.committed@1: events=DeltaTxnExpiredError",
         "log-retention": "delta2pc.3.committed@1: events=precise",
+        "driver-partition": "delta2pc.2.before_commit@1 10s: events=precise",
     },
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
@@ -52,6 +53,7 @@ MATRIX = {
         "output-trim": "kafka_tx.3.sliced@1: forwarded=ReplayUnprovableError",
         "host-loss": "kafka_tx.2.in_transaction@1 #0: forwarded=precise",
         "partition": "kafka_tx.2.in_transaction@1 #0 10s: forwarded=precise",
+        "driver-partition": "kafka_tx_driver.slices_committed@1 10s: forwarded=precise",
     },
     "exactly_once_kafka_idempotent": {
         "kill": "kafka_idem.3.written@1: forwarded=precise",
