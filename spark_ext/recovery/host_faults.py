@@ -99,12 +99,10 @@ def run_host_cell(
 ) -> list[RecoveryResult]:
     """Run ``case`` on the cluster under ``cell`` (a host fault), restart it unless it finished,
     classify against ``clean``; :class:`LivenessExceeded` past the cell's bound."""
-    ctx = dataclasses.replace(clean.ctx, profile=hosts.profile)
-    slot = ctx.slot(str(cell.fault))
     if cell.fault is FaultClass.DRIVER_PARTITION:
-        with on_a_driver_host(runs, ctx, hosts) as (driver_runs, driver_ctx):
-            return _run_host_cell(driver_runs, runs, case, cell, hosts, clean, driver_ctx, slot)
-    return _run_host_cell(runs, runs, case, cell, hosts, clean, ctx, slot)
+        with on_a_driver_host(runs, clean.ctx, hosts) as driver:
+            return _run_host_cell(runs, case, cell, hosts, clean, driver)
+    return _run_host_cell(runs, case, cell, hosts, clean)
 
 
 @contextlib.contextmanager
@@ -128,16 +126,17 @@ def on_a_driver_host(
 
 def _run_host_cell(
     runs: JobRuns,
-    restarts: JobRuns,
     case: RecoveryCase,
     cell: FaultCell,
     hosts: IsolatedHosts,
     clean: CleanRun,
-    ctx: HarnessContext,
-    slot: RunSlot,
+    driver: tuple[JobRuns, HarnessContext] | None = None,
 ) -> list[RecoveryResult]:
-    """:func:`run_host_cell`: the faulted run by ``runs`` with ``ctx``, the restart by
-    ``restarts`` on the cluster's profile."""
+    """:func:`run_host_cell`; the faulted run by ``driver``'s runs and context if given (the
+    restart always by ``runs`` with the cluster's profile)."""
+    ctx = dataclasses.replace(clean.ctx, profile=hosts.profile)
+    slot = ctx.slot(str(cell.fault))
+    fault_runs, fault_ctx = driver or (runs, ctx)
     fault_log = hosts.shared / f"{case.name}-{cell.fault}-{uuid.uuid4().hex[:8]}.jsonl"
     host: str | None = None
     at: float | None = None  # wall clock, comparable with file times
@@ -197,13 +196,11 @@ def _run_host_cell(
         return True
 
     log.info("%s: %s on the isolated cluster", case.name, cell.describe())
-    faulted = runs.run_acting(case, cell, case.job_args(ctx, slot), fault_log, act)
+    faulted = fault_runs.run_acting(case, cell, case.job_args(fault_ctx, slot), fault_log, act)
     assert at is not None  # it acted
     try:
         described = f"{cell.describe()} on {host}"
-        results = restarts.restart_and_compare(
-            case, ctx, slot, clean, faulted, cell.fault, described
-        )
+        results = runs.restart_and_compare(case, ctx, slot, clean, faulted, cell.fault, described)
     finally:
         if cell.fault is FaultClass.HOST_LOSS and host is not None:
             hosts.restart(host)
