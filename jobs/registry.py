@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connectors.delta.dedup_staging import DEDUP_DELTA
+from connectors.kafka.slices import SLICES_COMMITTED
 from jobs import at_least_once, at_most_once, eo_spark_kafka_sink, upsert_totals
 from jobs.cases import (
     BEHIND_AGENT,
@@ -21,6 +22,7 @@ from jobs.cases import (
     broker_cells,
     cells,
     driver_cells,
+    driver_partition,
     host_cells,
     sink_cells,
 )
@@ -114,6 +116,7 @@ CASES: tuple[RecoveryCase, ...] = (
         cells=sink_cells(
             DELTA_TWO_PHASE,
             *host_cells(DELTA_TWO_PHASE.fault(1)),
+            driver_partition(DELTA_TWO_PHASE.fault(2)),
             task=1,
             driver=3,
             speculation=1,
@@ -137,6 +140,7 @@ CASES: tuple[RecoveryCase, ...] = (
         cells=sink_cells(
             KAFKA_SLICED,
             *host_cells(KAFKA_SLICED.fault(2)),
+            driver_partition(SLICES_COMMITTED),
             task=3,
             driver=4,
             speculation=2,

@@ -283,12 +283,7 @@ class IsolatedCluster(StandaloneCluster):
         ip("link", "set", bridge, "up")
         self._record_owner(self.args.owner_pid or os.getpid())
         for i, name in enumerate(map(network.host_name, range(self.workers))):
-            ip("netns", "add", name)
-            ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name)
-            ip("link", "set", name, "master", bridge, "up")
-            ip("-n", name, "addr", "add", f"{self.hosts[i]}/24", "dev", "eth0")
-            ip("-n", name, "link", "set", "eth0", "up")
-            ip("-n", name, "link", "set", "lo", "up")
+            network.add_host(name, self.hosts[i])
 
     def start_watchdog(self) -> None:
         """Start the process that stops the cluster once its owner is gone (:func:`watch`)."""

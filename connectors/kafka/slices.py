@@ -9,7 +9,8 @@ header ``spark_ext.record_id`` = ``<sink id>/<batch id>/<record_id>``. Steps of
 2. ``in_transaction`` (task): the other records flushed, every delivery checked;
 3. ``sliced`` (task): aborted if this digest or every record is committed already, else
    committed with the slice record;
-4. ``recorded`` (driver, :func:`record_batch`): batch id, end offsets and slices used.
+4. ``recorded`` (driver, :func:`record_batch`): batch id, end offsets and slices used; before
+   it the driver reaches :data:`SLICES_COMMITTED` (every slice committed, nothing recorded).
 
 At start :func:`recover_slices` fences older drivers, aborts this sink's open slice
 transactions and hands the tasks :func:`replay_state`.
@@ -42,6 +43,7 @@ from connectors.kafka.readback import end_offsets, record_id, written_ids
 from connectors.kafka.records import NamedRows, check_columns
 from connectors.kafka.settings import KafkaSinkSettings
 from spark_ext import kafka_clients
+from spark_ext.crash import declare
 from spark_ext.sinks.errors import (
     BatchRegressionError,
     PartitionOutOfRangeError,
@@ -56,6 +58,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "FORMAT",
+    "SLICES_COMMITTED",
     "KafkaSlicedDataSource",
     "SliceTransaction",
     "SliceWritten",
@@ -67,6 +70,10 @@ __all__ = [
 ]
 
 FORMAT = "spark_ext_kafka_tx"
+#: The driver between the two phases: every task committed its slice, the batch not recorded.
+SLICES_COMMITTED = declare(
+    "kafka_tx_driver.slices_committed", "driver", "kafka_tx: every slice committed, not recorded"
+)
 #: Offset metadata of a kept producer's probe (docs/design.md, "Kafka sinks", kept producers).
 PROBE = '{"probe": true}'
 
@@ -338,6 +345,7 @@ def record_batch(settings: KafkaSinkSettings, batch_id: int, written: list[Slice
     """Step 4 (driver): record ``batch_id`` in a transaction of the driver's transactional
     id; a kept producer fenced by another worker of the run is replaced and the step redone
     (docs/design.md, "Kafka sinks", an older driver's late step 4)."""
+    SLICES_COMMITTED.reached(batch_id)
     key = (settings.names.commit_id, settings.run_epoch)
     kept = _RECORDERS.pop(key, None)
     try:

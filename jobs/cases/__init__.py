@@ -57,6 +57,9 @@ SLOW_LINK_LIVENESS_S = 120.0
 #: How long ``store-errors`` fails a share of the store's requests, and its liveness bound.
 STORE_ERRORS_S = 10.0
 STORE_LIVENESS_S = 90.0
+#: How long ``driver-partition`` cuts the driver from the broker and the store: the driver
+#: leaves its point after the hold (5 s) and commits into the cut's second half.
+DRIVER_PARTITION_S = 10.0
 
 
 def cells(*declared: FaultCell) -> dict[FaultClass, FaultCell]:
@@ -87,6 +90,18 @@ def store_cell(trigger: FaultPoint, batch: int = 0) -> FaultCell:
     """The object store failing a share of its requests, from ``trigger`` reached in ``batch``."""
     return FaultCell(
         FaultClass.STORE_ERRORS, trigger, batch, PRECISE, STORE_ERRORS_S, bound_s=STORE_LIVENESS_S
+    )
+
+
+def driver_partition(point: FaultPoint, batch: int = 1) -> FaultCell:
+    """The driver cut from the broker and the store once it reached ``point`` in ``batch``."""
+    return FaultCell(
+        FaultClass.DRIVER_PARTITION,
+        point,
+        batch,
+        PRECISE,
+        seconds=DRIVER_PARTITION_S,
+        bound_s=HOST_LIVENESS_S,
     )
 
 

@@ -74,13 +74,18 @@ FAULT_DOCS: dict[FaultClass, str] = {
     FaultClass.DRIVER_PARTITION: "the driver cut from the broker between a sink's two phases, healed",
 }
 
-#: Fault classes acting on the isolated host whose task reached the point (docs/design.md,
-#: "Isolated hosts"): the task holds there :data:`HOST_HOLD_S` while the harness acts.
-HOST_FAULTS = frozenset({FaultClass.HOST_LOSS, FaultClass.PARTITION, FaultClass.SLOW_LINK})
+#: Fault classes acting on the isolated host whose task (or, ``driver-partition``, whose
+#: driver) reached the point (docs/design.md, "Isolated hosts"): it holds there
+#: :data:`HOST_HOLD_S` while the harness acts.
+HOST_FAULTS = frozenset(
+    {FaultClass.HOST_LOSS, FaultClass.PARTITION, FaultClass.SLOW_LINK, FaultClass.DRIVER_PARTITION}
+)
 HOST_HOLD_S = 5.0
 #: Fault classes whose point runs in a task, and those whose point runs on the driver.
-EXECUTOR_FAULTS = frozenset({FaultClass.TASK_RAISE, FaultClass.SPECULATION}) | HOST_FAULTS
-DRIVER_FAULTS = frozenset({FaultClass.DRIVER_RAISE})
+EXECUTOR_FAULTS = frozenset(
+    {FaultClass.TASK_RAISE, FaultClass.SPECULATION, FaultClass.HOST_LOSS, FaultClass.PARTITION}
+)
+DRIVER_FAULTS = frozenset({FaultClass.DRIVER_RAISE, FaultClass.DRIVER_PARTITION})
 #: Fault classes that need a broker of the harness's own.
 BROKER_FAULTS = frozenset({FaultClass.BROKER_PAUSE, FaultClass.BROKER_RESTART})
 #: Fault classes acting on the output between a kill at the point and the restart.
@@ -150,6 +155,9 @@ class FaultCell:
         cut = self.fault in (FaultClass.PARTITION, FaultClass.STORE_ERRORS)
         if (self.fault in BROKER_FAULTS or straggler or cut) and self.seconds <= 0:
             raise ValueError(f"{self.fault} needs seconds > 0")
+        if self.fault is FaultClass.DRIVER_PARTITION and self.seconds < 2 * HOST_HOLD_S:
+            # The driver leaves the point HOST_HOLD_S after it: its commit must meet the cut.
+            raise ValueError(f"{self.fault} needs seconds >= {2 * HOST_HOLD_S:g} (twice the hold)")
         if (self.fault in HOST_FAULTS | {FaultClass.STORE_ERRORS}) and self.bound_s <= 0:
             raise ValueError(f"{self.fault} needs a liveness bound: bound_s > 0")
         if self.fault is FaultClass.SPECULATION and self.point is None:

@@ -21,12 +21,15 @@ from spark_ext.recovery.errors import RecoveryError
 __all__ = [
     "BRIDGE",
     "DRIVER_ADDRESS",
+    "DRIVER_HOST",
+    "DRIVER_HOST_ADDRESS",
     "PREFIX",
     "SERVICE_ADDRESS",
     "SLOW",
     "SUBNET",
     "LinkShape",
     "NetworkError",
+    "add_host",
     "cut",
     "heal",
     "host_address",
@@ -34,8 +37,10 @@ __all__ = [
     "host_of",
     "host_pids",
     "hosts",
+    "in_host",
     "ip",
     "kill_host",
+    "remove_host",
     "remove_hosts",
     "shaped",
     "slow",
@@ -52,6 +57,9 @@ BRIDGE = f"{PREFIX}-br0"
 SUBNET = "10.231.0"
 DRIVER_ADDRESS = f"{SUBNET}.1"
 SERVICE_ADDRESS = f"{SUBNET}.2"
+#: The host a faulted job's driver runs on, to be cut from the services (``driver-partition``).
+DRIVER_HOST = f"{PREFIX}-d"
+DRIVER_HOST_ADDRESS = f"{SUBNET}.3"
 #: A MAC address no interface has: packets sent to it are dropped, never refused.
 VOID_MAC = "02:00:00:00:0e:0e"
 
@@ -217,13 +225,34 @@ def shaped(host: str) -> bool:
     return any(" tbf " in tc(*e[:-2], "qdisc", "show", *e[-2:], check=False) for e in _ends(host))
 
 
+def add_host(name: str, address: str) -> None:
+    """Make the host ``name``: a network namespace whose ``eth0`` (the other end: veth ``name``
+    in :data:`BRIDGE`, which must exist) holds ``address``/24, and its ``lo`` up."""
+    ip("netns", "add", name)
+    ip("link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name)
+    ip("link", "set", name, "master", BRIDGE, "up")
+    ip("-n", name, "addr", "add", f"{address}/24", "dev", "eth0")
+    ip("-n", name, "link", "set", "eth0", "up")
+    ip("-n", name, "link", "set", "lo", "up")
+
+
+def remove_host(name: str) -> None:
+    """Kill every process of the host ``name`` and delete it (its veth goes with it)."""
+    kill_host(name)
+    ip("netns", "delete", name, check=False)
+
+
+def in_host(host: str, argv: list[str]) -> list[str]:
+    """The command running ``argv`` on ``host`` (the same process: ``ip netns exec`` execs)."""
+    return ["ip", "netns", "exec", host, *argv]
+
+
 def remove_hosts() -> list[str]:
     """Kill every process of every :data:`PREFIX` host, delete the namespaces and the bridge
     (what a killed run left, or a cluster being stopped); returns what was removed."""
     removed = []
     for host in hosts():
-        kill_host(host)
-        ip("netns", "delete", host, check=False)
+        remove_host(host)
         removed.append(host)
     if ip("link", "show", BRIDGE, check=False):
         ip("link", "delete", BRIDGE, check=False)  # its veths went with their namespaces

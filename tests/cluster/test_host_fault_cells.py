@@ -11,7 +11,7 @@ from spark_ext.config import load_profile
 from spark_ext.crash import declare
 from spark_ext.recovery import FaultCell, FaultClass, HarnessContext, RecoveryClass, network
 from spark_ext.recovery.faults import HOST_HOLD_S
-from spark_ext.recovery.host_faults import first_commit_after
+from spark_ext.recovery.host_faults import first_commit_after, on_driver_host
 from tests.cluster.conftest import load_script
 
 TASK = declare("hosts.1.in_task", "executor", "test: a task's step")
@@ -40,6 +40,34 @@ def test_slow_link_holds_a_task_at_its_point_and_needs_a_bound_and_a_shape_of_sh
     # The filter's threshold: the loss share of the kernel's 32-bit random numbers.
     assert network._random_share(0.5).split(",")[2] == f"53 0 1 {2**31}"
     assert network._random_share(1.0).split(",")[2] == f"53 0 1 {2**32 - 1}"
+
+
+def test_a_driver_partition_needs_a_driver_point_and_a_cut_the_commit_meets():
+    with pytest.raises(ValueError, match="driver point"):
+        FaultCell(FaultClass.DRIVER_PARTITION, TASK, 1, seconds=20, bound_s=60)
+    with pytest.raises(ValueError, match="twice the hold"):  # the commit would follow the heal
+        FaultCell(FaultClass.DRIVER_PARTITION, DRIVER, 1, seconds=HOST_HOLD_S, bound_s=60)
+    cut = FaultCell(FaultClass.DRIVER_PARTITION, DRIVER, 1, seconds=2 * HOST_HOLD_S, bound_s=60)
+    # The driver holds at the point while the harness cuts it, then commits into the cut.
+    assert cut.spec() == f"hosts.2.on_driver@1:sleep={HOST_HOLD_S:g}"
+
+
+def test_a_job_runs_its_driver_on_the_driver_host_in_the_same_process():
+    seen = []
+
+    def runner(module, args, **kwargs):
+        seen.append((module, list(args), kwargs))
+
+    on_driver_host(runner)("jobs.x", ["--a", "1"], timeout_s=5)
+    assert seen == [
+        (
+            "spark_ext.recovery.in_host",
+            [network.DRIVER_HOST, "jobs.x", "--a", "1"],
+            {"trace": True, "timeout_s": 5},
+        )
+    ]
+    command = network.in_host(network.DRIVER_HOST, ["python", "-m", "jobs.x"])
+    assert command == ["ip", "netns", "exec", "sxh-d", "python", "-m", "jobs.x"]
 
 
 def test_liveness_is_the_first_commit_written_after_the_heal(tmp_path):

@@ -1,7 +1,8 @@
-"""Nothing of an isolated cluster outlives its owner: the watchdog removes the hosts, the bridge
-and every process of a host once the owner is killed, and a cluster whose watchdog was killed
-too is removed by ``cluster.py clean`` (what the next ``start`` does first). No Spark: the
-hosts are made and a process put in one, as a worker would be."""
+"""Nothing of an isolated cluster outlives its owner: the watchdog removes the hosts (a
+``driver-partition`` cell's driver host too), the bridge and every process of a host once the
+owner is killed, and a cluster whose watchdog was killed too is removed by ``cluster.py clean``
+(what the next ``start`` does first). No Spark: the hosts are made and a process put in a
+worker's and the driver's, as a worker and a driver would be."""
 
 from __future__ import annotations
 
@@ -29,37 +30,42 @@ def owner() -> Iterator[subprocess.Popen[bytes]]:
         subprocess.run([sys.executable, CLUSTER, "clean"], capture_output=True, timeout=60)
 
 
-def made_hosts(folder, owner: int) -> subprocess.Popen[bytes]:
-    """Two isolated hosts owned by ``owner``; returns a process running on the first."""
+def made_hosts(folder, owner: int) -> list[subprocess.Popen[bytes]]:
+    """Two isolated hosts owned by ``owner`` and the driver's host of a ``driver-partition``
+    cell; returns a process running on the first and one on the driver's."""
     assert not network.hosts(), f"an isolated cluster runs already: {network.hosts()}"
     script = load_script()
     args = ["start", "--isolated", "--hosts", "2", "--dir", str(folder), "--owner-pid", str(owner)]
     cluster = script.IsolatedCluster(script.parser().parse_args(args))
     cluster.make_hosts()
     cluster._record_owner(owner)
-    on_host = ["ip", "netns", "exec", network.host_name(0), "sleep", "600"]
-    return subprocess.Popen(on_host, start_new_session=True)
+    network.add_host(network.DRIVER_HOST, network.DRIVER_HOST_ADDRESS)
+    return [
+        subprocess.Popen(network.in_host(host, ["sleep", "600"]), start_new_session=True)
+        for host in (network.host_name(0), network.DRIVER_HOST)
+    ]
 
 
-def gone(worker: subprocess.Popen[bytes]) -> None:
-    assert worker.wait(timeout=10) == -9  # SIGKILLed with its host
+def gone(processes: list[subprocess.Popen[bytes]]) -> None:
+    assert [p.wait(timeout=10) for p in processes] == [-9, -9]  # SIGKILLed with their hosts
     assert network.hosts() == []
     assert not network.ip("link", "show", network.BRIDGE, check=False)
 
 
 def test_a_killed_owner_leaves_no_host_no_bridge_and_no_process(tmp_path, owner):
-    worker = made_hosts(tmp_path, owner.pid)
+    worker, driver = made_hosts(tmp_path, owner.pid)
     watchdog = subprocess.Popen(
         [sys.executable, CLUSTER, "watch", "--dir", str(tmp_path)], start_new_session=True
     )
     assert network.host_pids(network.host_name(0)) == [worker.pid]
+    assert network.host_pids(network.DRIVER_HOST) == [driver.pid]
     owner.kill()  # the test run killed: its watchdog stops what it owned
     assert watchdog.wait(timeout=30) == 0
-    gone(worker)
+    gone([worker, driver])
 
 
 def test_what_a_killed_run_left_is_removed_by_the_next_start(tmp_path, owner):
-    worker = made_hosts(tmp_path, owner.pid)
+    processes = made_hosts(tmp_path, owner.pid)
     # While its owner lives, the cluster is refused to others and left alone.
     done = subprocess.run([sys.executable, CLUSTER, "clean"], capture_output=True, text=True)
     assert done.returncode != 0 and "still runs" in done.stdout + done.stderr
@@ -67,4 +73,4 @@ def test_what_a_killed_run_left_is_removed_by_the_next_start(tmp_path, owner):
     owner.wait()
     done = subprocess.run([sys.executable, CLUSTER, "clean"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    gone(worker)
+    gone(processes)

@@ -37,6 +37,7 @@ MATRIX = {
         "partition": "delta2pc.1.staged@1 #0 10s: events=precise",
         "slow-link": "delta2pc.1.staged@0 #0: events=precise",
         "store-errors": "delta2pc.2.before_commit@0 10s: events=precise",
+        "driver-partition": "delta2pc.2.before_commit@1 10s: events=precise",
     },
     "exactly_once_delta_idempotent": {
         "kill": "delta_idem.3.written@1: events=precise",
@@ -58,6 +59,7 @@ MATRIX = {
         "host-loss": "kafka_tx.2.in_transaction@1 #0: forwarded=precise",
         "partition": "kafka_tx.2.in_transaction@1 #0 10s: forwarded=precise",
         "slow-link": "kafka_tx.2.in_transaction@0 #0: forwarded=precise",
+        "driver-partition": "kafka_tx_driver.slices_committed@1 10s: forwarded=precise",
     },
     "exactly_once_kafka_idempotent": {
         "kill": "kafka_idem.3.written@1: forwarded=precise",
