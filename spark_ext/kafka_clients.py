@@ -373,11 +373,13 @@ def check_access(bootstrap: str) -> None:
 
 
 def _unreadable(props: KafkaProperties, detail: str) -> ConfigError:
-    """librdkafka's refusal of a file, named by the property that gave it."""
+    """librdkafka's refusal of its configuration, named by the property that gave the file it
+    could not read (else the whole section)."""
     names = {lib: kafka for kafka, (_, lib) in _MAPPED.items()}
     names["ssl.key.location"] = "ssl.keystore.location"
-    lib = next((n for n in names if f"{n} failed" in detail), "")
-    setting = names.get(lib, "ssl.keystore.location")
+    setting = next((names[n] for n in names if f"{n} failed" in detail), "")
+    if not setting:
+        return ConfigError("kafka.properties", detail)
     return ConfigError(f"kafka.properties.{setting}", f"{props.get(setting)}: {detail}")
 
 
