@@ -69,6 +69,11 @@ _HOSTNAME = "ssl.endpoint.identification.algorithm"
 KNOWN = (*_MAPPED, *_READ, _HOSTNAME)
 #: Properties whose values are never shown (reprs, errors, logs).
 SECRETS = ("sasl.jaas.config", "sasl.password", "ssl.key.password")
+#: A TLS alert the listener sent (OpenSSL's words, as librdkafka reports them).
+_ALERT = re.compile(r"ssl/tls alert ([a-z ]+): SSL alert number (\d+)")
+#: The alerts that refuse the client's certificate (RFC 8446 6.2: 42-46, unknown_ca 48,
+#: certificate_required 116).
+_CERTIFICATE_ALERTS = frozenset({42, 43, 44, 45, 46, 48, 116})
 _JAAS = re.compile(r"^\s*(\S+)\s+required\b(.*?);?\s*$", re.S)
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -85,12 +90,15 @@ class KafkaAuthenticationError(SparkExtError):
 
 class KafkaTlsError(SparkExtError):
     """The TLS handshake with a Kafka listener failed (untrusted certificate, wrong host name,
-    a listener that speaks no TLS): raised at start by :func:`check_access`."""
+    a listener that speaks no TLS, a client certificate missing or refused): raised at start
+    by :func:`check_access`."""
 
-    def __init__(self, listener: str, detail: str) -> None:
+    def __init__(self, listener: str, detail: str, fix: str = "") -> None:
         self.listener = listener
         super().__init__(f"Kafka {listener}: TLS handshake failed: {detail}")
-        self.fix = "check ssl.truststore.location (a PEM CA file) and the listener's protocol"
+        self.fix = fix or (
+            "check ssl.truststore.location (a PEM CA file) and the listener's protocol"
+        )
 
 
 class _Secret(str):
@@ -331,9 +339,11 @@ def check_access(bootstrap: str) -> None:
 
     errors: list[Any] = []
     lines = _ProbeLog()
-    client = AdminClient(
-        confluent_config(bootstrap, {"error_cb": errors.append, "logger": lines}, check=False)
-    )
+    config = confluent_config(bootstrap, {"error_cb": errors.append, "logger": lines}, check=False)
+    try:
+        client = AdminClient(config)
+    except KafkaException as exc:  # a certificate or key file it cannot read
+        raise _unreadable(props, exc.args[0].str()) from None
     listener = props.listener(bootstrap)
     deadline = time.monotonic() + PROBE_S
     while time.monotonic() < deadline:
@@ -348,6 +358,8 @@ def check_access(bootstrap: str) -> None:
                 raise KafkaAuthenticationError(listener, detail)
             if err.code() == KafkaError._SSL or "SSL handshake failed" in err.str():
                 raise KafkaTlsError(listener, detail)
+            if alert := _ALERT.search(err.str()):
+                raise _refused(listener, props, alert.group(1), int(alert.group(2)))
         if lines.hung_up >= 3:  # TLS listener, plaintext client: closed before any answer
             raise KafkaTlsError(
                 listener,
@@ -358,6 +370,33 @@ def check_access(bootstrap: str) -> None:
     else:  # not probed again: a paused broker must not cost every client the wait
         log.warning("Kafka %s did not answer within %.0f s", listener, PROBE_S)
     _CHECKED.add((bootstrap, props))
+
+
+def _unreadable(props: KafkaProperties, detail: str) -> ConfigError:
+    """librdkafka's refusal of its configuration, named by the property that gave the file it
+    could not read (else the whole section)."""
+    names = {lib: kafka for kafka, (_, lib) in _MAPPED.items()}
+    names["ssl.key.location"] = "ssl.keystore.location"
+    setting = next((names[n] for n in names if f"{n} failed" in detail), "")
+    if not setting:
+        return ConfigError("kafka.properties", detail)
+    return ConfigError(f"kafka.properties.{setting}", f"{props.get(setting)}: {detail}")
+
+
+def _refused(listener: str, props: KafkaProperties, alert: str, number: int) -> KafkaTlsError:
+    """The error of a TLS alert from the listener: a refused client certificate says which
+    (none, or the file given) and how to give one."""
+    said = f"the listener sent TLS alert {number} ({alert})"
+    if number not in _CERTIFICATE_ALERTS:
+        return KafkaTlsError(listener, said)
+    given = props.get("ssl.keystore.location")
+    which = f"client certificate {given} refused" if given else "no client certificate given"
+    return KafkaTlsError(
+        listener,
+        f"{which}: {said}; the listener requires one it trusts (ssl.client.auth=required)",
+        fix="set ssl.keystore.location to a PEM file with the client's key and a certificate "
+        "signed by a CA the listener trusts",
+    )
 
 
 class _ProbeLog:

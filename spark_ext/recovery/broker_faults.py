@@ -12,7 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from spark_ext import kafka_clients
+from spark_ext.config import load_profile
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
+from spark_ext.recovery.errors import FaultNotApplicable
 from spark_ext.recovery.faults import FaultCell, FaultClass
 from spark_ext.recovery.profiles import derive_profile
 from spark_ext.recovery.runs import JobRuns
@@ -58,6 +61,19 @@ def free_port(start: int) -> int:
     raise OSError(f"no free port pair from {start}")
 
 
+def _check_secured(runs: JobRuns, case: RecoveryCase, cell: FaultCell, bootstrap: str) -> None:
+    """:class:`FaultNotApplicable` when the fault profile's Kafka properties are for a secured
+    listener and this process has none for the harness's broker (a plaintext one): the jobs
+    could not reach it (docs/design.md, "Kafka clients")."""
+    protocol = str(load_profile(runs.fault_profile).kafka.properties.get("security.protocol", ""))
+    if (
+        protocol.upper() not in ("", "PLAINTEXT")
+        and not kafka_clients.properties_of(bootstrap).secured
+    ):
+        why = f"the profile's listener is {protocol}, the harness's own broker {bootstrap} is "
+        raise FaultNotApplicable(case.name, str(cell.fault), why + "plaintext (brokers=)")
+
+
 def run_broker_cell(
     runs: JobRuns, case: RecoveryCase, cell: FaultCell, brokers: BrokerFactory
 ) -> list[RecoveryResult]:
@@ -67,6 +83,7 @@ def run_broker_cell(
     broker = brokers(ctx.workdir / "broker", free_port(BROKER_PORT))
     try:
         bootstrap = broker.start()
+        _check_secured(runs, case, cell, bootstrap)
         profile = derive_profile(
             runs.fault_profile, ctx.workdir / "broker-profile.toml", bootstrap=bootstrap
         )

@@ -1,6 +1,7 @@
-"""A private broker with a SASL_PLAINTEXT/SCRAM-SHA-512 listener and an SSL listener (test
-certificates made at start by :mod:`tests.connectors.kafka.tls`), on free ports; the shared
-broker on 127.0.0.1:9092 is never touched (docs/design.md, "Kafka clients")."""
+"""A private broker with a SASL_PLAINTEXT/SCRAM-SHA-512 listener, an SSL listener and an SSL
+listener that requires a client certificate (test certificates made at start by
+:mod:`tests.connectors.kafka.tls`), on free ports; the shared broker on 127.0.0.1:9092 is never
+touched (docs/design.md, "Kafka clients")."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ SCRAM = "SCRAM-SHA-512"
 
 @dataclass(frozen=True)
 class SecuredBrokerConfig(BrokerConfig):
-    """The local broker plus a SCRAM listener (user :data:`USER`) and an SSL listener with
-    ``keystore`` (a PKCS12 file and its password)."""
+    """The local broker plus a SCRAM listener (user :data:`USER`), an SSL listener and an SSL
+    listener with ``ssl.client.auth=required`` (``MTLS``), with the certificates of ``tls``."""
 
     scram_port: int = 0
     ssl_port: int = 0
-    keystore: tuple[Path, str] = field(default=(Path(), ""), repr=False)
+    mtls_port: int = 0
+    tls: TlsFiles = field(default=TlsFiles(Path(), Path(), Path()), repr=False)
 
     @property
     def scram_bootstrap(self) -> str:
@@ -40,24 +42,41 @@ class SecuredBrokerConfig(BrokerConfig):
     def ssl_bootstrap(self) -> str:
         return f"{self.host}:{self.ssl_port}"
 
+    @property
+    def mtls_bootstrap(self) -> str:
+        return f"{self.host}:{self.mtls_port}"
+
     def properties(self) -> dict[str, str]:
         props = super().properties()
-        added = f"SCRAM://{self.scram_bootstrap},TLS://{self.ssl_bootstrap}"
+        added = (
+            f"SCRAM://{self.scram_bootstrap},TLS://{self.ssl_bootstrap},"
+            f"MTLS://{self.mtls_bootstrap}"
+        )
+        keystore = {
+            f"listener.name.{name}.{key}": value
+            for name in ("tls", "mtls")
+            for key, value in (
+                ("ssl.keystore.location", str(self.tls.keystore)),
+                ("ssl.keystore.password", self.tls.keystore_password),
+                ("ssl.keystore.type", "PKCS12"),
+            )
+        }
         return {
             **props,
             "listeners": f"{props['listeners']},{added}",
             "advertised.listeners": f"{props['advertised.listeners']},{added}",
             "listener.security.protocol.map": (
-                f"{props['listener.security.protocol.map']},SCRAM:SASL_PLAINTEXT,TLS:SSL"
+                f"{props['listener.security.protocol.map']},SCRAM:SASL_PLAINTEXT,TLS:SSL,MTLS:SSL"
             ),
             "sasl.enabled.mechanisms": SCRAM,
             "listener.name.scram.sasl.enabled.mechanisms": SCRAM,
             f"listener.name.scram.{SCRAM.lower()}.sasl.jaas.config": (
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             ),
-            "listener.name.tls.ssl.keystore.location": str(self.keystore[0]),
-            "listener.name.tls.ssl.keystore.password": self.keystore[1],
-            "listener.name.tls.ssl.keystore.type": "PKCS12",
+            **keystore,
+            "listener.name.mtls.ssl.truststore.location": str(self.tls.ca_pem),
+            "listener.name.mtls.ssl.truststore.type": "PEM",
+            "listener.name.mtls.ssl.client.auth": "required",
         }
 
     def format_options(self) -> list[str]:
@@ -73,7 +92,10 @@ class SecuredKafka:
     """The running broker's listeners and the client properties of each of its secured listeners."""
 
     config: SecuredBrokerConfig
-    tls: TlsFiles
+
+    @property
+    def tls(self) -> TlsFiles:
+        return self.config.tls
 
     @property
     def scram(self) -> str:
@@ -82,6 +104,10 @@ class SecuredKafka:
     @property
     def ssl(self) -> str:
         return self.config.ssl_bootstrap
+
+    @property
+    def mtls(self) -> str:
+        return self.config.mtls_bootstrap
 
     def scram_properties(self, password: str = PASSWORD) -> dict[str, str]:
         return {
@@ -96,9 +122,13 @@ class SecuredKafka:
     def ssl_properties(self) -> dict[str, str]:
         return {"security.protocol": "SSL", "ssl.truststore.location": str(self.tls.ca_pem)}
 
+    def mtls_properties(self) -> dict[str, str]:
+        """:meth:`ssl_properties` and the client's certificate (key and certificate, PEM)."""
+        return {**self.ssl_properties(), "ssl.keystore.location": str(self.tls.client_pem)}
+
     def profile(self, folder: Path, listener: str, base: str = "test") -> Path:
         """conf/<base>.toml with ``[kafka]`` for ``listener`` (``scram``: the password from
-        :data:`PASSWORD_ENV`; ``ssl``)."""
+        :data:`PASSWORD_ENV`; ``ssl``; ``mtls``)."""
         if listener == "scram":
             props = {
                 "security.protocol": "SASL_PLAINTEXT",
@@ -107,6 +137,8 @@ class SecuredKafka:
                 "sasl.password": f"${{env:{PASSWORD_ENV}}}",
             }
             bootstrap = self.scram
+        elif listener == "mtls":
+            props, bootstrap = self.mtls_properties(), self.mtls
         else:
             props, bootstrap = self.ssl_properties(), self.ssl
         test = (CONF_DIR / f"{base}.toml").read_text()
@@ -120,33 +152,74 @@ class SecuredKafka:
         )
         return path
 
+    def configure(self, on: bool = True) -> None:
+        """Configure this process's clients of each secured listener (``on=False``: forget them)."""
+        for bootstrap, props in (
+            (self.scram, self.scram_properties()),
+            (self.ssl, self.ssl_properties()),
+            (self.mtls, self.mtls_properties()),
+        ):
+            kafka_clients.configure(bootstrap, props if on else None)
 
-@contextmanager
-def secured_kafka(folder: Path) -> Iterator[SecuredKafka]:
-    """Start the broker in ``folder``, configure this process's clients of both listeners;
-    stop it (SIGKILL if it does not stop) however the caller ends."""
-    plain, controller, scram, ssl = free_ports(4)
-    tls = make_certificates(folder / "tls")
+
+class SecuredBroker:
+    """A broker with the secured listeners (:class:`SecuredBrokerConfig`): :meth:`start`
+    configures this process's clients of each and returns the SCRAM listener, so the recovery
+    harness's broker faults act on a secured broker (``brokers=secured_broker``)."""
+
+    def __init__(self, config: SecuredBrokerConfig) -> None:
+        self.kafka = SecuredKafka(config)
+        self._broker = LocalKafkaBroker(config)
+
+    def start(self, timeout: float = 120.0) -> str:
+        self._broker.start(timeout=timeout)
+        self.kafka.configure()
+        return self.kafka.scram
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop it (SIGKILL if it does not stop) and forget its listeners' clients."""
+        self.kafka.configure(on=False)
+        try:
+            self._broker.stop(timeout=timeout)
+        except Exception:
+            self._broker.stop(hard=True)
+
+    def pause(self) -> None:
+        self._broker.pause()
+
+    def resume(self) -> None:
+        self._broker.resume()
+
+    def kill(self) -> None:
+        self._broker.kill()
+
+
+def secured_broker(data_dir: Path, port: int | None = None) -> SecuredBroker:
+    """A secured broker in ``data_dir``, not started: its plaintext listener (inter-broker) on
+    ``port`` and its controller on ``port + 1`` (none: free ports), the others on free ports,
+    its certificates made in ``data_dir/tls``. The recovery harness's ``brokers`` factory."""
+    scram, ssl, mtls, *free = free_ports(5)
+    plain, controller = (port, port + 1) if port else free
     config = SecuredBrokerConfig(
-        data_dir=folder,
+        data_dir=data_dir,
         port=plain,
         controller_port=controller,
         scram_port=scram,
         ssl_port=ssl,
-        keystore=(tls.keystore, tls.keystore_password),
+        mtls_port=mtls,
+        tls=make_certificates(data_dir / "tls"),
         heap="512m",
     )
-    broker = LocalKafkaBroker(config)
-    secured = SecuredKafka(config, tls)
+    return SecuredBroker(config)
+
+
+@contextmanager
+def secured_kafka(folder: Path) -> Iterator[SecuredKafka]:
+    """Start a secured broker in ``folder``, configure this process's clients of its listeners;
+    stop it however the caller ends."""
+    broker = secured_broker(folder)
     try:
-        broker.start(timeout=120)
-        kafka_clients.configure(secured.scram, secured.scram_properties())
-        kafka_clients.configure(secured.ssl, secured.ssl_properties())
-        yield secured
+        broker.start()
+        yield broker.kafka
     finally:
-        kafka_clients.configure(config.scram_bootstrap, None)
-        kafka_clients.configure(config.ssl_bootstrap, None)
-        try:
-            broker.stop(timeout=20)
-        except Exception:
-            broker.stop(hard=True)
+        broker.stop()

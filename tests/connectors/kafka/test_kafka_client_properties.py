@@ -246,3 +246,24 @@ def test_kafka_pythons_arguments_hide_the_secrets_when_logged(secured):
     arguments = kafka_clients.properties_of(BOOTSTRAP).kafka_python()
     assert arguments["sasl_plain_password"] == SECRET
     assert 'p"w' not in repr(arguments) and 'p"w' not in str(arguments)
+
+
+@pytest.mark.parametrize(
+    ("given", "setting"),
+    [
+        ({"ssl.truststore.location": "/nonexistent/ca.pem"}, "ssl.truststore.location"),
+        ({"ssl.keystore.location": "/etc/hostname"}, "ssl.keystore.location"),  # no key in it
+    ],
+)
+def test_a_certificate_file_the_client_cannot_read_is_a_config_error_naming_it(
+    given: dict[str, str], setting: str
+) -> None:
+    bootstrap = "127.0.0.1:1"  # never reached: the files are read first
+    kafka_clients.configure(bootstrap, {"security.protocol": "SSL", **given})
+    try:
+        with pytest.raises(ConfigError) as info:
+            kafka_clients.check_access(bootstrap)
+    finally:
+        kafka_clients.configure(bootstrap, None)
+    assert info.value.setting == f"kafka.properties.{setting}"
+    assert str(info.value).startswith(f"kafka.properties.{setting}: {given[setting]}: ")

@@ -1,6 +1,7 @@
-"""Kafka over secured listeners (a private broker: SASL_PLAINTEXT/SCRAM-SHA-512 and SSL with
-test certificates): the exactly-once Kafka path end to end, the Delta job's query with its Kafka
-source, wrong credentials as a typed error at start (a job, from its profile's ``[kafka]``
+"""Kafka over secured listeners (a private broker: SASL_PLAINTEXT/SCRAM-SHA-512, SSL, and SSL
+requiring a client certificate, with test certificates): the exactly-once Kafka path end to end
+over SCRAM and over mutual TLS, the Delta job's query with its Kafka source, wrong credentials
+and a missing client certificate as typed errors at start (a job, from its profile's ``[kafka]``
 section); heavy: the jobs themselves from their profiles."""
 
 from __future__ import annotations
@@ -46,20 +47,43 @@ def secured_events(secured: SecuredKafka) -> str:
     return name
 
 
-def test_exactly_once_kafka_end_to_end_over_scram(spark, secured, secured_events, tmp_path):
+@pytest.mark.parametrize("listener", ["scram", "mtls"])
+def test_exactly_once_kafka_end_to_end_over_a_secured_listener(
+    spark, secured, secured_events, tmp_path, listener
+):
+    bootstrap = getattr(secured, listener)  # SCRAM, or TLS with the client's certificate
     out = f"secured-out-{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(secured.scram, out, partitions=3)
-    df = forward(kafka.read_stream(spark, secured.scram, secured_events))  # one batch: cheap
+    kafka.create_topic(bootstrap, out, partitions=3)
+    df = forward(kafka.read_stream(spark, bootstrap, secured_events))  # one batch: cheap
     query = exactly_once_to_kafka(
-        df, out, bootstrap=secured.scram, sink_id="secured_eo", checkpoint=tmp_path, trigger=ONCE
+        df, out, bootstrap=bootstrap, sink_id=f"{listener}_eo", checkpoint=tmp_path, trigger=ONCE
     )
     await_done(query, 300)
     assert query.exception() is None
     rows = forward(kafka.read_batch(spark, secured.ssl, secured_events)).collect()  # over TLS
     expected = sorted((r.key.encode() if r.key else None, r.value.encode()) for r in rows)
     assert len(expected) == EVENTS
-    assert output_records(secured.scram, out) == expected
+    assert output_records(bootstrap, out) == expected
     assert output_records(secured.ssl, out) == expected
+
+
+def test_a_client_without_a_certificate_is_refused_at_start_naming_the_listener(
+    spark, secured, secured_events
+):
+    kafka_clients.configure(secured.mtls, secured.ssl_properties())  # trusts it, no certificate
+    try:
+        started = time.monotonic()
+        with pytest.raises(kafka_clients.KafkaTlsError) as info:
+            kafka.read_stream(spark, secured.mtls, secured_events)  # before Spark sees the options
+        took = time.monotonic() - started
+    finally:
+        kafka_clients.configure(secured.mtls, secured.mtls_properties())
+    message = str(info.value)
+    assert message.startswith(f"Kafka {secured.mtls} (SSL): "), message
+    assert "client certificate" in message and "\n" not in message
+    assert "ssl.keystore.location" in info.value.fix
+    assert took < AUTH_ERROR_S, took
+    print(f"no client certificate: refused in {took:.2f} s")
 
 
 def test_the_delta_jobs_query_reads_its_kafka_source_over_tls(
@@ -80,7 +104,12 @@ def test_the_delta_jobs_query_reads_its_kafka_source_over_tls(
 
 @pytest.mark.heavy
 @pytest.mark.parametrize(
-    ("job", "listener"), [("jobs.exactly_once_delta", "ssl"), ("jobs.exactly_once_kafka", "scram")]
+    ("job", "listener"),
+    [
+        ("jobs.exactly_once_delta", "ssl"),
+        ("jobs.exactly_once_kafka", "scram"),
+        ("jobs.exactly_once_kafka", "mtls"),
+    ],
 )
 def test_a_job_runs_on_a_secured_listener_from_its_profile(
     secured, secured_events, tmp_path, job_env, job, listener
