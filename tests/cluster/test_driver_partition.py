@@ -7,29 +7,17 @@ store) jobs give local mode's output and commit a batch within their bound after
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobs import registry
-from spark_ext.jobrun import JobRun, run_job
 from spark_ext.recovery import FaultClass, RecoveryHarness, network
 from spark_ext.recovery.matrix import CellStatus, format_matrix, run_plan
 from spark_ext.recovery.profiles import derive_profile
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
-
-
-def on_the_profiles_store(module: str, args: Sequence[str], **kwargs: Any) -> JobRun:
-    """:func:`run_job` without ``--storage s3`` (conf/s3.toml's store, which no isolated host
-    reaches): the runs use their profile's ``[storage]``, the cluster's store."""
-    args = list(args)
-    if "--storage" in args:
-        at = args.index("--storage")
-        del args[at : at + 2]
-    return run_job(module, args, **kwargs)
 
 
 def assert_precise_and_live(isolated, local: Path, job: str, **kwargs: Any) -> None:
@@ -70,6 +58,5 @@ def test_driver_cut_before_the_delta_commit_leaves_the_job_precise_and_live(isol
         "exactly_once_delta",
         timeout_s=600,
         out_root=root,
-        storage=isolated.store.settings(),
-        runner=on_the_profiles_store,
+        storage=isolated.store.settings(),  # the profiles' own store, kept by --storage s3
     )
