@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from jobs.isolated import ClusterCommandError, isolated_cluster
 from spark_ext.recovery import network
 from tests.cluster.conftest import CLUSTER, load_script
 
@@ -74,3 +75,19 @@ def test_what_a_killed_run_left_is_removed_by_the_next_start(tmp_path, owner):
     done = subprocess.run([sys.executable, CLUSTER, "clean"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     gone(processes)
+
+
+def test_a_second_start_is_refused_and_leaves_the_running_cluster_alone(tmp_path, owner):
+    """``spark-ext matrix --cluster isolated`` while another cluster runs: a typed error, and
+    the running cluster keeps its hosts and processes (no stop of what it did not start)."""
+    worker, driver = made_hosts(tmp_path / "first", owner.pid)
+    with pytest.raises(ClusterCommandError, match="still runs"):
+        with isolated_cluster(tmp_path / "second"):
+            pass
+    assert network.host_pids(network.host_name(0)) == [worker.pid]  # untouched
+    assert network.host_pids(network.DRIVER_HOST) == [driver.pid]
+    assert worker.poll() is None and driver.poll() is None
+    owner.kill()
+    owner.wait()
+    subprocess.run([sys.executable, CLUSTER, "clean"], capture_output=True, timeout=60)
+    gone([worker, driver])
