@@ -42,6 +42,7 @@ __all__ = [
     "first_commit_after",
     "on_driver_host",
     "run_host_cell",
+    "with_liveness",
 ]
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,18 @@ def _run_host_cell(
     liveness = first_commit_after(case, ctx, slot, at)
     if cell.fault is FaultClass.SLOW_LINK:
         since, liveness = "the run's end after the link slowed", ended - at
+    return with_liveness(case, cell, results, liveness, since)
+
+
+def with_liveness(
+    case: RecoveryCase,
+    cell: FaultCell,
+    results: list[RecoveryResult],
+    liveness: float | None,
+    since: str = "first commit after the heal",
+) -> list[RecoveryResult]:
+    """``results`` with ``liveness`` in their ``run_seconds``; :class:`LivenessExceeded` if it
+    is ``None`` or past ``cell.bound_s``."""
     log.info("%s under %s: %s: %ss", case.name, cell.fault, since, liveness)
     if liveness is None or liveness > cell.bound_s:
         raise LivenessExceeded(case.name, str(cell.fault), liveness, cell.bound_s, since)

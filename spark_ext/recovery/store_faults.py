@@ -14,7 +14,7 @@ from spark_ext import storage
 from spark_ext.recovery.case import RecoveryCase, RecoveryResult
 from spark_ext.recovery.errors import FaultNotApplicable
 from spark_ext.recovery.faults import FaultCell
-from spark_ext.recovery.host_faults import LivenessExceeded, first_commit_after
+from spark_ext.recovery.host_faults import first_commit_after, with_liveness
 from spark_ext.recovery.profiles import derive_profile
 from spark_ext.recovery.runs import CleanRun, JobRuns
 from spark_ext.recovery.store_proxy import StoreFaultProxy
@@ -78,12 +78,7 @@ def run_store_cell(
     liveness = first_commit_after(case, ctx, slot, healed)
     if liveness is None and faulted.ok:
         liveness = 0.0  # it committed every batch before the heal and ended on its own
-    log.info("%s under %s: first commit %ss after the heal", case.name, cell.fault, liveness)
-    if liveness is None or liveness > cell.bound_s:
-        raise LivenessExceeded(case.name, str(cell.fault), liveness, cell.bound_s)
-    return [
-        dataclasses.replace(r, run_seconds={**r.run_seconds, "liveness": liveness}) for r in results
-    ]
+    return with_liveness(case, cell, results, liveness)
 
 
 def _counts(proxy: StoreFaultProxy) -> str:
